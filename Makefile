@@ -1,0 +1,143 @@
+# eddy — build, test, demo.
+#
+#   make            build/eddy, build/libeddy.a, build/libeddy.so
+#   make test       every test: unit tests, the same under ASan+UBSan, fuzz smoke, CLI tests
+#   make demo       build and run eddy on a model it fetches by itself
+#   make fuzz       run the GGUF fuzzer (FUZZ_SECONDS=600 by default)
+#
+# Variables: CC (default cc), OPT (default -O2 -g), WERROR=1 makes warnings errors
+# (make test sets it). Sources are found under src/; a file named *_avx2.c,
+# *_avx512.c or *_neon.c is compiled with that ISA's flags and only for its
+# architecture; the code calls it only when the CPU has the feature.
+
+CC      ?= cc
+OPT     ?= -O2 -g
+BUILD   ?= build
+WERROR  ?= 0
+
+ARCH := $(shell $(CC) -dumpmachine 2>/dev/null | cut -d- -f1)
+
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla
+ifeq ($(WERROR),1)
+WARN    += -Werror
+endif
+CFLAGS_ALL := -std=c11 $(WARN) $(OPT) -fPIC -pthread -Iinclude -Isrc $(CFLAGS)
+LDLIBS_ALL := -lm -lpthread $(LDLIBS)
+
+FLAGS_AVX2   := -mavx2 -mfma -mf16c
+FLAGS_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
+FLAGS_NEON   := -march=armv8.2-a+dotprod+fp16
+
+ALL_SRCS := $(shell find src -name '*.c' | sort)
+ifeq ($(ARCH),x86_64)
+LIB_SRCS := $(filter-out %_neon.c,$(ALL_SRCS))
+else ifeq ($(ARCH),aarch64)
+LIB_SRCS := $(filter-out %_avx2.c %_avx512.c,$(ALL_SRCS))
+else
+LIB_SRCS := $(filter-out %_avx2.c %_avx512.c %_neon.c,$(ALL_SRCS))
+endif
+CLI_SRCS  := $(sort $(wildcard cli/*.c))
+TEST_SRCS := $(sort $(wildcard tests/*.c))
+FUZZ_SRCS := $(sort $(wildcard tests/fuzz/*.c))
+
+isa_flags = $(if $(filter %_avx2.c,$1),$(FLAGS_AVX2),$(if $(filter %_avx512.c,$1),$(FLAGS_AVX512),$(if $(filter %_neon.c,$1),$(FLAGS_NEON))))
+
+# ==== Release build ====
+
+OBJ      := $(BUILD)/obj
+LIB_OBJS := $(LIB_SRCS:%.c=$(OBJ)/%.o)
+CLI_OBJS := $(CLI_SRCS:%.c=$(OBJ)/%.o)
+TEST_OBJS := $(TEST_SRCS:%.c=$(OBJ)/%.o)
+
+.PHONY: all lib test unit-tests demo fuzz clean deps asan-tests fuzz-build
+all: $(BUILD)/eddy $(BUILD)/libeddy.a $(BUILD)/libeddy.so
+
+lib: $(BUILD)/libeddy.a $(BUILD)/libeddy.so
+
+$(OBJ)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(call isa_flags,$<) -MMD -MP -c $< -o $@
+
+$(BUILD)/libeddy.a: $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libeddy.so: $(LIB_OBJS)
+	$(CC) -shared -pthread -o $@ $^ $(LDLIBS_ALL)
+
+$(BUILD)/eddy: $(CLI_OBJS) $(BUILD)/libeddy.a
+	$(CC) -pthread -o $@ $(CLI_OBJS) $(BUILD)/libeddy.a $(LDLIBS_ALL)
+
+$(BUILD)/eddy-tests: $(TEST_OBJS) $(BUILD)/libeddy.a
+	$(CC) -pthread -o $@ $(TEST_OBJS) $(BUILD)/libeddy.a $(LDLIBS_ALL)
+
+# ==== Sanitizer build (ASan + UBSan): same sources, own object tree ====
+
+SAN_CC    ?= $(shell command -v clang >/dev/null 2>&1 && echo clang || echo $(CC))
+SAN       := $(BUILD)/asan
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SAN_CFLAGS := -std=c11 $(WARN) -O1 -g $(SAN_FLAGS) -pthread -Iinclude -Isrc -DEDDY_SANITIZE=1 $(CFLAGS)
+SAN_LIB_OBJS  := $(LIB_SRCS:%.c=$(SAN)/%.o)
+SAN_TEST_OBJS := $(TEST_SRCS:%.c=$(SAN)/%.o)
+SAN_CLI_OBJS  := $(CLI_SRCS:%.c=$(SAN)/%.o)
+
+$(SAN)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(SAN_CC) $(SAN_CFLAGS) $(call isa_flags,$<) -MMD -MP -c $< -o $@
+
+$(SAN)/eddy-tests: $(SAN_TEST_OBJS) $(SAN_LIB_OBJS)
+	$(SAN_CC) $(SAN_FLAGS) -pthread -o $@ $^ $(LDLIBS_ALL)
+
+$(SAN)/eddy: $(SAN_CLI_OBJS) $(SAN_LIB_OBJS)
+	$(SAN_CC) $(SAN_FLAGS) -pthread -o $@ $^ $(LDLIBS_ALL)
+
+# ==== Fuzzers (clang libFuzzer) ====
+
+FUZZ      := $(BUILD)/fuzz
+FUZZ_CC   ?= clang
+FUZZ_FLAGS := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1
+FUZZ_CFLAGS := -std=c11 $(WARN) -pthread -Iinclude -Isrc -DEDDY_SANITIZE=1 $(CFLAGS)
+FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ)/%.o)
+FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ)/%)
+FUZZ_SECONDS ?= 600
+
+$(FUZZ)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -g -O1 $(call isa_flags,$<) -MMD -MP -c $< -o $@
+
+$(FUZZ)/%: tests/fuzz/%.c $(FUZZ_LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIB_OBJS) $(LDLIBS_ALL)
+
+fuzz-build: $(FUZZ_BINS)
+
+# `make fuzz FUZZ_SECONDS=N`: each fuzzer runs N seconds on its corpus
+# (tests/fuzz/corpus/<name>, seeds under tests/data/fuzz-seeds/<name>).
+fuzz: deps fuzz-build
+	@for f in $(FUZZ_BINS); do n=$$(basename $$f); \
+	  mkdir -p $(BUILD)/fuzz-corpus/$$n; \
+	  echo "fuzzing $$n for $(FUZZ_SECONDS)s"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	    $(BUILD)/fuzz-corpus/$$n tests/data/fuzz-seeds/$$n || exit 1; done
+
+# ==== Entry points ====
+
+deps:
+	@scripts/ensure-deps.sh
+
+unit-tests: $(BUILD)/eddy-tests
+
+asan-tests: $(SAN)/eddy-tests $(SAN)/eddy
+
+test: deps
+	@$(MAKE) --no-print-directory WERROR=1 all $(BUILD)/eddy-tests asan-tests fuzz-build
+	@scripts/run-tests.sh $(BUILD)
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/demo.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,118 @@
+/*
+ * eddy.h — the public interface of libeddy.
+ *
+ * Everything a program (the eddy CLI, a server, a user's application) may use is
+ * declared here: opaque handles, plain functions, status codes. Nothing in this
+ * header exposes an internal structure, so the library can change underneath it.
+ *
+ * Errors: functions that can fail on untrusted input return an eddy_status and,
+ * when given a non-NULL eddy_error, fill it with one line naming what is wrong and
+ * where. The library never calls exit() and never aborts on bad input.
+ */
+#ifndef EDDY_H
+#define EDDY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EDDY_VERSION_STRING "0.1.0"
+
+/* ==== Status and errors ==== */
+
+typedef enum {
+    EDDY_OK = 0,
+    EDDY_ERR_IO,          /* a file could not be opened, read or mapped */
+    EDDY_ERR_FORMAT,      /* a file is damaged or not what it claims to be */
+    EDDY_ERR_UNSUPPORTED, /* valid input that eddy does not handle yet */
+    EDDY_ERR_NOMEM,       /* an allocation failed */
+    EDDY_ERR_ARG,         /* a caller passed an invalid argument */
+    EDDY_ERR_NOT_FOUND,   /* a named key or tensor does not exist */
+} eddy_status;
+
+typedef struct {
+    eddy_status code;
+    char msg[512]; /* one line, no trailing newline */
+} eddy_error;
+
+const char *eddy_status_name(eddy_status s);
+const char *eddy_version(void);
+
+/* ==== Logging ==== */
+
+typedef enum {
+    EDDY_LOG_ERROR = 0,
+    EDDY_LOG_WARN = 1,
+    EDDY_LOG_INFO = 2,
+    EDDY_LOG_DEBUG = 3,
+} eddy_log_level;
+
+/* Messages above this level are dropped. Default: WARN, or $EDDY_LOG_LEVEL
+ * (error|warn|info|debug) when set. */
+void eddy_log_set_level(eddy_log_level level);
+
+/* ==== CPU ==== */
+
+/* Space-separated names of the SIMD features eddy detected and will use, e.g.
+ * "avx2 fma f16c avx512f avx512bw avx512vnni". "none" when EDDY_FORCE_REF=1. */
+const char *eddy_cpu_features(void);
+
+/* ==== GGUF files ==== */
+
+/* An opened, fully validated GGUF file. Tensor data stays memory-mapped. */
+typedef struct eddy_gguf eddy_gguf;
+
+eddy_status eddy_gguf_open(const char *path, eddy_gguf **out, eddy_error *err);
+void eddy_gguf_close(eddy_gguf *f);
+
+uint32_t eddy_gguf_version(const eddy_gguf *f);
+uint32_t eddy_gguf_alignment(const eddy_gguf *f);
+uint64_t eddy_gguf_file_size(const eddy_gguf *f);
+uint64_t eddy_gguf_data_offset(const eddy_gguf *f); /* start of the tensor data section */
+
+/* Metadata. Index i runs over [0, eddy_gguf_n_kv). */
+int64_t eddy_gguf_n_kv(const eddy_gguf *f);
+const char *eddy_gguf_kv_key(const eddy_gguf *f, int64_t i);
+/* The value's type name: "u8", "i32", "f32", "bool", "str", "arr[str]", ... */
+const char *eddy_gguf_kv_type_name(const eddy_gguf *f, int64_t i);
+/* Writes the value as text into buf (always NUL-terminated when buf_size > 0).
+ * Arrays longer than max_items show their first max_items elements and their
+ * length. Strings are written with control characters escaped. Returns the
+ * length the full text would have had (like snprintf). */
+size_t eddy_gguf_kv_format(const eddy_gguf *f, int64_t i, char *buf, size_t buf_size,
+                           int64_t max_items);
+
+/* Typed look-ups by key; a missing key or a value of another kind yields def. */
+int64_t eddy_gguf_get_int(const eddy_gguf *f, const char *key, int64_t def);
+double eddy_gguf_get_float(const eddy_gguf *f, const char *key, double def);
+const char *eddy_gguf_get_str(const eddy_gguf *f, const char *key, const char *def);
+
+/* Tensors. Index i runs over [0, eddy_gguf_n_tensors). */
+typedef struct {
+    const char *name;
+    const char *type_name; /* "Q4_K", "F32", ... */
+    int type;              /* the GGML type id as stored */
+    int n_dims;            /* 1..4 */
+    int64_t ne[4];         /* ne[0] is the contiguous (row) dimension; unused dims are 1 */
+    int64_t n_elements;
+    uint64_t offset;       /* byte offset from the start of the file */
+    uint64_t n_bytes;
+    int supported;         /* 1 when eddy can dequantize this type */
+} eddy_tensor_info;
+
+int64_t eddy_gguf_n_tensors(const eddy_gguf *f);
+void eddy_gguf_tensor_info(const eddy_gguf *f, int64_t i, eddy_tensor_info *out);
+int64_t eddy_gguf_find_tensor(const eddy_gguf *f, const char *name); /* -1 if absent */
+
+/* Dequantizes tensor i into dst, which holds n_elements floats. Fails with
+ * EDDY_ERR_UNSUPPORTED (naming the tensor and type) for types eddy cannot read. */
+eddy_status eddy_gguf_tensor_to_f32(const eddy_gguf *f, int64_t i, float *dst, eddy_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EDDY_H */

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# ensure-deps.sh [demo] — make sure the Debian packages eddy's build and tests need
+# are installed. As root it installs what is missing with apt-get; otherwise it
+# prints the exact apt-get line to run and fails.
+set -eu
+
+need=(make gcc clang libclang-rt-14-dev)
+if [ "${1:-}" = demo ]; then need+=(python3 python3-pip unzip); fi
+
+# Which of them are missing? Prefer dpkg; without it (not Debian), check commands.
+missing=()
+if command -v dpkg-query >/dev/null 2>&1; then
+  for p in "${need[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    case "$status" in
+      *"install ok installed"*) ;;
+      *)
+        # A tool may be present without the Debian package (e.g. pip from another Python).
+        case "$p" in
+          python3-pip) command -v pip3 >/dev/null 2>&1 || command -v pip >/dev/null 2>&1 || missing+=("$p") ;;
+          python3|make|gcc|clang|unzip) command -v "$p" >/dev/null 2>&1 || missing+=("$p") ;;
+          *) missing+=("$p") ;;
+        esac ;;
+    esac
+  done
+else
+  for c in make cc clang; do command -v "$c" >/dev/null 2>&1 || missing+=("$c"); done
+fi
+
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+line="apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "eddy: installing missing packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "eddy: missing packages: ${missing[*]}" >&2
+  echo "eddy: run as root:  $line" >&2
+  exit 1
+fi
