@@ -109,6 +109,9 @@ $(FUZZ)/%: tests/fuzz/%.c $(FUZZ_LIB_OBJS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIB_OBJS) $(LDLIBS_ALL)
 
+# keep the fuzz objects (make would delete them as intermediates of the pattern rule)
+.SECONDARY: $(FUZZ_LIB_OBJS)
+
 fuzz-build: $(FUZZ_BINS)
 
 # `make fuzz FUZZ_SECONDS=N`: each fuzzer runs N seconds on its corpus

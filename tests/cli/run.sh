@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# tests/cli/run.sh EDDY_BINARY — checks the eddy command's behaviour as a user sees
+# it: output of `eddy inspect`, tensors written bit-exact, and one-line errors with
+# exit status 1 (never a crash) for bad input. Prints "N passed, M failed".
+set -u
+EDDY=${1:?usage: run.sh EDDY_BINARY}
+D=tests/data/gguf
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+
+# expect_ok NAME PATTERN... -- ARGS: exit 0 and stdout contains every PATTERN (fixed strings)
+expect_ok() {
+  local name=$1; shift
+  local pats=()
+  while [ "$1" != "--" ]; do pats+=("$1"); shift; done
+  shift
+  local out rc
+  out=$("$EDDY" "$@" 2>"$TMP/err"); rc=$?
+  if [ $rc -ne 0 ]; then bad "$name: exit $rc: $(cat "$TMP/err")"; return; fi
+  for p in "${pats[@]}"; do
+    if ! grep -qF -- "$p" <<<"$out"; then bad "$name: output lacks: $p"; return; fi
+  done
+  ok
+}
+
+# expect_err NAME PATTERN ARGS...: exit 1, stdout empty, stderr one line "eddy: error: ...PATTERN..."
+expect_err() {
+  local name=$1 pat=$2; shift 2
+  local rc
+  "$EDDY" "$@" >"$TMP/out" 2>"$TMP/err"; rc=$?
+  if [ $rc -ne 1 ]; then bad "$name: exit status $rc (expected 1): $(head -5 "$TMP/err")"; return; fi
+  if [ "$(wc -l <"$TMP/err")" -ne 1 ]; then bad "$name: stderr is not one line: $(cat "$TMP/err")"; return; fi
+  if ! grep -q '^eddy: error: ' "$TMP/err"; then bad "$name: stderr lacks 'eddy: error:': $(cat "$TMP/err")"; return; fi
+  if ! grep -qF -- "$pat" "$TMP/err"; then bad "$name: stderr lacks: $pat: $(cat "$TMP/err")"; return; fi
+  ok
+}
+
+# ==== inspect: listing ====
+expect_ok "inspect v3" "format:       GGUF v3" "architecture: llama" "name:         eddy sample" \
+  "metadata: 18 keys" 'sample.str' '"quote \" backslash \\ newline \n tab \t done"' \
+  "sample.u64" "18446744073709551615" "-9223372036854775808" "2.5e-300" "[[1, 2], [3]]" \
+  '"tok15", ... (40 items)]' "arr[arr[i32]]" "tensors: 15" "blk.0.iq4_xs.weight" "IQ4_XS" "[256, 2]" \
+  "totals: 15 tensors, 7680 parameters (7.68K), 7992 bytes" -- inspect $D/sample.gguf
+expect_ok "inspect v2" "format:       GGUF v2" "tensors: 15" -- inspect $D/sample-v2.gguf
+expect_ok "inspect --max-items" '["tok0", "tok1", ... (40 items)]' -- inspect $D/sample.gguf --max-items 2
+expect_ok "inspect lists unsupported types" "IQ2_XXS" "(unsupported type)" \
+  "note: 1 tensors have types eddy cannot read yet" -- inspect $D/unsupported.gguf
+expect_ok "version" "eddy " "cpu features:" -- version
+
+# ==== inspect: tensors written as float32, bit-exact with gguf.quants ====
+for exp in $D/expected/*.f32; do
+  name=$(basename "$exp" .f32)
+  if "$EDDY" inspect $D/sample.gguf --tensor "$name" --out "$TMP/t.f32" >/dev/null 2>"$TMP/err" &&
+     cmp -s "$exp" "$TMP/t.f32"; then ok; else bad "tensor $name differs from gguf.quants: $(cat "$TMP/err")"; fi
+done
+
+# ==== bad input: one line, exit 1 ====
+expect_err "no arguments" "no model file" inspect
+expect_err "missing file" "$TMP/missing.gguf" inspect "$TMP/missing.gguf"
+expect_err "directory" "is a directory" inspect "$TMP"
+expect_err "big-endian" "big-endian GGUF not supported" inspect $D/sample-be.gguf
+expect_err "unsupported type" "tensor blk.0.iq2.weight has type IQ2_XXS, which eddy does not support yet" \
+  inspect $D/unsupported.gguf --tensor blk.0.iq2.weight --out "$TMP/x.f32"
+expect_err "no such tensor" 'no tensor named "nope"' inspect $D/sample.gguf --tensor nope --out "$TMP/x.f32"
+expect_err "tensor without out" "--tensor and --out go together" inspect $D/sample.gguf --tensor blk.0.f32.weight
+expect_err "unwritable out" "cannot create file" inspect $D/sample.gguf --tensor blk.0.f32.weight --out /nonexistent/dir/x.f32
+expect_err "unknown option" 'unknown option "--bogus"' inspect $D/sample.gguf --bogus
+expect_err "bad max-items" '"abc" is not an integer' inspect $D/sample.gguf --max-items abc
+expect_err "two files" "unexpected argument" inspect $D/sample.gguf $D/sample.gguf
+expect_err "unknown command" 'unknown command "frobnicate"' frobnicate
+head -c 1900 $D/sample.gguf >"$TMP/trunc.gguf"
+expect_err "truncated header" "truncated" inspect "$TMP/trunc.gguf"
+head -c 9000 $D/sample.gguf >"$TMP/trunc2.gguf"
+expect_err "truncated data" "lies outside" inspect "$TMP/trunc2.gguf"
+printf 'not a gguf file at all' >"$TMP/text.gguf"
+expect_err "not gguf" "not a GGUF file" inspect "$TMP/text.gguf"
+head -c 100 $D/sample.gguf >"$TMP/short.gguf"
+expect_err "short file" "cannot fit in a 100-byte file" inspect "$TMP/short.gguf"
+: >"$TMP/empty.gguf"
+expect_err "empty file" "magic truncated" inspect "$TMP/empty.gguf"
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
