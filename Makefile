@@ -49,7 +49,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(OBJ)/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(OBJ)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(OBJ)/%.o)
 
-.PHONY: all lib test unit-tests demo fuzz clean deps asan-tests fuzz-build
+.PHONY: all lib test unit-tests demo fuzz clean deps asan-tests fuzz-build cross-aarch64
 all: $(BUILD)/eddy $(BUILD)/libeddy.a $(BUILD)/libeddy.so
 
 lib: $(BUILD)/libeddy.a $(BUILD)/libeddy.so
@@ -63,13 +63,20 @@ $(BUILD)/libeddy.a: $(LIB_OBJS)
 	ar rcs $@ $^
 
 $(BUILD)/libeddy.so: $(LIB_OBJS)
-	$(CC) -shared -pthread -o $@ $^ $(LDLIBS_ALL)
+	$(CC) -shared -pthread $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
 $(BUILD)/eddy: $(CLI_OBJS) $(BUILD)/libeddy.a
-	$(CC) -pthread -o $@ $(CLI_OBJS) $(BUILD)/libeddy.a $(LDLIBS_ALL)
+	$(CC) -pthread $(LDFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libeddy.a $(LDLIBS_ALL)
 
 $(BUILD)/eddy-tests: $(TEST_OBJS) $(BUILD)/libeddy.a
-	$(CC) -pthread -o $@ $(TEST_OBJS) $(BUILD)/libeddy.a $(LDLIBS_ALL)
+	$(CC) -pthread $(LDFLAGS) -o $@ $(TEST_OBJS) $(BUILD)/libeddy.a $(LDLIBS_ALL)
+
+# ==== aarch64 cross build (NEON code paths), run under qemu-user by make test ====
+
+CROSS_CC ?= aarch64-linux-gnu-gcc
+cross-aarch64:
+	@$(MAKE) --no-print-directory CC=$(CROSS_CC) BUILD=$(BUILD)/aarch64 LDFLAGS=-static \
+	  $(BUILD)/aarch64/eddy $(BUILD)/aarch64/eddy-tests
 
 # ==== Sanitizer build (ASan + UBSan): same sources, own object tree ====
 
@@ -134,6 +141,7 @@ asan-tests: $(SAN)/eddy-tests $(SAN)/eddy
 
 test: deps
 	@$(MAKE) --no-print-directory WERROR=1 all $(BUILD)/eddy-tests asan-tests fuzz-build
+	@$(MAKE) --no-print-directory WERROR=1 cross-aarch64
 	@scripts/run-tests.sh $(BUILD)
 
 demo: deps

@@ -5,7 +5,9 @@
 set -eu
 
 need=(make gcc clang libclang-rt-14-dev)
-if [ "${1:-}" = demo ]; then need+=(python3 python3-pip unzip); fi
+# cross compiler and emulator: make test runs the aarch64 (NEON) build under qemu
+if [ "${1:-}" != demo ]; then need+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user); fi
+if [ "${1:-}" = demo ]; then need+=(python3 python3-pip); fi
 
 # Which of them are missing? Prefer dpkg; without it (not Debian), check commands.
 missing=()
@@ -18,7 +20,7 @@ if command -v dpkg-query >/dev/null 2>&1; then
         # A tool may be present without the Debian package (e.g. pip from another Python).
         case "$p" in
           python3-pip) command -v pip3 >/dev/null 2>&1 || command -v pip >/dev/null 2>&1 || missing+=("$p") ;;
-          python3|make|gcc|clang|unzip) command -v "$p" >/dev/null 2>&1 || missing+=("$p") ;;
+          python3|make|gcc|clang) command -v "$p" >/dev/null 2>&1 || missing+=("$p") ;;
           *) missing+=("$p") ;;
         esac ;;
     esac

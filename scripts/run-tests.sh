@@ -4,6 +4,7 @@
 #   1. unit tests (release build)
 #   2. unit tests with EDDY_FORCE_REF=1 (scalar reference paths only)
 #   3. unit tests under ASan + UBSan
+#   3b. unit tests of the aarch64 build (NEON paths) under qemu-user
 #   4. CLI tests against the release binary and the sanitizer binary
 #   5. fuzz smoke: each fuzzer for FUZZ_SMOKE_SECONDS (default 20) from its seeds
 set -u
@@ -43,6 +44,7 @@ suite "unit tests" "$B/eddy-tests"
 suite "unit tests, reference kernels only" env EDDY_FORCE_REF=1 "$B/eddy-tests"
 suite "unit tests, ASan+UBSan" env ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
   UBSAN_OPTIONS=print_stacktrace=1 "$B/asan/eddy-tests"
+suite "unit tests, aarch64 build under qemu" qemu-aarch64 "$B/aarch64/eddy-tests"
 suite "CLI tests" tests/cli/run.sh "$B/eddy"
 suite "CLI tests, ASan+UBSan" env ASAN_OPTIONS=detect_leaks=1 tests/cli/run.sh "$B/asan/eddy"
 

@@ -142,7 +142,7 @@ TEST(gguf_reads_every_metadata_type) {
 
 TEST(gguf_tensor_directory) {
     for (uint32_t version = 2; version <= 3; version++) {
-        uint32_t aligns[] = {32, 1, 64, 4096};
+        uint32_t aligns[] = {32, 4, 64, 4096};
         for (int k = 0; k < 4; k++) {
             uint64_t n;
             uint8_t *p = sample_file(version, aligns[k], &n);
@@ -175,6 +175,15 @@ TEST(gguf_tensor_directory) {
             free(p);
         }
     }
+}
+
+TEST(gguf_misaligned_tensor_data_is_refused) {
+    /* alignment 1 puts the first (F32) tensor at an odd byte of this file */
+    uint64_t n;
+    uint8_t *p = sample_file(3, 1, &n);
+    REQUIRE(p != NULL);
+    EXPECT_FORMAT_ERROR(p, n, "is not aligned to the 4 bytes type F32 needs");
+    free(p);
 }
 
 TEST(gguf_open_file_with_and_without_mmap) {

@@ -25,6 +25,7 @@
 
 #include "base/alloc.h"
 #include "gguf.h"
+#include "quant/quant.h"
 #include "quant/qtypes.h"
 
 /* ==== Cursor ==== */
@@ -479,6 +480,13 @@ static bool place_data(cursor *c, gguf_file *f) {
                            ") lies outside the %" PRIu64 "-byte data section at byte %" PRIu64,
                            t->name, t->offset, t->offset + t->n_bytes, data_size, f->data_offset);
         t->data = f->bytes + f->data_offset + t->offset;
+        /* the block structs need their natural alignment; an alignment of 1 or 2
+         * in the file could break it */
+        size_t align = quant_row_align((qtype)t->type);
+        if ((uintptr_t)t->data % align != 0)
+            return fail_at(c, t->info_offset, "tensor \"%s\": data at byte %" PRIu64
+                           " is not aligned to the %zu bytes type %s needs", t->name,
+                           f->data_offset + t->offset, align, qtype_name(t->type));
     }
     return true;
 }

@@ -36,6 +36,8 @@ static const qtype_traits table[QTYPE_COUNT] = {
     [QTYPE_TQ1_0] = {"TQ1_0", 256, 54, false},
     [QTYPE_TQ2_0] = {"TQ2_0", 256, 66, false},
     [QTYPE_MXFP4] = {"MXFP4", 32, 17, false},
+    [QTYPE_NVFP4] = {"NVFP4", 64, 36, false},
+    [QTYPE_Q1_0] = {"Q1_0", 128, 18, false},
 };
 
 const qtype_traits *qtype_info(uint32_t type) {

@@ -47,7 +47,9 @@ typedef enum {
     QTYPE_TQ1_0 = 34,
     QTYPE_TQ2_0 = 35,
     QTYPE_MXFP4 = 39,
-    QTYPE_COUNT = 40, /* ids are < QTYPE_COUNT */
+    QTYPE_NVFP4 = 40,
+    QTYPE_Q1_0 = 41,
+    QTYPE_COUNT = 42, /* ids are < QTYPE_COUNT */
 } qtype;
 
 typedef struct {

@@ -14,6 +14,7 @@
  */
 #include "quant/quant.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -83,7 +84,9 @@ void quantize_row_q8_K_ref(const float *x, void *dst, int64_t n) {
         /* In double, 127 / amax is finite and exact enough for every float amax
          * (float32 would overflow for amax < ~3.7e-37). */
         const double id = 127.0 / (double)amax;
-        y[b].d = amax / 127.0f;
+        float d = amax / 127.0f;
+        if (d * 127.0f > FLT_MAX) d = nextafterf(d, 0.0f); /* amax near FLT_MAX: keep d*q finite */
+        y[b].d = d;
         for (int j = 0; j < QK_K; j++) y[b].qs[j] = quant_round_d((double)x[j] * id);
         for (int i = 0; i < QK_K / 16; i++) {
             int sum = 0;

@@ -1,0 +1,33 @@
+/*
+ * vec.h — small float32 vector kernels used across ops (dot products, scaled adds).
+ *
+ * Each kernel has a scalar _ref (the oracle, kept forever) and SIMD variants in
+ * vec_avx2.c, vec_avx512.c and vec_neon.c; the plain name dispatches at run time
+ * on cpu_features(), so EDDY_FORCE_REF=1 routes every call to _ref.
+ */
+#ifndef EDDY_OPS_VEC_H
+#define EDDY_OPS_VEC_H
+
+#include <stdint.h>
+
+/* sum_i x[i] * y[i] over n elements (any n >= 0, no alignment needed). */
+float vec_dot_f32(const float *x, const float *y, int64_t n);
+float vec_dot_f32_ref(const float *x, const float *y, int64_t n);
+
+/* y[i] += a * x[i] */
+void vec_axpy_f32(float *y, float a, const float *x, int64_t n);
+void vec_axpy_f32_ref(float *y, float a, const float *x, int64_t n);
+
+/* ISA variants, compiled only for their architecture; called only when the CPU
+ * has the feature. Exposed for the tests. */
+float vec_dot_f32_avx2(const float *x, const float *y, int64_t n);
+void vec_axpy_f32_avx2(float *y, float a, const float *x, int64_t n);
+float vec_dot_f32_avx512(const float *x, const float *y, int64_t n);
+void vec_axpy_f32_avx512(float *y, float a, const float *x, int64_t n);
+float vec_dot_f32_neon(const float *x, const float *y, int64_t n);
+void vec_axpy_f32_neon(float *y, float a, const float *x, int64_t n);
+
+/* The name of the variant the dispatcher picks on this machine ("ref", "avx2", ...). */
+const char *vec_variant(void);
+
+#endif

@@ -1,0 +1,28 @@
+/*
+ * vec_neon.c — NEON variants of vec.h (aarch64 only).
+ */
+#include <arm_neon.h>
+
+#include "vec.h"
+
+float vec_dot_f32_neon(const float *x, const float *y, int64_t n) {
+    float32x4_t acc0 = vdupq_n_f32(0), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = vfmaq_f32(acc0, vld1q_f32(x + i), vld1q_f32(y + i));
+        acc1 = vfmaq_f32(acc1, vld1q_f32(x + i + 4), vld1q_f32(y + i + 4));
+        acc2 = vfmaq_f32(acc2, vld1q_f32(x + i + 8), vld1q_f32(y + i + 8));
+        acc3 = vfmaq_f32(acc3, vld1q_f32(x + i + 12), vld1q_f32(y + i + 12));
+    }
+    for (; i + 4 <= n; i += 4) acc0 = vfmaq_f32(acc0, vld1q_f32(x + i), vld1q_f32(y + i));
+    float sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc0, acc1), vaddq_f32(acc2, acc3)));
+    for (; i < n; i++) sum += x[i] * y[i];
+    return sum;
+}
+
+void vec_axpy_f32_neon(float *y, float a, const float *x, int64_t n) {
+    float32x4_t va = vdupq_n_f32(a);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_f32(vld1q_f32(y + i), va, vld1q_f32(x + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}

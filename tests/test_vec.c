@@ -1,0 +1,102 @@
+/*
+ * test_vec.c — every SIMD variant of the vector kernels against the scalar _ref,
+ * on awkward lengths and unaligned pointers. Variants the CPU lacks are skipped.
+ */
+#include "test.h"
+
+#include <stdlib.h>
+
+#include "base/cpu.h"
+#include "ops/vec.h"
+
+typedef float (*dot_fn)(const float *, const float *, int64_t);
+typedef void (*axpy_fn)(float *, float, const float *, int64_t);
+
+typedef struct {
+    const char *name;
+    dot_fn dot;
+    axpy_fn axpy;
+    bool available;
+} vec_variant_case;
+
+static int variants(vec_variant_case *out) {
+    const cpu_caps *c = cpu_features();
+    int n = 0;
+    out[n++] = (vec_variant_case){"dispatch", vec_dot_f32, vec_axpy_f32, true};
+#if defined(__x86_64__)
+    out[n++] = (vec_variant_case){"avx2", vec_dot_f32_avx2, vec_axpy_f32_avx2, cpu_has_avx2(c)};
+    out[n++] = (vec_variant_case){"avx512", vec_dot_f32_avx512, vec_axpy_f32_avx512,
+                                  cpu_has_avx512(c) && c->fma};
+#elif defined(__aarch64__)
+    out[n++] = (vec_variant_case){"neon", vec_dot_f32_neon, vec_axpy_f32_neon, c->neon};
+#endif
+    (void)c;
+    return n;
+}
+
+static const int64_t lengths[] = {0, 1, 3, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 127, 255, 256, 1000, 4099};
+
+/* The dot product's error bound: float32 summation in a different order, so
+ * |got - ref| <= 1e-5 * sum |x_i y_i| + 1e-30 (n up to 4099, inputs O(1)). */
+TEST(vec_dot_matches_ref) {
+    vec_variant_case v[4];
+    int nv = variants(v);
+    test_rng rng = test_rng_new();
+    float *x = malloc(4200 * sizeof(float)), *y = malloc(4200 * sizeof(float));
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
+        int64_t n = lengths[li];
+        int off = (int)test_rng_below(&rng, 4); /* unaligned starts */
+        double mag = 0;
+        for (int64_t i = 0; i < n; i++) {
+            x[off + i] = test_rng_normal(&rng);
+            y[off + i] = test_rng_normal(&rng);
+            mag += fabs((double)x[off + i] * y[off + i]);
+        }
+        float ref = vec_dot_f32_ref(x + off, y + off, n);
+        for (int k = 0; k < nv; k++) {
+            if (!v[k].available) continue;
+            float got = v[k].dot(x + off, y + off, n);
+            CHECKF(fabs((double)got - ref) <= 1e-5 * mag + 1e-30, "%s n=%lld: %g vs ref %g", v[k].name,
+                   (long long)n, got, ref);
+        }
+    }
+    free(x);
+    free(y);
+}
+
+/* axpy: one FMA per element versus multiply-then-add in _ref, so each element
+ * may differ by one rounding: |got - ref| <= 2^-23 * (|y| + |a x|). */
+TEST(vec_axpy_matches_ref) {
+    vec_variant_case v[4];
+    int nv = variants(v);
+    test_rng rng = test_rng_new();
+    float *x = malloc(4200 * sizeof(float)), *y0 = malloc(4200 * sizeof(float));
+    float *yr = malloc(4200 * sizeof(float)), *yv = malloc(4200 * sizeof(float));
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
+        int64_t n = lengths[li];
+        float a = test_rng_normal(&rng);
+        for (int64_t i = 0; i < n + 1; i++) x[i] = test_rng_normal(&rng), y0[i] = test_rng_normal(&rng);
+        memcpy(yr, y0, (size_t)(n + 1) * sizeof(float));
+        vec_axpy_f32_ref(yr, a, x, n);
+        for (int k = 0; k < nv; k++) {
+            if (!v[k].available) continue;
+            memcpy(yv, y0, (size_t)(n + 1) * sizeof(float));
+            v[k].axpy(yv, a, x, n);
+            for (int64_t i = 0; i < n; i++) {
+                double bound = 1.2e-7 * (fabs(y0[i]) + fabs(a * x[i])) + 1e-30;
+                if (!CHECKF(fabs((double)yv[i] - yr[i]) <= bound, "%s n=%lld i=%lld: %g vs %g", v[k].name,
+                            (long long)n, (long long)i, yv[i], yr[i]))
+                    break;
+            }
+            CHECKF(yv[n] == y0[n], "%s wrote past the end (n=%lld)", v[k].name, (long long)n);
+        }
+    }
+    free(x), free(y0), free(yr), free(yv);
+}
+
+TEST(vec_dispatch_respects_force_ref) {
+    if (cpu_force_ref()) CHECK_STR(vec_variant(), "ref");
+#if defined(__x86_64__)
+    else if (cpu_has_avx512(cpu_features())) CHECK_STR(vec_variant(), "avx512");
+#endif
+}
