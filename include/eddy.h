@@ -111,6 +111,14 @@ int64_t eddy_gguf_find_tensor(const eddy_gguf *f, const char *name); /* -1 if ab
  * EDDY_ERR_UNSUPPORTED (naming the tensor and type) for types eddy cannot read. */
 eddy_status eddy_gguf_tensor_to_f32(const eddy_gguf *f, int64_t i, float *dst, eddy_error *err);
 
+/* ==== Benchmarks ==== */
+
+/* Runs the kernel benchmarks whose name contains filter (NULL: all) on n_threads
+ * threads and prints the results to stdout: one JSON object per line when json is
+ * non-zero, else a table with each op's fraction of the machine's read bandwidth or
+ * f32 FMA peak, both measured in the same run. */
+eddy_status eddy_bench_kernels(const char *filter, int n_threads, int json, eddy_error *err);
+
 #ifdef __cplusplus
 }
 #endif

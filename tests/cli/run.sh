@@ -72,6 +72,9 @@ expect_err "unwritable out" "cannot create file" inspect $D/sample.gguf --tensor
 expect_err "unknown option" 'unknown option "--bogus"' inspect $D/sample.gguf --bogus
 expect_err "bad max-items" '"abc" is not an integer' inspect $D/sample.gguf --max-items abc
 expect_err "two files" "unexpected argument" inspect $D/sample.gguf $D/sample.gguf
+expect_err "bench without target" "nothing to run" bench
+expect_err "bench filter matches nothing" 'no kernel benchmark matches "zzz"' bench --kernels --filter zzz
+expect_err "bench bad threads" "-t: 0 is out of range" bench --kernels -t 0
 expect_err "unknown command" 'unknown command "frobnicate"' frobnicate
 head -c 1900 $D/sample.gguf >"$TMP/trunc.gguf"
 expect_err "truncated header" "truncated" inspect "$TMP/trunc.gguf"

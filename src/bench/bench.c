@@ -1,0 +1,104 @@
+/*
+ * bench.c — the kernel benchmark runner: case table, timing, output.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "bench.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/cpu.h"
+#include "base/timer.h"
+#include "eddy.h"
+
+/* ==== The case table: each area's cases ==== */
+
+void bench_vec_cases(bench_env *env);
+
+static const bench_case cases[] = {
+    {"vec_dot", bench_vec_cases},
+};
+
+/* ==== Timing ==== */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double bench_median(void (*fn)(void *ctx), void *ctx, int min_reps, double min_seconds) {
+    enum { MAX_REPS = 10000 };
+    static double times[MAX_REPS];
+    fn(ctx); /* warm-up */
+    int n = 0;
+    double start = timer_s();
+    while (n < MAX_REPS && (n < min_reps || timer_s() - start < min_seconds)) {
+        double t0 = timer_s();
+        fn(ctx);
+        times[n++] = timer_s() - t0;
+    }
+    qsort(times, (size_t)n, sizeof times[0], cmp_double);
+    return n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+}
+
+float *bench_random_floats(int64_t n, uint64_t seed, float scale) {
+    float *p = eddy_malloc_aligned((size_t)n * sizeof(float), 64);
+    if (!p) return NULL;
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (int64_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        p[i] = scale * ((float)(s >> 40) / (float)(1 << 24) - 0.5f);
+    }
+    return p;
+}
+
+/* ==== Output ==== */
+
+void bench_emit(const bench_env *env, const bench_result *r) {
+    double bw = r->seconds > 0 ? r->bytes / r->seconds : 0;
+    double fl = r->seconds > 0 ? r->flops / r->seconds : 0;
+    if (env->json) {
+        printf("{\"op\": \"%s\", \"variant\": \"%s\", \"shape\": \"%s\", \"threads\": %d, "
+               "\"seconds\": %.9g, \"bytes\": %.0f, \"flops\": %.0f, \"read_bw\": %.4g, \"fma_peak\": %.4g}\n",
+               r->op, r->variant, r->shape, env->n_threads, r->seconds, r->bytes, r->flops, env->read_bw,
+               env->fma_peak);
+    } else {
+        /* the limit that matters: whichever of bandwidth and compute the op is closer to */
+        double f_bw = env->read_bw > 0 ? bw / env->read_bw : 0;
+        double f_fl = env->fma_peak > 0 ? fl / env->fma_peak : 0;
+        printf("%-16s %-10s %-44s %11.3f us %9.2f GB/s %9.2f GF/s   %5.1f%% %s\n", r->op, r->variant, r->shape,
+               r->seconds * 1e6, bw / 1e9, fl / 1e9, 100 * (f_bw > f_fl ? f_bw : f_fl),
+               f_bw > f_fl ? "of bandwidth" : "of FMA peak");
+    }
+    fflush(stdout);
+}
+
+/* ==== Entry ==== */
+
+eddy_status eddy_bench_kernels(const char *filter, int n_threads, int json, eddy_error *err) {
+    int matches = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) matches += !filter || strstr(cases[i].name, filter);
+    if (!matches) return eddy_error_set(err, EDDY_ERR_ARG, "no kernel benchmark matches \"%s\"", filter);
+    bench_env env = {.n_threads = n_threads, .json = json != 0};
+    eddy_status s = pool_create(&env.pool, n_threads, err);
+    if (s != EDDY_OK) return s;
+    env.read_bw = bench_measure_read_bw(env.pool, n_threads);
+    env.fma_peak = bench_measure_fma_peak(env.pool, n_threads);
+    if (!json) {
+        printf("eddy kernel benchmarks: %d threads, cpu features: %s\n", n_threads, eddy_cpu_features());
+        printf("machine limits measured now: read bandwidth %.2f GB/s, f32 FMA peak %.1f GFLOP/s\n\n",
+               env.read_bw / 1e9, env.fma_peak / 1e9);
+        printf("%-16s %-10s %-44s %14s %14s %14s   %s\n", "op", "variant", "shape", "time/call",
+               "bandwidth", "compute", "fraction of limit");
+    } else {
+        printf("{\"machine\": true, \"threads\": %d, \"read_bw\": %.4g, \"fma_peak\": %.4g, \"cpu\": \"%s\"}\n",
+               n_threads, env.read_bw, env.fma_peak, eddy_cpu_features());
+    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (!filter || strstr(cases[i].name, filter)) cases[i].fn(&env);
+    pool_destroy(env.pool);
+    return EDDY_OK;
+}

@@ -1,0 +1,68 @@
+/*
+ * bench.h — kernel benchmarks behind `eddy bench --kernels`.
+ *
+ * Owns: the table of kernel benchmark cases, timing (median seconds per call), the
+ * machine limits measured in the same run (read bandwidth, f32 FMA peak), and the
+ * output (one JSON object per line, or a table with each case's fraction of the
+ * relevant limit). Each area of kernels adds its cases in its own bench_<area>.c and
+ * lists them in bench.c's table.
+ *
+ * A case gets a bench_env (thread pool, limits) and reports one or more results
+ * with bench_emit. Timing never feeds a test: these are measurements, not checks.
+ */
+#ifndef EDDY_BENCH_H
+#define EDDY_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/threadpool.h"
+
+typedef struct {
+    threadpool *pool;
+    int n_threads;
+    bool json;
+    double read_bw;  /* bytes/s, this run's measurement with n_threads */
+    double fma_peak; /* f32 flop/s, this run's measurement with n_threads */
+} bench_env;
+
+typedef struct {
+    const char *op;      /* "gdn_step" */
+    const char *variant; /* "ref", "avx2", "chunked" ... */
+    char shape[192];     /* human-readable, e.g. "n_seq=1 h=32 dk=128 dv=128" */
+    double seconds;      /* median per call */
+    double bytes;        /* least bytes that must move per call */
+    double flops;        /* floating-point operations per call */
+} bench_result;
+
+typedef void (*bench_case_fn)(bench_env *env);
+
+typedef struct {
+    const char *name; /* matched by --filter */
+    bench_case_fn fn;
+} bench_case;
+
+/* Median seconds per call of fn(ctx): warms up once, then repeats until at least
+ * min_reps calls and min_seconds have passed (at most 10000 calls). */
+double bench_median(void (*fn)(void *ctx), void *ctx, int min_reps, double min_seconds);
+
+/* Prints one result (JSON line or table row with its roofline fraction). */
+void bench_emit(const bench_env *env, const bench_result *r);
+
+/* Measured machine limits (called once per run). */
+double bench_measure_read_bw(threadpool *pool, int n_threads);
+double bench_measure_fma_peak(threadpool *pool, int n_threads);
+
+/* Peak-FMA loop per ISA: runs `iters` iterations of independent FMA chains and
+ * returns the flops done (the sum keeps the work from being optimized away via *sink). */
+double bench_fma_loop_ref(int64_t iters, float *sink);
+double bench_fma_loop_avx2(int64_t iters, float *sink);
+double bench_fma_loop_avx512(int64_t iters, float *sink);
+double bench_fma_loop_neon(int64_t iters, float *sink);
+
+/* A buffer of `bytes` filled with small random floats (eddy_malloc_aligned;
+ * free with eddy_free_aligned). NULL on failure. */
+float *bench_random_floats(int64_t n, uint64_t seed, float scale);
+
+#endif
