@@ -1,0 +1,38 @@
+/*
+ * norm.c — RMSNorm, SwiGLU and softmax (scalar; these are a small share of a
+ * forward pass next to the matrix products).
+ */
+#include "norm.h"
+
+void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
+    const float scale = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
+    if (w)
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
+    else
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale;
+}
+
+void ops_rmsnorm_rows(float *y, int64_t sy, const float *x, int64_t sx, const float *w, int64_t n,
+                      int64_t n_rows, float eps) {
+    for (int64_t r = 0; r < n_rows; r++) ops_rmsnorm(y + r * sy, x + r * sx, w, n, eps);
+}
+
+void ops_swiglu(float *out, const float *gate, const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = ops_silu(gate[i]) * up[i];
+}
+
+void ops_softmax(float *x, int64_t n) {
+    if (n <= 0) return;
+    float max = x[0];
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > max) max = x[i];
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}
