@@ -19,5 +19,6 @@ int cli_parse_int(const char *flag, const char *s, long long lo, long long hi, l
 
 int cmd_inspect(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
 
 #endif

@@ -39,6 +39,8 @@ static void usage(FILE *out) {
             "  inspect MODEL.gguf [--max-items N]      metadata and tensor table\n"
             "  inspect MODEL.gguf --tensor NAME --out FILE\n"
             "                                          write one tensor as little-endian float32\n"
+            "  logits -m MODEL.gguf --ids \"ID ID ...\" --out FILE [-t N] [-c CTX]\n"
+            "                                          float32 logits for every position\n"
             "  bench --kernels [--json] [-t N] [--filter NAME]\n"
             "                                          kernel benchmarks against this machine's limits\n"
             "  version                                 version and detected CPU features\n"
@@ -53,6 +55,7 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "logits")) return cmd_logits(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("eddy %s\ncpu features: %s\n", eddy_version(), eddy_cpu_features());
         return 0;

@@ -111,6 +111,43 @@ int64_t eddy_gguf_find_tensor(const eddy_gguf *f, const char *name); /* -1 if ab
  * EDDY_ERR_UNSUPPORTED (naming the tensor and type) for types eddy cannot read. */
 eddy_status eddy_gguf_tensor_to_f32(const eddy_gguf *f, int64_t i, float *dst, eddy_error *err);
 
+/* ==== Models and evaluation ==== */
+
+/* A loaded model: weights stay mapped from the GGUF file. Read-only after loading,
+ * so several contexts may share one. */
+typedef struct eddy_model eddy_model;
+
+/* A context: one sequence's state (KV cache, recurrent state), a thread pool and
+ * work buffers, all allocated when the context is made. */
+typedef struct eddy_ctx eddy_ctx;
+
+typedef struct {
+    int64_t n_ctx;   /* positions the sequence can hold (0: the model's training context, at most 4096) */
+    int n_threads;   /* 0: all online CPUs */
+    int64_t n_batch; /* tokens per forward step (0: 512); longer inputs are split */
+} eddy_ctx_params;
+
+eddy_status eddy_model_load(const char *path, eddy_model **out, eddy_error *err);
+void eddy_model_free(eddy_model *m);
+const char *eddy_model_arch(const eddy_model *m);
+int64_t eddy_model_n_vocab(const eddy_model *m);
+int64_t eddy_model_n_ctx_train(const eddy_model *m);
+/* The underlying GGUF file (metadata, tokenizer data); owned by the model. */
+const eddy_gguf *eddy_model_gguf(const eddy_model *m);
+
+eddy_status eddy_ctx_new(const eddy_model *m, const eddy_ctx_params *p, eddy_ctx **out, eddy_error *err);
+void eddy_ctx_free(eddy_ctx *c);
+
+/* Feeds n tokens to the sequence after those it already holds. logits receives
+ * float32 rows of n_vocab: one per token when all_logits, else one for the last
+ * token; NULL for none. Fails (changing nothing) on an id outside the vocabulary or
+ * when the context would overflow. */
+eddy_status eddy_ctx_eval(eddy_ctx *c, const int32_t *tokens, int64_t n, float *logits, int all_logits,
+                          eddy_error *err);
+int64_t eddy_ctx_n_pos(const eddy_ctx *c); /* tokens the sequence holds */
+int64_t eddy_ctx_n_ctx(const eddy_ctx *c);
+void eddy_ctx_reset(eddy_ctx *c);           /* back to an empty sequence */
+
 /* ==== Benchmarks ==== */
 
 /* Runs the kernel benchmarks whose name contains filter (NULL: all) on n_threads

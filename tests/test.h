@@ -34,15 +34,13 @@ bool test_check(bool cond, const char *file, int line, const char *fmt, ...)
 
 #define CHECK(cond) test_check((cond), __FILE__, __LINE__, "%s", #cond)
 #define CHECKF(cond, ...) test_check((cond), __FILE__, __LINE__, __VA_ARGS__)
-#define CHECK_EQ(a, b)                                                                   \
-    test_check((long long)(a) == (long long)(b), __FILE__, __LINE__, "%s == %s (%lld vs %lld)", \
-               #a, #b, (long long)(a), (long long)(b))
-#define CHECK_STR(a, b)                                                                  \
-    test_check(strcmp((a), (b)) == 0, __FILE__, __LINE__, "%s == %s (\"%s\" vs \"%s\")", #a, \
-               #b, (a), (b))
-#define CHECK_CONTAINS(hay, needle)                                                      \
-    test_check(strstr((hay), (needle)) != NULL, __FILE__, __LINE__,                      \
-               "\"%s\" should contain \"%s\"", (hay), (needle))
+/* Each operand is evaluated exactly once. */
+bool test_check_eq(long long a, long long b, const char *ea, const char *eb, const char *file, int line);
+#define CHECK_EQ(a, b) test_check_eq((long long)(a), (long long)(b), #a, #b, __FILE__, __LINE__)
+bool test_check_str(const char *a, const char *b, const char *ea, const char *eb, const char *file, int line);
+#define CHECK_STR(a, b) test_check_str((a), (b), #a, #b, __FILE__, __LINE__)
+bool test_check_contains(const char *hay, const char *needle, const char *file, int line);
+#define CHECK_CONTAINS(hay, needle) test_check_contains((hay), (needle), __FILE__, __LINE__)
 #define REQUIRE(cond)                                                                    \
     do {                                                                                 \
         if (!CHECK(cond)) return;                                                        \

@@ -50,6 +50,20 @@ bool test_check(bool cond, const char *file, int line, const char *fmt, ...) {
     return false;
 }
 
+bool test_check_eq(long long a, long long b, const char *ea, const char *eb, const char *file, int line) {
+    return test_check(a == b, file, line, "%s == %s (%lld vs %lld)", ea, eb, a, b);
+}
+
+bool test_check_str(const char *a, const char *b, const char *ea, const char *eb, const char *file, int line) {
+    return test_check(a && b && strcmp(a, b) == 0, file, line, "%s == %s (\"%s\" vs \"%s\")", ea, eb,
+                      a ? a : "(null)", b ? b : "(null)");
+}
+
+bool test_check_contains(const char *hay, const char *needle, const char *file, int line) {
+    return test_check(hay && strstr(hay, needle) != NULL, file, line, "\"%s\" should contain \"%s\"",
+                      hay ? hay : "(null)", needle);
+}
+
 /* ==== Randomness (splitmix64) ==== */
 
 static uint64_t mix64(uint64_t z) {

@@ -59,6 +59,19 @@ for exp in $D/expected/*.f32; do
      cmp -s "$exp" "$TMP/t.f32"; then ok; else bad "tensor $name differs from gguf.quants: $(cat "$TMP/err")"; fi
 done
 
+# ==== logits ====
+M=tests/data/models/llama-tiny-q8_0.gguf
+expect_ok "logits" "3 512" -- logits -m $M --ids "1 2 3" --out "$TMP/l.f32" -t 2
+if [ "$(stat -c %s "$TMP/l.f32" 2>/dev/null)" = $((3 * 512 * 4)) ]; then ok; else bad "logits file size"; fi
+expect_err "logits id out of range" "token id 512 at index 1 is outside the vocabulary (0..511)" \
+  logits -m $M --ids "1 512" --out "$TMP/l.f32"
+expect_err "logits bad id" '"x7" is not a token id' logits -m $M --ids "1 x7" --out "$TMP/l.f32"
+expect_err "logits no ids" "no token ids" logits -m $M --ids "  " --out "$TMP/l.f32"
+expect_err "logits no out" "no output file" logits -m $M --ids "1"
+expect_err "logits no model" "no model given" logits --ids "1" --out "$TMP/l.f32"
+expect_err "logits ctx too small" "do not fit" logits -m $M --ids "1 2 3" -c 2 --out "$TMP/l.f32"
+expect_err "logits not a model" "is missing" logits -m $D/sample.gguf --ids "1" --out "$TMP/l.f32"
+
 # ==== bad input: one line, exit 1 ====
 expect_err "no arguments" "no model file" inspect
 expect_err "missing file" "$TMP/missing.gguf" inspect "$TMP/missing.gguf"

@@ -1,0 +1,149 @@
+/*
+ * ctx.c — contexts and evaluation: the eddy_model / eddy_ctx functions of
+ * include/eddy.h. Checks every caller input, sizes every buffer up front, and hands
+ * token batches to the architecture's forward pass.
+ */
+#include "ctx.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "model/linear.h"
+#include "ops/attention.h"
+
+/* ==== Models ==== */
+
+eddy_status eddy_model_load(const char *path, eddy_model **out, eddy_error *err) {
+    if (!path || !out) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_model_load: NULL argument");
+    return model_load(out, path, err);
+}
+
+void eddy_model_free(eddy_model *m) { model_free(m); }
+const char *eddy_model_arch(const eddy_model *m) { return m->arch_name; }
+int64_t eddy_model_n_vocab(const eddy_model *m) { return m->hp.n_vocab; }
+int64_t eddy_model_n_ctx_train(const eddy_model *m) { return m->hp.n_ctx_train; }
+const eddy_gguf *eddy_model_gguf(const eddy_model *m) { return m->file; }
+
+/* ==== Contexts ==== */
+
+static size_t max_linear_scratch(const model *m, int64_t n_batch) {
+    size_t best = linear_scratch_bytes(&m->output, n_batch);
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        const model_layer *l = &m->layers[il];
+        const tensor *ts[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+            size_t b = linear_scratch_bytes(ts[i], n_batch);
+            if (b > best) best = b;
+        }
+    }
+    return best;
+}
+
+static float *alloc_rows(int64_t rows, int64_t cols, bool *ok) {
+    float *p = eddy_malloc_aligned((size_t)(rows * cols) * sizeof(float), 64);
+    *ok = *ok && p != NULL;
+    return p;
+}
+
+void eddy_ctx_free(eddy_ctx *c) {
+    if (!c) return;
+    pool_destroy(c->pool);
+    seq_state_free(c->seq);
+    float *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->attn, c->ff_a, c->ff_b, c->rope};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) eddy_free_aligned(bufs[i]);
+    eddy_free_aligned(c->act);
+    eddy_free(c);
+}
+
+eddy_status eddy_ctx_new(const eddy_model *m, const eddy_ctx_params *p, eddy_ctx **out, eddy_error *err) {
+    if (!m || !out) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_ctx_new: NULL argument");
+    *out = NULL;
+    eddy_ctx_params d = {0, 0, 0};
+    if (!p) p = &d;
+    const model_hparams *hp = &m->hp;
+    int64_t n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
+    int64_t n_batch = p->n_batch > 0 ? p->n_batch : 512;
+    if (n_ctx > ((int64_t)1 << 24))
+        return eddy_error_set(err, EDDY_ERR_ARG, "context of %" PRId64 " tokens is too large", n_ctx);
+    if (n_batch > n_ctx) n_batch = n_ctx;
+    if (p->n_threads < 0 || p->n_threads > 1024)
+        return eddy_error_set(err, EDDY_ERR_ARG, "thread count %d out of range 1..1024", p->n_threads);
+    int n_threads = p->n_threads > 0 ? p->n_threads : pool_default_threads();
+
+    eddy_ctx *c = eddy_calloc(1, sizeof *c);
+    if (!c) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+    c->m = m;
+    c->n_ctx = n_ctx;
+    c->n_batch = n_batch;
+    eddy_status s = pool_create(&c->pool, n_threads, err);
+    if (s == EDDY_OK)
+        s = pool_reserve_scratch(c->pool, (size_t)ops_attention_scratch(n_ctx, 0) * sizeof(float), err);
+    if (s == EDDY_OK) {
+        state_layer_shape *shapes = eddy_calloc((size_t)hp->n_layer, sizeof *shapes);
+        if (!shapes) {
+            s = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+        } else {
+            for (int64_t il = 0; il < hp->n_layer; il++) {
+                shapes[il].kv_k = hp->n_head_kv * hp->head_dim_k;
+                shapes[il].kv_v = hp->n_head_kv * hp->head_dim_v;
+            }
+            s = seq_state_new(&c->seq, shapes, hp->n_layer, n_ctx, err);
+            eddy_free(shapes);
+        }
+    }
+    if (s != EDDY_OK) {
+        eddy_ctx_free(c);
+        return s;
+    }
+    bool ok = true;
+    int64_t B = n_batch;
+    c->x = alloc_rows(B, hp->n_embd, &ok);
+    c->xn = alloc_rows(B, hp->n_embd, &ok);
+    c->q = alloc_rows(B, hp->n_head * hp->head_dim_k, &ok);
+    c->k = alloc_rows(B, hp->n_head_kv * hp->head_dim_k, &ok);
+    c->v = alloc_rows(B, hp->n_head_kv * hp->head_dim_v, &ok);
+    c->attn = alloc_rows(B, hp->n_head * hp->head_dim_v, &ok);
+    c->ff_a = alloc_rows(B, hp->n_ff, &ok);
+    c->ff_b = alloc_rows(B, hp->n_ff, &ok);
+    c->rope = alloc_rows(1, hp->n_rot, &ok);
+    c->act = eddy_malloc_aligned(max_linear_scratch(m, B), 64);
+    if (!ok || !c->act) {
+        eddy_ctx_free(c);
+        return eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate work buffers for a batch of %" PRId64 " tokens",
+                              B);
+    }
+    *out = c;
+    return EDDY_OK;
+}
+
+int64_t eddy_ctx_n_pos(const eddy_ctx *c) { return c->seq->n_pos; }
+int64_t eddy_ctx_n_ctx(const eddy_ctx *c) { return c->n_ctx; }
+void eddy_ctx_reset(eddy_ctx *c) { seq_state_reset(c->seq); }
+
+eddy_status eddy_ctx_eval(eddy_ctx *c, const int32_t *tokens, int64_t n, float *logits, int all_logits,
+                          eddy_error *err) {
+    if (!c || (!tokens && n > 0)) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_ctx_eval: NULL argument");
+    if (n <= 0) return eddy_error_set(err, EDDY_ERR_ARG, "no tokens to evaluate");
+    const int64_t n_vocab = c->m->hp.n_vocab;
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            return eddy_error_set(err, EDDY_ERR_ARG, "token id %" PRId32 " at index %" PRId64
+                                  " is outside the vocabulary (0..%" PRId64 ")", tokens[i], i, n_vocab - 1);
+    if (c->seq->n_pos + n > c->n_ctx)
+        return eddy_error_set(err, EDDY_ERR_ARG, "%" PRId64 " tokens do not fit: the context holds %" PRId64
+                              " of %" PRId64 " positions", n, c->seq->n_pos, c->n_ctx);
+    for (int64_t done = 0; done < n; done += c->n_batch) {
+        int64_t chunk = n - done < c->n_batch ? n - done : c->n_batch;
+        bool last = done + chunk == n;
+        /* all logits: every chunk writes its rows; otherwise only the last chunk's last row */
+        float *dst = NULL;
+        if (logits && all_logits) dst = logits + done * n_vocab;
+        else if (logits && last) dst = logits;
+        switch (c->m->arch) {
+        case ARCH_LLAMA: forward_llama(c, tokens + done, chunk, dst, all_logits); break;
+        default: EDDY_ASSERT(!"unreachable");
+        }
+    }
+    return EDDY_OK;
+}
