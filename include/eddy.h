@@ -148,6 +148,34 @@ int64_t eddy_ctx_n_pos(const eddy_ctx *c); /* tokens the sequence holds */
 int64_t eddy_ctx_n_ctx(const eddy_ctx *c);
 void eddy_ctx_reset(eddy_ctx *c);           /* back to an empty sequence */
 
+/* ==== Sampling ==== */
+
+/* The sampling chain, in llama.cpp's order: penalties -> top-k -> top-p -> min-p ->
+ * temperature -> draw. Defaults (eddy_sampler_default_params) match llama.cpp's. */
+typedef struct {
+    float temp;              /* <= 0: greedy; default 0.8 */
+    int32_t top_k;           /* <= 0: off; default 40 */
+    float top_p;             /* 1: off; default 0.95 */
+    float min_p;             /* 0: off; default 0.05 */
+    float repeat_penalty;    /* 1: off; default 1.0. Logits of recent tokens: /p if > 0, *p if < 0 */
+    int32_t repeat_last_n;   /* tokens the penalties look back; default 64 */
+    float presence_penalty;  /* subtracted once from each recent token's logit; default 0 */
+    float frequency_penalty; /* subtracted per occurrence; default 0 */
+    uint64_t seed;           /* the same seed and inputs give the same tokens */
+} eddy_sampler_params;
+
+typedef struct eddy_sampler eddy_sampler;
+
+eddy_sampler_params eddy_sampler_default_params(void);
+/* Checks the ranges (temp >= 0 finite, 0 < top_p <= 1, 0 <= min_p <= 1, penalties finite,
+ * repeat_penalty > 0, repeat_last_n >= 0). */
+eddy_status eddy_sampler_params_check(const eddy_sampler_params *p, eddy_error *err);
+eddy_status eddy_sampler_new(const eddy_sampler_params *p, int64_t n_vocab, eddy_sampler **out, eddy_error *err);
+void eddy_sampler_free(eddy_sampler *s);
+int32_t eddy_sampler_sample(eddy_sampler *s, const float *logits);
+void eddy_sampler_accept(eddy_sampler *s, int32_t token);
+void eddy_sampler_reset(eddy_sampler *s);
+
 /* ==== Benchmarks ==== */
 
 /* Runs the kernel benchmarks whose name contains filter (NULL: all) on n_threads

@@ -1,0 +1,215 @@
+/*
+ * sampler.c — the sampling chain (see sampler.h) and the eddy_sampler_* API.
+ *
+ * Candidates are (id, logit) pairs in a buffer sized at creation; each step copies
+ * the logits in, applies the penalties to the recent tokens only, then narrows the
+ * candidate set. Sorting is a partial selection by logit: top-k first (bounded), and
+ * a full sort only when top-p or min-p need the tail.
+ */
+#include "sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+
+typedef struct {
+    int32_t id;
+    float logit;
+} candidate;
+
+struct eddy_sampler {
+    eddy_sampler_params p;
+    int64_t n_vocab;
+    candidate *cand;  /* (n_vocab) */
+    float *probs;     /* (n_vocab) */
+    int32_t *history; /* ring of the last repeat_last_n tokens */
+    int64_t hist_len, hist_pos;
+    int32_t *counts;  /* (n_vocab) occurrences within the window, for the penalties */
+    uint64_t rng;
+};
+
+/* ==== Random numbers (splitmix64) ==== */
+
+static uint64_t next_u64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double next_unit(uint64_t *s) { return (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+/* ==== Parameters ==== */
+
+eddy_sampler_params eddy_sampler_default_params(void) {
+    eddy_sampler_params p = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .repeat_penalty = 1.0f,
+                             .repeat_last_n = 64, .presence_penalty = 0.0f, .frequency_penalty = 0.0f,
+                             .seed = 0x5eed};
+    return p;
+}
+
+eddy_status eddy_sampler_params_check(const eddy_sampler_params *p, eddy_error *err) {
+    if (!(p->temp >= 0 && isfinite(p->temp)))
+        return eddy_error_set(err, EDDY_ERR_ARG, "temperature %g must be finite and >= 0", p->temp);
+    if (!(p->top_p > 0 && p->top_p <= 1))
+        return eddy_error_set(err, EDDY_ERR_ARG, "top-p %g must be in (0, 1]", p->top_p);
+    if (!(p->min_p >= 0 && p->min_p <= 1))
+        return eddy_error_set(err, EDDY_ERR_ARG, "min-p %g must be in [0, 1]", p->min_p);
+    if (!(p->repeat_penalty > 0 && isfinite(p->repeat_penalty)))
+        return eddy_error_set(err, EDDY_ERR_ARG, "repeat penalty %g must be finite and > 0", p->repeat_penalty);
+    if (!isfinite(p->presence_penalty) || !isfinite(p->frequency_penalty))
+        return eddy_error_set(err, EDDY_ERR_ARG, "presence and frequency penalties must be finite");
+    if (p->repeat_last_n < 0 || p->repeat_last_n > (1 << 20))
+        return eddy_error_set(err, EDDY_ERR_ARG, "repeat-last-n %d out of range 0..1048576", p->repeat_last_n);
+    return EDDY_OK;
+}
+
+/* ==== Life cycle ==== */
+
+eddy_status sampler_new(sampler **out, const eddy_sampler_params *p, int64_t n_vocab, eddy_error *err) {
+    *out = NULL;
+    eddy_status st = eddy_sampler_params_check(p, err);
+    if (st != EDDY_OK) return st;
+    if (n_vocab <= 0 || n_vocab > INT32_MAX) return eddy_error_set(err, EDDY_ERR_ARG, "vocabulary size %lld", (long long)n_vocab);
+    sampler *s = eddy_calloc(1, sizeof *s);
+    if (!s) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    s->cand = eddy_malloc((size_t)n_vocab * sizeof *s->cand);
+    s->probs = eddy_malloc((size_t)n_vocab * sizeof *s->probs);
+    s->counts = eddy_calloc((size_t)n_vocab, sizeof *s->counts);
+    s->history = eddy_malloc((size_t)(p->repeat_last_n ? p->repeat_last_n : 1) * sizeof *s->history);
+    if (!s->cand || !s->probs || !s->counts || !s->history) {
+        sampler_free(s);
+        return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory for a sampler over %lld tokens", (long long)n_vocab);
+    }
+    sampler_reset(s);
+    *out = s;
+    return EDDY_OK;
+}
+
+void sampler_free(sampler *s) {
+    if (!s) return;
+    eddy_free(s->cand);
+    eddy_free(s->probs);
+    eddy_free(s->counts);
+    eddy_free(s->history);
+    eddy_free(s);
+}
+
+void sampler_reset(sampler *s) {
+    s->hist_len = s->hist_pos = 0;
+    memset(s->counts, 0, (size_t)s->n_vocab * sizeof *s->counts);
+    s->rng = s->p.seed;
+}
+
+void sampler_accept(sampler *s, int32_t token) {
+    if (s->p.repeat_last_n == 0 || token < 0 || token >= s->n_vocab) return;
+    if (s->hist_len == s->p.repeat_last_n) { /* the oldest token leaves the window */
+        s->counts[s->history[s->hist_pos]]--;
+    } else {
+        s->hist_len++;
+    }
+    s->history[s->hist_pos] = token;
+    s->counts[token]++;
+    s->hist_pos = (s->hist_pos + 1) % s->p.repeat_last_n;
+}
+
+/* ==== The chain ==== */
+
+static int by_logit_desc(const void *a, const void *b) {
+    float x = ((const candidate *)a)->logit, y = ((const candidate *)b)->logit;
+    if (x != y) return x < y ? 1 : -1;
+    return ((const candidate *)a)->id - ((const candidate *)b)->id; /* ties: lower id first, deterministic */
+}
+
+/* Moves the k best candidates (by logit) to the front, sorted. */
+static void select_top(candidate *c, int64_t n, int64_t k) {
+    if (k >= n) {
+        qsort(c, (size_t)n, sizeof *c, by_logit_desc);
+        return;
+    }
+    /* partial selection: keep a sorted prefix of k, insert better ones */
+    qsort(c, (size_t)k, sizeof *c, by_logit_desc);
+    for (int64_t i = k; i < n; i++) {
+        if (by_logit_desc(&c[i], &c[k - 1]) >= 0) continue;
+        candidate x = c[i];
+        int64_t j = k - 1;
+        while (j > 0 && by_logit_desc(&x, &c[j - 1]) < 0) c[j] = c[j - 1], j--;
+        c[j] = x;
+    }
+}
+
+/* probs[i] = softmax(c[i].logit / temp) over the first n candidates (sorted, best first). */
+static void softmax_of(const candidate *c, float *probs, int64_t n, float temp) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += probs[i] = expf((c[i].logit - c[0].logit) / temp);
+    for (int64_t i = 0; i < n; i++) probs[i] = (float)(probs[i] / sum);
+}
+
+int32_t sampler_sample(sampler *s, const float *logits) {
+    const eddy_sampler_params *p = &s->p;
+    int64_t n = 0;
+    for (int64_t i = 0; i < s->n_vocab; i++) {
+        float l = logits[i];
+        if (isnan(l) || l == -INFINITY) continue; /* never sampled */
+        if (s->counts[i]) {
+            if (p->repeat_penalty != 1.0f) l = l > 0 ? l / p->repeat_penalty : l * p->repeat_penalty;
+            l -= (float)s->counts[i] * p->frequency_penalty + p->presence_penalty;
+        }
+        s->cand[n].id = (int32_t)i;
+        s->cand[n].logit = l;
+        n++;
+    }
+    if (n == 0) return 0; /* all logits unusable: token 0 rather than undefined behaviour */
+
+    if (p->temp <= 0) { /* greedy */
+        int64_t best = 0;
+        for (int64_t i = 1; i < n; i++)
+            if (s->cand[i].logit > s->cand[best].logit) best = i;
+        return s->cand[best].id;
+    }
+    int64_t keep = n;
+    if (p->top_k > 0 && p->top_k < keep) keep = p->top_k;
+    select_top(s->cand, n, keep);
+    if (p->top_p < 1.0f || p->min_p > 0.0f) {
+        softmax_of(s->cand, s->probs, keep, 1.0f);
+        if (p->top_p < 1.0f) { /* smallest prefix whose mass reaches top_p */
+            double cum = 0;
+            for (int64_t i = 0; i < keep; i++) {
+                cum += s->probs[i];
+                if (cum >= p->top_p) {
+                    keep = i + 1;
+                    break;
+                }
+            }
+        }
+        if (p->min_p > 0.0f) { /* drop candidates below min_p times the best's probability */
+            const float floor = p->min_p * s->probs[0];
+            int64_t i = 1;
+            while (i < keep && s->probs[i] >= floor) i++;
+            keep = i;
+        }
+    }
+    softmax_of(s->cand, s->probs, keep, p->temp);
+    double r = next_unit(&s->rng), cum = 0;
+    for (int64_t i = 0; i < keep; i++) {
+        cum += s->probs[i];
+        if (r < cum) return s->cand[i].id;
+    }
+    return s->cand[keep - 1].id; /* rounding left r above the total */
+}
+
+/* ==== Public API ==== */
+
+eddy_status eddy_sampler_new(const eddy_sampler_params *p, int64_t n_vocab, eddy_sampler **out, eddy_error *err) {
+    if (!p || !out) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_sampler_new: NULL argument");
+    return sampler_new(out, p, n_vocab, err);
+}
+void eddy_sampler_free(eddy_sampler *s) { sampler_free(s); }
+int32_t eddy_sampler_sample(eddy_sampler *s, const float *logits) { return sampler_sample(s, logits); }
+void eddy_sampler_accept(eddy_sampler *s, int32_t token) { sampler_accept(s, token); }
+void eddy_sampler_reset(eddy_sampler *s) { sampler_reset(s); }
