@@ -27,12 +27,17 @@ const eddy_gguf *eddy_model_gguf(const eddy_model *m) { return m->file; }
 
 /* ==== Contexts ==== */
 
+/* The largest activation scratch any weight's linear() needs for n_batch rows. */
 static size_t max_linear_scratch(const model *m, int64_t n_batch) {
     size_t best = linear_scratch_bytes(&m->output, n_batch);
     for (int64_t il = 0; il < m->hp.n_layer; il++) {
         const model_layer *l = &m->layers[il];
-        const tensor *ts[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down};
+        const tensor *ts[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down,
+                              &l->ssm_qkv, &l->ssm_z, &l->ssm_beta, &l->ssm_alpha, &l->ssm_ba, &l->ssm_out,
+                              &l->moe_router, &l->moe_gate, &l->moe_up, &l->moe_down, &l->shexp_gate,
+                              &l->shexp_up, &l->shexp_down, &l->shexp_router};
         for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+            if (!ts[i]->name) continue;
             size_t b = linear_scratch_bytes(ts[i], n_batch);
             if (b > best) best = b;
         }
@@ -40,17 +45,23 @@ static size_t max_linear_scratch(const model *m, int64_t n_batch) {
     return best;
 }
 
+/* (rows, cols) floats, or NULL when cols is 0 (a buffer this model does not use). */
 static float *alloc_rows(int64_t rows, int64_t cols, bool *ok) {
+    if (cols <= 0) return NULL;
     float *p = eddy_malloc_aligned((size_t)(rows * cols) * sizeof(float), 64);
     *ok = *ok && p != NULL;
     return p;
 }
 
+static int64_t max3(int64_t a, int64_t b, int64_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
 void eddy_ctx_free(eddy_ctx *c) {
     if (!c) return;
     pool_destroy(c->pool);
     seq_state_free(c->seq);
-    float *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->attn, c->ff_a, c->ff_b, c->rope};
+    float *bufs[] = {c->x,     c->xn,    c->mix,   c->qg,    c->q,     c->k,      c->v,      c->attn,
+                     c->rope,  c->gdn_qkv, c->gdn_z, c->gdn_b, c->gdn_a, c->gdn_o, c->gdn_tmp, c->ff_a,
+                     c->ff_b,  c->router, c->ff_out};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) eddy_free_aligned(bufs[i]);
     eddy_free_aligned(c->act);
     eddy_free(c);
@@ -85,8 +96,12 @@ eddy_status eddy_ctx_new(const eddy_model *m, const eddy_ctx_params *p, eddy_ctx
             s = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
         } else {
             for (int64_t il = 0; il < hp->n_layer; il++) {
-                shapes[il].kv_k = hp->n_head_kv * hp->head_dim_k;
-                shapes[il].kv_v = hp->n_head_kv * hp->head_dim_v;
+                if (m->layers[il].mixer == MIXER_ATTENTION) {
+                    shapes[il].kv_k = hp->n_head_kv * hp->head_dim_k;
+                    shapes[il].kv_v = hp->n_head_kv * hp->head_dim_v;
+                } else {
+                    shapes[il].rec_floats = gdn_state_floats(hp);
+                }
             }
             s = seq_state_new(&c->seq, shapes, hp->n_layer, n_ctx, err);
             eddy_free(shapes);
@@ -97,16 +112,27 @@ eddy_status eddy_ctx_new(const eddy_model *m, const eddy_ctx_params *p, eddy_ctx
         return s;
     }
     bool ok = true;
-    int64_t B = n_batch;
-    c->x = alloc_rows(B, hp->n_embd, &ok);
-    c->xn = alloc_rows(B, hp->n_embd, &ok);
-    c->q = alloc_rows(B, hp->n_head * hp->head_dim_k, &ok);
+    const int64_t B = n_batch, E = hp->n_embd, Q = hp->n_head * hp->head_dim_k;
+    const bool gdn = hp->ssm_n_v > 0;
+    c->x = alloc_rows(B, E, &ok);
+    c->xn = alloc_rows(B, E, &ok);
+    c->mix = alloc_rows(B, E, &ok);
+    c->qg = alloc_rows(B, hp->attn_gated ? 2 * Q : 0, &ok);
+    c->q = alloc_rows(B, Q, &ok);
     c->k = alloc_rows(B, hp->n_head_kv * hp->head_dim_k, &ok);
     c->v = alloc_rows(B, hp->n_head_kv * hp->head_dim_v, &ok);
     c->attn = alloc_rows(B, hp->n_head * hp->head_dim_v, &ok);
-    c->ff_a = alloc_rows(B, hp->n_ff, &ok);
-    c->ff_b = alloc_rows(B, hp->n_ff, &ok);
     c->rope = alloc_rows(1, hp->n_rot, &ok);
+    c->gdn_qkv = alloc_rows(B, gdn ? gdn_conv_dim(hp) : 0, &ok);
+    c->gdn_z = alloc_rows(B, hp->ssm_n_v * hp->ssm_d_v, &ok);
+    c->gdn_b = alloc_rows(B, 2 * hp->ssm_n_v, &ok);
+    c->gdn_a = alloc_rows(B, hp->ssm_n_v, &ok);
+    c->gdn_o = alloc_rows(B, hp->ssm_n_v * hp->ssm_d_v, &ok);
+    c->gdn_tmp = alloc_rows(1, gdn ? gdn_conv_dim(hp) : 0, &ok);
+    c->ff_a = alloc_rows(B, max3(hp->n_ff, hp->n_ff_exp, hp->n_ff_shexp), &ok);
+    c->ff_b = alloc_rows(B, max3(hp->n_ff, hp->n_ff_exp, hp->n_ff_shexp), &ok);
+    c->router = alloc_rows(B, hp->n_expert, &ok);
+    c->ff_out = alloc_rows(1, hp->n_expert ? E : 0, &ok);
     c->act = eddy_malloc_aligned(max_linear_scratch(m, B), 64);
     if (!ok || !c->act) {
         eddy_ctx_free(c);
@@ -140,10 +166,7 @@ eddy_status eddy_ctx_eval(eddy_ctx *c, const int32_t *tokens, int64_t n, float *
         float *dst = NULL;
         if (logits && all_logits) dst = logits + done * n_vocab;
         else if (logits && last) dst = logits;
-        switch (c->m->arch) {
-        case ARCH_LLAMA: forward_llama(c, tokens + done, chunk, dst, all_logits); break;
-        default: EDDY_ASSERT(!"unreachable");
-        }
+        forward(c, tokens + done, chunk, dst, all_logits);
     }
     return EDDY_OK;
 }

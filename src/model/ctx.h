@@ -2,8 +2,9 @@
  * ctx.h — a compute context: one model, one sequence's state, a thread pool and the
  * work buffers of a forward pass, all sized up front so evaluation allocates nothing.
  *
- * Owns: the internal form of eddy_ctx (include/eddy.h). The forward pass of each
- * architecture (forward_<arch>.c) reads its buffers from here.
+ * Owns: the internal form of eddy_ctx (include/eddy.h). The forward pass (forward.c)
+ * and its blocks (block_*.c) read their buffers from here; a buffer an architecture
+ * does not use is NULL.
  */
 #ifndef EDDY_MODEL_CTX_H
 #define EDDY_MODEL_CTX_H
@@ -20,16 +21,28 @@ struct eddy_ctx {
     int64_t n_batch; /* tokens per forward step; longer inputs are split */
 
     /* work buffers, rows of n_batch tokens */
-    float *x;      /* (n_batch, n_embd) residual stream */
-    float *xn;     /* (n_batch, n_embd) normalized input of a block */
-    float *q;      /* (n_batch, n_head * head_dim_k) */
-    float *k;      /* (n_batch, n_head_kv * head_dim_k) */
-    float *v;      /* (n_batch, n_head_kv * head_dim_v) */
-    float *attn;   /* (n_batch, n_head * head_dim_v) */
-    float *ff_a;   /* (n_batch, n_ff) */
-    float *ff_b;   /* (n_batch, n_ff) */
-    float *rope;   /* (n_rot) cos/sin table of one position */
-    void *act;     /* activations converted for linear(): linear_scratch_bytes max */
+    float *x;    /* (n_batch, n_embd) residual stream */
+    float *xn;   /* (n_batch, n_embd) normalized input of a block */
+    float *mix;  /* (n_batch, n_embd) output of a block, added to x */
+    /* attention */
+    float *qg;   /* (n_batch, n_head * head_dim_k * (gated ? 2 : 1)) q projection */
+    float *q;    /* (n_batch, n_head * head_dim_k) */
+    float *k;    /* (n_batch, n_head_kv * head_dim_k) */
+    float *v;    /* (n_batch, n_head_kv * head_dim_v) */
+    float *attn; /* (n_batch, n_head * head_dim_v) */
+    float *rope; /* (n_rot) cos/sin table of one position */
+    /* Gated DeltaNet */
+    float *gdn_qkv; /* (n_batch, conv_dim) projection, then conv output */
+    float *gdn_z;   /* (n_batch, n_v * d_v) output gate */
+    float *gdn_b;   /* (n_batch, n_v) beta logits (or interleaved b|a, 2 n_v, for qwen3next) */
+    float *gdn_a;   /* (n_batch, n_v) decay logits */
+    float *gdn_o;   /* (n_batch, n_v * d_v) mixer output before out projection */
+    float *gdn_tmp; /* (conv_dim) one token's conv input */
+    /* feed-forward */
+    float *ff_a, *ff_b; /* (n_batch, max(n_ff, n_ff_exp, n_ff_shexp)) */
+    float *router;      /* (n_batch, n_expert) */
+    float *ff_out;      /* (n_embd) one expert's output for one token */
+    void *act;          /* activations converted for linear(): the largest need */
 };
 
 typedef struct eddy_ctx ctx;
@@ -38,6 +51,12 @@ typedef struct eddy_ctx ctx;
  * writes logits for every token (all) or for the last one only into logits
  * ((all ? n : 1), n_vocab); logits NULL skips the output layer. Advances n_pos.
  * Inputs are checked by the caller. */
-void forward_llama(ctx *c, const int32_t *tokens, int64_t n, float *logits, bool all);
+void forward(ctx *c, const int32_t *tokens, int64_t n, float *logits, bool all);
+
+/* The blocks: each reads c->xn (n rows of n_embd) and writes c->mix. */
+void block_attention(ctx *c, const model_layer *l, int64_t il, int64_t n);
+void block_gdn(ctx *c, const model_layer *l, int64_t il, int64_t n);
+void block_ffn_dense(ctx *c, const model_layer *l, int64_t n);
+void block_ffn_moe(ctx *c, const model_layer *l, int64_t n);
 
 #endif

@@ -42,5 +42,7 @@ void linear(threadpool *pool, const tensor *W, const float *x, int64_t n_tok, fl
         act = scratch;
     }
     linear_job job = {W, act, act_row, n_tok, y};
-    pool_run(pool, linear_task, &job, 0);
+    /* small products run on fewer threads: waking a thread costs more than ~16K MACs */
+    int64_t macs = W->ne[0] * W->ne[1] * n_tok, nth = macs / 16384 + 1;
+    pool_run(pool, linear_task, &job, nth < pool_size(pool) ? (int)nth : 0);
 }

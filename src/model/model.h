@@ -5,8 +5,12 @@
  * file holds, its hyperparameters read and checked from the metadata, and a view of
  * every weight tensor bound by name with its shape checked. Weights stay in the
  * mapped file; a `tensor` is a pointer and a shape, never a copy.
- * Does not own: the forward pass (forward_<arch>.c), sequence state (src/state),
- * or the compute context (ctx.h).
+ * Does not own: the forward pass (forward.c and the block_*.c files), sequence state
+ * (src/state), or the compute context (ctx.h).
+ *
+ * Every architecture is described by the same structure: a stack of layers, each a
+ * mixer (attention, Gated DeltaNet) followed by a feed-forward part (dense SwiGLU,
+ * mixture of experts), with one forward pass for all of them.
  */
 #ifndef EDDY_MODEL_H
 #define EDDY_MODEL_H
@@ -21,10 +25,15 @@
 
 typedef enum {
     ARCH_LLAMA = 0,
+    ARCH_QWEN35,
+    ARCH_QWEN35MOE,
+    ARCH_QWEN3NEXT,
     ARCH_COUNT,
 } model_arch;
 
-/* A weight tensor inside the mapped file. ne[0] is the row (input) length. */
+/* A weight tensor inside the mapped file. ne[0] is the row (input) length; rows
+ * are ne[1] (x ne[2] x ne[3]). A view of one expert of a 3-D expert tensor is a
+ * tensor too. */
 typedef struct {
     const char *name;     /* NULL when an optional tensor is absent */
     uint32_t type;        /* qtype id */
@@ -33,15 +42,37 @@ typedef struct {
     const uint8_t *data;
 } tensor;
 
-typedef enum { LAYER_ATTENTION = 0 } layer_kind;
+typedef enum { MIXER_ATTENTION = 0, MIXER_GDN } mixer_kind;
+typedef enum { FFN_DENSE = 0, FFN_MOE } ffn_kind;
+
+/* Which key head a Gated DeltaNet value head reads: h % n_k (the tiled order
+ * llama.cpp's converter writes for qwen35*) or h / (n_v / n_k) (qwen3next). */
+typedef enum { GDN_HEADS_TILED = 0, GDN_HEADS_GROUPED } gdn_head_map;
 
 typedef struct {
-    layer_kind kind;
-    /* attention: norm (n_embd); q (n_embd -> n_head*head_dim); k, v (n_embd ->
-     * n_head_kv*head_dim); o (n_head*head_dim -> n_embd) */
-    tensor attn_norm, wq, wk, wv, wo;
-    /* feed-forward: norm (n_embd); gate, up (n_embd -> n_ff); down (n_ff -> n_embd) */
-    tensor ffn_norm, ffn_gate, ffn_up, ffn_down;
+    mixer_kind mixer;
+    ffn_kind ffn;
+    tensor attn_norm; /* (n_embd) f32, before the mixer */
+
+    /* attention: q (n_embd -> n_head*head_dim_k, or twice that with a per-head output
+     * gate after each head's q); k, v (n_embd -> n_head_kv*head_dim); o (n_head*head_dim_v
+     * -> n_embd); q_norm/k_norm (head_dim_k) f32, optional */
+    tensor wq, wk, wv, wo, q_norm, k_norm;
+
+    /* Gated DeltaNet: qkv (n_embd -> conv_dim = 2*n_k*d_k + n_v*d_v); z (n_embd -> n_v*d_v);
+     * beta, alpha (n_embd -> n_v), or ba (n_embd -> 2*n_v, interleaved per key head);
+     * conv (conv_dim rows of d_conv taps) f32; a, dt_bias (n_v) f32; norm (d_v) f32;
+     * out (n_v*d_v -> n_embd) */
+    tensor ssm_qkv, ssm_z, ssm_beta, ssm_alpha, ssm_ba, ssm_conv, ssm_a, ssm_dt_bias, ssm_norm, ssm_out;
+
+    tensor ffn_norm; /* (n_embd) f32, before the feed-forward part */
+    /* dense: gate, up (n_embd -> n_ff); down (n_ff -> n_embd) */
+    tensor ffn_gate, ffn_up, ffn_down;
+    /* experts: router (n_embd -> n_expert); gate/up (n_embd -> n_ff_exp, x n_expert);
+     * down (n_ff_exp -> n_embd, x n_expert); shared expert gate/up/down and its scalar
+     * gate (n_embd -> 1), optional */
+    tensor moe_router, moe_gate, moe_up, moe_down;
+    tensor shexp_gate, shexp_up, shexp_down, shexp_router;
 } model_layer;
 
 typedef struct {
@@ -56,6 +87,16 @@ typedef struct {
     float rope_base;
     rope_style rope_style;
     float rms_eps;
+    bool attn_gated;       /* q projection carries a per-head output gate */
+
+    /* Gated DeltaNet */
+    int64_t ssm_d_conv;    /* conv taps */
+    int64_t ssm_n_k, ssm_n_v; /* key heads, value heads */
+    int64_t ssm_d_k, ssm_d_v; /* key head dim, value head dim */
+    gdn_head_map ssm_head_map;
+
+    /* mixture of experts */
+    int64_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
 } model_hparams;
 
 struct eddy_model {
@@ -64,7 +105,7 @@ struct eddy_model {
     const char *arch_name;
     model_hparams hp;
     tensor tok_embd;    /* (n_vocab rows of n_embd) */
-    tensor output_norm; /* (n_embd) */
+    tensor output_norm; /* (n_embd) f32 */
     tensor output;      /* (n_vocab rows of n_embd); tok_embd when tied */
     model_layer *layers; /* (n_layer) */
 };
@@ -79,5 +120,13 @@ void model_free(model *m);
 
 /* Reads one row of a tensor as float32 (n = ne[0] values): embedding look-up. */
 void tensor_row_f32(const tensor *t, int64_t row, float *dst);
+
+/* The 2-D view of expert e of a 3-D tensor (ne[0] x ne[1] x n_expert). */
+tensor tensor_expert(const tensor *t, int64_t e);
+
+/* Floats of recurrent state one Gated DeltaNet layer keeps: the conv window
+ * (d_conv - 1, conv_dim) and the state matrices (n_v, d_k, d_v). */
+int64_t gdn_state_floats(const model_hparams *hp);
+int64_t gdn_conv_dim(const model_hparams *hp);
 
 #endif

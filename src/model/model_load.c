@@ -1,6 +1,7 @@
 /*
- * model_load.c — from a GGUF file to a model: architecture, hyperparameters, and
- * weights bound by name with their shapes checked.
+ * model_load.c — from a GGUF file to a model: the architecture table, the checked
+ * readers of hyperparameters and tensors that every architecture's loader uses, and
+ * the pieces they share (attention, dense feed-forward, embeddings).
  *
  * Every value read from the file is checked before use: a missing key, a value out
  * of range, a missing tensor, a tensor of the wrong shape or of a type eddy cannot
@@ -8,35 +9,33 @@
  * shape [256, 256], file has [256, 128]`).
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
-#include "model.h"
+#include "model/model_loader.h"
 #include "quant/quant.h"
 
 /* ==== Architectures ==== */
 
-static const char *const arch_names[ARCH_COUNT] = {
-    [ARCH_LLAMA] = "llama",
+static const struct {
+    const char *name;
+    void (*load)(loader *L);
+} archs[ARCH_COUNT] = {
+    [ARCH_LLAMA] = {"llama", load_llama},
+    [ARCH_QWEN35] = {"qwen35", load_qwen},
+    [ARCH_QWEN35MOE] = {"qwen35moe", load_qwen},
+    [ARCH_QWEN3NEXT] = {"qwen3next", load_qwen},
 };
 
 /* Architectures eddy knows of but cannot run yet, for a helpful refusal. */
-static const char *const planned_archs[] = {"qwen35", "qwen35moe", "qwen3next", "mamba2", "nemotron_h",
-                                            "granitehybrid"};
+static const char *const planned_archs[] = {"mamba2", "nemotron_h", "granitehybrid"};
 
-/* ==== Loading context ==== */
+/* ==== Errors ==== */
 
-typedef struct {
-    model *m;
-    eddy_error *err;
-    eddy_status status;
-    char prefix[64]; /* "<arch>." for hyperparameter keys */
-} loader;
-
-EDDY_PRINTF(2, 3)
-static bool fail(loader *L, const char *fmt, ...) {
+bool loader_fail(loader *L, const char *fmt, ...) {
     if (L->status != EDDY_OK) return false;
     char msg[400];
     va_list ap;
@@ -47,38 +46,50 @@ static bool fail(loader *L, const char *fmt, ...) {
     return false;
 }
 
-/* An integer hyperparameter "<arch>.<key>": required unless def >= 0; must lie in [lo, hi]. */
-static int64_t hp_int(loader *L, const char *key, int64_t def, int64_t lo, int64_t hi) {
+bool loader_nomem(loader *L, const char *what) {
+    if (L->status == EDDY_OK) L->status = eddy_error_set(L->err, EDDY_ERR_NOMEM, "out of memory for %s", what);
+    return false;
+}
+
+/* ==== Hyperparameters ==== */
+
+int64_t hp_int(loader *L, const char *key, int64_t def, int64_t lo, int64_t hi) {
     char full[128];
     snprintf(full, sizeof full, "%s%s", L->prefix, key);
     const gguf_value *v = gguf_get(L->m->file, full);
     if (!v) {
-        if (def < 0) fail(L, "metadata key %s is missing", full);
+        if (def < 0) loader_fail(L, "metadata key %s is missing", full);
         return def;
     }
     if (!gguf_type_is_int(v->type)) {
-        fail(L, "metadata key %s has type %s, expected an integer", full, gguf_type_name(v->type));
+        loader_fail(L, "metadata key %s has type %s, expected an integer", full, gguf_type_name(v->type));
         return def;
     }
     int64_t x = gguf_get_int(L->m->file, full, INT64_MIN);
     if (x == INT64_MIN || x < lo || x > hi) {
-        fail(L, "metadata key %s is out of range %" PRId64 "..%" PRId64, full, lo, hi);
+        loader_fail(L, "metadata key %s is out of range %" PRId64 "..%" PRId64, full, lo, hi);
         return def;
     }
     return x;
 }
 
-static double hp_float(loader *L, const char *key, double def, double lo, double hi) {
+double hp_float(loader *L, const char *key, double def, double lo, double hi) {
     char full[128];
     snprintf(full, sizeof full, "%s%s", L->prefix, key);
     const gguf_value *v = gguf_get(L->m->file, full);
     if (!v) return def;
-    double x = gguf_get_float(L->m->file, full, def);
+    double x = gguf_get_float(L->m->file, full, NAN);
     if (!(x >= lo && x <= hi)) {
-        fail(L, "metadata key %s = %g is out of range %g..%g", full, x, lo, hi);
+        loader_fail(L, "metadata key %s = %g is out of range %g..%g", full, x, lo, hi);
         return def;
     }
     return x;
+}
+
+const gguf_value *hp_array(loader *L, const char *key) {
+    char full[128];
+    snprintf(full, sizeof full, "%s%s", L->prefix, key);
+    return gguf_get_array(L->m->file, full, GGUF_TYPE_COUNT);
 }
 
 /* ==== Tensors ==== */
@@ -90,9 +101,6 @@ static void format_shape(char *buf, size_t n, const int64_t *ne, int n_dims) {
     if (len < n) snprintf(buf + len, n - len, "]");
 }
 
-/* Binds tensor `name` (formatted with the layer index when it holds %d) and checks
- * its shape is exactly ne[0..n_dims) (and its type F32 when need_f32). An absent
- * optional tensor leaves t->name NULL. */
 static bool bind_typed(loader *L, tensor *t, bool required, bool need_f32, int n_dims, const int64_t *ne,
                        const char *fmt, int layer) {
     memset(t, 0, sizeof *t);
@@ -100,7 +108,7 @@ static bool bind_typed(loader *L, tensor *t, bool required, bool need_f32, int n
     char name[GGUF_MAX_NAME + 1];
     snprintf(name, sizeof name, fmt, layer);
     int64_t i = gguf_find_tensor(L->m->file, name);
-    if (i < 0) return required ? fail(L, "tensor %s is missing", name) : true;
+    if (i < 0) return required ? loader_fail(L, "tensor %s is missing", name) : true;
     const gguf_tensor *g = &L->m->file->tensors[i];
     bool same = true;
     for (int d = 0; d < 4; d++) same &= g->ne[d] == (d < n_dims ? ne[d] : 1);
@@ -108,13 +116,11 @@ static bool bind_typed(loader *L, tensor *t, bool required, bool need_f32, int n
         char want[96], have[96];
         format_shape(want, sizeof want, ne, n_dims);
         format_shape(have, sizeof have, g->ne, g->n_dims);
-        return fail(L, "tensor %s: expected shape %s, file has %s", name, want, have);
+        return loader_fail(L, "tensor %s: expected shape %s, file has %s", name, want, have);
     }
     const qtype_traits *tt = qtype_info(g->type);
-    if (need_f32 && g->type != QTYPE_F32)
-        return fail(L, "tensor %s has type %s, expected F32", name, tt->name);
-    if (!tt->supported)
-        return fail(L, "tensor %s has type %s, which eddy does not support yet", name, tt->name);
+    if (need_f32 && g->type != QTYPE_F32) return loader_fail(L, "tensor %s has type %s, expected F32", name, tt->name);
+    if (!tt->supported) return loader_fail(L, "tensor %s has type %s, which eddy does not support yet", name, tt->name);
     t->name = g->name;
     t->type = g->type;
     for (int d = 0; d < 4; d++) t->ne[d] = g->ne[d];
@@ -123,14 +129,12 @@ static bool bind_typed(loader *L, tensor *t, bool required, bool need_f32, int n
     return true;
 }
 
-static bool bind(loader *L, tensor *t, bool required, int n_dims, const int64_t *ne, const char *fmt,
-                 int layer) {
+bool bind(loader *L, tensor *t, bool required, int n_dims, const int64_t *ne, const char *fmt, int layer) {
     return bind_typed(L, t, required, false, n_dims, ne, fmt, layer);
 }
 
-/* A vector the forward pass reads directly as float32 (norm weights, biases). */
-static bool bind_f32(loader *L, tensor *t, int n_dims, const int64_t *ne, const char *fmt, int layer) {
-    return bind_typed(L, t, true, true, n_dims, ne, fmt, layer);
+bool bind_f32(loader *L, tensor *t, bool required, int n_dims, const int64_t *ne, const char *fmt, int layer) {
+    return bind_typed(L, t, required, true, n_dims, ne, fmt, layer);
 }
 
 void tensor_row_f32(const tensor *t, int64_t row, float *dst) {
@@ -138,69 +142,86 @@ void tensor_row_f32(const tensor *t, int64_t row, float *dst) {
     dequantize_row_ref((qtype)t->type, t->data + (size_t)row * t->row_bytes, dst, t->ne[0]);
 }
 
-/* ==== Llama ==== */
+tensor tensor_expert(const tensor *t, int64_t e) {
+    EDDY_ASSERT(e >= 0 && e < t->ne[2] && t->ne[3] == 1);
+    tensor v = *t;
+    v.ne[2] = 1;
+    v.data = t->data + (size_t)e * (size_t)t->ne[1] * t->row_bytes;
+    return v;
+}
 
-static void load_llama(loader *L) {
+/* ==== Shared parts ==== */
+
+void load_common(loader *L) {
     model *m = L->m;
     model_hparams *hp = &m->hp;
     const int64_t big = (int64_t)1 << 24;
     hp->n_embd = hp_int(L, "embedding_length", -1, 1, big);
     hp->n_layer = hp_int(L, "block_count", -1, 1, 4096);
-    hp->n_ff = hp_int(L, "feed_forward_length", -1, 1, big);
     hp->n_head = hp_int(L, "attention.head_count", -1, 1, 4096);
-    hp->n_head_kv = hp_int(L, "attention.head_count_kv", hp->n_head, 1, hp->n_head);
+    hp->n_head_kv = hp_int(L, "attention.head_count_kv", hp->n_head, 1, hp->n_head > 0 ? hp->n_head : 1);
     hp->n_ctx_train = hp_int(L, "context_length", 4096, 1, (int64_t)1 << 32);
     if (L->status != EDDY_OK) return;
     if (hp->n_head % hp->n_head_kv != 0)
-        fail(L, "%sattention.head_count %" PRId64 " is not a multiple of head_count_kv %" PRId64, L->prefix,
-             hp->n_head, hp->n_head_kv);
-    int64_t hd = hp->n_embd / hp->n_head;
-    hp->head_dim_k = hp_int(L, "attention.key_length", hd, 1, 4096);
+        loader_fail(L, "%sattention.head_count %" PRId64 " is not a multiple of head_count_kv %" PRId64, L->prefix,
+                    hp->n_head, hp->n_head_kv);
+    hp->head_dim_k = hp_int(L, "attention.key_length", hp->n_embd / hp->n_head, 1, 4096);
     hp->head_dim_v = hp_int(L, "attention.value_length", hp->head_dim_k, 1, 4096);
     hp->n_rot = hp_int(L, "rope.dimension_count", hp->head_dim_k, 2, hp->head_dim_k);
-    if (hp->n_rot % 2) fail(L, "%srope.dimension_count %" PRId64 " is odd", L->prefix, hp->n_rot);
+    if (hp->n_rot % 2) loader_fail(L, "%srope.dimension_count %" PRId64 " is odd", L->prefix, hp->n_rot);
     hp->rope_base = (float)hp_float(L, "rope.freq_base", 10000.0, 1.0, 1e12);
-    hp->rope_style = ROPE_NORM;
     hp->rms_eps = (float)hp_float(L, "attention.layer_norm_rms_epsilon", 1e-5, 0.0, 1.0);
     char key[128];
     snprintf(key, sizeof key, "%srope.scaling.type", L->prefix);
     const char *scaling = gguf_get_str(m->file, key, "none");
-    if (strcmp(scaling, "none") != 0)
-        fail(L, "rope scaling \"%s\" (%s) is not supported yet", scaling, key);
+    if (strcmp(scaling, "none") != 0) loader_fail(L, "rope scaling \"%s\" (%s) is not supported yet", scaling, key);
     if (L->status != EDDY_OK) return;
 
     /* the vocabulary size comes from the embedding matrix */
     int64_t ie = gguf_find_tensor(m->file, "token_embd.weight");
     if (ie < 0) {
-        fail(L, "tensor token_embd.weight is missing");
+        loader_fail(L, "tensor token_embd.weight is missing");
         return;
     }
     hp->n_vocab = m->file->tensors[ie].ne[1];
-    const int64_t E = hp->n_embd, Q = hp->n_head * hp->head_dim_k, K = hp->n_head_kv * hp->head_dim_k;
-    const int64_t V = hp->n_head_kv * hp->head_dim_v, O = hp->n_head * hp->head_dim_v;
+    const int64_t E = hp->n_embd;
     bind(L, &m->tok_embd, true, 2, (int64_t[]){E, hp->n_vocab}, "token_embd.weight", 0);
-    bind_f32(L, &m->output_norm, 1, (int64_t[]){E}, "output_norm.weight", 0);
+    bind_f32(L, &m->output_norm, true, 1, (int64_t[]){E}, "output_norm.weight", 0);
     bind(L, &m->output, false, 2, (int64_t[]){E, hp->n_vocab}, "output.weight", 0);
     if (L->status == EDDY_OK && !m->output.name) m->output = m->tok_embd; /* tied embeddings */
 
     m->layers = eddy_calloc((size_t)hp->n_layer, sizeof *m->layers);
-    if (!m->layers) {
-        L->status = eddy_error_set(L->err, EDDY_ERR_NOMEM, "out of memory binding %" PRId64 " layers", hp->n_layer);
-        return;
+    if (!m->layers) loader_nomem(L, "layers");
+}
+
+void bind_attention(loader *L, model_layer *l, int il, bool qk_norm) {
+    const model_hparams *hp = &L->m->hp;
+    const int64_t E = hp->n_embd, Q = hp->n_head * hp->head_dim_k * (hp->attn_gated ? 2 : 1);
+    const int64_t K = hp->n_head_kv * hp->head_dim_k, V = hp->n_head_kv * hp->head_dim_v;
+    l->mixer = MIXER_ATTENTION;
+    bind(L, &l->wq, true, 2, (int64_t[]){E, Q}, "blk.%d.attn_q.weight", il);
+    bind(L, &l->wk, true, 2, (int64_t[]){E, K}, "blk.%d.attn_k.weight", il);
+    bind(L, &l->wv, true, 2, (int64_t[]){E, V}, "blk.%d.attn_v.weight", il);
+    bind(L, &l->wo, true, 2, (int64_t[]){hp->n_head * hp->head_dim_v, E}, "blk.%d.attn_output.weight", il);
+    if (qk_norm) {
+        bind_f32(L, &l->q_norm, true, 1, (int64_t[]){hp->head_dim_k}, "blk.%d.attn_q_norm.weight", il);
+        bind_f32(L, &l->k_norm, true, 1, (int64_t[]){hp->head_dim_k}, "blk.%d.attn_k_norm.weight", il);
     }
-    for (int il = 0; il < hp->n_layer && L->status == EDDY_OK; il++) {
-        model_layer *l = &m->layers[il];
-        l->kind = LAYER_ATTENTION;
-        bind_f32(L, &l->attn_norm, 1, (int64_t[]){E}, "blk.%d.attn_norm.weight", il);
-        bind(L, &l->wq, true, 2, (int64_t[]){E, Q}, "blk.%d.attn_q.weight", il);
-        bind(L, &l->wk, true, 2, (int64_t[]){E, K}, "blk.%d.attn_k.weight", il);
-        bind(L, &l->wv, true, 2, (int64_t[]){E, V}, "blk.%d.attn_v.weight", il);
-        bind(L, &l->wo, true, 2, (int64_t[]){O, E}, "blk.%d.attn_output.weight", il);
-        bind_f32(L, &l->ffn_norm, 1, (int64_t[]){E}, "blk.%d.ffn_norm.weight", il);
-        bind(L, &l->ffn_gate, true, 2, (int64_t[]){E, hp->n_ff}, "blk.%d.ffn_gate.weight", il);
-        bind(L, &l->ffn_up, true, 2, (int64_t[]){E, hp->n_ff}, "blk.%d.ffn_up.weight", il);
-        bind(L, &l->ffn_down, true, 2, (int64_t[]){hp->n_ff, E}, "blk.%d.ffn_down.weight", il);
-    }
+}
+
+void bind_ffn_dense(loader *L, model_layer *l, int il, const char *norm_name) {
+    const int64_t E = L->m->hp.n_embd, F = L->m->hp.n_ff;
+    l->ffn = FFN_DENSE;
+    bind_f32(L, &l->ffn_norm, true, 1, (int64_t[]){E}, norm_name, il);
+    bind(L, &l->ffn_gate, true, 2, (int64_t[]){E, F}, "blk.%d.ffn_gate.weight", il);
+    bind(L, &l->ffn_up, true, 2, (int64_t[]){E, F}, "blk.%d.ffn_up.weight", il);
+    bind(L, &l->ffn_down, true, 2, (int64_t[]){F, E}, "blk.%d.ffn_down.weight", il);
+}
+
+int64_t gdn_conv_dim(const model_hparams *hp) { return 2 * hp->ssm_n_k * hp->ssm_d_k + hp->ssm_n_v * hp->ssm_d_v; }
+
+int64_t gdn_state_floats(const model_hparams *hp) {
+    return (hp->ssm_d_conv - 1) * gdn_conv_dim(hp) + hp->ssm_n_v * hp->ssm_d_k * hp->ssm_d_v;
 }
 
 /* ==== Entry ==== */
@@ -222,7 +243,7 @@ eddy_status model_load(model **out, const char *path, eddy_error *err) {
     }
     m->arch = ARCH_COUNT;
     for (int a = 0; a < ARCH_COUNT; a++)
-        if (!strcmp(arch, arch_names[a])) m->arch = (model_arch)a;
+        if (!strcmp(arch, archs[a].name)) m->arch = (model_arch)a;
     if (m->arch == ARCH_COUNT) {
         bool planned = false;
         for (size_t i = 0; i < sizeof planned_archs / sizeof planned_archs[0]; i++)
@@ -232,13 +253,10 @@ eddy_status model_load(model **out, const char *path, eddy_error *err) {
         model_free(m);
         return s;
     }
-    m->arch_name = arch_names[m->arch];
+    m->arch_name = archs[m->arch].name;
     loader L = {.m = m, .err = err};
     snprintf(L.prefix, sizeof L.prefix, "%s.", arch);
-    switch (m->arch) {
-    case ARCH_LLAMA: load_llama(&L); break;
-    default: EDDY_ASSERT(!"unreachable");
-    }
+    archs[m->arch].load(&L);
     if (L.status != EDDY_OK) {
         model_free(m);
         return L.status;

@@ -1,0 +1,44 @@
+/*
+ * forward.c — the forward pass shared by every architecture:
+ *   x = embed(tokens)
+ *   per layer: x += mixer(norm(x))      mixer: attention or Gated DeltaNet
+ *              x += ffn(norm(x))        ffn: SwiGLU or mixture of experts
+ *   logits = output(norm(x))
+ */
+#include "model/ctx.h"
+#include "model/linear.h"
+#include "ops/norm.h"
+
+static void add_rows(float *x, const float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+void forward(ctx *c, const int32_t *tokens, int64_t n, float *logits, bool all) {
+    const model *m = c->m;
+    const model_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd;
+    for (int64_t t = 0; t < n; t++) tensor_row_f32(&m->tok_embd, tokens[t], c->x + t * E);
+
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const model_layer *l = &m->layers[il];
+        ops_rmsnorm_rows(c->xn, E, c->x, E, (const float *)l->attn_norm.data, E, n, hp->rms_eps);
+        switch (l->mixer) {
+        case MIXER_ATTENTION: block_attention(c, l, il, n); break;
+        case MIXER_GDN: block_gdn(c, l, il, n); break;
+        }
+        add_rows(c->x, c->mix, n * E);
+        ops_rmsnorm_rows(c->xn, E, c->x, E, (const float *)l->ffn_norm.data, E, n, hp->rms_eps);
+        switch (l->ffn) {
+        case FFN_DENSE: block_ffn_dense(c, l, n); break;
+        case FFN_MOE: block_ffn_moe(c, l, n); break;
+        }
+        add_rows(c->x, c->mix, n * E);
+    }
+    c->seq->n_pos += n;
+
+    /* output: only the rows whose logits are wanted */
+    if (!logits) return;
+    const int64_t first = all ? 0 : n - 1, rows = n - first;
+    ops_rmsnorm_rows(c->xn, E, c->x + first * E, E, (const float *)m->output_norm.data, E, rows, hp->rms_eps);
+    linear(c->pool, &m->output, c->xn, rows, logits, c->act);
+}
