@@ -18,5 +18,7 @@ int cli_error(const char *fmt, ...); /* prints "eddy: error: ..." and returns 1 
 int cli_parse_int(const char *flag, const char *s, long long lo, long long hi, long long *out);
 
 int cmd_inspect(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
 
 #endif

@@ -39,6 +39,11 @@ static void usage(FILE *out) {
             "  inspect MODEL.gguf [--max-items N]      metadata and tensor table\n"
             "  inspect MODEL.gguf --tensor NAME --out FILE\n"
             "                                          write one tensor as little-endian float32\n"
+            "  tokenize -m MODEL.gguf [--file PATH | TEXT] [--no-special] [--no-bos]\n"
+            "                                          token ids, space-separated, one line\n"
+            "  detokenize -m MODEL.gguf [--skip-control] ID...\n"
+            "                                          the text of token ids\n"
+
             "  version                                 version and detected CPU features\n"
             "  help                                    this text\n");
 }
@@ -50,6 +55,8 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("eddy %s\ncpu features: %s\n", eddy_version(), eddy_cpu_features());
         return 0;
