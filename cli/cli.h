@@ -20,5 +20,7 @@ int cli_parse_int(const char *flag, const char *s, long long lo, long long hi, l
 int cmd_inspect(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
 
 #endif

@@ -43,6 +43,10 @@ static void usage(FILE *out) {
             "                                          float32 logits for every position\n"
             "  bench --kernels [--json] [-t N] [--filter NAME]\n"
             "                                          kernel benchmarks against this machine's limits\n"
+            "  tokenize -m MODEL.gguf [--file PATH | TEXT] [--no-special] [--no-bos]\n"
+            "                                          token ids, space-separated, one line\n"
+            "  detokenize -m MODEL.gguf [--skip-control] ID...\n"
+            "                                          the text of token ids\n"
             "  version                                 version and detected CPU features\n"
             "  help                                    this text\n");
 }
@@ -56,6 +60,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "logits")) return cmd_logits(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("eddy %s\ncpu features: %s\n", eddy_version(), eddy_cpu_features());
         return 0;

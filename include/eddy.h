@@ -12,6 +12,7 @@
 #ifndef EDDY_H
 #define EDDY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -183,6 +184,74 @@ void eddy_sampler_reset(eddy_sampler *s);
  * non-zero, else a table with each op's fraction of the machine's read bandwidth or
  * f32 FMA peak, both measured in the same run. */
 eddy_status eddy_bench_kernels(const char *filter, int n_threads, int json, eddy_error *err);
+/* ==== Text: vocabulary, tokenizer, detokenizer ==== */
+
+/* A model's tokenizer, loaded from a GGUF file's tokenizer.* metadata. Immutable
+ * once loaded: any number of threads may use one vocabulary at the same time.
+ * It does not refer to the eddy_gguf it came from, which may be closed. */
+typedef struct eddy_vocab eddy_vocab;
+typedef int32_t eddy_token;
+
+/* Buffers the text functions return (token arrays, strings) are freed with this. */
+void eddy_buffer_free(void *p);
+
+eddy_status eddy_vocab_load(const eddy_gguf *f, eddy_vocab **out, eddy_error *err);
+void eddy_vocab_free(eddy_vocab *v);
+
+int64_t eddy_vocab_n_tokens(const eddy_vocab *v);
+eddy_token eddy_vocab_bos(const eddy_vocab *v); /* -1 when the file names none */
+eddy_token eddy_vocab_eos(const eddy_vocab *v);
+eddy_token eddy_vocab_eot(const eddy_vocab *v);
+/* "qwen2", "smollm", "llama (SentencePiece BPE)", ...: the tokenizer in use. */
+const char *eddy_vocab_describe(const eddy_vocab *v);
+/* True for control tokens (<|im_end|>, <s>, ...) and the unknown token. */
+bool eddy_vocab_is_control(const eddy_vocab *v, eddy_token t);
+/* The bytes token t stands for (not NUL-terminated; NULL for an invalid id). */
+const char *eddy_vocab_token_text(const eddy_vocab *v, eddy_token t, size_t *len);
+/* The file's tokenizer.chat_template, or NULL. */
+const char *eddy_vocab_chat_template(const eddy_vocab *v);
+
+enum {
+    /* Add BOS / EOS as the file asks (tokenizer.ggml.add_bos_token / add_eos_token). */
+    EDDY_TOKENIZE_ADD_SPECIAL = 1u << 0,
+    /* Control tokens written in the text (e.g. "<|im_start|>") are plain text;
+     * without this flag they are matched atomically, as llama.cpp does for prompts.
+     * User-defined added tokens (e.g. "<think>") are matched either way. */
+    EDDY_TOKENIZE_NO_SPECIAL = 1u << 1,
+};
+
+/* Tokenizes text[0 .. len) (any bytes: invalid UTF-8 becomes byte tokens). On
+ * success *out (free with eddy_buffer_free) holds *n_out ids. */
+eddy_status eddy_tokenize(const eddy_vocab *v, const char *text, size_t len, unsigned flags,
+                          eddy_token **out, int64_t *n_out, eddy_error *err);
+
+enum {
+    /* Control tokens produce no text (by default they produce their own text). */
+    EDDY_DETOK_SKIP_CONTROL = 1u << 0,
+};
+
+/* The bytes the ids stand for, concatenated: decode(encode(s)) == s for valid
+ * UTF-8 s (after the tokenizer's normalization, NFC for Qwen). A SentencePiece
+ * vocabulary's leading space marker is removed. *out is NUL-terminated; free it
+ * with eddy_buffer_free. Fails (EDDY_ERR_ARG) on an id outside the vocabulary. */
+eddy_status eddy_detokenize(const eddy_vocab *v, const eddy_token *ids, int64_t n, unsigned flags,
+                            char **out, size_t *len, eddy_error *err);
+
+/* A streaming detokenizer: feed tokens one at a time as they are generated; each
+ * call returns the text that is now complete. It never returns part of a UTF-8
+ * character: bytes of an unfinished character wait for the next token; bytes that
+ * cannot become a valid character are replaced by U+FFFD (one per maximal invalid
+ * sequence, as Python's errors="replace" does). The concatenation of everything
+ * returned, flush included, equals eddy_detokenize's output decoded that way. */
+typedef struct eddy_detok eddy_detok;
+
+eddy_status eddy_detok_new(const eddy_vocab *v, unsigned flags, eddy_detok **out, eddy_error *err);
+/* *text / *len: valid until the next call on d. */
+eddy_status eddy_detok_push(eddy_detok *d, eddy_token t, const char **text, size_t *len,
+                            eddy_error *err);
+/* The end of the stream: what is still held back, as U+FFFD. Resets d. */
+void eddy_detok_flush(eddy_detok *d, const char **text, size_t *len);
+void eddy_detok_free(eddy_detok *d);
 
 #ifdef __cplusplus
 }

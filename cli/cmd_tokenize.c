@@ -1,0 +1,193 @@
+/*
+ * cmd_tokenize.c — `eddy tokenize` and `eddy detokenize`: the model's tokenizer
+ * from the command line.
+ *
+ *   eddy tokenize -m MODEL.gguf [--file PATH | TEXT] [--no-special] [--no-bos]
+ *   eddy detokenize -m MODEL.gguf [--skip-control] ID...
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* ==== Shared ==== */
+
+/* Reads a whole file (or stdin for "-"); NUL-terminates. NULL with a message printed. */
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f) {
+        cli_error("%s: cannot open file (%s)", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n + 1 >= cap) {
+            char *bigger = realloc(buf, cap * 2);
+            if (!bigger) break;
+            buf = bigger;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) break;
+    }
+    int failed = !buf || ferror(f);
+    if (f != stdin) fclose(f);
+    if (failed) {
+        free(buf);
+        cli_error("%s: cannot read file", path);
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+/* Opens MODEL.gguf and loads its vocabulary. */
+static int open_vocab(const char *path, eddy_gguf **f, eddy_vocab **v) {
+    eddy_error err;
+    if (eddy_gguf_open(path, f, &err) != EDDY_OK) return cli_error("%s", err.msg);
+    if (eddy_vocab_load(*f, v, &err) != EDDY_OK) {
+        eddy_gguf_close(*f);
+        return cli_error("%s: %s", path, err.msg);
+    }
+    return 0;
+}
+
+/* ==== tokenize ==== */
+
+int cmd_tokenize(int argc, char **argv) {
+    const char *model = NULL, *file = NULL, *text = NULL;
+    unsigned flags = EDDY_TOKENIZE_ADD_SPECIAL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (++i >= argc) return cli_error("%s needs a model file", a);
+            model = argv[i];
+        } else if (!strcmp(a, "--file") || !strcmp(a, "-f")) {
+            if (++i >= argc) return cli_error("%s needs a file name", a);
+            file = argv[i];
+        } else if (!strcmp(a, "--no-special")) {
+            flags |= EDDY_TOKENIZE_NO_SPECIAL;
+        } else if (!strcmp(a, "--no-bos")) {
+            flags &= ~(unsigned)EDDY_TOKENIZE_ADD_SPECIAL;
+        } else if (!strcmp(a, "--")) {
+            if (i + 1 < argc) text = argv[++i];
+            if (i + 1 < argc) return cli_error("tokenize: unexpected argument \"%s\" (quote the text)", argv[i + 1]);
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return cli_error("tokenize: unknown option \"%s\"", a);
+        } else if (!text) {
+            text = a;
+        } else {
+            return cli_error("tokenize: unexpected argument \"%s\" (quote the text)", a);
+        }
+    }
+    if (!model) return cli_error("tokenize: no model given (usage: eddy tokenize -m MODEL.gguf TEXT)");
+    if (!!file + !!text != 1) return cli_error("tokenize: give the text or --file PATH (one of them)");
+    size_t len = 0;
+    char *buf = NULL;
+    if (file) {
+        if (!(buf = read_all(file, &len))) return 1;
+        text = buf;
+    } else {
+        len = strlen(text);
+    }
+    eddy_gguf *f;
+    eddy_vocab *v;
+    if (open_vocab(model, &f, &v)) {
+        free(buf);
+        return 1;
+    }
+    eddy_error err;
+    eddy_token *ids;
+    int64_t n;
+    int rc = 0;
+    if (eddy_tokenize(v, text, len, flags, &ids, &n, &err) != EDDY_OK) {
+        rc = cli_error("%s", err.msg);
+    } else {
+        /* one line: format into a buffer, one write */
+        size_t cap = (size_t)n * 12 + 2, k = 0;
+        char *line = malloc(cap);
+        if (!line) {
+            rc = cli_error("out of memory");
+        } else {
+            for (int64_t i = 0; i < n; i++) k += (size_t)snprintf(line + k, cap - k, i ? " %d" : "%d", (int)ids[i]);
+            line[k++] = '\n';
+            if (fwrite(line, 1, k, stdout) != k || fflush(stdout) != 0) rc = cli_error("cannot write the output");
+            free(line);
+        }
+        eddy_buffer_free(ids);
+    }
+    eddy_vocab_free(v);
+    eddy_gguf_close(f);
+    free(buf);
+    return rc;
+}
+
+/* ==== detokenize ==== */
+
+/* Appends the ids in one argument ("12 34", "12,34" or "12") to *ids. */
+static int parse_ids(const char *a, eddy_token **ids, int64_t *n, int64_t *cap) {
+    const char *p = a;
+    for (;;) {
+        while (*p == ' ' || *p == ',') p++;
+        if (!*p) return 0;
+        char *end;
+        errno = 0;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || errno || x < 0 || x > INT32_MAX || (*end && *end != ' ' && *end != ','))
+            return cli_error("detokenize: \"%s\" is not a token id", a);
+        if (*n == *cap) {
+            int64_t c = *cap ? *cap * 2 : 64;
+            eddy_token *more = realloc(*ids, (size_t)c * sizeof **ids);
+            if (!more) return cli_error("out of memory");
+            *ids = more;
+            *cap = c;
+        }
+        (*ids)[(*n)++] = (eddy_token)x;
+        p = end;
+    }
+}
+
+int cmd_detokenize(int argc, char **argv) {
+    const char *model = NULL;
+    unsigned flags = 0;
+    eddy_token *ids = NULL;
+    int64_t n = 0, cap = 0;
+    int rc = 0;
+    for (int i = 1; i < argc && !rc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (++i >= argc) rc = cli_error("%s needs a model file", a);
+            else model = argv[i];
+        } else if (!strcmp(a, "--skip-control")) {
+            flags |= EDDY_DETOK_SKIP_CONTROL;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            rc = cli_error("detokenize: unknown option \"%s\"", a);
+        } else {
+            rc = parse_ids(a, &ids, &n, &cap);
+        }
+    }
+    if (!rc && !model) rc = cli_error("detokenize: no model given (usage: eddy detokenize -m MODEL.gguf ID...)");
+    eddy_gguf *f;
+    eddy_vocab *v;
+    if (!rc && !(rc = open_vocab(model, &f, &v))) {
+        eddy_error err;
+        char *text;
+        size_t len;
+        if (eddy_detokenize(v, ids, n, flags, &text, &len, &err) != EDDY_OK) {
+            rc = cli_error("%s", err.msg);
+        } else {
+            if (fwrite(text, 1, len, stdout) != len || fputc('\n', stdout) == EOF || fflush(stdout) != 0)
+                rc = cli_error("cannot write the output");
+            eddy_buffer_free(text);
+        }
+        eddy_vocab_free(v);
+        eddy_gguf_close(f);
+    }
+    free(ids);
+    return rc;
+}
