@@ -31,6 +31,17 @@ int cli_parse_int(const char *flag, const char *s, long long lo, long long hi, l
     return 0;
 }
 
+int cli_parse_float(const char *flag, const char *s, double lo, double hi, double *out) {
+    if (!s) return cli_error("%s needs a value", flag);
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end != '\0' || v != v) return cli_error("%s: \"%s\" is not a number", flag, s);
+    if (v < lo || v > hi) return cli_error("%s: %g is out of range %g..%g", flag, v, lo, hi);
+    *out = v;
+    return 0;
+}
+
 static void usage(FILE *out) {
     fprintf(out,
             "usage: eddy COMMAND [ARGS]\n"
@@ -39,6 +50,9 @@ static void usage(FILE *out) {
             "  inspect MODEL.gguf [--max-items N]      metadata and tensor table\n"
             "  inspect MODEL.gguf --tensor NAME --out FILE\n"
             "                                          write one tensor as little-endian float32\n"
+            "  run -m MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
+            "      [--seed S] [--repeat-penalty R] [-t THREADS] [-c CTX]\n"
+            "                                          generate a continuation, streamed to stdout\n"
             "  logits -m MODEL.gguf --ids \"ID ID ...\" --out FILE [-t N] [-c CTX]\n"
             "                                          float32 logits for every position\n"
             "  bench --kernels [--json] [-t N] [--filter NAME]\n"
@@ -60,6 +74,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "logits")) return cmd_logits(argc - 1, argv + 1);
+    if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {

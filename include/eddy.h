@@ -253,6 +253,39 @@ eddy_status eddy_detok_push(eddy_detok *d, eddy_token t, const char **text, size
 void eddy_detok_flush(eddy_detok *d, const char **text, size_t *len);
 void eddy_detok_free(eddy_detok *d);
 
+/* ==== Generation ==== */
+
+typedef enum {
+    EDDY_STOP_EOG = 0,    /* the model produced an end-of-generation token */
+    EDDY_STOP_LENGTH,     /* n_predict tokens were generated */
+    EDDY_STOP_CONTEXT,    /* the context is full */
+    EDDY_STOP_CALLBACK,   /* the callback asked to stop */
+} eddy_stop_reason;
+
+typedef struct {
+    int64_t n_prompt, n_generated;
+    double prompt_seconds, generate_seconds; /* prefill, and the decode loop */
+    eddy_stop_reason stop;
+} eddy_gen_stats;
+
+/* Called for each generated token with the text it completes (possibly empty: a
+ * UTF-8 character may span tokens; never part of a character). Return non-zero to
+ * stop. */
+typedef int (*eddy_token_callback)(void *user, eddy_token token, const char *text, size_t len);
+
+/* True for the tokens that end a reply: the file's EOS and EOT, and control tokens
+ * such as <|im_end|>, <|endoftext|>, <|eot_id|>, <end_of_turn>. */
+bool eddy_vocab_is_eog(const eddy_vocab *v, eddy_token t);
+
+/* Feeds prompt (n_prompt >= 1 tokens) to the context's sequence after what it holds,
+ * then samples up to n_predict tokens (< 0: until the context is full), each fed back
+ * to the model, calling cb for each. An end-of-generation token stops the loop and
+ * is not fed to the model (nor passed to cb), so the sequence can continue with the
+ * next turn. The sampler sees the prompt and every generated token. */
+eddy_status eddy_generate(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, const eddy_token *prompt,
+                          int64_t n_prompt, int64_t n_predict, eddy_token_callback cb, void *user,
+                          eddy_gen_stats *stats, eddy_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -73,7 +73,7 @@ def logits(model):
 def unpermute(w, n_head):
     """Undo the converter's q/k row permutation (rotary pairs: halves -> adjacent)."""
     rows = w.shape[0]
-    return w.reshape(n_head, 2, rows // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+    return w.reshape(n_head, rows // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
 def load_dequantized(model, path):

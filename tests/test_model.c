@@ -95,8 +95,8 @@ TEST(model_llama_f32_matches_transformers) {
 }
 
 /* Q8_0 weights against transformers running the same dequantized weights: the gap
- * is eddy's 8-bit activations (as llama.cpp does), ~1-2% relative RMS (measured
- * max 1.7%); bound 4%, argmax equal at >= 95% of positions. */
+ * is eddy's 8-bit activations (as llama.cpp does), relative RMS measured max 0.9%,
+ * mean 0.7%; bound 2%, argmax equal at >= 95% of positions (measured 99%). */
 TEST(model_llama_q8_0_matches_dequantized_reference) {
     int32_t ids[TINY_N_IDS];
     REQUIRE_EQ(read_ids(ids, TINY_N_IDS), TINY_N_IDS);
@@ -107,7 +107,7 @@ TEST(model_llama_q8_0_matches_dequantized_reference) {
     if (got) {
         int64_t same;
         double worst = compare_logits(got, ref, TINY_N_IDS, TINY_VOCAB, &same);
-        CHECKF(worst <= 0.04, "worst relative RMS %g", worst);
+        CHECKF(worst <= 0.02, "worst relative RMS %g", worst);
         CHECKF(same >= TINY_N_IDS * 95 / 100, "argmax agrees at %lld of %d positions", (long long)same, TINY_N_IDS);
         free(got);
     }

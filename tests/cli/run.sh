@@ -72,6 +72,19 @@ expect_err "logits no model" "no model given" logits --ids "1" --out "$TMP/l.f32
 expect_err "logits ctx too small" "do not fit" logits -m $M --ids "1 2 3" -c 2 --out "$TMP/l.f32"
 expect_err "logits not a model" "is missing" logits -m $D/sample.gguf --ids "1" --out "$TMP/l.f32"
 
+# ==== run ====
+R=tests/data/models/qwen35-tiny-q8_0.gguf
+if "$EDDY" run -m $R -p "Hello there" -n 6 --seed 7 -t 1 >"$TMP/r1" 2>"$TMP/r1.err" &&
+   "$EDDY" run -m $R -p "Hello there" -n 6 --seed 7 -t 1 >"$TMP/r2" 2>/dev/null && cmp -s "$TMP/r1" "$TMP/r2" &&
+   grep -q "generated [0-9]* tokens" "$TMP/r1.err"; then ok; else bad "run with a seed is reproducible: $(cat "$TMP/r1.err")"; fi
+expect_err "run no prompt" "no prompt given" run -m $R
+expect_err "run no model" "no model given" run -p "x"
+expect_err "run bad temp" '--temp: "hot" is not a number' run -m $R -p "x" --temp hot
+expect_err "run top-p range" "--top-p: 2 is out of range" run -m $R -p "x" --top-p 2
+expect_err "run prompt too long" "the context holds 4" run -m $R -p "one two three four five six seven" -c 4
+expect_err "run missing prompt file" "cannot read the prompt file" run -m $R -f "$TMP/none.txt"
+expect_err "run unknown option" 'unknown option "--bogus"' run -m $R -p x --bogus
+
 # ==== bad input: one line, exit 1 ====
 expect_err "no arguments" "no model file" inspect
 expect_err "missing file" "$TMP/missing.gguf" inspect "$TMP/missing.gguf"

@@ -1,0 +1,90 @@
+/*
+ * generate.c — the generation loop: prefill the prompt, then sample, stream and feed
+ * back one token at a time until an end-of-generation token, the length limit, a
+ * full context or the caller says stop.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "base/timer.h"
+#include "eddy.h"
+
+/* ==== End-of-generation tokens ==== */
+
+static const char *const eog_texts[] = {"<|im_end|>",   "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>",
+                                        "<end_of_turn>", "<|end|>",       "<|eom_id|>", "</s>"};
+
+bool eddy_vocab_is_eog(const eddy_vocab *v, eddy_token t) {
+    if (t < 0 || t >= eddy_vocab_n_tokens(v)) return false;
+    if (t == eddy_vocab_eos(v) || t == eddy_vocab_eot(v)) return true;
+    if (!eddy_vocab_is_control(v, t)) return false;
+    size_t len;
+    const char *text = eddy_vocab_token_text(v, t, &len);
+    for (size_t i = 0; i < sizeof eog_texts / sizeof eog_texts[0]; i++)
+        if (text && len == strlen(eog_texts[i]) && !memcmp(text, eog_texts[i], len)) return true;
+    return false;
+}
+
+/* ==== The loop ==== */
+
+eddy_status eddy_generate(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, const eddy_token *prompt,
+                          int64_t n_prompt, int64_t n_predict, eddy_token_callback cb, void *user,
+                          eddy_gen_stats *stats, eddy_error *err) {
+    eddy_gen_stats st = {.n_prompt = n_prompt};
+    if (!c || !v || !s || !prompt || n_prompt < 1)
+        return eddy_error_set(err, EDDY_ERR_ARG, "eddy_generate: no prompt tokens");
+    int64_t n_vocab = eddy_vocab_n_tokens(v);
+    float *logits = eddy_malloc((size_t)n_vocab * sizeof(float));
+    eddy_detok *d = NULL;
+    eddy_status rc = logits ? eddy_detok_new(v, EDDY_DETOK_SKIP_CONTROL, &d, err)
+                            : eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+    if (rc != EDDY_OK) {
+        eddy_free(logits);
+        return rc;
+    }
+    double t0 = timer_s();
+    rc = eddy_ctx_eval(c, prompt, n_prompt, logits, 0, err);
+    for (int64_t i = 0; i < n_prompt && rc == EDDY_OK; i++) eddy_sampler_accept(s, prompt[i]);
+    st.prompt_seconds = timer_s() - t0;
+    st.stop = EDDY_STOP_LENGTH;
+    t0 = timer_s();
+    while (rc == EDDY_OK) {
+        if (n_predict >= 0 && st.n_generated >= n_predict) {
+            st.stop = EDDY_STOP_LENGTH;
+            break;
+        }
+        eddy_token t = eddy_sampler_sample(s, logits);
+        if (eddy_vocab_is_eog(v, t)) {
+            st.stop = EDDY_STOP_EOG;
+            break;
+        }
+        eddy_sampler_accept(s, t);
+        st.n_generated++;
+        const char *text;
+        size_t len;
+        rc = eddy_detok_push(d, t, &text, &len, err);
+        if (rc != EDDY_OK) break;
+        if (cb && cb(user, t, text, len)) {
+            st.stop = EDDY_STOP_CALLBACK;
+            break;
+        }
+        if (eddy_ctx_n_pos(c) >= eddy_ctx_n_ctx(c)) {
+            st.stop = EDDY_STOP_CONTEXT;
+            break;
+        }
+        rc = eddy_ctx_eval(c, &t, 1, logits, 0, err);
+    }
+    if (rc == EDDY_OK && cb) { /* whatever the detokenizer still holds */
+        const char *text;
+        size_t len;
+        eddy_detok_flush(d, &text, &len);
+        if (len) cb(user, -1, text, len);
+    }
+    st.generate_seconds = timer_s() - t0;
+    eddy_detok_free(d);
+    eddy_free(logits);
+    if (stats) *stats = st;
+    return rc;
+}
