@@ -20,5 +20,6 @@ int cli_parse_int(const char *flag, const char *s, long long lo, long long hi, l
 int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
+int cmd_chat_format(int argc, char **argv);
 
 #endif
