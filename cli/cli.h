@@ -26,5 +26,6 @@ int cmd_bench(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
+int cmd_chat_format(int argc, char **argv);
 
 #endif

@@ -1,9 +1,12 @@
 /*
- * cmd_tokenize.c — `eddy tokenize` and `eddy detokenize`: the model's tokenizer
- * from the command line.
+ * cmd_tokenize.c — `eddy tokenize`, `eddy detokenize` and `eddy chat-format`: the
+ * model's tokenizer and chat template from the command line.
  *
  *   eddy tokenize -m MODEL.gguf [--file PATH | TEXT] [--no-special] [--no-bos]
  *   eddy detokenize -m MODEL.gguf [--skip-control] ID...
+ *   eddy chat-format -m MODEL.gguf [--chat-template NAME|FILE] [--messages FILE.json]
+ *                    [--system TEXT] [--user TEXT] [--assistant TEXT] ...
+ *                    [--no-generation-prompt] [--think | --no-think] [--vars JSON]
  */
 #include <errno.h>
 #include <stdio.h>
@@ -189,5 +192,72 @@ int cmd_detokenize(int argc, char **argv) {
         eddy_gguf_close(f);
     }
     free(ids);
+    return rc;
+}
+
+/* ==== chat-format ==== */
+
+int cmd_chat_format(int argc, char **argv) {
+    const char *model = NULL, *tmpl_arg = NULL, *messages_file = NULL, *vars = NULL;
+    eddy_chat_options opt = {NULL, true, -1, NULL};
+    eddy_chat_message *msgs = calloc((size_t)argc, sizeof *msgs);
+    int64_t n = 0;
+    int rc = 0;
+    if (!msgs) return cli_error("out of memory");
+    for (int i = 1; i < argc && !rc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--chat-template") || !strcmp(a, "--messages") ||
+            !strcmp(a, "--vars") || !strcmp(a, "--system") || !strcmp(a, "--user") || !strcmp(a, "--assistant")) {
+            if (++i >= argc) {
+                rc = cli_error("%s needs a value", a);
+                break;
+            }
+            if (a[1] == 'm' || !strcmp(a, "--model")) model = argv[i];
+            else if (!strcmp(a, "--chat-template")) tmpl_arg = argv[i];
+            else if (!strcmp(a, "--messages")) messages_file = argv[i];
+            else if (!strcmp(a, "--vars")) vars = argv[i];
+            else {
+                msgs[n].role = a + 2;
+                msgs[n].content = argv[i];
+                n++;
+            }
+        } else if (!strcmp(a, "--no-generation-prompt")) {
+            opt.add_generation_prompt = false;
+        } else if (!strcmp(a, "--think") || !strcmp(a, "--no-think")) {
+            opt.enable_thinking = a[2] == 't';
+        } else {
+            rc = cli_error("chat-format: unknown argument \"%s\"", a);
+        }
+    }
+    if (!rc && !model) rc = cli_error("chat-format: no model given (usage: eddy chat-format -m MODEL.gguf --user TEXT)");
+    if (!rc && messages_file && n) rc = cli_error("chat-format: give --messages FILE or --system/--user/--assistant, not both");
+    char *tmpl_text = NULL, *json = NULL;
+    size_t len;
+    if (!rc && tmpl_arg) {
+        if (eddy_chat_builtin(tmpl_arg)) opt.template_text = tmpl_arg;
+        else if ((tmpl_text = read_all(tmpl_arg, &len))) opt.template_text = tmpl_text;
+        else rc = 1;
+    }
+    if (!rc && messages_file && !(json = read_all(messages_file, &len))) rc = 1;
+    opt.extra_json = vars;
+    eddy_gguf *f;
+    eddy_vocab *v;
+    if (!rc && !(rc = open_vocab(model, &f, &v))) {
+        eddy_error err;
+        char *text;
+        eddy_status st = json ? eddy_chat_format_json(v, json, &opt, &text, &len, &err)
+                              : eddy_chat_format(v, msgs, n, &opt, &text, &len, &err);
+        if (st != EDDY_OK) {
+            rc = cli_error("%s", err.msg);
+        } else {
+            if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) rc = cli_error("cannot write the output");
+            eddy_buffer_free(text);
+        }
+        eddy_vocab_free(v);
+        eddy_gguf_close(f);
+    }
+    free(tmpl_text);
+    free(json);
+    free(msgs);
     return rc;
 }

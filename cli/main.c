@@ -61,6 +61,9 @@ static void usage(FILE *out) {
             "                                          token ids, space-separated, one line\n"
             "  detokenize -m MODEL.gguf [--skip-control] ID...\n"
             "                                          the text of token ids\n"
+            "  chat-format -m MODEL.gguf [--system|--user|--assistant TEXT]... [--messages FILE.json]\n"
+            "              [--chat-template NAME|FILE] [--no-generation-prompt] [--think|--no-think]\n"
+            "                                          the prompt the model's chat template makes\n"
             "  version                                 version and detected CPU features\n"
             "  help                                    this text\n");
 }
@@ -77,6 +80,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "chat-format")) return cmd_chat_format(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("eddy %s\ncpu features: %s\n", eddy_version(), eddy_cpu_features());
         return 0;

@@ -184,7 +184,7 @@ void eddy_sampler_reset(eddy_sampler *s);
  * non-zero, else a table with each op's fraction of the machine's read bandwidth or
  * f32 FMA peak, both measured in the same run. */
 eddy_status eddy_bench_kernels(const char *filter, int n_threads, int json, eddy_error *err);
-/* ==== Text: vocabulary, tokenizer, detokenizer ==== */
+/* ==== Text: vocabulary, tokenizer, detokenizer, chat templates ==== */
 
 /* A model's tokenizer, loaded from a GGUF file's tokenizer.* metadata. Immutable
  * once loaded: any number of threads may use one vocabulary at the same time.
@@ -252,6 +252,42 @@ eddy_status eddy_detok_push(eddy_detok *d, eddy_token t, const char **text, size
 /* The end of the stream: what is still held back, as U+FFFD. Resets d. */
 void eddy_detok_flush(eddy_detok *d, const char **text, size_t *len);
 void eddy_detok_free(eddy_detok *d);
+
+/* Chat templates. eddy runs the Jinja template a model file carries
+ * (tokenizer.chat_template) with its own interpreter of the subset of Jinja that
+ * chat templates use (docs/tokenizer.md lists it); the output matches Hugging
+ * Face's apply_chat_template byte for byte. A template that needs more fails with
+ * EDDY_ERR_UNSUPPORTED and a message naming the construct and the
+ * --chat-template override. */
+typedef struct {
+    const char *role;
+    const char *content;
+} eddy_chat_message;
+
+typedef struct {
+    /* A template's text, or the name of a built-in one ("chatml", "llama3");
+     * NULL: the file's tokenizer.chat_template. */
+    const char *template_text;
+    bool add_generation_prompt;
+    /* -1: leave `enable_thinking` undefined (the template's default); 0 / 1: false / true. */
+    int enable_thinking;
+    /* NULL, or a JSON object whose members become further template variables
+     * (e.g. {"tools": [...], "date_string": "26 Jul 2024"}). */
+    const char *extra_json;
+} eddy_chat_options;
+
+/* The built-in template of that name, or NULL. */
+const char *eddy_chat_builtin(const char *name);
+
+/* Formats messages (role, content) into the prompt text. *out is NUL-terminated;
+ * free it with eddy_buffer_free. */
+eddy_status eddy_chat_format(const eddy_vocab *v, const eddy_chat_message *msgs, int64_t n_msgs,
+                             const eddy_chat_options *opt, char **out, size_t *len, eddy_error *err);
+/* The same with the messages as a JSON array of objects, which may carry more than
+ * role and content (reasoning_content, tool_calls, content parts, ...). */
+eddy_status eddy_chat_format_json(const eddy_vocab *v, const char *messages_json,
+                                  const eddy_chat_options *opt, char **out, size_t *len,
+                                  eddy_error *err);
 
 /* ==== Generation ==== */
 
