@@ -20,7 +20,45 @@ int cli_parse_int(const char *flag, const char *s, long long lo, long long hi, l
 /* Parses a number in [lo, hi]; on failure prints an error naming flag. */
 int cli_parse_float(const char *flag, const char *s, double lo, double hi, double *out);
 
+/* The conversation formatted by the chat template and tokenized (special tokens
+ * matched; BOS added when the vocabulary wants it and the template did not write
+ * it). *out is freed with free(). Prints the error and returns 1 on failure. */
+int cli_chat_tokens(const eddy_vocab *v, const eddy_chat_message *msgs, int64_t n, const eddy_chat_options *opt,
+                    eddy_token **out, int64_t *n_out);
+/* --chat-template ARG: a built-in template's name or a file to read (*owned, freed
+ * by the caller). NULL arg: the model's own template. */
+int cli_chat_template(const char *arg, const char **tmpl, char **owned);
+
+/* ==== Generation flags shared by run and chat ==== */
+
+typedef struct {
+    const char *model, *chat_template;
+    long long n_predict, threads, n_ctx;
+    int enable_thinking; /* -1: the template's default */
+    eddy_sampler_params sp;
+} gen_opts;
+
+void gen_opts_init(gen_opts *o);
+/* Parses argv[*i] if it is a generation flag (advancing *i past its value): 0 when it
+ * was, -1 when it was not one, 1 after printing an error. */
+int gen_opts_parse(gen_opts *o, int argc, char **argv, int *i);
+
+typedef struct {
+    eddy_model *m;
+    eddy_vocab *v;
+    eddy_ctx *c;
+    eddy_sampler *s;
+    eddy_chat_options chat;
+    char *template_owned;
+} gen_session;
+
+/* Loads the model, its vocabulary, a context and a sampler; 1 after printing an error. */
+int gen_session_open(const gen_opts *o, gen_session *g);
+void gen_session_close(gen_session *g);
+void gen_print_stats(const eddy_gen_stats *st);
+
 int cmd_inspect(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_logits(int argc, char **argv);

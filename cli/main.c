@@ -50,9 +50,11 @@ static void usage(FILE *out) {
             "  inspect MODEL.gguf [--max-items N]      metadata and tensor table\n"
             "  inspect MODEL.gguf --tensor NAME --out FILE\n"
             "                                          write one tensor as little-endian float32\n"
-            "  run -m MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
-            "      [--seed S] [--repeat-penalty R] [-t THREADS] [-c CTX]\n"
+            "  run -m MODEL.gguf -p PROMPT [--chat [--system TEXT]] [-n N] [--temp T] [--top-k K]\n"
+            "      [--top-p P] [--min-p P] [--seed S] [--repeat-penalty R] [-t THREADS] [-c CTX]\n"
             "                                          generate a continuation, streamed to stdout\n"
+            "  chat -m MODEL.gguf [--system TEXT] [options of run]\n"
+            "                                          interactive chat (Ctrl-D quits, /reset starts over)\n"
             "  logits -m MODEL.gguf --ids \"ID ID ...\" --out FILE [-t N] [-c CTX]\n"
             "                                          float32 logits for every position\n"
             "  bench --kernels [--json] [-t N] [--filter NAME]\n"
@@ -78,6 +80,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "logits")) return cmd_logits(argc - 1, argv + 1);
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "chat-format")) return cmd_chat_format(argc - 1, argv + 1);

@@ -77,6 +77,13 @@ R=tests/data/models/qwen35-tiny-q8_0.gguf
 if "$EDDY" run -m $R -p "Hello there" -n 6 --seed 7 -t 1 >"$TMP/r1" 2>"$TMP/r1.err" &&
    "$EDDY" run -m $R -p "Hello there" -n 6 --seed 7 -t 1 >"$TMP/r2" 2>/dev/null && cmp -s "$TMP/r1" "$TMP/r2" &&
    grep -q "generated [0-9]* tokens" "$TMP/r1.err"; then ok; else bad "run with a seed is reproducible: $(cat "$TMP/r1.err")"; fi
+if printf 'hello\nhow are you\n/reset\nagain\n' | "$EDDY" chat -m $R -n 4 --seed 3 -t 1 >"$TMP/c1" 2>"$TMP/c1.err" &&
+   [ "$(wc -l <"$TMP/c1")" -eq 3 ]; then ok; else bad "chat over a pipe: $(cat "$TMP/c1.err")"; fi
+if "$EDDY" run -m $R --chat --system "Be brief." -p "hi" -n 4 -t 1 >/dev/null 2>"$TMP/r3.err"; then ok;
+else bad "run --chat: $(cat "$TMP/r3.err")"; fi
+expect_err "run system without chat" "--system needs --chat" run -m $R -p "x" --system "y"
+expect_err "chat no model" "no model given" chat
+expect_err "chat bad template" "neither a built-in template" chat -m $R --chat-template "$TMP/none.jinja"
 expect_err "run no prompt" "no prompt given" run -m $R
 expect_err "run no model" "no model given" run -p "x"
 expect_err "run bad temp" '--temp: "hot" is not a number' run -m $R -p "x" --temp hot
