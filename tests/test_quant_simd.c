@@ -21,6 +21,8 @@
 #include <float.h>
 #include <stdlib.h>
 
+#include "base/threadpool.h"
+#include "ops/matmul.h"
 #include "quant/qdot.h"
 
 /* ==== Rows ==== */
@@ -344,4 +346,116 @@ TEST(qdot_quantize_bit_identical) {
     free(x);
     free(want);
     free(got);
+}
+
+/* ==== Matrix product ==== */
+
+typedef struct {
+    int64_t n_in, n_out, n_tok;
+} mm_shape;
+
+/* Checks matmul against matmul_ref for one type and shape on `pool`, with padded
+ * strides (x_stride = n_in + 3, y_stride = n_out + 2, weight rows 4 bytes apart
+ * beyond their size). Tolerance per element as for one dot product. */
+static void check_matmul(test_rng *r, threadpool *pool, qtype t, mm_shape s) {
+    size_t rb = row_bytes(t, s.n_in) + 4;
+    uint8_t *wbuf = malloc(rb * (size_t)s.n_out + 8);
+    uint8_t *wdata = wbuf + (t == QTYPE_F32 ? 4 : 2);
+    for (int64_t o = 0; o < s.n_out; o++) rand_weights(r, t, wdata + o * rb, s.n_in, false);
+    matmul_weight w = {t, s.n_in, s.n_out, rb, wdata};
+    const int64_t xs = s.n_in + 3, ys = s.n_out + 2;
+    float *x = malloc(sizeof(float) * (size_t)(xs * s.n_tok + 1));
+    for (int64_t i = 0; i < xs * s.n_tok; i++) x[i] = ldexpf(test_rng_normal(r), (int)test_rng_uniform(r, -4, 4));
+    if (s.n_tok > 2) memset(x + xs, 0, sizeof(float) * (size_t)s.n_in); /* an all-zero token */
+    float *y = malloc(sizeof(float) * (size_t)(ys * s.n_tok + 1)), *yr = malloc(sizeof(float) * (size_t)(ys * s.n_tok + 1));
+    for (int64_t i = 0; i < ys * s.n_tok; i++) y[i] = yr[i] = -777.0f;
+    size_t sb = matmul_scratch_bytes(&w, s.n_tok);
+    uint8_t *scratch = malloc(sb + 1);
+    matmul_ref(&w, x, xs, s.n_tok, yr, ys, scratch + 1, sb); /* misaligned scratch is fine */
+    matmul(pool, &w, x, xs, s.n_tok, y, ys, scratch, sb);
+
+    /* dequantized rows for the tolerance */
+    qtype at = quant_dot_type(t);
+    float *wd = malloc(sizeof(float) * (size_t)s.n_in), *w0 = malloc(sizeof(float) * (size_t)s.n_in);
+    float *ad = malloc(sizeof(float) * (size_t)(s.n_in * s.n_tok + 1));
+    uint8_t *arow = malloc(row_bytes(at, s.n_in) + 8);
+    for (int64_t k = 0; k < s.n_tok; k++) {
+        quantize_row_ref(at, x + k * xs, arow, s.n_in);
+        dequantize_row_ref(at, arow, ad + k * s.n_in, s.n_in);
+    }
+    bool exact = !strcmp(qdot_kernel_name(t), "ref");
+    int bad = 0;
+    for (int64_t o = 0; o < s.n_out && bad < 3; o++) {
+        dequantize_row_ref(t, wdata + o * rb, wd, s.n_in);
+        bool off = offset_part(t, wdata + o * rb, s.n_in, w0);
+        for (int64_t k = 0; k < s.n_tok && bad < 3; k++) {
+            float got = y[k * ys + o], want = yr[k * ys + o];
+            double tol = dot_tolerance(t, s.n_in, wd, w0, off, ad + k * s.n_in);
+            bool ok = exact ? got == want : fabs((double)got - (double)want) <= tol;
+            if (!CHECKF(ok, "%s n_in=%lld n_out=%lld n_tok=%lld threads=%d: y[%lld][%lld] = %.9g, ref %.9g, tol %.3g",
+                        qtype_name(t), (long long)s.n_in, (long long)s.n_out, (long long)s.n_tok, pool_size(pool),
+                        (long long)k, (long long)o, (double)got, (double)want, tol))
+                bad++;
+        }
+    }
+    /* the padding between rows of y is untouched */
+    for (int64_t k = 0; k < s.n_tok; k++) CHECK(y[k * ys + s.n_out] == -777.0f && y[k * ys + s.n_out + 1] == -777.0f);
+    free(wbuf), free(x), free(y), free(yr), free(scratch), free(wd), free(w0), free(ad), free(arow);
+}
+
+TEST(qmat_matches_ref_all_types) {
+    test_rng r = test_rng_new();
+    threadpool *pools[4];
+    for (int i = 0; i < 4; i++) REQUIRE(pool_create(&pools[i], i + 1, NULL) == EDDY_OK);
+    const int64_t toks[] = {1, 2, 3, 4, 5, 7, 17};
+    const int64_t saved = matmul_min_work;
+    matmul_min_work = 1; /* split even these small products over every thread */
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        qtype t = all_types[ti];
+        int64_t bs = qtype_info(t)->block_size;
+        int64_t unit = bs == 1 ? 1 : bs;
+        for (int k = 0; k < 7; k++) {
+            /* n_in: one block, or a few (odd for float types); n_out: not a multiple of anything */
+            int64_t n_in = k % 2 ? unit : (bs == 1 ? 67 : 3 * unit);
+            int64_t n_out = k == 6 ? 1 : 5 + 8 * (k % 3);
+            mm_shape s = {n_in, n_out, toks[k]};
+            check_matmul(&r, pools[k % 4], t, s);
+        }
+    }
+    matmul_min_work = saved;
+    for (int i = 0; i < 4; i++) pool_destroy(pools[i]);
+}
+
+TEST(qmat_chunks_threads_and_many_tokens) {
+    /* more rows than one prefill chunk per thread, and a token count that is not a
+     * multiple of the tile */
+    test_rng r = test_rng_new();
+    threadpool *pool;
+    REQUIRE(pool_create(&pool, 3, NULL) == EDDY_OK);
+    check_matmul(&r, pool, QTYPE_Q8_0, (mm_shape){1024, 800, 6});
+    check_matmul(&r, pool, QTYPE_Q4_K, (mm_shape){2048, 1000, 5});
+    check_matmul(&r, pool, QTYPE_F16, (mm_shape){512, 2100, 3});
+    check_matmul(&r, NULL, QTYPE_Q6_K, (mm_shape){256, 3, 9});
+    pool_destroy(pool);
+}
+
+TEST(qmat_empty_and_weight_init) {
+    matmul_weight w;
+    static uint16_t data[4096];
+    CHECK(matmul_weight_init(&w, QTYPE_Q4_K, 512, 3, data));
+    CHECK_EQ(w.row_bytes, 2 * sizeof(block_q4_K));
+    CHECK(!matmul_weight_init(&w, QTYPE_Q4_K, 100, 3, data)); /* not a multiple of 256 */
+    CHECK(!matmul_weight_init(&w, QTYPE_Q8_1, 32, 3, data));  /* unsupported */
+    CHECK(!matmul_weight_init(&w, QTYPE_F32, 32, 3, (const char *)data + 2)); /* misaligned */
+    CHECK(!matmul_weight_init(&w, QTYPE_F32, -1, 3, data));
+    CHECK(matmul_weight_init(&w, QTYPE_Q8_0, 64, 0, data));
+    float x[64] = {0}, y[4] = {5, 5, 5, 5};
+    uint8_t scratch[512];
+    CHECK(matmul_scratch_bytes(&w, 2) <= sizeof scratch);
+    matmul(NULL, &w, x, 64, 2, y, 0, scratch, sizeof scratch); /* no rows: nothing written */
+    CHECK(y[0] == 5);
+    CHECK(matmul_weight_init(&w, QTYPE_Q8_0, 64, 4, data));
+    matmul(NULL, &w, x, 64, 0, y, 4, scratch, sizeof scratch); /* no tokens */
+    CHECK(y[0] == 5);
+    CHECK(matmul_scratch_bytes(&w, INT64_MAX / 2) == SIZE_MAX);
 }

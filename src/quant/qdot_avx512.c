@@ -34,6 +34,7 @@
 
 #define INLINE static inline __attribute__((always_inline))
 #define FOR_C _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++)
+#define UNROLL _Pragma("GCC unroll 8")
 
 /* ==== Helpers ==== */
 
@@ -333,7 +334,7 @@ INLINE void k4_k(const bool Q5, int64_t n, const void *w, const char *a, size_t 
         const __m256i m16 = k4_mins16(mn);
         __m512i q[4], scv[4];
         const __m512i hv = Q5 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qh)) : _mm512_setzero_si512();
-        for (int k = 0; k < 4; k++) {
+        UNROLL for (int k = 0; k < 4; k++) {
             /* piece k: sub-blocks 2k (low nibbles of qs[32k..]) and 2k+1 (high nibbles) */
             const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * k)));
             q[k] = _mm512_and_si512(_mm512_srlv_epi16(raw, sh), m4);
@@ -347,7 +348,7 @@ INLINE void k4_k(const bool Q5, int64_t n, const void *w, const char *a, size_t 
         FOR_C {
             const block_q8_K *x = (const block_q8_K *)(a + c * as) + b;
             __m512i is = _mm512_setzero_si512();
-            for (int k = 0; k < 4; k++) {
+            UNROLL for (int k = 0; k < 4; k++) {
                 const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[k], _mm512_loadu_si512(x->qs + 64 * k));
                 is = _mm512_dpwssd_epi32(is, s, scv[k]);
             }
@@ -382,9 +383,9 @@ INLINE void q2_K_k(int64_t n, const void *w, const char *a, size_t as, float *ou
         const __m512i sc32 = _mm512_cvtepu8_epi32(_mm_and_si128(s8, _mm_set1_epi8(15)));
         const __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(15)));
         __m512i q[4], scv[4];
-        for (int h = 0; h < 2; h++) {
+        UNROLL for (int h = 0; h < 2; h++) {
             const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(wb->qs + 32 * h)));
-            for (int s2 = 0; s2 < 2; s2++) {
+            UNROLL for (int s2 = 0; s2 < 2; s2++) {
                 const int p = 2 * h + s2;
                 q[p] = _mm512_and_si512(_mm512_srlv_epi16(raw, halves_epi16(4 * s2, 4 * s2 + 2)), m3);
                 scv[p] = spread_scales(sc32, p, 16);
@@ -394,7 +395,7 @@ INLINE void q2_K_k(int64_t n, const void *w, const char *a, size_t as, float *ou
         FOR_C {
             const block_q8_K *x = (const block_q8_K *)(a + c * as) + b;
             __m512i is = _mm512_setzero_si512();
-            for (int p = 0; p < 4; p++) {
+            UNROLL for (int p = 0; p < 4; p++) {
                 const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[p], _mm512_loadu_si512(x->qs + 64 * p));
                 is = _mm512_dpwssd_epi32(is, s, scv[p]);
             }
@@ -429,9 +430,9 @@ INLINE void q3_K_k(int64_t n, const void *w, const char *a, size_t as, float *ou
         const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)wb->hmask));
         __m512i q[4], scv[4];
         __mmask64 neg[4];
-        for (int h = 0; h < 2; h++) {
+        UNROLL for (int h = 0; h < 2; h++) {
             const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(wb->qs + 32 * h)));
-            for (int s2 = 0; s2 < 2; s2++) {
+            UNROLL for (int s2 = 0; s2 < 2; s2++) {
                 const int p = 2 * h + s2, s = 2 * s2;
                 const __m512i v = _mm512_and_si512(_mm512_srlv_epi16(raw, halves_epi16(2 * s, 2 * s + 2)), m3);
                 const __mmask64 hb = _mm512_test_epi8_mask(hm, halves_epi8(1 << (4 * h + s), 1 << (4 * h + s + 1)));
@@ -445,7 +446,7 @@ INLINE void q3_K_k(int64_t n, const void *w, const char *a, size_t as, float *ou
         FOR_C {
             const block_q8_K *x = (const block_q8_K *)(a + c * as) + b;
             __m512i is = _mm512_setzero_si512();
-            for (int p = 0; p < 4; p++) {
+            UNROLL for (int p = 0; p < 4; p++) {
                 const __m512i s = dot_s8(_mm512_setzero_si512(), q[p], neg[p], _mm512_loadu_si512(x->qs + 64 * p));
                 is = _mm512_dpwssd_epi32(is, s, scv[p]);
             }
@@ -469,7 +470,7 @@ INLINE void q6_K_k(int64_t n, const void *w, const char *a, size_t as, float *ou
         const __m512i sc32 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)wb->scales));
         __m512i q[4], scv[4];
         __mmask64 neg[4];
-        for (int h = 0; h < 2; h++) {
+        UNROLL for (int h = 0; h < 2; h++) {
             const __m512i ql = _mm512_loadu_si512(wb->ql + 64 * h);
             const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(wb->qh + 32 * h)));
             /* bits (qh >> s) & 3 moved to bits 4-5: s = 0, 2 (shift left 4, 2) and s = 4, 6 (right 0, 2) */
@@ -478,7 +479,7 @@ INLINE void q6_K_k(int64_t n, const void *w, const char *a, size_t as, float *ou
             q[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), ha);
             q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), hb);
         }
-        for (int p = 0; p < 4; p++) {
+        UNROLL for (int p = 0; p < 4; p++) {
             const __m512i qs = _mm512_sub_epi8(q[p], k32);
             neg[p] = _mm512_movepi8_mask(qs);
             q[p] = _mm512_abs_epi8(qs);
@@ -488,7 +489,7 @@ INLINE void q6_K_k(int64_t n, const void *w, const char *a, size_t as, float *ou
         FOR_C {
             const block_q8_K *x = (const block_q8_K *)(a + c * as) + b;
             __m512i is = _mm512_setzero_si512();
-            for (int p = 0; p < 4; p++) {
+            UNROLL for (int p = 0; p < 4; p++) {
                 const __m512i s = dot_s8(_mm512_setzero_si512(), q[p], neg[p], _mm512_loadu_si512(x->qs + 64 * p));
                 is = _mm512_dpwssd_epi32(is, s, scv[p]);
             }
@@ -501,6 +502,18 @@ TILE_FN(q6_K)
 
 /* IQ4_XS: 8 sub-blocks of 32; piece k = sub-blocks 2k, 2k+1 (qs[32k .. 32k+31]).
  * Scales in float: each lane's partial sum |sum| <= 4 * 127 * 127 * 32 * 4 < 2^24 is exact. */
+/* The 8 sub-block scales ls_j - 32 of an IQ4_XS block as int32 lanes 0..7. */
+static inline __m512i iq4_xs_scales(const block_iq4_xs *wb) {
+    const __m128i m15 = _mm_set1_epi8(15);
+    const __m128i sl = _mm_cvtsi32_si128((int)rd32(wb->scales_l));
+    /* bytes [sl0 & 15, sl0 >> 4, sl1 & 15, ...]: the low 4 bits of ls_0..ls_7 */
+    const __m128i lo = _mm_unpacklo_epi8(_mm_and_si128(sl, m15), _mm_and_si128(_mm_srli_epi16(sl, 4), m15));
+    const __m128i sh = _mm_set1_epi16((short)wb->scales_h);
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi16(sh, _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14)), _mm_set1_epi16(3));
+    const __m128i ls = _mm_sub_epi16(_mm_or_si128(_mm_cvtepu8_epi16(lo), _mm_slli_epi16(hi, 4)), _mm_set1_epi16(32));
+    return _mm512_cvtepi16_epi32(_mm256_zextsi128_si256(ls));
+}
+
 INLINE void iq4_xs_k(int64_t n, const void *w, const char *a, size_t as, float *out, const int NC) {
     const int64_t nb = n / QK_K;
     __m512 acc[QDOT_MAX_ACT];
@@ -508,14 +521,11 @@ INLINE void iq4_xs_k(int64_t n, const void *w, const char *a, size_t as, float *
     const __m512i kv = kvalues_x4();
     for (int64_t b = 0; b < nb; b++) {
         const block_iq4_xs *wb = (const block_iq4_xs *)w + b;
-        int32_t ls[16] = {0};
-        for (int j = 0; j < 8; j++)
-            ls[j] = (((wb->scales_l[j / 2] >> (4 * (j % 2))) & 15) | (((wb->scales_h >> (2 * j)) & 3) << 4)) - 32;
-        const __m512i ls32 = _mm512_loadu_si512(ls);
+        const __m512i ls32 = iq4_xs_scales(wb);
         __m512i q[4];
         __mmask64 neg[4];
         __m512 lsf[4];
-        for (int k = 0; k < 4; k++) {
+        UNROLL for (int k = 0; k < 4; k++) {
             const __m512i v = _mm512_shuffle_epi8(kv, nibbles2(_mm256_loadu_si256((const __m256i *)(wb->qs + 32 * k))));
             neg[k] = _mm512_movepi8_mask(v);
             q[k] = _mm512_abs_epi8(v);
@@ -525,7 +535,7 @@ INLINE void iq4_xs_k(int64_t n, const void *w, const char *a, size_t as, float *
         FOR_C {
             const block_q8_K *x = (const block_q8_K *)(a + c * as) + b;
             __m512 t = _mm512_setzero_ps();
-            for (int k = 0; k < 4; k++) {
+            UNROLL for (int k = 0; k < 4; k++) {
                 const __m512i s = dot_s8(_mm512_setzero_si512(), q[k], neg[k], _mm512_loadu_si512(x->qs + 64 * k));
                 t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), lsf[k], t);
             }
