@@ -264,6 +264,48 @@ TEST(qdot_kernels_match_ref) {
     case_free(&dc);
 }
 
+TEST(qdot_gemm4_matches_ref) {
+    test_rng r = test_rng_new();
+    int nv;
+    const qdot_variant *v = qdot_variants(&nv);
+    dot_case rows[4];
+    for (int k = 0; k < 4; k++) case_alloc(&rows[k]);
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        qtype t = all_types[ti];
+        int64_t lens[8];
+        int nl = case_lengths(t, lens);
+        for (int li = 0; li < nl; li++) {
+            int64_t n = lens[li];
+            size_t rb = row_bytes(t, n) + 2;
+            uint8_t *w = malloc(4 * rb + 8);
+            for (int rep = 0; rep < 2; rep++) {
+                /* four weight rows rb bytes apart; the activations of case 0 for all */
+                for (int k = 0; k < 4; k++) {
+                    const void *wk = case_fill(&r, &rows[k], t, n, rep == 1);
+                    memcpy(w + 2 + k * rb, wk, row_bytes(t, n));
+                }
+                for (int vi = 0; vi < nv; vi++) {
+                    qgemm4_fn g = v[vi].available && v[vi].gemm4 ? v[vi].gemm4(t) : NULL;
+                    if (!g) continue;
+                    float out[16];
+                    g(n, w + 2, rb, rows[0].act, rows[0].act_stride, out);
+                    for (int k = 0; k < 4; k++)
+                        for (int c = 0; c < 4; c++) {
+                            const uint8_t *ac = rows[0].act + c * rows[0].act_stride;
+                            float ref = vec_dot_ref(t, n, w + 2 + k * rb, ac);
+                            double tol = dot_tolerance(t, n, rows[k].wd, rows[k].w0, rows[k].has_off, rows[0].ad + c * NMAX);
+                            CHECKF(fabs((double)out[4 * k + c] - ref) <= tol,
+                                   "%s %s gemm4 n=%lld rep=%d row %d act %d: %.9g vs ref %.9g, tol %.3g", v[vi].name,
+                                   qtype_name(t), (long long)n, rep, k, c, (double)out[4 * k + c], (double)ref, tol);
+                        }
+                }
+            }
+            free(w);
+        }
+    }
+    for (int k = 0; k < 4; k++) case_free(&rows[k]);
+}
+
 TEST(qdot_zero_length_and_zero_acts) {
     int nv;
     const qdot_variant *v = qdot_variants(&nv);

@@ -8,7 +8,8 @@
  *      streams each thread's weight rows once. Prefill walks its rows in chunks that
  *      fit in L2 and, within a chunk, every group of QDOT_MAX_ACT tokens against
  *      every row: the kernel unpacks a weight block once per token group, and the
- *      chunk comes from memory once for all tokens.
+ *      chunk comes from memory once for all tokens. Where the variant has 4 x 4
+ *      tiles (qdot_gemm4), full groups of 4 tokens take 4 rows per call.
  * Small products run on fewer threads (at least matmul_min_work multiply-adds each), since
  * waking a thread costs microseconds.
  */
@@ -79,6 +80,7 @@ void matmul_ref(const matmul_weight *w, const float *x, int64_t x_stride, int64_
 typedef struct {
     const matmul_weight *w;
     qdot_fn kernel;
+    qgemm4_fn gemm4; /* 4 x 4 tiles where the variant has them, else NULL */
     qtype act_type;
     const float *x;
     int64_t x_stride, n_tok;
@@ -115,7 +117,16 @@ static void dot_task(void *p, int ith, int nth) {
             const int nc = j->n_tok - t < QDOT_MAX_ACT ? (int)(j->n_tok - t) : QDOT_MAX_ACT;
             const uint8_t *a = j->act + t * j->act_stride;
             float *yt = j->y + t * j->y_stride;
-            for (int64_t r = c0; r < c1; r++) {
+            int64_t r = c0;
+            if (nc == 4 && j->gemm4) {
+                for (; r + 4 <= c1; r += 4) {
+                    float out[16];
+                    j->gemm4(w->n_in, wd + r * w->row_bytes, w->row_bytes, a, j->act_stride, out);
+                    for (int rr = 0; rr < 4; rr++)
+                        for (int c = 0; c < 4; c++) yt[c * j->y_stride + r + rr] = out[4 * rr + c];
+                }
+            }
+            for (; r < c1; r++) {
                 float out[QDOT_MAX_ACT];
                 j->kernel(w->n_in, wd + r * w->row_bytes, a, j->act_stride, nc, out);
                 for (int c = 0; c < nc; c++) yt[c * j->y_stride + r] = out[c];
@@ -141,6 +152,7 @@ void matmul(threadpool *pool, const matmul_weight *w, const float *x, int64_t x_
     mm_job job = {
         .w = w,
         .kernel = qdot_kernel(w->type),
+        .gemm4 = qdot_gemm4(w->type),
         .act_type = quant_dot_type(w->type),
         .x = x,
         .x_stride = x_stride,

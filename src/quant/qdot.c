@@ -71,6 +71,7 @@ static int n_variants;
 typedef struct {
     const char *name;
     qdot_fn kernel;
+    qgemm4_fn gemm4;
 } choice;
 static choice chosen[QTYPE_COUNT];
 static qquant_fn chosen_q8_0, chosen_q8_K;
@@ -78,16 +79,17 @@ static qquant_fn chosen_q8_0, chosen_q8_K;
 static void init_variants(void) {
     const cpu_caps *c = cpu_features();
     int n = 0;
-    variants[n++] = (qdot_variant){"ref", true, qdot_kernel_ref, quantize_row_q8_0_ref, quantize_row_q8_K_ref};
+    variants[n++] = (qdot_variant){"ref", true, qdot_kernel_ref, quantize_row_q8_0_ref, quantize_row_q8_K_ref, NULL};
 #if defined(__x86_64__)
     variants[n++] = (qdot_variant){"avx2", cpu_has_avx2(c), qdot_kernel_avx2, quantize_row_q8_0_avx2,
-                                   quantize_row_q8_K_avx2};
+                                   quantize_row_q8_K_avx2, NULL};
     variants[n++] = (qdot_variant){"avx512", cpu_has_avx2(c) && cpu_has_avx512(c) && c->avx512vnni,
-                                   qdot_kernel_avx512, quantize_row_q8_0_avx512, quantize_row_q8_K_avx512};
+                                   qdot_kernel_avx512, quantize_row_q8_0_avx512, quantize_row_q8_K_avx512,
+                                   qdot_gemm4_avx512};
 #elif defined(__aarch64__)
     variants[n++] = (qdot_variant){"neon", c->neon, qdot_kernel_neon, quantize_row_q8_0_neon,
-                                   quantize_row_q8_K_neon};
-    variants[n++] = (qdot_variant){"neon_dotprod", c->neon && c->dotprod, qdot_kernel_neon_dotprod, NULL, NULL};
+                                   quantize_row_q8_K_neon, NULL};
+    variants[n++] = (qdot_variant){"neon_dotprod", c->neon && c->dotprod, qdot_kernel_neon_dotprod, NULL, NULL, NULL};
 #endif
     (void)c;
     n_variants = n;
@@ -96,7 +98,7 @@ static void init_variants(void) {
         if (!quant_weight_supported((qtype)t)) continue;
         for (int v = 0; v < n; v++) {
             qdot_fn k = variants[v].available ? variants[v].kernel((qtype)t) : NULL;
-            if (k) chosen[t] = (choice){variants[v].name, k};
+            if (k) chosen[t] = (choice){variants[v].name, k, variants[v].gemm4 ? variants[v].gemm4((qtype)t) : NULL};
         }
     }
     for (int v = 0; v < n; v++) {
@@ -126,6 +128,12 @@ const char *qdot_kernel_name(qtype weight_type) {
     pthread_once(&once, init_variants);
     EDDY_ASSERT((unsigned)weight_type < QTYPE_COUNT && chosen[weight_type].kernel);
     return chosen[weight_type].name;
+}
+
+qgemm4_fn qdot_gemm4(qtype weight_type) {
+    pthread_once(&once, init_variants);
+    EDDY_ASSERT((unsigned)weight_type < QTYPE_COUNT && chosen[weight_type].kernel);
+    return chosen[weight_type].gemm4;
 }
 
 float qdot(qtype weight_type, int64_t n, const void *w_row, const void *act_row) {

@@ -42,6 +42,11 @@
  * size; 1 <= n_act <= QDOT_MAX_ACT; rows aligned as quant_row_align says. */
 typedef void (*qdot_fn)(int64_t n, const void *w_row, const void *act, size_t act_stride, int n_act, float *out);
 
+/* The prefill tile: out[4 r + c] = dot(weight row r, activation row c) for r, c < 4,
+ * weight row r at (const char *)w + r * w_stride. Offered only where it is faster
+ * than four n_act = 4 calls (qdot_gemm4 returns NULL elsewhere). */
+typedef void (*qgemm4_fn)(int64_t n, const void *w, size_t w_stride, const void *act, size_t act_stride, float *out);
+
 /* dst = the n floats of x in an activation format (n a multiple of its block). */
 typedef void (*qquant_fn)(const float *x, void *dst, int64_t n);
 
@@ -50,6 +55,7 @@ typedef struct {
     bool available;        /* the CPU has it and EDDY_FORCE_REF is off ("ref": always) */
     qdot_fn (*kernel)(qtype weight_type); /* NULL where the variant has no kernel */
     qquant_fn q8_0, q8_K;  /* activation quantizers; NULL where it has none */
+    qgemm4_fn (*gemm4)(qtype weight_type); /* NULL, or a function returning NULL where it has none */
 } qdot_variant;
 
 /* Every variant compiled for this architecture, best last; *n gets the count. */
@@ -58,6 +64,9 @@ const qdot_variant *qdot_variants(int *n);
 /* The dispatched kernel for a supported weight type, and the variant it comes from. */
 qdot_fn qdot_kernel(qtype weight_type);
 const char *qdot_kernel_name(qtype weight_type);
+
+/* The 4 x 4 tile of the variant qdot_kernel comes from, or NULL. */
+qgemm4_fn qdot_gemm4(qtype weight_type);
 
 /* One dot product through the dispatched kernel. */
 float qdot(qtype weight_type, int64_t n, const void *w_row, const void *act_row);
@@ -77,6 +86,7 @@ void quantize_row_q8_0_avx2(const float *x, void *dst, int64_t n);
 void quantize_row_q8_K_avx2(const float *x, void *dst, int64_t n);
 
 qdot_fn qdot_kernel_avx512(qtype weight_type);
+qgemm4_fn qdot_gemm4_avx512(qtype weight_type);
 void quantize_row_q8_0_avx512(const float *x, void *dst, int64_t n);
 void quantize_row_q8_K_avx512(const float *x, void *dst, int64_t n);
 

@@ -183,35 +183,42 @@ INLINE size_t b_size(const int T) {
     }
 }
 
-INLINE wpair b_unpack(const int T, const uint8_t *w0, const bool TWO) {
+/* The pair's scales [d0, d1] and (Q4_1/Q5_1) offsets [m0, m1]; d1 = m1 = 0 without TWO */
+INLINE void b_scales(const int T, const uint8_t *w0, const bool TWO, __m128 *d, __m128 *m) {
     const uint8_t *w1 = w0 + b_size(T);
-    wpair p;
-    p.m = _mm_setzero_ps();
-    uint16_t d0, d1 = 0;
+    uint16_t d0, d1 = 0, m0 = 0, m1 = 0;
     memcpy(&d0, w0, 2);
     if (TWO) memcpy(&d1, w1, 2);
-    p.d = f16x2(d0, d1);
-    if (T == B_Q4_1 || T == B_Q5_1) {
-        uint16_t m0, m1 = 0;
+    if (b_has_min(T)) {
         memcpy(&m0, w0 + 2, 2);
         if (TWO) memcpy(&m1, w1 + 2, 2);
-        p.m = f16x2(m0, m1);
     }
-    __m512i q;
-    if (T == B_Q8_0) {
-        q = TWO ? load2x256(w0 + 2, w1 + 2) : load1x256(w0 + 2);
-    } else {
-        const size_t qs_off = T == B_Q4_0 || T == B_IQ4_NL ? 2 : T == B_Q4_1 ? 4 : T == B_Q5_0 ? 6 : 8;
-        q = nibbles2(TWO ? load2x128(w0 + qs_off, w1 + qs_off) : load1x128(w0 + qs_off));
-        if (T == B_Q5_0 || T == B_Q5_1) {
-            const size_t qh_off = T == B_Q5_0 ? 2 : 4;
-            const uint64_t hb = rd32(w0 + qh_off) | (TWO ? (uint64_t)rd32(w1 + qh_off) << 32 : 0);
-            q = _mm512_mask_add_epi8(q, (__mmask64)hb, q, _mm512_set1_epi8(16));
-        }
-        if (T == B_Q4_0) q = _mm512_sub_epi8(q, _mm512_set1_epi8(8));
-        if (T == B_Q5_0) q = _mm512_sub_epi8(q, _mm512_set1_epi8(16));
-        if (T == B_IQ4_NL) q = _mm512_shuffle_epi8(kvalues_x4(), q);
+    *d = f16x2(d0, d1);
+    *m = f16x2(m0, m1);
+}
+
+/* The pair's 64 quants as stored: unsigned 0..15 / 0..31 for the nibble types (IQ4_NL:
+ * the table index), signed bytes for Q8_0; the upper 32 zero without TWO. */
+INLINE __m512i b_raw(const int T, const uint8_t *w0, const bool TWO) {
+    const uint8_t *w1 = w0 + b_size(T);
+    if (T == B_Q8_0) return TWO ? load2x256(w0 + 2, w1 + 2) : load1x256(w0 + 2);
+    const size_t qs_off = T == B_Q4_0 || T == B_IQ4_NL ? 2 : T == B_Q4_1 ? 4 : T == B_Q5_0 ? 6 : 8;
+    __m512i q = nibbles2(TWO ? load2x128(w0 + qs_off, w1 + qs_off) : load1x128(w0 + qs_off));
+    if (T == B_Q5_0 || T == B_Q5_1) {
+        const size_t qh_off = T == B_Q5_0 ? 2 : 4;
+        const uint64_t hb = rd32(w0 + qh_off) | (TWO ? (uint64_t)rd32(w1 + qh_off) << 32 : 0);
+        q = _mm512_mask_add_epi8(q, (__mmask64)hb, q, _mm512_set1_epi8(16));
     }
+    return q;
+}
+
+INLINE wpair b_unpack(const int T, const uint8_t *w0, const bool TWO) {
+    wpair p;
+    b_scales(T, w0, TWO, &p.d, &p.m);
+    __m512i q = b_raw(T, w0, TWO);
+    if (T == B_Q4_0) q = _mm512_sub_epi8(q, _mm512_set1_epi8(8));
+    if (T == B_Q5_0) q = _mm512_sub_epi8(q, _mm512_set1_epi8(16));
+    if (T == B_IQ4_NL) q = _mm512_shuffle_epi8(kvalues_x4(), q);
     if (!b_has_min(T)) {
         p.neg = _mm512_movepi8_mask(q);
         q = _mm512_abs_epi8(q);
@@ -263,6 +270,71 @@ BLK32(q5_0, B_Q5_0)
 BLK32(q5_1, B_Q5_1)
 BLK32(q8_0, B_Q8_0)
 BLK32(iq4_nl, B_IQ4_NL)
+
+/* ---- 4 x 4 tiles (prefill) ----
+ * Four weight rows against four activation rows. Here the weights go in unsigned,
+ * w + off (off = 8, 16, 128, 128 for Q4_0, Q5_0, Q8_0, IQ4_NL; Q8_0 by flipping the
+ * sign bit, IQ4_NL through a table of kvalues + 128), and each dpbusd starts from
+ * -off * (the lane's activation sum), so every lane is exactly the sum of its four
+ * true products. That correction, the activation loads and the activation scales are
+ * made once per token and serve four rows; the weight unpacking serves four tokens.
+ * Per row, token and block pair: one dpbusd, one cvt, one mul, one fma. */
+
+INLINE int g_off(const int T) {
+    return T == B_Q4_0 ? 8 : T == B_Q5_0 ? 16 : T == B_Q8_0 || T == B_IQ4_NL ? 128 : 0;
+}
+
+INLINE void g_step(const int T, const uint8_t *w, size_t ws, int64_t b, const bool TWO, const char *a, size_t as,
+                   __m512 acc[4][4]) {
+    const int off = g_off(T);
+    __m512i xq[4], corr[4];
+    __m512 dx[4], sx[4];
+    UNROLL for (int c = 0; c < 4; c++) {
+        const block_q8_0 *x = (const block_q8_0 *)(a + c * as) + b;
+        xq[c] = TWO ? load2x256(x[0].qs, x[1].qs) : load1x256(x[0].qs);
+        dx[c] = spread2(f16x2(x[0].d, TWO ? x[1].d : 0));
+        corr[c] = _mm512_setzero_si512();
+        if (off)
+            corr[c] = _mm512_sub_epi32(corr[c], _mm512_dpbusd_epi32(corr[c], _mm512_set1_epi8((char)off), xq[c]));
+        if (b_has_min(T))
+            sx[c] = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), xq[c]));
+    }
+    UNROLL for (int r = 0; r < 4; r++) {
+        const uint8_t *w0 = w + r * ws + b * b_size(T);
+        __m128 d, m;
+        b_scales(T, w0, TWO, &d, &m);
+        __m512i q = b_raw(T, w0, TWO);
+        if (T == B_Q8_0) q = _mm512_xor_si512(q, _mm512_set1_epi8((char)0x80));
+        if (T == B_IQ4_NL) q = _mm512_shuffle_epi8(_mm512_xor_si512(kvalues_x4(), _mm512_set1_epi8((char)0x80)), q);
+        const __m512 dw = spread2(d), mw = spread2(m);
+        UNROLL for (int c = 0; c < 4; c++) {
+            const __m512i s = _mm512_dpbusd_epi32(corr[c], q, xq[c]);
+            acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dx[c]), acc[r][c]);
+            if (b_has_min(T)) acc[r][c] = _mm512_fmadd_ps(sx[c], _mm512_mul_ps(mw, dx[c]), acc[r][c]);
+        }
+    }
+}
+
+INLINE void blk32_g(const int T, int64_t n, const void *w, size_t ws, const char *a, size_t as, float *out) {
+    const int64_t nb = n / 32;
+    __m512 acc[4][4];
+    UNROLL for (int r = 0; r < 4; r++) UNROLL for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) g_step(T, w, ws, b, true, a, as, acc);
+    if (b < nb) g_step(T, w, ws, b, false, a, as, acc);
+    UNROLL for (int r = 0; r < 4; r++) UNROLL for (int c = 0; c < 4; c++) out[4 * r + c] = _mm512_reduce_add_ps(acc[r][c]);
+}
+
+#define GEMM4(NAME, T)                                                                                       \
+    static void NAME##_g4(int64_t n, const void *w, size_t ws, const void *a, size_t as, float *out) {       \
+        blk32_g(T, n, w, ws, a, as, out);                                                                    \
+    }
+GEMM4(q4_0, B_Q4_0)
+GEMM4(q4_1, B_Q4_1)
+GEMM4(q5_0, B_Q5_0)
+GEMM4(q5_1, B_Q5_1)
+GEMM4(q8_0, B_Q8_0)
+GEMM4(iq4_nl, B_IQ4_NL)
 
 /* ==== K-quants x Q8_K ==== */
 
@@ -565,6 +637,18 @@ qdot_fn qdot_kernel_avx512(qtype t) {
     case QTYPE_Q5_K: return q5_K;
     case QTYPE_Q6_K: return q6_K;
     case QTYPE_IQ4_XS: return iq4_xs;
+    default: return NULL;
+    }
+}
+
+qgemm4_fn qdot_gemm4_avx512(qtype t) {
+    switch (t) {
+    case QTYPE_Q4_0: return q4_0_g4;
+    case QTYPE_Q4_1: return q4_1_g4;
+    case QTYPE_Q5_0: return q5_0_g4;
+    case QTYPE_Q5_1: return q5_1_g4;
+    case QTYPE_Q8_0: return q8_0_g4;
+    case QTYPE_IQ4_NL: return iq4_nl_g4;
     default: return NULL;
     }
 }
