@@ -276,23 +276,24 @@ TEST(qdot_gemm4_matches_ref) {
         int nl = case_lengths(t, lens);
         for (int li = 0; li < nl; li++) {
             int64_t n = lens[li];
-            size_t rb = row_bytes(t, n) + 2;
-            uint8_t *w = malloc(4 * rb + 8);
+            const size_t al = t == QTYPE_F32 ? 4 : 2; /* rows aligned as their type needs, not more */
+            size_t rb = row_bytes(t, n) + al;
+            uint8_t *wbuf = malloc(4 * rb + 8), *w = wbuf + al;
             for (int rep = 0; rep < 2; rep++) {
                 /* four weight rows rb bytes apart; the activations of case 0 for all */
                 for (int k = 0; k < 4; k++) {
                     const void *wk = case_fill(&r, &rows[k], t, n, rep == 1);
-                    memcpy(w + 2 + k * rb, wk, row_bytes(t, n));
+                    memcpy(w + k * rb, wk, row_bytes(t, n));
                 }
                 for (int vi = 0; vi < nv; vi++) {
                     qgemm4_fn g = v[vi].available && v[vi].gemm4 ? v[vi].gemm4(t) : NULL;
                     if (!g) continue;
                     float out[16];
-                    g(n, w + 2, rb, rows[0].act, rows[0].act_stride, out);
+                    g(n, w, rb, rows[0].act, rows[0].act_stride, out);
                     for (int k = 0; k < 4; k++)
                         for (int c = 0; c < 4; c++) {
                             const uint8_t *ac = rows[0].act + c * rows[0].act_stride;
-                            float ref = vec_dot_ref(t, n, w + 2 + k * rb, ac);
+                            float ref = vec_dot_ref(t, n, w + k * rb, ac);
                             double tol = dot_tolerance(t, n, rows[k].wd, rows[k].w0, rows[k].has_off, rows[0].ad + c * NMAX);
                             CHECKF(fabs((double)out[4 * k + c] - ref) <= tol,
                                    "%s %s gemm4 n=%lld rep=%d row %d act %d: %.9g vs ref %.9g, tol %.3g", v[vi].name,
@@ -300,7 +301,7 @@ TEST(qdot_gemm4_matches_ref) {
                         }
                 }
             }
-            free(w);
+            free(wbuf);
         }
     }
     for (int k = 0; k < 4; k++) case_free(&rows[k]);

@@ -157,6 +157,33 @@ TILE_FN(f32)
 TILE_FN(f16)
 TILE_FN(bf16)
 
+/* 4 x 4 tile: 4 weight rows (widened once) x 4 activation rows (loaded once), 16 FMA
+ * chains; FMA-bound instead of bound by reloading activations from L2. */
+INLINE void float_g(const int WT, int64_t n, const void *w, size_t ws, const char *a, size_t as, float *out) {
+    __m512 acc[4][4];
+    UNROLL for (int r = 0; r < 4; r++) UNROLL for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 x[4];
+        UNROLL for (int c = 0; c < 4; c++) x[c] = _mm512_maskz_loadu_ps(m, (const float *)(a + c * as) + i);
+        UNROLL for (int r = 0; r < 4; r++) {
+            const __m512 wv = load_w16(WT, (const char *)w + r * ws, i, m);
+            UNROLL for (int c = 0; c < 4; c++) acc[r][c] = _mm512_fmadd_ps(wv, x[c], acc[r][c]);
+        }
+    }
+    UNROLL for (int r = 0; r < 4; r++) UNROLL for (int c = 0; c < 4; c++) out[4 * r + c] = _mm512_reduce_add_ps(acc[r][c]);
+}
+
+static void f32_g4(int64_t n, const void *w, size_t ws, const void *a, size_t as, float *out) {
+    float_g(WF32, n, w, ws, a, as, out);
+}
+static void f16_g4(int64_t n, const void *w, size_t ws, const void *a, size_t as, float *out) {
+    float_g(WF16, n, w, ws, a, as, out);
+}
+static void bf16_g4(int64_t n, const void *w, size_t ws, const void *a, size_t as, float *out) {
+    float_g(WBF16, n, w, ws, a, as, out);
+}
+
 /* ==== 32-element blocks x Q8_0 ==== */
 
 /* Two consecutive weight blocks (or one, the upper half zero), unpacked:
@@ -643,6 +670,9 @@ qdot_fn qdot_kernel_avx512(qtype t) {
 
 qgemm4_fn qdot_gemm4_avx512(qtype t) {
     switch (t) {
+    case QTYPE_F32: return f32_g4;
+    case QTYPE_F16: return f16_g4;
+    case QTYPE_BF16: return bf16_g4;
     case QTYPE_Q4_0: return q4_0_g4;
     case QTYPE_Q4_1: return q4_1_g4;
     case QTYPE_Q5_0: return q5_0_g4;
