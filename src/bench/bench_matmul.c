@@ -1,0 +1,158 @@
+/*
+ * bench_matmul.c — benchmarks of the matrix product (ops/matmul.h) per weight type:
+ *
+ *   matmul_gemv: decode, one token, at model shapes. Bandwidth-bound: bytes = weight
+ *     bytes + activation and output bytes, compared with the read bandwidth measured
+ *     in the same run. Each call reads a different window of a 1 GiB arena of weights,
+ *     so every call streams its weights from memory, not from the last-level cache.
+ *   matmul_gemm: prefill, 512 tokens. Compute-bound: flops = 2 n_tok n_in n_out,
+ *     compared with the f32 FMA peak (the quantized types run on integer dot
+ *     instructions, whose peak is higher; the fraction is reported as is).
+ *
+ * Weights are random quants with sane scales (no inf, NaN or subnormal floats, which
+ * could trigger slow paths real weights never hit).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "bench.h"
+#include "ops/matmul.h"
+#include "quant/qdot.h"
+
+void bench_matmul_gemv_cases(bench_env *env);
+void bench_matmul_gemm_cases(bench_env *env);
+
+static const qtype bench_types[] = {QTYPE_F32,  QTYPE_F16,  QTYPE_BF16, QTYPE_Q8_0, QTYPE_Q4_0,
+                                    QTYPE_Q4_1, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_IQ4_NL, QTYPE_Q2_K,
+                                    QTYPE_Q3_K, QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K, QTYPE_IQ4_XS};
+
+/* ==== Weight arena ==== */
+
+#define ARENA_BYTES ((size_t)1 << 30)
+
+static uint64_t mix(uint64_t *s) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
+}
+
+/* Fills `bytes` of p with weights of type t: random quants, fp16 scales in [2^-9, 2^-7)
+ * of random sign; float types: values in (-1, 1). */
+static void fill_weights(qtype t, uint8_t *p, size_t bytes, uint64_t seed) {
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+    if (t == QTYPE_F32) {
+        float *f = (float *)p;
+        for (size_t i = 0; i < bytes / 4; i++) f[i] = (float)(int32_t)(mix(&s) >> 40 & 0xffffff) / (float)(1 << 24) - 0.5f;
+        return;
+    }
+    for (size_t i = 0; i + 8 <= bytes; i += 8) {
+        uint64_t v = mix(&s);
+        memcpy(p + i, &v, 8);
+    }
+    if (t == QTYPE_F16 || t == QTYPE_BF16) {
+        uint16_t *h = (uint16_t *)p;
+        for (size_t i = 0; i < bytes / 2; i++) {
+            float v = (float)(h[i] & 0x7fff) / 32768.0f - 0.5f;
+            h[i] = t == QTYPE_F16 ? f32_to_fp16(v) : f32_to_bf16(v);
+        }
+        return;
+    }
+    const qtype_traits *tr = qtype_info(t);
+    int offs[2] = {-1, -1};
+    switch (t) {
+    case QTYPE_Q4_1:
+    case QTYPE_Q5_1:
+    case QTYPE_Q4_K:
+    case QTYPE_Q5_K: offs[0] = 0, offs[1] = 2; break;
+    case QTYPE_Q2_K: offs[0] = 80, offs[1] = 82; break;
+    case QTYPE_Q3_K: offs[0] = 108; break;
+    case QTYPE_Q6_K: offs[0] = 208; break;
+    default: offs[0] = 0; break;
+    }
+    for (size_t b = 0; b + tr->type_size <= bytes; b += tr->type_size)
+        for (int k = 0; k < 2; k++) {
+            if (offs[k] < 0) continue;
+            uint16_t h;
+            memcpy(&h, p + b + offs[k], 2);
+            h = (uint16_t)((h & 0x87ff) | 0x1800); /* exponent field 6 or 7: |d| in [2^-9, 2^-7) */
+            memcpy(p + b + offs[k], &h, 2);
+        }
+}
+
+/* ==== Timed call ==== */
+
+typedef struct {
+    threadpool *pool;
+    matmul_weight w;
+    const uint8_t *arena;
+    size_t window, n_windows, next; /* decode: a different window of the arena per call */
+    const float *x;
+    int64_t n_tok;
+    float *y;
+    void *scratch;
+    size_t scratch_bytes;
+} mm_call;
+
+static void run_mm(void *p) {
+    mm_call *c = p;
+    if (c->n_windows) {
+        c->w.data = c->arena + c->next * c->window;
+        c->next = (c->next + 1) % c->n_windows;
+    }
+    matmul(c->pool, &c->w, c->x, c->w.n_in, c->n_tok, c->y, c->w.n_out, c->scratch, c->scratch_bytes);
+}
+
+static void bench_one(bench_env *env, qtype t, int64_t n_in, int64_t n_out, int64_t n_tok, uint8_t *arena,
+                      size_t arena_bytes) {
+    mm_call c = {.pool = env->pool, .arena = arena, .n_tok = n_tok};
+    if (!matmul_weight_init(&c.w, t, n_in, n_out, arena)) return;
+    size_t wbytes = c.w.row_bytes * (size_t)n_out;
+    if (wbytes > arena_bytes) return;
+    c.window = (wbytes + 4095) / 4096 * 4096;
+    c.n_windows = n_tok == 1 ? arena_bytes / c.window : 0;
+    float *x = bench_random_floats(n_in * n_tok, 3, 2.0f);
+    float *y = eddy_malloc_aligned(sizeof(float) * (size_t)(n_out * n_tok), 64);
+    c.scratch_bytes = matmul_scratch_bytes(&c.w, n_tok);
+    c.scratch = eddy_malloc_aligned(c.scratch_bytes, 64);
+    if (x && y && c.scratch) {
+        c.x = x, c.y = y;
+        bench_result r = {.op = n_tok == 1 ? "matmul_gemv" : "matmul_gemm", .variant = qdot_kernel_name(t)};
+        snprintf(r.shape, sizeof r.shape, "%-6s n_in=%lld n_out=%lld n_tok=%lld", qtype_name(t), (long long)n_in,
+                 (long long)n_out, (long long)n_tok);
+        r.seconds = bench_median(run_mm, &c, n_tok == 1 ? 20 : 3, n_tok == 1 ? 0.3 : 0.5);
+        r.bytes = (double)wbytes + 4.0 * (double)(n_in + n_out) * (double)n_tok;
+        r.flops = 2.0 * (double)n_tok * (double)n_in * (double)n_out;
+        bench_emit(env, &r);
+    }
+    eddy_free_aligned(x);
+    eddy_free_aligned(y);
+    eddy_free_aligned(c.scratch);
+}
+
+/* ==== Cases ==== */
+
+void bench_matmul_gemv_cases(bench_env *env) {
+    uint8_t *arena = eddy_malloc_aligned(ARENA_BYTES, 4096);
+    if (!arena) return;
+    static const int64_t shapes[][2] = {{1024, 3584}, {3584, 1024}, {4096, 4096}, {1024, 65536}};
+    for (size_t ti = 0; ti < sizeof bench_types / sizeof bench_types[0]; ti++) {
+        qtype t = bench_types[ti];
+        fill_weights(t, arena, ARENA_BYTES, ti + 1);
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            bench_one(env, t, shapes[s][0], shapes[s][1], 1, arena, ARENA_BYTES);
+    }
+    eddy_free_aligned(arena);
+}
+
+void bench_matmul_gemm_cases(bench_env *env) {
+    const int64_t n_in = 4096, n_out = 4096, n_tok = 512;
+    size_t bytes = (size_t)n_in * (size_t)n_out * 4;
+    uint8_t *w = eddy_malloc_aligned(bytes, 4096);
+    if (!w) return;
+    for (size_t ti = 0; ti < sizeof bench_types / sizeof bench_types[0]; ti++) {
+        qtype t = bench_types[ti];
+        fill_weights(t, w, bytes, ti + 1);
+        bench_one(env, t, n_in, n_out, n_tok, w, bytes);
+    }
+    eddy_free_aligned(w);
+}

@@ -1,0 +1,169 @@
+/*
+ * matmul.c — the matrix product y = x · W^T (matmul.h).
+ *
+ * Two passes, each one pool_run:
+ *   1. quantize: token rows of x -> activation rows in scratch (quant_dot_type),
+ *      split over threads by token (inline when the rows are few and short);
+ *   2. dot: output rows split over threads in contiguous ranges. Decode (n_tok = 1)
+ *      streams each thread's weight rows once. Prefill walks its rows in chunks that
+ *      fit in L2 and, within a chunk, every group of QDOT_MAX_ACT tokens against
+ *      every row: the kernel unpacks a weight block once per token group, and the
+ *      chunk comes from memory once for all tokens. Where the variant has 4 x 4
+ *      tiles (qdot_gemm4), full groups of 4 tokens take 4 rows per call.
+ * Small products run on fewer threads (at least matmul_min_work multiply-adds each), since
+ * waking a thread costs microseconds.
+ */
+#include "matmul.h"
+
+#include <stdint.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "quant/qdot.h"
+
+#define ACT_ALIGN 64
+#define CHUNK_BYTES ((size_t)256 << 10) /* weight bytes per prefill chunk (L2-resident) */
+
+/* ==== Sizes ==== */
+
+bool matmul_weight_init(matmul_weight *w, uint32_t type, int64_t n_in, int64_t n_out, const void *data) {
+    const qtype_traits *t = qtype_info(type);
+    size_t rb;
+    if (!t || !t->supported || n_in < 0 || n_out < 0 || !qtype_row_bytes(type, n_in, &rb)) return false;
+    if ((uintptr_t)data % quant_row_align((qtype)type) != 0) return false;
+    *w = (matmul_weight){(qtype)type, n_in, n_out, rb, data};
+    return true;
+}
+
+/* Bytes between activation rows in scratch, or 0 on overflow. */
+static size_t act_stride(const matmul_weight *w) {
+    size_t rb;
+    if (!qtype_row_bytes(quant_dot_type(w->type), w->n_in, &rb) || rb > SIZE_MAX - ACT_ALIGN) return 0;
+    return (rb + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN;
+}
+
+size_t matmul_scratch_bytes(const matmul_weight *w, int64_t n_tok) {
+    EDDY_ASSERT(n_tok >= 0);
+    size_t stride = act_stride(w), total;
+    if (!stride || !eddy_mul_size(stride, (size_t)n_tok, &total) || total > SIZE_MAX - ACT_ALIGN) return SIZE_MAX;
+    return total + ACT_ALIGN; /* room to align the start */
+}
+
+static uint8_t *align_scratch(void *scratch, size_t bytes, size_t need) {
+    EDDY_ASSERT(need != SIZE_MAX && bytes >= need);
+    uintptr_t p = ((uintptr_t)scratch + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN;
+    return (uint8_t *)p;
+}
+
+static void check_args(const matmul_weight *w, int64_t x_stride, int64_t n_tok, int64_t y_stride) {
+    EDDY_ASSERT(quant_weight_supported(w->type) && w->n_in >= 0 && w->n_out >= 0 && n_tok >= 0);
+    EDDY_ASSERT(x_stride >= w->n_in && y_stride >= w->n_out);
+    EDDY_ASSERT((uintptr_t)w->data % quant_row_align(w->type) == 0 && w->row_bytes % quant_row_align(w->type) == 0);
+}
+
+/* ==== Reference ==== */
+
+void matmul_ref(const matmul_weight *w, const float *x, int64_t x_stride, int64_t n_tok, float *y, int64_t y_stride,
+                void *scratch, size_t scratch_bytes) {
+    check_args(w, x_stride, n_tok, y_stride);
+    uint8_t *act = align_scratch(scratch, scratch_bytes, matmul_scratch_bytes(w, n_tok));
+    const size_t as = act_stride(w);
+    const qtype at = quant_dot_type(w->type);
+    for (int64_t t = 0; t < n_tok; t++) quantize_row_ref(at, x + t * x_stride, act + t * as, w->n_in);
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t r = 0; r < w->n_out; r++)
+            y[t * y_stride + r] = vec_dot_ref(w->type, w->n_in, (const char *)w->data + r * w->row_bytes, act + t * as);
+}
+
+/* ==== Threaded product ==== */
+
+typedef struct {
+    const matmul_weight *w;
+    qdot_fn kernel;
+    qgemm4_fn gemm4; /* 4 x 4 tiles where the variant has them, else NULL */
+    qtype act_type;
+    const float *x;
+    int64_t x_stride, n_tok;
+    float *y;
+    int64_t y_stride;
+    uint8_t *act; /* (n_tok) activation rows at act_stride */
+    size_t act_stride;
+} mm_job;
+
+static void quantize_task(void *p, int ith, int nth) {
+    mm_job *j = p;
+    int64_t t0, t1;
+    pool_split(j->n_tok, ith, nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; t++)
+        quantize_row_act(j->act_type, j->x + t * j->x_stride, j->act + t * j->act_stride, j->w->n_in);
+}
+
+static void dot_task(void *p, int ith, int nth) {
+    const mm_job *j = p;
+    const matmul_weight *w = j->w;
+    int64_t r0, r1;
+    pool_split(w->n_out, ith, nth, &r0, &r1);
+    const char *wd = w->data;
+    if (j->n_tok == 1) {
+        /* decode: one pass over this thread's rows */
+        for (int64_t r = r0; r < r1; r++) j->kernel(w->n_in, wd + r * w->row_bytes, j->act, 0, 1, &j->y[r]);
+        return;
+    }
+    int64_t chunk = w->row_bytes ? (int64_t)(CHUNK_BYTES / w->row_bytes) : r1 - r0;
+    if (chunk < 1) chunk = 1;
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+        const int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
+        for (int64_t t = 0; t < j->n_tok; t += QDOT_MAX_ACT) {
+            const int nc = j->n_tok - t < QDOT_MAX_ACT ? (int)(j->n_tok - t) : QDOT_MAX_ACT;
+            const uint8_t *a = j->act + t * j->act_stride;
+            float *yt = j->y + t * j->y_stride;
+            int64_t r = c0;
+            if (nc == 4 && j->gemm4) {
+                for (; r + 4 <= c1; r += 4) {
+                    float out[16];
+                    j->gemm4(w->n_in, wd + r * w->row_bytes, w->row_bytes, a, j->act_stride, out);
+                    for (int rr = 0; rr < 4; rr++)
+                        for (int c = 0; c < 4; c++) yt[c * j->y_stride + r + rr] = out[4 * rr + c];
+                }
+            }
+            for (; r < c1; r++) {
+                float out[QDOT_MAX_ACT];
+                j->kernel(w->n_in, wd + r * w->row_bytes, a, j->act_stride, nc, out);
+                for (int c = 0; c < nc; c++) yt[c * j->y_stride + r] = out[c];
+            }
+        }
+    }
+}
+
+int64_t matmul_min_work = (int64_t)1 << 17;
+
+/* Threads worth using for `work` multiply-adds. */
+static int threads_for(threadpool *pool, int64_t work, int64_t max_parts) {
+    int64_t n = work / (matmul_min_work > 0 ? matmul_min_work : 1);
+    if (n > pool_size(pool)) n = pool_size(pool);
+    if (n > max_parts) n = max_parts;
+    return n < 1 ? 1 : (int)n;
+}
+
+void matmul(threadpool *pool, const matmul_weight *w, const float *x, int64_t x_stride, int64_t n_tok, float *y,
+            int64_t y_stride, void *scratch, size_t scratch_bytes) {
+    check_args(w, x_stride, n_tok, y_stride);
+    if (n_tok == 0 || w->n_out == 0) return;
+    mm_job job = {
+        .w = w,
+        .kernel = qdot_kernel(w->type),
+        .gemm4 = qdot_gemm4(w->type),
+        .act_type = quant_dot_type(w->type),
+        .x = x,
+        .x_stride = x_stride,
+        .n_tok = n_tok,
+        .y = y,
+        .y_stride = y_stride,
+        .act = align_scratch(scratch, scratch_bytes, matmul_scratch_bytes(w, n_tok)),
+        .act_stride = act_stride(w),
+    };
+    /* quantizing costs ~ a few multiply-adds' worth per element */
+    pool_run(pool, quantize_task, &job, threads_for(pool, n_tok * w->n_in / 8, n_tok));
+    int64_t work = n_tok * w->n_in * w->n_out; /* < 2^63 for any tensor that fits in memory */
+    pool_run(pool, dot_task, &job, threads_for(pool, work, w->n_out));
+}
