@@ -59,6 +59,7 @@ void gen_print_stats(const eddy_gen_stats *st);
 
 int cmd_inspect(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_logits(int argc, char **argv);

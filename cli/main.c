@@ -55,6 +55,8 @@ static void usage(FILE *out) {
             "                                          generate a continuation, streamed to stdout\n"
             "  chat -m MODEL.gguf [--system TEXT] [options of run]\n"
             "                                          interactive chat (Ctrl-D quits, /reset starts over)\n"
+            "  perplexity -m MODEL.gguf -f TEXT [-c CTX] [--chunks N] [-t N]\n"
+            "                                          perplexity, chunked as llama.cpp's\n"
             "  logits -m MODEL.gguf --ids \"ID ID ...\" --out FILE [-t N] [-c CTX]\n"
             "                                          float32 logits for every position\n"
             "  bench --kernels [--json] [-t N] [--filter NAME]\n"
@@ -81,6 +83,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "logits")) return cmd_logits(argc - 1, argv + 1);
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
+    if (!strcmp(cmd, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "chat-format")) return cmd_chat_format(argc - 1, argv + 1);

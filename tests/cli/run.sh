@@ -92,6 +92,13 @@ expect_err "run prompt too long" "the context holds 4" run -m $R -p "one two thr
 expect_err "run missing prompt file" "cannot read the prompt file" run -m $R -f "$TMP/none.txt"
 expect_err "run unknown option" 'unknown option "--bogus"' run -m $R -p x --bogus
 
+# ==== perplexity ====
+L=tests/data/models/llama-tiny-q8_0.gguf
+head -c 4000 tests/data/text/cases.txt >"$TMP/ppl.txt"
+expect_ok "perplexity" "Final estimate: PPL = " "[2]" -- perplexity -m $L -f "$TMP/ppl.txt" -c 32 --chunks 3 -t 1
+expect_err "perplexity short text" "needs at least" perplexity -m $L -f "$TMP/ppl.txt" -c 100000
+expect_err "perplexity no file" "cannot read the text file" perplexity -m $L -f "$TMP/none.txt"
+
 # ==== bad input: one line, exit 1 ====
 expect_err "no arguments" "no model file" inspect
 expect_err "missing file" "$TMP/missing.gguf" inspect "$TMP/missing.gguf"
