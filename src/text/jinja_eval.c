@@ -407,7 +407,7 @@ static bool slice_of(jctx *c, int line, jv obj, jv lo, jv hi, jv st, jv *out) {
 
 static bool is_numv(jv v) { return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BOOL; }
 static double numf(jv v) { return v.t == JV_FLOAT ? v.f : v.t == JV_INT ? (double)v.i : (double)v.b; }
-static int64_t numi(jv v) { return v.t == JV_INT ? v.i : (int64_t)v.b; }
+static int64_t numi(jv v) { return v.t == JV_INT ? v.i : v.t == JV_BOOL ? (int64_t)v.b : 0; }
 
 static bool concat_str(jctx *c, jv a, jv b, jv *out) {
     char *p = jarena_alloc(c->a, a.str.n + b.str.n + 1);
