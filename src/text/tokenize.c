@@ -46,11 +46,11 @@ static bool grow(void **p, int64_t *cap, int64_t need, size_t elem) {
 
 /* ==== Per-call context ==== */
 
-typedef struct {
-    uint64_t hash;
-    int64_t key_off; /* into cache_keys */
-    int64_t ids_off; /* into cache_ids */
-    int32_t key_len, n_ids;
+typedef struct {           /* 16 bytes, so that the table stays in cache */
+    uint32_t tag;          /* high half of the piece's hash, | 1; 0 marks an empty slot */
+    uint32_t key_off;      /* into cache_keys */
+    uint32_t ids_off;      /* into cache_ids */
+    uint16_t key_len, n_ids;
 } cache_entry;
 
 typedef struct {
@@ -91,7 +91,7 @@ typedef struct {
     uint8_t *spm_text;
     int64_t cap_spm_text;
 
-    cache_entry *cache; /* open addressing, hash == 0 marks empty */
+    cache_entry *cache; /* open addressing on the hash's low bits */
     int64_t cache_cap, cache_n;
     uint8_t *cache_keys;
     int64_t cache_keys_n, cache_keys_cap;
@@ -173,6 +173,41 @@ static bool bpe_queue(tok_ctx *c, int32_t left) {
     return heap_push(c, p);
 }
 
+/* Short words: the same merges found by a scan instead of a heap. rank[i] is the
+ * rank of the pair that starts at symbol i (UINT32_MAX: none); the lowest rank
+ * wins, the leftmost among equals, exactly as the heap orders them. */
+#define SHORT_WORD 48
+
+static uint32_t pair_rank(const eddy_vocab *v, const bpe_sym *syms, int32_t i, int32_t *result) {
+    int32_t r = syms[i].next;
+    if (r < 0) return UINT32_MAX;
+    const vocab_merge *m = vocab_find_merge(v, syms[i].id, syms[r].id);
+    if (!m) return UINT32_MAX;
+    *result = m->result;
+    return m->rank;
+}
+
+static void bpe_short(tok_ctx *c, int32_t ns) {
+    uint32_t rank[SHORT_WORD];
+    int32_t result[SHORT_WORD];
+    bpe_sym *sy = c->syms;
+    for (int32_t i = 0; i + 1 < ns; i++) vocab_prefetch_merge(c->v, sy[i].id, sy[i + 1].id);
+    for (int32_t i = 0; i < ns; i++) rank[i] = pair_rank(c->v, sy, i, &result[i]);
+    for (;;) {
+        int32_t best = -1;
+        uint32_t best_rank = UINT32_MAX;
+        for (int32_t i = 0; i >= 0; i = sy[i].next)
+            if (rank[i] < best_rank) best_rank = rank[i], best = i;
+        if (best < 0) return;
+        int32_t r = sy[best].next;
+        sy[best].id = result[best];
+        sy[best].next = sy[r].next;
+        if (sy[r].next >= 0) sy[sy[r].next].prev = best;
+        rank[best] = pair_rank(c->v, sy, best, &result[best]);
+        if (sy[best].prev >= 0) rank[sy[best].prev] = pair_rank(c->v, sy, sy[best].prev, &result[sy[best].prev]);
+    }
+}
+
 /* Merges the bytes w[0 .. n) and appends the resulting ids to the output. */
 static bool bpe_word(tok_ctx *c, const uint8_t *w, int64_t n) {
     const eddy_vocab *v = c->v;
@@ -191,6 +226,12 @@ static bool bpe_word(tok_ctx *c, const uint8_t *w, int64_t n) {
     }
     if (ns == 0) return true;
     c->syms[ns - 1].next = -1;
+    if (ns <= SHORT_WORD) {
+        bpe_short(c, ns);
+        for (int32_t i = 0; i >= 0; i = c->syms[i].next)
+            if (!emit(c, c->syms[i].id)) return false;
+        return true;
+    }
     c->n_heap = 0;
     for (int32_t i = 0; i + 1 < ns; i++)
         if (!bpe_queue(c, i)) return false;
@@ -222,9 +263,10 @@ static bool cache_grow(tok_ctx *c) {
     if (!t) return false;
     for (int64_t i = 0; i < c->cache_cap; i++) {
         cache_entry *e = &c->cache[i];
-        if (!e->hash) continue;
-        for (uint64_t h = e->hash & (uint64_t)(cap - 1);; h = (h + 1) & (uint64_t)(cap - 1))
-            if (!t[h].hash) {
+        if (!e->tag) continue;
+        uint64_t hash = text_hash(c->cache_keys + e->key_off, e->key_len);
+        for (uint64_t h = hash & (uint64_t)(cap - 1);; h = (h + 1) & (uint64_t)(cap - 1))
+            if (!t[h].tag) {
                 t[h] = *e;
                 break;
             }
@@ -240,13 +282,15 @@ static bool bpe_piece(void *ctx, int64_t start, int64_t end) {
     const uint8_t *w = c->piece_base + start;
     int64_t n = end - start;
     if (n > CACHE_MAX_KEY) return bpe_word(c, w, n);
+    if (c->cache_keys_n + n >= UINT32_MAX || c->cache_ids_n + n >= UINT32_MAX) return bpe_word(c, w, n); /* full */
     if (c->cache_n * 2 >= c->cache_cap && !cache_grow(c)) return c->oom = true, false;
-    uint64_t hash = text_hash(w, (size_t)n) | 1, mask = (uint64_t)c->cache_cap - 1;
+    uint64_t hash = text_hash(w, (size_t)n), mask = (uint64_t)c->cache_cap - 1;
+    uint32_t tag = (uint32_t)(hash >> 32) | 1;
     uint64_t h = hash & mask;
     for (;; h = (h + 1) & mask) {
         cache_entry *e = &c->cache[h];
-        if (!e->hash) break;
-        if (e->hash == hash && e->key_len == n && memcmp(c->cache_keys + e->key_off, w, (size_t)n) == 0) {
+        if (!e->tag) break;
+        if (e->tag == tag && e->key_len == n && memcmp(c->cache_keys + e->key_off, w, (size_t)n) == 0) {
             if (!grow((void **)&c->ids, &c->cap_ids, c->n_ids + e->n_ids, sizeof *c->ids))
                 return c->oom = true, false;
             memcpy(c->ids + c->n_ids, c->cache_ids + e->ids_off, (size_t)e->n_ids * sizeof *c->ids);
@@ -261,11 +305,11 @@ static bool bpe_piece(void *ctx, int64_t start, int64_t end) {
         !grow((void **)&c->cache_ids, &c->cache_ids_cap, c->cache_ids_n + k, sizeof *c->cache_ids))
         return c->oom = true, false;
     cache_entry *e = &c->cache[h];
-    e->hash = hash;
-    e->key_off = c->cache_keys_n;
-    e->key_len = (int32_t)n;
-    e->ids_off = c->cache_ids_n;
-    e->n_ids = (int32_t)k;
+    e->tag = tag;
+    e->key_off = (uint32_t)c->cache_keys_n;
+    e->key_len = (uint16_t)n;
+    e->ids_off = (uint32_t)c->cache_ids_n;
+    e->n_ids = (uint16_t)k; /* k <= n: every id covers at least one byte */
     memcpy(c->cache_keys + c->cache_keys_n, w, (size_t)n);
     c->cache_keys_n += n;
     memcpy(c->cache_ids + c->cache_ids_n, c->ids + first, (size_t)k * sizeof *c->ids);
@@ -455,7 +499,16 @@ eddy_status eddy_tokenize(const eddy_vocab *v, const char *text, size_t len, uns
     bool no_special = (flags & EDDY_TOKENIZE_NO_SPECIAL) != 0;
     int64_t frag = 0, i = 0;
     while (ok && i < n) {
+        if (v->special_byte >= 0) { /* all specials start with one byte (Qwen: '<') */
+            const uint8_t *q = memchr(s + i, v->special_byte, (size_t)(n - i));
+            if (!q) break;
+            i = q - s;
+        }
         int64_t lo = v->special_first[s[i]], hi = v->special_first[s[i] + 1];
+        if (lo == hi) {
+            i++;
+            continue;
+        }
         int32_t hit = -1, hit_len = 0;
         for (int64_t k = lo; k < hi; k++) {
             const vocab_special *sp = &v->specials[k];

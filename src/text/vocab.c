@@ -56,27 +56,40 @@ static uint64_t pow2_at_least(uint64_t n) {
 }
 
 int32_t vocab_find(const eddy_vocab *v, const uint8_t *s, size_t n) {
-    uint64_t mask = v->map_cap - 1;
-    for (uint64_t h = text_hash(s, n) & mask;; h = (h + 1) & mask) {
-        int32_t id = v->map[h];
-        if (id < 0) return -1;
-        if ((size_t)(v->off[id + 1] - v->off[id]) == n && memcmp(v->bytes + v->off[id], s, n) == 0)
-            return id;
+    uint64_t mask = v->map_cap - 1, hash = text_hash(s, n);
+    uint32_t tag = (uint32_t)(hash >> 32);
+    for (uint64_t h = hash & mask;; h = (h + 1) & mask) {
+        vocab_slot sl = v->map[h];
+        if (sl.id < 0) return -1;
+        if (sl.tag == tag && (size_t)(v->off[sl.id + 1] - v->off[sl.id]) == n &&
+            memcmp(v->bytes + v->off[sl.id], s, n) == 0)
+            return sl.id;
     }
 }
 
 /* Inserts id under its bytes; a later token with the same bytes replaces an earlier
- * one (as the reference tokenizers' vocabulary maps do). Returns the replaced id or -1. */
-static int32_t map_insert(eddy_vocab *v, int32_t id) {
+ * one (as the reference tokenizers' vocabulary maps do). hash: text_hash of its
+ * bytes. Returns the replaced id or -1. */
+#define MAP_BATCH 32
+
+static int32_t map_insert(eddy_vocab *v, int32_t id, uint64_t hash) {
     int64_t n;
     const uint8_t *s = vocab_token_bytes(v, id, &n);
     uint64_t mask = v->map_cap - 1;
-    for (uint64_t h = text_hash(s, (size_t)n) & mask;; h = (h + 1) & mask) {
-        int32_t old = v->map[h];
-        if (old < 0 || (v->off[old + 1] - v->off[old] == n && memcmp(v->bytes + v->off[old], s, (size_t)n) == 0)) {
-            v->map[h] = id;
+    uint32_t tag = (uint32_t)(hash >> 32);
+    for (uint64_t h = hash & mask;; h = (h + 1) & mask) {
+        vocab_slot *sl = &v->map[h];
+        if (sl->id < 0) {
+            sl->id = id, sl->tag = tag;
+            return -1;
+        }
+        if (sl->tag != tag) continue;
+        int32_t old = sl->id;
+        if (v->off[old + 1] - v->off[old] == n && memcmp(v->bytes + v->off[old], s, (size_t)n) == 0) {
+            sl->id = id;
             return old;
         }
+        v->map_tags_unique = false; /* two different texts, one tag, one chain */
     }
 }
 
@@ -90,6 +103,10 @@ const vocab_merge *vocab_find_merge(const eddy_vocab *v, int32_t left, int32_t r
         if (m->key == key) return m;
         if (m->key == 0) return NULL;
     }
+}
+
+void vocab_prefetch_merge(const eddy_vocab *v, int32_t left, int32_t right) {
+    __builtin_prefetch(&v->merges[merge_slot(merge_key(left, right)) & (v->merges_cap - 1)]);
 }
 
 static void merge_insert(eddy_vocab *v, int32_t left, int32_t right, uint32_t rank, int32_t result) {
@@ -127,15 +144,18 @@ static void byte_level_tables(int16_t byte_of[0x144], uint32_t char_of[256]) {
 static int64_t byte_level_decode(const int16_t byte_of[0x144], const uint8_t *s, size_t n, uint8_t *out) {
     int64_t len = 0;
     for (size_t i = 0; i < n;) {
-        if (s[i] >= 0x21 && s[i] <= 0x7E) { /* printable ASCII stands for itself */
-            out[len++] = s[i++];
+        uint8_t c = s[i];
+        if (c >= 0x21 && c <= 0x7E) { /* printable ASCII stands for itself */
+            out[len++] = c;
+            i++;
             continue;
         }
-        uint32_t cp;
-        int k = utf8_decode(s + i, n - i, &cp);
-        if (k <= 0 || cp >= 0x144 || byte_of[cp] < 0) return -1;
+        /* every other character of the encoding is U+00A1 .. U+0143: two bytes, C2..C5 */
+        if (c < 0xC2 || c > 0xC5 || i + 1 >= n || (s[i + 1] & 0xC0) != 0x80) return -1;
+        uint32_t cp = ((uint32_t)(c & 0x1F) << 6) | (s[i + 1] & 0x3F);
+        if (cp >= 0x144 || byte_of[cp] < 0) return -1;
         out[len++] = (uint8_t)byte_of[cp];
-        i += (size_t)k;
+        i += 2;
     }
     return len;
 }
@@ -202,12 +222,38 @@ static char *dup_token_text(const eddy_vocab *v, int32_t id) {
 }
 
 /* shadowed[i]: a later token has the same bytes, so text never maps to token i. */
+/* Merge rules are resolved in batches: first every rule of the batch is decoded and
+ * the hash-table slots it will touch are prefetched, then the rules are resolved
+ * and inserted. The tables are far larger than the caches, so this overlaps the
+ * misses that otherwise dominate loading. */
+#define MERGE_BATCH 32
+
+typedef struct {
+    int64_t na, nb;  /* decoded lengths (-1: not byte-level) */
+    size_t off;      /* into the batch buffer */
+    uint64_t ha, hb; /* text hashes of the two halves */
+    int32_t a, b, r; /* the halves' tokens and the result (-1: none) */
+} merge_rule;
+
+static inline int32_t find_hashed(const eddy_vocab *v, const uint8_t *s, size_t n, uint64_t hash, bool trusted) {
+    uint64_t mask = v->map_cap - 1;
+    uint32_t tag = (uint32_t)(hash >> 32);
+    for (uint64_t h = hash & mask;; h = (h + 1) & mask) {
+        vocab_slot sl = v->map[h];
+        if (sl.id < 0) return -1;
+        if (sl.tag != tag) continue;
+        if (trusted || ((size_t)(v->off[sl.id + 1] - v->off[sl.id]) == n && memcmp(v->bytes + v->off[sl.id], s, n) == 0))
+            return sl.id;
+    }
+}
+
+/* shadowed[i]: a later token has the same bytes, so text never maps to token i. */
 static eddy_status load_merges(eddy_vocab *v, const gguf_value *merges, const int16_t byte_of[0x144],
                                const uint8_t *shadowed, eddy_error *err) {
     uint64_t n = merges->arr.n;
     v->merges_cap = pow2_at_least(n + n / 2 + 1);
     v->merges = eddy_calloc(v->merges_cap, sizeof *v->merges);
-    size_t cap = 256;
+    size_t cap = 4096;
     uint8_t *buf = eddy_malloc(cap);
     if (!v->merges || !buf) {
         eddy_free(buf);
@@ -215,46 +261,77 @@ static eddy_status load_merges(eddy_vocab *v, const gguf_value *merges, const in
     }
     int64_t skipped = 0;
     int32_t prev = -1;
-    for (uint64_t i = 0; i < n; i++) {
-        gguf_str m = gguf_arr_str(merges, i);
-        const char *sp = m.len > 1 ? memchr(m.ptr + 1, ' ', m.len - 1) : NULL;
-        if (!sp) {
-            eddy_free(buf);
-            return eddy_error_set(err, EDDY_ERR_FORMAT, "tokenizer.ggml.merges[%llu]: \"%.*s\" is not \"left right\"",
-                                  (unsigned long long)i, (int)(m.len > 40 ? 40 : m.len), m.ptr);
-        }
-        size_t la = (size_t)(sp - m.ptr), lb = m.len - la - 1;
-        if (la + lb > cap) {
-            cap = (la + lb) * 2;
-            uint8_t *p = eddy_realloc(buf, cap);
-            if (!p) {
+    bool trusted = v->map_tags_unique;
+    merge_rule rules[MERGE_BATCH];
+    for (uint64_t i0 = 0; i0 < n; i0 += MERGE_BATCH) {
+        uint64_t nr = n - i0 < MERGE_BATCH ? n - i0 : MERGE_BATCH;
+        /* 1: decode, hash, prefetch */
+        size_t used = 0;
+        for (uint64_t k = 0; k < nr; k++) {
+            gguf_str m = gguf_arr_str(merges, i0 + k);
+            const char *sp = m.len > 1 ? memchr(m.ptr + 1, ' ', m.len - 1) : NULL;
+            if (!sp) {
                 eddy_free(buf);
-                return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory loading merges");
+                return eddy_error_set(err, EDDY_ERR_FORMAT, "tokenizer.ggml.merges[%llu]: \"%.*s\" is not \"left right\"",
+                                      (unsigned long long)(i0 + k), (int)(m.len > 40 ? 40 : m.len), m.ptr);
             }
-            buf = p;
+            size_t la = (size_t)(sp - m.ptr), lb = m.len - la - 1;
+            if (used + la + lb > cap) {
+                while (used + la + lb > cap) cap *= 2;
+                uint8_t *p = eddy_realloc(buf, cap);
+                if (!p) {
+                    eddy_free(buf);
+                    return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory loading merges");
+                }
+                buf = p;
+            }
+            merge_rule *r = &rules[k];
+            r->off = used;
+            r->na = byte_level_decode(byte_of, (const uint8_t *)m.ptr, la, buf + used);
+            r->nb = r->na < 0 ? -1 : byte_level_decode(byte_of, (const uint8_t *)sp + 1, lb, buf + used + r->na);
+            if (r->nb < 0) {
+                r->a = r->b = r->r = -1;
+                continue;
+            }
+            used += (size_t)(r->na + r->nb);
+            r->ha = text_hash(buf + r->off, (size_t)r->na);
+            r->hb = text_hash(buf + r->off + r->na, (size_t)r->nb);
+            __builtin_prefetch(&v->map[r->ha & (v->map_cap - 1)]);
+            __builtin_prefetch(&v->map[r->hb & (v->map_cap - 1)]);
         }
-        int64_t na = byte_level_decode(byte_of, (const uint8_t *)m.ptr, la, buf);
-        int64_t nb = na < 0 ? -1 : byte_level_decode(byte_of, (const uint8_t *)sp + 1, lb, buf + na);
-        int32_t a = -1, b = -1, r = -1;
-        if (nb >= 0) {
-            a = vocab_find(v, buf, (size_t)na);
-            b = vocab_find(v, buf + na, (size_t)nb);
-            /* Vocabularies trained by BPE list merge results in merge order: try the
-             * token after the previous result before hashing. */
-            int32_t g = prev + 1;
-            if (g > 0 && g < v->n_tokens && v->off[g + 1] - v->off[g] == na + nb &&
-                memcmp(v->bytes + v->off[g], buf, (size_t)(na + nb)) == 0 &&
-                (v->type[g] == TOKTYPE_NORMAL || v->type[g] == TOKTYPE_UNDEFINED) && !shadowed[g])
-                r = g;
-            else
-                r = vocab_find(v, buf, (size_t)(na + nb));
+        /* 2: resolve and insert */
+        for (uint64_t k = 0; k < nr; k++) {
+            merge_rule *ru = &rules[k];
+            int32_t a = -1, b = -1, r = -1;
+            if (ru->nb >= 0) {
+                const uint8_t *t = buf + ru->off;
+                size_t nab = (size_t)(ru->na + ru->nb);
+                a = find_hashed(v, t, (size_t)ru->na, ru->ha, trusted);
+                b = find_hashed(v, t + ru->na, (size_t)ru->nb, ru->hb, trusted);
+                /* Vocabularies trained by BPE list merge results in merge order: try the
+                 * token after the previous result before hashing. */
+                int32_t g = prev + 1;
+                if (g > 0 && g < v->n_tokens && (size_t)(v->off[g + 1] - v->off[g]) == nab &&
+                    memcmp(v->bytes + v->off[g], t, nab) == 0 &&
+                    (v->type[g] == TOKTYPE_NORMAL || v->type[g] == TOKTYPE_UNDEFINED) && !shadowed[g])
+                    r = g;
+                else
+                    r = vocab_find(v, t, nab);
+            }
+            ru->a = a, ru->b = b, ru->r = r;
+            if (a < 0 || b < 0 || r < 0) continue;
+            __builtin_prefetch(&v->merges[merge_slot(merge_key(a, b)) & (v->merges_cap - 1)], 1);
+            prev = r;
         }
-        if (a < 0 || b < 0 || r < 0) { /* the reference would refuse the file; skip the line */
-            skipped++;
-            continue;
+        /* 3: insert */
+        for (uint64_t k = 0; k < nr; k++) {
+            merge_rule *ru = &rules[k];
+            if (ru->a < 0 || ru->b < 0 || ru->r < 0) { /* the reference would refuse the file; skip the line */
+                skipped++;
+                continue;
+            }
+            merge_insert(v, ru->a, ru->b, (uint32_t)(i0 + k), ru->r);
         }
-        merge_insert(v, a, b, (uint32_t)i, r);
-        prev = r;
     }
     eddy_free(buf);
     if (skipped) LOG_WARN("vocabulary: %lld merges name tokens that do not exist; ignored", (long long)skipped);
@@ -332,9 +409,17 @@ eddy_status eddy_vocab_load(const eddy_gguf *f, eddy_vocab **out, eddy_error *er
     if (scores) v->score = eddy_malloc((size_t)n * sizeof *v->score);
     if (!v->bytes || !v->off || !v->type || (scores && !v->score)) goto nomem;
     int64_t pos = 0;
+    bool types_i32 = types && types->arr.elem_type == GGUF_TYPE_INT32;
     for (int64_t i = 0; i < n; i++) {
         gguf_str s = gguf_arr_str(tokens, (uint64_t)i);
-        int64_t t = types ? gguf_arr_int(types, (uint64_t)i) : TOKTYPE_NORMAL;
+        int64_t t = TOKTYPE_NORMAL;
+        if (types_i32) {
+            int32_t x;
+            memcpy(&x, types->arr.raw + 4 * i, 4); /* little-endian host, as everywhere in eddy */
+            t = x;
+        } else if (types) {
+            t = gguf_arr_int(types, (uint64_t)i);
+        }
         if (t < 0 || t > TOKTYPE_BYTE) t = TOKTYPE_NORMAL;
         v->type[i] = (uint8_t)t;
         if (v->score) v->score[i] = (float)gguf_arr_float(scores, (uint64_t)i);
@@ -352,18 +437,27 @@ eddy_status eddy_vocab_load(const eddy_gguf *f, eddy_vocab **out, eddy_error *er
     v->off[n] = pos;
 
     /* text -> id: the tokens text can turn into (not control/unknown/byte ones) */
-    v->map_cap = pow2_at_least((uint64_t)n * 2);
+    v->map_cap = pow2_at_least((uint64_t)n + (uint64_t)n / 2);
     v->map = eddy_malloc(v->map_cap * sizeof *v->map);
     if (!v->map) goto nomem;
-    memset(v->map, 0xFF, v->map_cap * sizeof *v->map);
+    for (uint64_t i = 0; i < v->map_cap; i++) v->map[i].id = -1;
+    v->map_tags_unique = true;
     shadowed = eddy_calloc((size_t)n, 1);
     if (!shadowed) goto nomem;
-    for (int64_t i = 0; i < n; i++) {
-        int t = v->type[i];
-        if (v->off[i + 1] == v->off[i]) continue;
-        if (t == TOKTYPE_NORMAL || t == TOKTYPE_UNDEFINED || (kind == VOCAB_SPM && t == TOKTYPE_USER_DEFINED)) {
-            int32_t old = map_insert(v, (int32_t)i);
-            if (old >= 0) shadowed[old] = 1;
+    for (int64_t i0 = 0; i0 < n; i0 += MAP_BATCH) { /* hash and prefetch a batch, then insert it */
+        int64_t i1 = n - i0 < MAP_BATCH ? n : i0 + MAP_BATCH;
+        uint64_t hashes[MAP_BATCH];
+        for (int64_t i = i0; i < i1; i++) {
+            hashes[i - i0] = text_hash(v->bytes + v->off[i], (size_t)(v->off[i + 1] - v->off[i]));
+            __builtin_prefetch(&v->map[hashes[i - i0] & (v->map_cap - 1)], 1);
+        }
+        for (int64_t i = i0; i < i1; i++) {
+            int t = v->type[i];
+            if (v->off[i + 1] == v->off[i]) continue;
+            if (t == TOKTYPE_NORMAL || t == TOKTYPE_UNDEFINED || (kind == VOCAB_SPM && t == TOKTYPE_USER_DEFINED)) {
+                int32_t old = map_insert(v, (int32_t)i, hashes[i - i0]);
+                if (old >= 0) shadowed[old] = 1;
+            }
         }
     }
 
@@ -421,6 +515,9 @@ eddy_status eddy_vocab_load(const eddy_gguf *f, eddy_vocab **out, eddy_error *er
             v->special_first[b] = k;
         }
         v->special_first[256] = v->n_specials;
+        v->special_byte = -1;
+        if (v->n_specials && v->specials[0].first == v->specials[v->n_specials - 1].first)
+            v->special_byte = v->specials[0].first;
     }
 
     /* special ids and flags */

@@ -61,6 +61,11 @@ typedef struct {
     int32_t result;  /* the merged token */
 } vocab_merge;
 
+typedef struct {
+    int32_t id;   /* -1: empty */
+    uint32_t tag; /* the high half of the text's hash */
+} vocab_slot;
+
 struct eddy_vocab {
     vocab_kind kind;
     pre_kind pre;
@@ -76,9 +81,10 @@ struct eddy_vocab {
     uint8_t *type;       /* (n_tokens) TOKTYPE_* */
     float *score;        /* (n_tokens) SPM scores; NULL for BPE */
 
-    /* bytes -> id, open addressing over ids (-1 empty); cap is a power of two */
-    int32_t *map;
+    /* bytes -> id, open addressing; cap is a power of two */
+    vocab_slot *map;
     uint64_t map_cap;
+    bool map_tags_unique; /* no two tokens share a probe chain and a tag (see vocab.c) */
 
     /* BPE: (left, right) -> (rank, result), open addressing; cap a power of two */
     vocab_merge *merges;
@@ -91,6 +97,7 @@ struct eddy_vocab {
     vocab_special *specials;
     int64_t n_specials;
     int64_t special_first[257]; /* specials starting with byte b: [first[b], first[b+1]) */
+    int special_byte;           /* the one first byte all specials share, or -1 */
 
     int32_t bos, eos, unk, pad, eot; /* -1 when absent */
     char *chat_template;             /* NULL when the file has none */
@@ -108,6 +115,8 @@ static inline const uint8_t *vocab_token_bytes(const eddy_vocab *v, int32_t id, 
 int32_t vocab_find(const eddy_vocab *v, const uint8_t *s, size_t n);
 /* The merge of (left, right), or NULL. */
 const vocab_merge *vocab_find_merge(const eddy_vocab *v, int32_t left, int32_t right);
+/* Starts loading the table slot vocab_find_merge(v, left, right) will read first. */
+void vocab_prefetch_merge(const eddy_vocab *v, int32_t left, int32_t right);
 
 uint64_t text_hash(const uint8_t *s, size_t n);
 

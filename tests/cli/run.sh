@@ -127,5 +127,63 @@ expect_err "short file" "cannot fit in a 100-byte file" inspect "$TMP/short.gguf
 : >"$TMP/empty.gguf"
 expect_err "empty file" "magic truncated" inspect "$TMP/empty.gguf"
 
+# ==== tokenize / detokenize / chat-format (vocabularies in tests/data/text) ====
+T=tests/data/text
+# expect_out NAME EXPECTED ARGS...: exit 0 and stdout exactly EXPECTED (plus the final newline)
+expect_out() {
+  local name=$1 want=$2; shift 2
+  local out rc
+  out=$("$EDDY" "$@" 2>"$TMP/err"); rc=$?
+  if [ $rc -ne 0 ]; then bad "$name: exit $rc: $(cat "$TMP/err")"; return; fi
+  if [ "$out" != "$want" ]; then bad "$name: got [$out], expected [$want]"; return; fi
+  ok
+}
+# ids from Hugging Face tokenizers (Qwen3) and sentencepiece (spm)
+expect_out "tokenize qwen3" "9707 1879" tokenize -m $T/qwen3.gguf "Hello world"
+expect_out "tokenize specials" "151644 872 198 6023 151645" tokenize -m $T/qwen3.gguf "$(printf '<|im_start|>user\nhi<|im_end|>')"
+expect_out "tokenize --no-special" "27 91 318 4906 91 29 872" tokenize -m $T/qwen3.gguf --no-special "<|im_start|>user"
+expect_out "tokenize unicode" "34 2577 963 220 108386 61804 235 145375" tokenize -m $T/qwen3.gguf "Café 你好 👍🏽"
+printf 'line one\r\n  line two\tx 123\n' >"$TMP/in.txt"
+expect_out "tokenize --file" "1056 825 319 220 1555 1378 10225 220 16 17 18 198" tokenize -m $T/qwen3.gguf --file "$TMP/in.txt"
+expect_out "tokenize empty" "" tokenize -m $T/qwen3.gguf ""
+expect_out "tokenize spm adds BOS" "1 412 391 398 3359 4038" tokenize -m $T/spm.gguf "Call me Ishmael."
+expect_out "tokenize spm --no-bos" "412 391 398 3359 4038" tokenize -m $T/spm.gguf --no-bos "Call me Ishmael."
+expect_out "detokenize" "Hello world" detokenize -m $T/qwen3.gguf 9707 1879
+expect_out "detokenize quoted list" "Hello world" detokenize -m $T/qwen3.gguf "9707 1879"
+expect_out "detokenize specials" "$(printf '<|im_start|>user\nhi<|im_end|>')" detokenize -m $T/qwen3.gguf 151644 872 198 6023 151645
+expect_out "detokenize --skip-control" "$(printf 'user\nhi')" detokenize -m $T/qwen3.gguf --skip-control 151644 872 198 6023 151645
+expect_out "detokenize spm" "Call me Ishmael." detokenize -m $T/spm.gguf --skip-control 1 412 391 398 3359 4038
+ids=$("$EDDY" tokenize -m $T/qwen3.gguf --file "$TMP/in.txt")
+"$EDDY" detokenize -m $T/qwen3.gguf $ids >"$TMP/back.txt" 2>"$TMP/err"
+printf '\n' >>"$TMP/in.txt"
+if cmp -s "$TMP/in.txt" "$TMP/back.txt"; then ok; else bad "tokenize/detokenize round trip differs"; fi
+expect_out "chat-format qwen3" "$(printf '<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n')" \
+  chat-format -m $T/qwen3.gguf --system "Be brief." --user "Hi"
+expect_out "chat-format --no-think" "$(printf '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n')" \
+  chat-format -m $T/qwen3.gguf --user "Hi" --no-think
+expect_out "chat-format smollm2" "$(printf '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n')" \
+  chat-format -m $T/smollm2.gguf --user "Hi" --no-generation-prompt
+printf '[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]' >"$TMP/msgs.json"
+expect_out "chat-format --messages --chat-template chatml" "$(printf '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nYo<|im_end|>\n')" \
+  chat-format -m $T/spm.gguf --chat-template chatml --messages "$TMP/msgs.json" --no-generation-prompt
+expect_out "chat-format --chat-template FILE" "$(printf '<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>')" \
+  chat-format -m $T/qwen3.gguf --chat-template $T/templates/llama3.1.jinja --user Hi --no-generation-prompt --vars '{"bos_token": "<|begin_of_text|>"}'
+
+expect_err "tokenize without model" "no model given" tokenize "text"
+expect_err "tokenize without text" "give the text or --file PATH" tokenize -m $T/qwen3.gguf
+expect_err "tokenize text and file" "give the text or --file PATH" tokenize -m $T/qwen3.gguf --file "$TMP/in.txt" "text"
+expect_err "tokenize missing file" "$TMP/nope.txt: cannot open file" tokenize -m $T/qwen3.gguf --file "$TMP/nope.txt"
+expect_err "tokenize unknown option" 'unknown option "--bogus"' tokenize -m $T/qwen3.gguf --bogus x
+expect_err "tokenize no tokenizer" "this file has no tokenizer" tokenize -m $D/sample.gguf "x"
+expect_err "tokenize missing model" "$TMP/missing.gguf" tokenize -m "$TMP/missing.gguf" "x"
+expect_err "detokenize bad id" '"abc" is not a token id' detokenize -m $T/qwen3.gguf 1 abc
+expect_err "detokenize id out of range" "token id 999999 (position 1) is outside the vocabulary" detokenize -m $T/qwen3.gguf 1 999999
+expect_err "chat-format no template" "pass one with --chat-template" chat-format -m $T/spm.gguf --user Hi
+printf '{%% include "other.jinja" %%}' >"$TMP/bad.jinja"
+expect_err "chat-format unsupported template" "--chat-template" chat-format -m $T/qwen3.gguf --chat-template "$TMP/bad.jinja" --user Hi
+expect_err "chat-format template refuses" "No user query found in messages" chat-format -m $T/qwen3.gguf --chat-template $T/templates/qwen3.5.jinja --system "only"
+printf '[{"role": "user", "content": ' >"$TMP/broken.json"
+expect_err "chat-format bad JSON" "messages: JSON" chat-format -m $T/qwen3.gguf --messages "$TMP/broken.json"
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
