@@ -11,7 +11,7 @@
  *     step, verify, sequential scan    4e-6   (FMA against mul+add, sums over d_state)
  *     chunked scan                     2e-5   (exp of summed log-decays instead of products
  *                                              of exps; sums over the chunk and d_state)
- *     golden (torch float32)           4e-5
+ *     golden (torch float32)           2e-5
  * atol is 1e-30 for O(1) inputs; the extreme-value test uses 1e-36 * max(mag), which
  * covers decay factors below FLT_MIN that the SIMD exp flushes to zero.
  * Every case draws fresh inputs from its own seed, printed with any failure.
@@ -24,6 +24,7 @@
 #include "base/cpu.h"
 #include "base/threadpool.h"
 #include "ssm/mamba2.h"
+#include "ssm/mamba2_impl.h"
 
 /* ==== Problems ==== */
 
@@ -217,9 +218,10 @@ static threadpool *test_pool(int n) {
 static const shape step_shapes[] = {
     {1, {1}, 4, 1, 32, 16, false, false},   {2, {1, 1}, 4, 2, 64, 64, true, false},
     {3, {1, 1, 1}, 2, 1, 128, 128, false, true}, {1, {1}, 2, 2, 256, 16, true, false},
-    {8, {1, 1, 1, 1, 1, 1, 1, 1}, 8, 8, 64, 128, true, false}, {5, {1, 1, 1, 1, 1}, 6, 3, 256, 64, false, false},
+    {8, {1, 1, 1, 1, 1, 1, 1, 1}, 4, 4, 64, 128, true, false}, {5, {1, 1, 1, 1, 1}, 6, 3, 256, 16, false, false},
     {4, {1, 1, 1, 1}, 4, 4, 32, 128, true, false}, {1, {1}, 3, 1, 24, 20, false, false},
-    {2, {1, 1}, 2, 1, 72, 9, true, true},
+    {2, {1, 1}, 2, 1, 72, 9, true, true},    {2, {1, 1}, 2, 1, 13, 5, true, false},
+    {1, {1}, 4, 2, 50, 3, false, false},
 };
 
 TEST(mamba2_step_matches_ref) {
@@ -346,15 +348,18 @@ static const shape scan_shapes[] = {
     {1, {2}, 4, 2, 64, 16, true, false},
     {2, {7, 7}, 4, 4, 32, 64, false, false},
     {1, {63}, 2, 1, 128, 16, false, true},
-    {1, {64}, 2, 2, 64, 128, true, false},
+    {1, {64}, 1, 1, 64, 128, true, false},
     {3, {65, 64, 1}, 4, 2, 32, 64, true, false},
-    {2, {257, 30}, 2, 1, 256, 16, false, false},
-    {1, {1000}, 2, 1, 64, 128, true, false},
-    {1, {4096}, 2, 2, 32, 16, false, false},
-    {8, {1, 2, 7, 63, 64, 65, 257, 100}, 8, 2, 32, 16, true, true},
-    {2, {150, 129}, 2, 1, 128, 128, false, false},
-    {1, {129}, 8, 8, 64, 64, true, false},
+    {2, {65, 30}, 2, 1, 256, 16, false, false},
+    {1, {257}, 2, 2, 32, 16, true, false},
+    {1, {1000}, 1, 1, 32, 16, true, false},
+    {1, {4096}, 1, 1, 16, 16, false, false},
+    {8, {1, 2, 7, 63, 64, 65, 130, 100}, 4, 2, 32, 16, true, true},
+    {2, {150, 129}, 1, 1, 128, 16, false, false},
+    {1, {129}, 8, 8, 16, 16, true, false},
     {2, {40, 90}, 3, 1, 40, 24, true, false},
+    {1, {70}, 2, 1, 13, 5, false, false},
+    {2, {33, 18}, 2, 2, 50, 11, true, false},
 };
 
 /* Chunk sizes besides MAMBA2_CHUNK, one per case in turn. */
@@ -374,13 +379,16 @@ TEST(mamba2_scan_matches_ref) {
         for (int v = 0; v < MAMBA2_ISA_COUNT; v++) {
             if (!mamba2_isa_supported((mamba2_isa)v)) continue;
             const char *name = mamba2_isa_name((mamba2_isa)v);
-            outputs o = run_scan(&pb, RUN_SEQ, (mamba2_isa)v, 0, pl);
-            snprintf(what, sizeof what, "sequential %s case %zu y", name, c);
-            close_y(what, &pb, o.y, ref.y, mag.y, 4e-6, 1e-30);
-            snprintf(what, sizeof what, "sequential %s case %zu state", name, c);
-            close_vec(what, &pb, o.state, ref.state, mag.state, pb.s.n_seq * pb.sf, 4e-6, 1e-30);
-            outputs_free(&o);
-            for (int k = 0; k < 2; k++) {
+            outputs o;
+            if (v != MAMBA2_ISA_SCALAR) { /* the scalar step is covered by the step and kernel tests */
+                o = run_scan(&pb, RUN_SEQ, (mamba2_isa)v, 0, pl);
+                snprintf(what, sizeof what, "sequential %s case %zu y", name, c);
+                close_y(what, &pb, o.y, ref.y, mag.y, 4e-6, 1e-30);
+                snprintf(what, sizeof what, "sequential %s case %zu state", name, c);
+                close_vec(what, &pb, o.state, ref.state, mag.state, pb.s.n_seq * pb.sf, 4e-6, 1e-30);
+                outputs_free(&o);
+            }
+            for (int k = 0; k < (v == MAMBA2_ISA_SCALAR ? 1 : 2); k++) {
                 o = run_scan(&pb, RUN_CHUNKED, (mamba2_isa)v, chunks[k], pl);
                 snprintf(what, sizeof what, "chunked %s chunk %lld case %zu y", name, (long long)chunks[k], c);
                 close_y(what, &pb, o.y, ref.y, mag.y, 2e-5, 1e-30);
@@ -389,12 +397,15 @@ TEST(mamba2_scan_matches_ref) {
                 outputs_free(&o);
             }
         }
-        outputs o = run_scan(&pb, RUN_DISPATCH, 0, 0, pl);
-        snprintf(what, sizeof what, "scan dispatch (%s) case %zu y", mamba2_variant(), c);
-        close_y(what, &pb, o.y, ref.y, mag.y, 2e-5, 1e-30);
-        snprintf(what, sizeof what, "scan dispatch (%s) case %zu state", mamba2_variant(), c);
-        close_vec(what, &pb, o.state, ref.state, mag.state, pb.s.n_seq * pb.sf, 2e-5, 1e-30);
-        outputs_free(&o), outputs_free(&ref), outputs_free(&mag);
+        if (c % 2) { /* the dispatcher, on every other case */
+            outputs o = run_scan(&pb, RUN_DISPATCH, 0, 0, pl);
+            snprintf(what, sizeof what, "scan dispatch (%s) case %zu y", mamba2_variant(), c);
+            close_y(what, &pb, o.y, ref.y, mag.y, 2e-5, 1e-30);
+            snprintf(what, sizeof what, "scan dispatch (%s) case %zu state", mamba2_variant(), c);
+            close_vec(what, &pb, o.state, ref.state, mag.state, pb.s.n_seq * pb.sf, 2e-5, 1e-30);
+            outputs_free(&o);
+        }
+        outputs_free(&ref), outputs_free(&mag);
         problem_free(&pb), problem_free(&ab);
     }
     pool_destroy(pool);
@@ -429,6 +440,12 @@ TEST(mamba2_scan_pool_scratch) {
 
 /* ==== Stability ==== */
 
+static bool simd_supported(void) {
+    for (int v = MAMBA2_ISA_SCALAR + 1; v < MAMBA2_ISA_COUNT; v++)
+        if (mamba2_isa_supported((mamba2_isa)v)) return true;
+    return false;
+}
+
 /* T = 16384 with extreme values: per token dt from tiny (softplus(-90) ~ 1e-39) through
  * huge (1e4), heads with A from -1e4 to -1e-4, x, B and C spanning 1e-20..1e12 in
  * magnitude. No NaN or Inf anywhere, and the chunked and sequential scans agree with
@@ -436,7 +453,7 @@ TEST(mamba2_scan_pool_scratch) {
 TEST(mamba2_scan_extreme_values) {
     test_rng rng = test_rng_new();
     threadpool *pool = test_pool(2);
-    shape s = {1, {16384}, 4, 2, 32, 16, false, false};
+    shape s = {1, {16384}, 4, 2, 8, 8, false, false};
     problem pb, ab;
     problem_init(&pb, &s, test_rng_u64(&rng));
     test_rng r = {pb.seed ^ 0x5eed};
@@ -467,8 +484,8 @@ TEST(mamba2_scan_extreme_values) {
     for (int64_t i = 0; i < pb.rows * pb.y_ld; i++) finite = finite && isfinite(ref.y[i]);
     CHECKF(finite, "reference y has NaN or Inf (case seed %llu)", (unsigned long long)pb.seed);
     for (int v = 0; v < MAMBA2_ISA_COUNT; v++) {
-        if (!mamba2_isa_supported((mamba2_isa)v) || (v == MAMBA2_ISA_SCALAR && mamba2_isa_supported(v + 1)))
-            continue; /* the SIMD sets plus scalar where it is the only one */
+        if (!mamba2_isa_supported((mamba2_isa)v) || (v == MAMBA2_ISA_SCALAR && simd_supported()))
+            continue; /* the SIMD sets, or the scalar one where there is none */
         char what[96];
         outputs o = run_scan(&pb, RUN_CHUNKED, (mamba2_isa)v, MAMBA2_CHUNK, pool);
         snprintf(what, sizeof what, "extreme chunked %s y", mamba2_isa_name((mamba2_isa)v));
@@ -485,6 +502,113 @@ TEST(mamba2_scan_extreme_values) {
     problem_free(&pb), problem_free(&ab);
     pool_destroy(pool);
     report_worst("extreme");
+}
+
+/* ==== Kernel sets, piece by piece ==== */
+
+/* Each SIMD set's three kernels against the scalar set's on odd sizes, with bounds
+ * tighter than the scans': mask_row within 4 ulp of expf (plus FLT_MIN for the flush
+ * of tiny results), gemm within K ulp of the sum of |terms|, step_head within 4e-6
+ * of the sum of |terms| (as the step test). */
+TEST(mamba2_kernel_sets_match_scalar) {
+    test_rng rng = test_rng_new();
+    const mamba2_kernels *sc = mamba2_kernels_for(MAMBA2_ISA_SCALAR);
+    float *a = fmalloc(80 * 80), *b = fmalloc(80 * 80), *c0 = fmalloc(80 * 80), *c1 = fmalloc(80 * 80);
+    float *c2 = fmalloc(80 * 80), *mag = fmalloc(80 * 80), *aa = fmalloc(80 * 80), *ba = fmalloc(80 * 80);
+    float *rs = fmalloc(80), *rsa = fmalloc(80);
+    for (int v = 1; v < MAMBA2_ISA_COUNT; v++) {
+        if (!mamba2_isa_supported((mamba2_isa)v)) continue;
+        const mamba2_kernels *k = mamba2_kernels_for((mamba2_isa)v);
+        const char *name = mamba2_isa_name((mamba2_isa)v);
+        for (int rep = 0; rep < 40; rep++) {
+            uint64_t seed = test_rng_u64(&rng);
+            test_rng r = {seed};
+            /* mask_row: a row t of n, segment sums in [-120, 0] */
+            int64_t n = 1 + test_rng_below(&r, 70), t = test_rng_below(&r, (uint32_t)n);
+            float *seg0 = a, *seg1 = b, *g = aa, *dt = ba;
+            for (int64_t i = 0; i < n; i++) {
+                seg0[i] = seg1[i] = test_rng_uniform(&r, -120.0f, 0.0f);
+                g[i] = test_rng_normal(&r), dt[i] = test_rng_uniform(&r, 0.0f, 2.0f);
+            }
+            float av = test_rng_uniform(&r, -3.0f, 0.0f);
+            for (int64_t i = 0; i < n; i++) c0[i] = c1[i] = 777.0f;
+            sc->mask_row(c0, g, seg0, dt, av, t, n);
+            k->mask_row(c1, g, seg1, dt, av, t, n);
+            for (int64_t i = 0; i < n; i++) {
+                if (!CHECKF(seg0[i] == seg1[i] || i > t, "%s mask_row seg[%lld] %g vs %g (seed %llu)", name,
+                            (long long)i, seg1[i], seg0[i], (unsigned long long)seed))
+                    break;
+                double bound = 4.8e-7 * fabs(c0[i]) + 1.2e-38 * fabs(g[i] * dt[i]);
+                if (!CHECKF(fabs((double)c1[i] - c0[i]) <= bound, "%s mask_row m[%lld] %.9g vs %.9g (seed %llu)",
+                            name, (long long)i, c1[i], c0[i], (unsigned long long)seed))
+                    break;
+            }
+            /* gemm: M x N += (M x K)(K x N) with padded leading dimensions */
+            mamba2_gemm_args ga = {.M = 1 + test_rng_below(&r, 20), .N = 1 + test_rng_below(&r, 70),
+                                   .K = 1 + test_rng_below(&r, 70)};
+            ga.lda = ga.K + test_rng_below(&r, 3), ga.ldb = ga.N + test_rng_below(&r, 3);
+            ga.ldc = ga.N + test_rng_below(&r, 3);
+            ga.beta = (float[]){0.0f, 1.0f, 0.7f}[test_rng_below(&r, 3)];
+            ga.lower = test_rng_below(&r, 2) == 0;
+            bool scaled = test_rng_below(&r, 2) == 0;
+            for (int64_t i = 0; i < ga.M * ga.lda; i++) {
+                bool zero = ga.lower && i % ga.lda > i / ga.lda;
+                a[i] = zero ? 0.0f : test_rng_normal(&r), aa[i] = fabsf(a[i]);
+            }
+            for (int64_t i = 0; i < ga.K * ga.ldb; i++) b[i] = test_rng_normal(&r), ba[i] = fabsf(b[i]);
+            for (int64_t i = 0; i < ga.M; i++) rs[i] = test_rng_normal(&r), rsa[i] = fabsf(rs[i]);
+            for (int64_t i = 0; i < ga.M * ga.ldc; i++) c0[i] = c1[i] = test_rng_normal(&r), mag[i] = fabsf(c0[i]);
+            ga.A = a, ga.B = b, ga.row_scale = scaled ? rs : NULL;
+            ga.C = c0;
+            sc->gemm(&ga);
+            ga.C = c1;
+            k->gemm(&ga);
+            mamba2_gemm_args gm = ga;
+            gm.A = aa, gm.B = ba, gm.C = mag, gm.row_scale = scaled ? rsa : NULL, gm.beta = fabsf(ga.beta);
+            sc->gemm(&gm);
+            for (int64_t m = 0; m < ga.M; m++)
+                for (int64_t j = 0; j < ga.ldc; j++) {
+                    int64_t i = m * ga.ldc + j;
+                    if (j >= ga.N) {
+                        CHECKF(c1[i] == c0[i], "%s gemm wrote past column N (seed %llu)", name,
+                               (unsigned long long)seed);
+                        continue;
+                    }
+                    double bound = (double)(ga.K + 2) * 1.2e-7 * mag[i];
+                    if (!CHECKF(fabs((double)c1[i] - c0[i]) <= bound,
+                                "%s gemm M=%lld N=%lld K=%lld lower=%d beta=%g (%lld, %lld): %.9g vs %.9g (seed %llu)",
+                                name, (long long)ga.M, (long long)ga.N, (long long)ga.K, ga.lower, ga.beta,
+                                (long long)m, (long long)j, c1[i], c0[i], (unsigned long long)seed))
+                        m = ga.M, j = ga.ldc;
+                }
+            /* step_head: P x N state, in place or out of place */
+            int64_t P = 1 + test_rng_below(&r, 70), N = 1 + test_rng_below(&r, 20);
+            float *x = rs, *B = rsa, *C = rsa + 40, dtv = test_rng_uniform(&r, 0.0f, 1.0f);
+            float dA = test_rng_uniform(&r, 0.0f, 1.0f), Dv = test_rng_normal(&r);
+            for (int64_t i = 0; i < P; i++) x[i] = test_rng_normal(&r);
+            for (int64_t i = 0; i < N; i++) B[i] = test_rng_normal(&r), C[i] = test_rng_normal(&r);
+            for (int64_t i = 0; i < P * N; i++) a[i] = test_rng_normal(&r);
+            float *y0 = c0, *y1 = c1, *yabs = mag, *h0 = b, *h1 = aa, *ha = ba;
+            bool in_place = test_rng_below(&r, 2) == 0;
+            memcpy(h1, a, (size_t)(P * N) * sizeof(float));
+            sc->step_head(a, h0, x, B, C, dtv, dA, Dv, P, N, y0);
+            k->step_head(in_place ? h1 : a, h1, x, B, C, dtv, dA, Dv, P, N, y1);
+            float xa[80], Ba[40], Ca[40];
+            for (int64_t i = 0; i < P; i++) xa[i] = fabsf(x[i]);
+            for (int64_t i = 0; i < N; i++) Ba[i] = fabsf(B[i]), Ca[i] = fabsf(C[i]);
+            for (int64_t i = 0; i < P * N; i++) c2[i] = fabsf(a[i]);
+            sc->step_head(c2, ha, xa, Ba, Ca, dtv, dA, fabsf(Dv), P, N, yabs);
+            for (int64_t i = 0; i < P * N; i++)
+                if (!CHECKF(fabs((double)h1[i] - h0[i]) <= 4e-6 * ha[i], "%s step state %lld: %.9g vs %.9g (seed %llu)",
+                            name, (long long)i, h1[i], h0[i], (unsigned long long)seed))
+                    break;
+            for (int64_t i = 0; i < P; i++)
+                if (!CHECKF(fabs((double)y1[i] - y0[i]) <= 4e-6 * yabs[i], "%s step y %lld: %.9g vs %.9g (seed %llu)",
+                            name, (long long)i, y1[i], y0[i], (unsigned long long)seed))
+                    break;
+        }
+    }
+    free(a), free(b), free(c0), free(c1), free(c2), free(mag), free(aa), free(ba), free(rs), free(rsa);
 }
 
 /* ==== Discretization facts ==== */
@@ -635,13 +759,13 @@ TEST(mamba2_golden) {
             float *my = mag, *mys = mag + g.T * HP, *msp = mys + g.K * HP, *mst = msp + HPN;
             char what[96];
             snprintf(what, sizeof what, "%s %s prefill y", files[f], ref ? "ref" : mamba2_variant());
-            close_vec(what, &ctx, y, g.y, my, g.T * HP, 4e-5, 1e-30);
+            close_vec(what, &ctx, y, g.y, my, g.T * HP, 2e-5, 1e-30);
             snprintf(what, sizeof what, "%s %s prefill state", files[f], ref ? "ref" : mamba2_variant());
-            close_vec(what, &ctx, sp, want_pre, msp, HPN, 4e-5, 1e-30);
+            close_vec(what, &ctx, sp, want_pre, msp, HPN, 2e-5, 1e-30);
             snprintf(what, sizeof what, "%s %s decode y", files[f], ref ? "ref" : mamba2_variant());
-            close_vec(what, &ctx, ys, g.ys, mys, g.K * HP, 4e-5, 1e-30);
+            close_vec(what, &ctx, ys, g.ys, mys, g.K * HP, 2e-5, 1e-30);
             snprintf(what, sizeof what, "%s %s decode state", files[f], ref ? "ref" : mamba2_variant());
-            close_vec(what, &ctx, st, want, mst, HPN, 4e-5, 1e-30);
+            close_vec(what, &ctx, st, want, mst, HPN, 2e-5, 1e-30);
         }
         free(mag), free(got), free(want_pre), free(want), free(buf);
     }

@@ -17,9 +17,11 @@
 /* ==== The case table: each area's cases ==== */
 
 void bench_vec_cases(bench_env *env);
+void bench_mamba2_cases(bench_env *env);
 
 static const bench_case cases[] = {
     {"vec_dot", bench_vec_cases},
+    {"mamba2", bench_mamba2_cases},
 };
 
 /* ==== Timing ==== */
