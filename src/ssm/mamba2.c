@@ -76,11 +76,38 @@ static void run_token(const token_job *j, int64_t r, int64_t h, const float *Sin
     j->k->step_head(Sin, Sout, x, B, C, dt, expf(dt * p->A[h]), p->D ? p->D[h] : 0.0f, P, N, y);
 }
 
+/* The scan walks one head through every row, so consecutive reads are a row stride
+ * apart (often a multiple of 4 KiB), which the hardware prefetchers do not follow:
+ * fetch the head's slices of row r early. */
+#define SCAN_PREFETCH 1
+
+static void prefetch_span(const float *p, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) __builtin_prefetch(p + i);
+    __builtin_prefetch(p + n - 1);
+}
+
+static void prefetch_span_w(float *p, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) __builtin_prefetch(p + i, 1);
+    __builtin_prefetch(p + n - 1, 1);
+}
+
+static void prefetch_row(const token_job *j, int64_t r, int64_t h) {
+    const mamba2_params *p = j->p;
+    const mamba2_io *io = j->io;
+    const int64_t P = p->d_head, N = p->d_state, g = mamba2_group_of(p, h);
+    prefetch_span(io->x + r * io->x_stride + h * P, P);
+    prefetch_span(io->B + r * io->B_stride + g * N, N);
+    prefetch_span(io->C + r * io->C_stride + g * N, N);
+    __builtin_prefetch(io->dt + r * io->dt_stride + h);
+    prefetch_span_w(io->y + r * io->y_stride + h * P, P);
+}
+
 static void token_task(void *ctx, int ith, int nth) {
     const token_job *j = ctx;
     const int64_t H = j->p->n_heads, hs = j->p->d_state * j->p->d_head;
     int64_t b, e;
     pool_split(j->n_seq * H, ith, nth, &b, &e);
+    unsigned fp = j->k ? mamba2_flush_begin() : 0;
     for (int64_t it = b; it < e; it++) {
         int64_t i = it / H, h = it % H, off = h * hs;
         switch (j->kind) {
@@ -92,11 +119,14 @@ static void token_task(void *ctx, int ith, int nth) {
             }
             break;
         case JOB_SCAN:
-            for (int64_t r = j->seq_start[i]; r < j->seq_start[i + 1]; r++)
+            for (int64_t r = j->seq_start[i]; r < j->seq_start[i + 1]; r++) {
+                if (j->k && r + SCAN_PREFETCH < j->seq_start[i + 1]) prefetch_row(j, r + SCAN_PREFETCH, h);
                 run_token(j, r, h, j->state[i] + off, j->state[i] + off);
+            }
             break;
         }
     }
+    if (j->k) mamba2_flush_end(fp);
 }
 
 static void run_job(token_job *j, threadpool *pool) {

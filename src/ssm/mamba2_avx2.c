@@ -113,7 +113,7 @@ AI void gemm_block(const mamba2_gemm_args *g, int64_t m0, const int mr, int64_t 
         __m256 sc = _mm256_set1_ps(g->row_scale ? g->row_scale[m0 + i] : 1.0f);
 #pragma GCC unroll 2
         for (int j = 0; j < nv; j++) {
-            __m256 v = _mm256_mul_ps(acc[i][j], sc);
+            __m256 v = g->row_scale ? _mm256_mul_ps(acc[i][j], sc) : acc[i][j];
             if (g->beta != 0.0f) v = _mm256_fmadd_ps(beta, _mm256_loadu_ps(c + 8 * j), v);
             _mm256_storeu_ps(c + 8 * j, v);
         }
@@ -166,8 +166,24 @@ static void mask_row_avx2(float *m, const float *g, float *seg, const float *dt,
     for (; s < n; s++) m[s] = 0.0f;
 }
 
+/* ==== Row gather and scale ==== */
+
+static void scale_rows_avx2(float *dst, int64_t ldd, const float *src, int64_t lds, const float *w, int64_t rows,
+                            int64_t n) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float sc = w ? w[r] : 1.0f;
+        const __m256 s = _mm256_set1_ps(sc);
+        const float *a = src + r * lds;
+        float *d = dst + r * ldd;
+        int64_t j = 0;
+        for (; j + 8 <= n; j += 8) _mm256_storeu_ps(d + j, _mm256_mul_ps(s, _mm256_loadu_ps(a + j)));
+        for (; j < n; j++) d[j] = sc * a[j];
+    }
+}
+
 const mamba2_kernels mamba2_kernels_avx2 = {
     .step_head = step_head_avx2,
     .gemm = gemm_avx2,
     .mask_row = mask_row_avx2,
+    .scale_rows = scale_rows_avx2,
 };

@@ -118,7 +118,7 @@ AI void gemm_block(const mamba2_gemm_args *g, int64_t m0, const int mr, int64_t 
 #pragma GCC unroll 4
         for (int j = 0; j < nv; j++) {
             __mmask16 mk = j == nv - 1 ? last : (__mmask16)0xFFFF;
-            __m512 v = _mm512_mul_ps(acc[i][j], sc);
+            __m512 v = g->row_scale ? _mm512_mul_ps(acc[i][j], sc) : acc[i][j];
             if (g->beta != 0.0f) v = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(mk, c + 16 * j), v);
             _mm512_mask_storeu_ps(c + 16 * j, mk, v);
         }
@@ -169,8 +169,24 @@ static void mask_row_avx512(float *m, const float *g, float *seg, const float *d
     for (; s0 < n; s0 += 16) _mm512_mask_storeu_ps(m + s0, tail_mask(n - s0), _mm512_setzero_ps());
 }
 
+/* ==== Row gather and scale ==== */
+
+static void scale_rows_avx512(float *dst, int64_t ldd, const float *src, int64_t lds, const float *w, int64_t rows,
+                              int64_t n) {
+    for (int64_t r = 0; r < rows; r++) {
+        const __m512 s = _mm512_set1_ps(w ? w[r] : 1.0f);
+        const float *a = src + r * lds;
+        float *d = dst + r * ldd;
+        for (int64_t j = 0; j < n; j += 16) {
+            __mmask16 mk = tail_mask(n - j);
+            _mm512_mask_storeu_ps(d + j, mk, _mm512_mul_ps(s, _mm512_maskz_loadu_ps(mk, a + j)));
+        }
+    }
+}
+
 const mamba2_kernels mamba2_kernels_avx512 = {
     .step_head = step_head_avx512,
     .gemm = gemm_avx512,
     .mask_row = mask_row_avx512,
+    .scale_rows = scale_rows_avx512,
 };

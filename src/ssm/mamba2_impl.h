@@ -25,6 +25,28 @@ static inline float mamba2_dt(const mamba2_params *p, float raw, int64_t h) {
     return dt;
 }
 
+/* ==== Subnormals ==== */
+
+/* The kernel sets run with subnormals flushed to zero (x86: MXCSR FTZ and DAZ, set
+ * per task and restored after). Decay factors like exp(-87 .. -104) and products of
+ * small weights land in the subnormal range as a matter of course, and each x86
+ * instruction that produces or reads one takes a microcode assist costing about a
+ * hundred cycles: a chunked scan of long, fast-decaying heads ran several times
+ * slower without this. The _ref kernels keep IEEE semantics; the difference is in
+ * values below FLT_MIN. aarch64 handles subnormals at full speed and is left alone. */
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+static inline unsigned mamba2_flush_begin(void) {
+    unsigned old = _mm_getcsr();
+    _mm_setcsr(old | 0x8040u); /* FTZ (bit 15) | DAZ (bit 6) */
+    return old;
+}
+static inline void mamba2_flush_end(unsigned old) { _mm_setcsr(old); }
+#else
+static inline unsigned mamba2_flush_begin(void) { return 0; }
+static inline void mamba2_flush_end(unsigned old) { (void)old; }
+#endif
+
 static inline int64_t mamba2_group_of(const mamba2_params *p, int64_t h) {
     return h / (p->n_heads / p->n_groups);
 }
@@ -57,6 +79,10 @@ typedef struct {
      *   seg[s] += a for s < t; seg[t] = 0           (seg[s] = sum of a_r over s < r <= t)
      *   m[s] = g[s] * exp(seg[s]) * dt[s] for s <= t,   m[s] = 0 for t < s < n */
     void (*mask_row)(float *m, const float *g, float *seg, const float *dt, float a, int64_t t, int64_t n);
+    /* dst[r][j] = w[r] src[r][j] (w NULL: a copy), rows r < rows, j < n, with row
+     * strides ldd and lds: gathers strided input rows into a contiguous block. */
+    void (*scale_rows)(float *dst, int64_t ldd, const float *src, int64_t lds, const float *w, int64_t rows,
+                       int64_t n);
 } mamba2_kernels;
 
 extern const mamba2_kernels mamba2_kernels_scalar;
@@ -76,5 +102,7 @@ void mamba2_step_cols_scalar(const float *hin, float *hout, int64_t ld, const fl
                              const float *C, float dt, float dA, float D, int64_t ncols, int64_t N, float *y);
 void mamba2_gemm_scalar(const mamba2_gemm_args *g);
 void mamba2_mask_row_scalar(float *m, const float *g, float *seg, const float *dt, float a, int64_t t, int64_t n);
+void mamba2_scale_rows_scalar(float *dst, int64_t ldd, const float *src, int64_t lds, const float *w, int64_t rows,
+                              int64_t n);
 
 #endif

@@ -109,7 +109,7 @@ AI void gemm_block(const mamba2_gemm_args *g, int64_t m0, const int mr, int64_t 
         float sc = g->row_scale ? g->row_scale[m0 + i] : 1.0f;
 #pragma GCC unroll 4
         for (int j = 0; j < nv; j++) {
-            float32x4_t v = vmulq_n_f32(acc[i][j], sc);
+            float32x4_t v = g->row_scale ? vmulq_n_f32(acc[i][j], sc) : acc[i][j];
             if (g->beta != 0.0f) v = vfmaq_n_f32(v, vld1q_f32(c + 4 * j), g->beta);
             vst1q_f32(c + 4 * j, v);
         }
@@ -165,8 +165,23 @@ static void mask_row_neon(float *m, const float *g, float *seg, const float *dt,
     for (; s < n; s++) m[s] = 0.0f;
 }
 
+/* ==== Row gather and scale ==== */
+
+static void scale_rows_neon(float *dst, int64_t ldd, const float *src, int64_t lds, const float *w, int64_t rows,
+                            int64_t n) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float sc = w ? w[r] : 1.0f;
+        const float *a = src + r * lds;
+        float *d = dst + r * ldd;
+        int64_t j = 0;
+        for (; j + 4 <= n; j += 4) vst1q_f32(d + j, vmulq_n_f32(vld1q_f32(a + j), sc));
+        for (; j < n; j++) d[j] = sc * a[j];
+    }
+}
+
 const mamba2_kernels mamba2_kernels_neon = {
     .step_head = step_head_neon,
     .gemm = gemm_neon,
     .mask_row = mask_row_neon,
+    .scale_rows = scale_rows_neon,
 };

@@ -61,8 +61,17 @@ void mamba2_mask_row_scalar(float *m, const float *g, float *seg, const float *d
     for (int64_t s = t + 1; s < n; s++) m[s] = 0.0f;
 }
 
+void mamba2_scale_rows_scalar(float *dst, int64_t ldd, const float *src, int64_t lds, const float *w, int64_t rows,
+                              int64_t n) {
+    for (int64_t r = 0; r < rows; r++) {
+        float s = w ? w[r] : 1.0f;
+        for (int64_t j = 0; j < n; j++) dst[r * ldd + j] = s * src[r * lds + j];
+    }
+}
+
 const mamba2_kernels mamba2_kernels_scalar = {
     .step_head = step_head_scalar,
     .gemm = mamba2_gemm_scalar,
     .mask_row = mamba2_mask_row_scalar,
+    .scale_rows = mamba2_scale_rows_scalar,
 };
