@@ -3,9 +3,10 @@
  * model's shape: d_inner 4096 (64 heads of 64), d_state 128, 8 groups.
  *
  *   mamba2_step     one decode token for 1 and 8 sequences. Each call takes the next
- *                   states from a ring of 1 GiB (over three times the 300 MiB last-level cache of the machine these were first measured on), so the
- *                   state really comes from memory. bytes = state read + written +
- *                   inputs (x, B, C, dt) + y.
+ *                   states from a ring of 1 GiB (three times the 300 MiB last-level
+ *                   cache of the machine first measured), so the state really comes
+ *                   from memory. bytes = state read + written + inputs (x, B, C, dt)
+ *                   + y.
  *   mamba2_prefill  T = 4096 tokens of one sequence: the sequential scan (ref and
  *                   each SIMD set) and the chunked scan at several chunk sizes.
  *                   flops = T H (5 P N + 3 P): the recurrence's own operations
