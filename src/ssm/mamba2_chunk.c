@@ -110,15 +110,15 @@ static void head_chunk(const chunk_job *j, workspace *ws, int64_t r, int64_t L, 
 }
 
 /* Rows [r, r + L) of heads [h0, h1) come from far apart in memory (a row stride
- * apart); fetch them into the caches while the chunk before them is computed. */
+ * apart); fetch them into the outer caches while the chunk before them is computed. */
 static void prefetch_chunk(const chunk_job *j, int64_t r, int64_t L, int64_t h0, int64_t h1) {
     const mamba2_params *p = j->p;
     const mamba2_io *io = j->io;
     const int64_t P = p->d_head, N = p->d_state, g0 = mamba2_group_of(p, h0), g1 = mamba2_group_of(p, h1 - 1) + 1;
     for (int64_t t = r; t < r + L; t++) {
         const float *x = io->x + t * io->x_stride, *B = io->B + t * io->B_stride, *C = io->C + t * io->C_stride;
-        for (int64_t i = h0 * P; i < h1 * P; i += 16) __builtin_prefetch(x + i);
-        for (int64_t i = g0 * N; i < g1 * N; i += 16) __builtin_prefetch(B + i), __builtin_prefetch(C + i);
+        for (int64_t i = h0 * P; i < h1 * P; i += 16) __builtin_prefetch(x + i, 0, 1);
+        for (int64_t i = g0 * N; i < g1 * N; i += 16) __builtin_prefetch(B + i, 0, 1), __builtin_prefetch(C + i, 0, 1);
     }
 }
 
