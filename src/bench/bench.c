@@ -19,11 +19,13 @@
 void bench_vec_cases(bench_env *env);
 void bench_matmul_gemv_cases(bench_env *env);
 void bench_matmul_gemm_cases(bench_env *env);
+void bench_mamba2_cases(bench_env *env);
 
 static const bench_case cases[] = {
     {"vec_dot", bench_vec_cases},
     {"matmul_gemv", bench_matmul_gemv_cases},
     {"matmul_gemm", bench_matmul_gemm_cases},
+    {"mamba2", bench_mamba2_cases},
 };
 
 /* ==== Timing ==== */

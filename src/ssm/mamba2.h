@@ -1,0 +1,141 @@
+/*
+ * mamba2.h — the Mamba-2 selective-state kernels: decode step, K-position verify
+ * scan, sequential scan (the oracle) and the SSD chunked scan for prefill.
+ *
+ * Owns: the selective state update and its output, from the inputs the model has
+ * after the in-projection and the causal conv (x, B, C, raw dt). Does not own: the
+ * conv1d, the gated RMSNorm and the gating by z (the model applies them around these
+ * kernels), nor where states live (the caller hands in state pointers).
+ *
+ * Per head h of a sequence, at each token t (g = h / (n_heads / n_groups)):
+ *
+ *     dt  = clamp(softplus(dt_raw[t][h] + dt_bias[h]), dt_min, dt_max)
+ *           softplus(v) = v > 20 ? v : log1p(exp(v))
+ *     dA  = exp(dt * A[h])                        A[h] < 0 (GGUF ssm_a = -exp(A_log))
+ *     S   = dA * S + dt * B[t][g] x[t][h]^T       S: (d_state, d_head) per head
+ *     y[t][h] = S^T C[t][g] + D[h] * x[t][h]
+ *
+ * The clamp is Mamba-2's time_step_limit; its default (0, inf) changes nothing
+ * (softplus >= 0), so models without a limit pass dt_min = 0, dt_max = INFINITY.
+ *
+ * State layout (ours, chosen for speed): one sequence's state is
+ *     (n_heads, d_state, d_head) f32, row n of head h contiguous over p,
+ * i.e. S_h[n][p] = state[(h * d_state + n) * d_head + p]. That is the transpose of
+ * the (head_dim, state_size) layout of the reference implementations: a decode
+ * step then updates whole rows with a broadcast B[n] and accumulates y over rows
+ * with a broadcast C[n], with no horizontal reductions.
+ *
+ * Inputs are row-major with row strides in floats (the model slices x, B and C
+ * out of one conv output row, dt out of the in-projection row):
+ *     x  (rows, n_heads * d_head)     B, C (rows, n_groups * d_state)
+ *     dt (rows, n_heads) raw           y    (rows, n_heads * d_head) before the norm
+ *
+ * Every kernel takes a threadpool (may be NULL) and splits the (sequence, head)
+ * pairs over its threads. The step and verify kernels allocate nothing and need no
+ * scratch; the chunked scan takes per-thread scratch (see mamba2_scan_scratch_bytes).
+ *
+ * Variants: the _ref kernels are plain scalar C, kept forever as the oracle (the
+ * sequential scan is the oracle for the chunked one). The others run one of the
+ * kernel sets below, chosen at run time from cpu_features(); EDDY_FORCE_REF=1
+ * routes the dispatchers to _ref.
+ */
+#ifndef EDDY_SSM_MAMBA2_H
+#define EDDY_SSM_MAMBA2_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/threadpool.h"
+
+/* ==== Parameters and inputs ==== */
+
+typedef struct {
+    int64_t n_heads, d_head;   /* d_inner = n_heads * d_head */
+    int64_t n_groups, d_state; /* n_heads % n_groups == 0 */
+    const float *A;            /* (n_heads) negative */
+    const float *dt_bias;      /* (n_heads) */
+    const float *D;            /* (n_heads) skip weight; NULL for none */
+    float dt_min, dt_max;      /* clamp after softplus; (0, INFINITY) for none */
+} mamba2_params;
+
+typedef struct {
+    const float *x;  int64_t x_stride;  /* (rows, n_heads * d_head) */
+    const float *B;  int64_t B_stride;  /* (rows, n_groups * d_state) */
+    const float *C;  int64_t C_stride;  /* (rows, n_groups * d_state) */
+    const float *dt; int64_t dt_stride; /* (rows, n_heads) raw, before bias and softplus */
+    float *y;        int64_t y_stride;  /* (rows, n_heads * d_head) output */
+} mamba2_io;
+
+/* Floats in one sequence's state: n_heads * d_state * d_head. */
+int64_t mamba2_state_floats(const mamba2_params *p);
+
+/* ==== Kernel sets ==== */
+
+typedef enum {
+    MAMBA2_ISA_SCALAR, /* portable C (the chunked algorithm without SIMD) */
+    MAMBA2_ISA_AVX2,
+    MAMBA2_ISA_AVX512,
+    MAMBA2_ISA_NEON,
+    MAMBA2_ISA_COUNT
+} mamba2_isa;
+
+/* True when this build has the set and the CPU runs it (false for all but
+ * SCALAR under EDDY_FORCE_REF). */
+bool mamba2_isa_supported(mamba2_isa isa);
+const char *mamba2_isa_name(mamba2_isa isa);
+/* What the dispatchers use here: "ref" under EDDY_FORCE_REF, else the best set. */
+const char *mamba2_variant(void);
+
+/* ==== Decode step: one token for each of n_seq sequences ==== */
+
+/* Row i of io is sequence i; state[i] (n_heads, d_state, d_head) is updated in place. */
+void mamba2_step(const mamba2_params *p, const mamba2_io *io, float *const *state, int64_t n_seq,
+                 threadpool *pool);
+void mamba2_step_ref(const mamba2_params *p, const mamba2_io *io, float *const *state, int64_t n_seq,
+                     threadpool *pool);
+void mamba2_step_isa(mamba2_isa isa, const mamba2_params *p, const mamba2_io *io, float *const *state,
+                     int64_t n_seq, threadpool *pool);
+
+/* ==== Verify: K positions per sequence, every position's state kept ==== */
+
+/* Row i*K + k of io is position k of sequence i. state[i] is read, never written;
+ * snap[i*K + k] receives the state after position k, so accepting j + 1 draft tokens
+ * is taking snap[i*K + j] as the new state. Same results as K mamba2_step calls. */
+void mamba2_verify(const mamba2_params *p, const mamba2_io *io, const float *const *state,
+                   float *const *snap, int64_t n_seq, int64_t K, threadpool *pool);
+void mamba2_verify_ref(const mamba2_params *p, const mamba2_io *io, const float *const *state,
+                       float *const *snap, int64_t n_seq, int64_t K, threadpool *pool);
+void mamba2_verify_isa(mamba2_isa isa, const mamba2_params *p, const mamba2_io *io, const float *const *state,
+                       float *const *snap, int64_t n_seq, int64_t K, threadpool *pool);
+
+/* ==== Scan (prefill): T_i tokens for each of n_seq sequences ==== */
+
+/* Sequence i owns rows [seq_start[i], seq_start[i+1]) of io (seq_start: n_seq + 1
+ * non-decreasing offsets) and state[i], which holds the state before its first row
+ * and receives the state after its last.
+ *
+ * mamba2_scan picks the chunked scan for long sequences and the sequential one for
+ * short ones. The chunked scan needs scratch: `scratch` of mamba2_scan_scratch_bytes
+ * (p, chunk, pool_size(pool)) bytes, or, when scratch is NULL, the pool's per-thread
+ * scratch, reserved beforehand with pool_reserve_scratch(pool,
+ * mamba2_scan_scratch_bytes(p, chunk, 1)). mamba2_scan uses chunk MAMBA2_CHUNK. */
+#define MAMBA2_CHUNK 64
+#define MAMBA2_CHUNK_MAX 512
+
+size_t mamba2_scan_scratch_bytes(const mamba2_params *p, int64_t chunk, int n_threads);
+
+void mamba2_scan(const mamba2_params *p, const mamba2_io *io, const int64_t *seq_start, float *const *state,
+                 int64_t n_seq, threadpool *pool, void *scratch);
+/* The sequential scan in plain C: the oracle. */
+void mamba2_scan_ref(const mamba2_params *p, const mamba2_io *io, const int64_t *seq_start, float *const *state,
+                     int64_t n_seq, threadpool *pool);
+/* The sequential scan with one kernel set. */
+void mamba2_scan_seq_isa(mamba2_isa isa, const mamba2_params *p, const mamba2_io *io, const int64_t *seq_start,
+                         float *const *state, int64_t n_seq, threadpool *pool);
+/* The SSD chunked scan with one kernel set; 1 <= chunk <= MAMBA2_CHUNK_MAX. */
+void mamba2_scan_chunked_isa(mamba2_isa isa, int64_t chunk, const mamba2_params *p, const mamba2_io *io,
+                             const int64_t *seq_start, float *const *state, int64_t n_seq, threadpool *pool,
+                             void *scratch);
+
+#endif
