@@ -239,6 +239,62 @@ TEST(model_qwen35_decode_matches_prefill) {
     free(all);
 }
 
+/* ==== Mamba-2 ==== */
+
+/* F32 against transformers: relative RMS <= 1e-5 (measured 9e-7: eddy's SSD chunked
+ * scan and transformers' differ only in summation order). Q8_0 against the same
+ * float32 reference: mean <= 5% (measured 2.6%), max <= 10% (4.0%), argmax >= 95%
+ * (98%). */
+TEST(model_mamba2_matches_transformers) {
+    int32_t ids[QWEN_N_IDS];
+    REQUIRE_EQ(read_ids_from("models/mamba2-tiny.ids", ids, QWEN_N_IDS), QWEN_N_IDS);
+    size_t bytes;
+    float *ref = test_read_file(test_data_path("models/mamba2-tiny.logits.f32"), &bytes);
+    REQUIRE(ref != NULL && bytes == sizeof(float) * QWEN_N_IDS * TINY_VOCAB);
+    for (int q = 0; q < 2; q++) {
+        const char *file = q ? "models/mamba2-tiny-q8_0.gguf" : "models/mamba2-tiny-f32.gguf";
+        float *got = eval_model(file, "mamba2", TINY_VOCAB, ids, QWEN_N_IDS, 2, q ? 0 : 37);
+        if (!got) continue;
+        int64_t same;
+        double worst = compare_logits(got, ref, QWEN_N_IDS, TINY_VOCAB, &same), mean = 0;
+        for (int64_t r = 0; r < QWEN_N_IDS; r++)
+            mean += sqrt(test_nmse(got + r * TINY_VOCAB, ref + r * TINY_VOCAB, TINY_VOCAB)) / QWEN_N_IDS;
+        if (q == 0) {
+            CHECKF(worst <= 1e-5, "%s: worst relative RMS %g", file, worst);
+            CHECK_EQ(same, QWEN_N_IDS);
+        } else {
+            CHECKF(worst <= 0.10 && mean <= 0.05, "%s: relative RMS worst %g mean %g", file, worst, mean);
+            CHECKF(same >= QWEN_N_IDS * 95 / 100, "%s: argmax agrees at %lld positions", file, (long long)same);
+        }
+        free(got);
+    }
+    free(ref);
+}
+
+/* Decoding token by token (the step kernel) gives the logits of one prefill (the
+ * chunked scan): different algorithms, so within 1e-5 relative. */
+TEST(model_mamba2_decode_matches_prefill) {
+    int32_t ids[QWEN_N_IDS];
+    REQUIRE_EQ(read_ids_from("models/mamba2-tiny.ids", ids, QWEN_N_IDS), QWEN_N_IDS);
+    const int64_t n = 80;
+    float *all = eval_model("models/mamba2-tiny-f32.gguf", "mamba2", TINY_VOCAB, ids, n, 1, 0);
+    REQUIRE(all);
+    eddy_model *m;
+    eddy_ctx *c;
+    REQUIRE(eddy_model_load(test_data_path("models/mamba2-tiny-f32.gguf"), &m, NULL) == EDDY_OK);
+    eddy_ctx_params p = {.n_ctx = 128, .n_threads = 1};
+    REQUIRE(eddy_ctx_new(m, &p, &c, NULL) == EDDY_OK);
+    float row[TINY_VOCAB];
+    for (int64_t t = 0; t < n; t++) {
+        REQUIRE(eddy_ctx_eval(c, ids + t, 1, row, 0, NULL) == EDDY_OK);
+        double e = sqrt(test_nmse(row, all + t * TINY_VOCAB, TINY_VOCAB));
+        CHECKF(e <= 1e-5, "position %lld: %g", (long long)t, e);
+    }
+    eddy_ctx_free(c);
+    eddy_model_free(m);
+    free(all);
+}
+
 /* ==== Bad model files ==== */
 
 /* Rewrites the tiny model with one tensor renamed, reshaped or retyped. */
@@ -308,11 +364,11 @@ TEST(model_refuses_damaged_files) {
 
 TEST(model_refuses_unsupported_architectures) {
     gguf_writer *w = gguf_writer_new(3, 32);
-    gguf_writer_add_str(w, "general.architecture", "mamba2");
-    const char *p1 = test_tmp_path("mamba2.gguf");
+    gguf_writer_add_str(w, "general.architecture", "nemotron_h");
+    const char *p1 = test_tmp_path("nemotron_h.gguf");
     REQUIRE(gguf_writer_write_file(w, p1, NULL) == EDDY_OK);
     gguf_writer_free(w);
-    expect_load_error(p1, EDDY_ERR_UNSUPPORTED, "architecture \"mamba2\" is not supported yet");
+    expect_load_error(p1, EDDY_ERR_UNSUPPORTED, "architecture \"nemotron_h\" is not supported yet");
     w = gguf_writer_new(3, 32);
     gguf_writer_add_str(w, "general.architecture", "gpt-neox");
     const char *p2 = test_tmp_path("neox.gguf");

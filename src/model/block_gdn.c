@@ -26,12 +26,11 @@ static void l2norm(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 
-/* One token through the causal conv: out = silu(sum_j w[ch][j] window[j]); the window
- * then moves on by one raw input. w: (conv_dim, d_conv); win: (d_conv - 1, conv_dim). */
-static void conv_step(float *out, const float *in, float *win, const float *w, int64_t conv_dim, int64_t d_conv) {
+void block_conv_step(float *out, const float *in, float *win, const float *w, const float *bias, int64_t conv_dim,
+                     int64_t d_conv) {
     for (int64_t ch = 0; ch < conv_dim; ch++) {
         const float *wc = w + ch * d_conv;
-        float sum = wc[d_conv - 1] * in[ch];
+        float sum = (bias ? bias[ch] : 0.0f) + wc[d_conv - 1] * in[ch];
         for (int64_t j = 0; j < d_conv - 1; j++) sum += wc[j] * win[j * conv_dim + ch];
         out[ch] = ops_silu(sum);
     }
@@ -79,7 +78,7 @@ void block_gdn(ctx *c, const model_layer *l, int64_t il, int64_t n) {
     for (int64_t t = 0; t < n; t++) {
         float *y = c->gdn_qkv + t * conv_dim;
         memcpy(c->gdn_tmp, y, (size_t)conv_dim * sizeof(float));
-        conv_step(y, c->gdn_tmp, win, conv_w, conv_dim, hp->ssm_d_conv);
+        block_conv_step(y, c->gdn_tmp, win, conv_w, NULL, conv_dim, hp->ssm_d_conv);
         for (int64_t kh = 0; kh < n_k; kh++) {
             l2norm(y + kh * d_k, d_k);
             l2norm(y + key_dim + kh * d_k, d_k);

@@ -11,6 +11,7 @@
 #include "base/alloc.h"
 #include "model/linear.h"
 #include "ops/attention.h"
+#include "ssm/mamba2.h"
 
 /* ==== Models ==== */
 
@@ -35,7 +36,7 @@ static size_t max_linear_scratch(const model *m, int64_t n_batch) {
         const tensor *ts[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down,
                               &l->ssm_qkv, &l->ssm_z, &l->ssm_beta, &l->ssm_alpha, &l->ssm_ba, &l->ssm_out,
                               &l->moe_router, &l->moe_gate, &l->moe_up, &l->moe_down, &l->shexp_gate,
-                              &l->shexp_up, &l->shexp_down, &l->shexp_router};
+                              &l->shexp_up, &l->shexp_down, &l->shexp_router, &l->ssm_in};
         for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
             if (!ts[i]->name) continue;
             size_t b = linear_scratch_bytes(ts[i], n_batch);
@@ -61,7 +62,7 @@ void eddy_ctx_free(eddy_ctx *c) {
     seq_state_free(c->seq);
     float *bufs[] = {c->x,     c->xn,    c->mix,   c->qg,    c->q,     c->k,      c->v,      c->attn,
                      c->rope,  c->gdn_qkv, c->gdn_z, c->gdn_b, c->gdn_a, c->gdn_o, c->gdn_tmp, c->ff_a,
-                     c->ff_b,  c->router, c->ff_out};
+                     c->ff_b,  c->router, c->ff_out, c->mb_in};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) eddy_free_aligned(bufs[i]);
     eddy_free_aligned(c->act);
     eddy_free(c);
@@ -88,19 +89,31 @@ eddy_status eddy_ctx_new(const eddy_model *m, const eddy_ctx_params *p, eddy_ctx
     c->n_ctx = n_ctx;
     c->n_batch = n_batch;
     eddy_status s = pool_create(&c->pool, n_threads, err);
-    if (s == EDDY_OK)
-        s = pool_reserve_scratch(c->pool, (size_t)ops_attention_scratch(n_ctx, 0) * sizeof(float), err);
+    if (s == EDDY_OK) {
+        /* per-thread scratch: attention's score row, the Mamba-2 chunked scan's buffers */
+        size_t need = (size_t)ops_attention_scratch(n_ctx, 0) * sizeof(float);
+        if (hp->ssm_n_head > 0) {
+            mamba2_params mp = {hp->ssm_n_head, hp->ssm_d_inner / hp->ssm_n_head, hp->ssm_n_group, hp->ssm_d_state,
+                                NULL, NULL, NULL, 0.0f, 0.0f};
+            size_t mb = mamba2_scan_scratch_bytes(&mp, MAMBA2_CHUNK, 1);
+            if (mb > need) need = mb;
+        }
+        s = pool_reserve_scratch(c->pool, need, err);
+    }
     if (s == EDDY_OK) {
         state_layer_shape *shapes = eddy_calloc((size_t)hp->n_layer, sizeof *shapes);
         if (!shapes) {
             s = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
         } else {
             for (int64_t il = 0; il < hp->n_layer; il++) {
-                if (m->layers[il].mixer == MIXER_ATTENTION) {
+                switch (m->layers[il].mixer) {
+                case MIXER_ATTENTION:
                     shapes[il].kv_k = hp->n_head_kv * hp->head_dim_k;
                     shapes[il].kv_v = hp->n_head_kv * hp->head_dim_v;
-                } else {
-                    shapes[il].rec_floats = gdn_state_floats(hp);
+                    break;
+                case MIXER_GDN: shapes[il].rec_floats = gdn_state_floats(hp); break;
+                case MIXER_MAMBA2: shapes[il].rec_floats = mamba2_layer_state_floats(hp); break;
+                case MIXER_NONE: break;
                 }
             }
             s = seq_state_new(&c->seq, shapes, hp->n_layer, n_ctx, err);
@@ -113,7 +126,8 @@ eddy_status eddy_ctx_new(const eddy_model *m, const eddy_ctx_params *p, eddy_ctx
     }
     bool ok = true;
     const int64_t B = n_batch, E = hp->n_embd, Q = hp->n_head * hp->head_dim_k;
-    const bool gdn = hp->ssm_n_v > 0;
+    const bool gdn = hp->ssm_n_v > 0, mamba = hp->ssm_n_head > 0;
+    const int64_t conv_dim = gdn ? gdn_conv_dim(hp) : mamba ? mamba2_conv_dim(hp) : 0;
     c->x = alloc_rows(B, E, &ok);
     c->xn = alloc_rows(B, E, &ok);
     c->mix = alloc_rows(B, E, &ok);
@@ -123,11 +137,12 @@ eddy_status eddy_ctx_new(const eddy_model *m, const eddy_ctx_params *p, eddy_ctx
     c->v = alloc_rows(B, hp->n_head_kv * hp->head_dim_v, &ok);
     c->attn = alloc_rows(B, hp->n_head * hp->head_dim_v, &ok);
     c->rope = alloc_rows(1, hp->n_rot, &ok);
-    c->gdn_qkv = alloc_rows(B, gdn ? gdn_conv_dim(hp) : 0, &ok);
+    c->gdn_qkv = alloc_rows(B, conv_dim, &ok);
     c->gdn_z = alloc_rows(B, hp->ssm_n_v * hp->ssm_d_v, &ok);
+    c->mb_in = alloc_rows(B, mamba ? mamba2_in_dim(hp) : 0, &ok);
     c->gdn_b = alloc_rows(B, 2 * hp->ssm_n_v, &ok);
     c->gdn_a = alloc_rows(B, hp->ssm_n_v, &ok);
-    c->gdn_o = alloc_rows(B, hp->ssm_n_v * hp->ssm_d_v, &ok);
+    c->gdn_o = alloc_rows(B, gdn ? hp->ssm_n_v * hp->ssm_d_v : hp->ssm_d_inner, &ok);
     c->gdn_tmp = alloc_rows(1, gdn ? gdn_conv_dim(hp) : 0, &ok);
     c->ff_a = alloc_rows(B, max3(hp->n_ff, hp->n_ff_exp, hp->n_ff_shexp), &ok);
     c->ff_b = alloc_rows(B, max3(hp->n_ff, hp->n_ff_exp, hp->n_ff_shexp), &ok);

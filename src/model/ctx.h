@@ -38,6 +38,8 @@ struct eddy_ctx {
     float *gdn_a;   /* (n_batch, n_v) decay logits */
     float *gdn_o;   /* (n_batch, n_v * d_v) mixer output before out projection */
     float *gdn_tmp; /* (conv_dim) one token's conv input */
+    /* Mamba-2 (the conv output reuses gdn_qkv, the scan output gdn_o) */
+    float *mb_in;   /* (n_batch, in_dim) z | xBC | dt */
     /* feed-forward */
     float *ff_a, *ff_b; /* (n_batch, max(n_ff, n_ff_exp, n_ff_shexp)) */
     float *router;      /* (n_batch, n_expert) */
@@ -58,5 +60,13 @@ void block_attention(ctx *c, const model_layer *l, int64_t il, int64_t n);
 void block_gdn(ctx *c, const model_layer *l, int64_t il, int64_t n);
 void block_ffn_dense(ctx *c, const model_layer *l, int64_t n);
 void block_ffn_moe(ctx *c, const model_layer *l, int64_t n);
+void block_mamba2(ctx *c, const model_layer *l, int64_t il, int64_t n);
+
+/* One token through a causal depthwise conv: out[ch] = silu(bias[ch] + sum_j
+ * w[ch][j] window[j]) over the window [the d_conv - 1 previous raw inputs, in]; the
+ * window then moves on by one raw input. w: (conv_dim, d_conv); win: (d_conv - 1,
+ * conv_dim), oldest row first; bias may be NULL. in and out must not overlap. */
+void block_conv_step(float *out, const float *in, float *win, const float *w, const float *bias, int64_t conv_dim,
+                     int64_t d_conv);
 
 #endif

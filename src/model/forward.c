@@ -1,8 +1,9 @@
 /*
  * forward.c — the forward pass shared by every architecture:
  *   x = embed(tokens)
- *   per layer: x += mixer(norm(x))      mixer: attention or Gated DeltaNet
+ *   per layer: x += mixer(norm(x))      mixer: attention, Gated DeltaNet or Mamba-2
  *              x += ffn(norm(x))        ffn: SwiGLU or mixture of experts
+ *   (a layer may have only one of the two)
  *   logits = output(norm(x))
  */
 #include "model/ctx.h"
@@ -21,18 +22,25 @@ void forward(ctx *c, const int32_t *tokens, int64_t n, float *logits, bool all) 
 
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const model_layer *l = &m->layers[il];
-        ops_rmsnorm_rows(c->xn, E, c->x, E, (const float *)l->attn_norm.data, E, n, hp->rms_eps);
-        switch (l->mixer) {
-        case MIXER_ATTENTION: block_attention(c, l, il, n); break;
-        case MIXER_GDN: block_gdn(c, l, il, n); break;
+        if (l->mixer != MIXER_NONE) {
+            ops_rmsnorm_rows(c->xn, E, c->x, E, (const float *)l->attn_norm.data, E, n, hp->rms_eps);
+            switch (l->mixer) {
+            case MIXER_ATTENTION: block_attention(c, l, il, n); break;
+            case MIXER_GDN: block_gdn(c, l, il, n); break;
+            case MIXER_MAMBA2: block_mamba2(c, l, il, n); break;
+            case MIXER_NONE: break;
+            }
+            add_rows(c->x, c->mix, n * E);
         }
-        add_rows(c->x, c->mix, n * E);
-        ops_rmsnorm_rows(c->xn, E, c->x, E, (const float *)l->ffn_norm.data, E, n, hp->rms_eps);
-        switch (l->ffn) {
-        case FFN_DENSE: block_ffn_dense(c, l, n); break;
-        case FFN_MOE: block_ffn_moe(c, l, n); break;
+        if (l->ffn != FFN_NONE) {
+            ops_rmsnorm_rows(c->xn, E, c->x, E, (const float *)l->ffn_norm.data, E, n, hp->rms_eps);
+            switch (l->ffn) {
+            case FFN_DENSE: block_ffn_dense(c, l, n); break;
+            case FFN_MOE: block_ffn_moe(c, l, n); break;
+            case FFN_NONE: break;
+            }
+            add_rows(c->x, c->mix, n * E);
         }
-        add_rows(c->x, c->mix, n * E);
     }
     c->seq->n_pos += n;
 

@@ -28,6 +28,7 @@ typedef enum {
     ARCH_QWEN35,
     ARCH_QWEN35MOE,
     ARCH_QWEN3NEXT,
+    ARCH_MAMBA2,
     ARCH_COUNT,
 } model_arch;
 
@@ -42,8 +43,8 @@ typedef struct {
     const uint8_t *data;
 } tensor;
 
-typedef enum { MIXER_ATTENTION = 0, MIXER_GDN } mixer_kind;
-typedef enum { FFN_DENSE = 0, FFN_MOE } ffn_kind;
+typedef enum { MIXER_ATTENTION = 0, MIXER_GDN, MIXER_MAMBA2, MIXER_NONE } mixer_kind;
+typedef enum { FFN_DENSE = 0, FFN_MOE, FFN_NONE } ffn_kind;
 
 /* Which key head a Gated DeltaNet value head reads: h % n_k (the tiled order
  * llama.cpp's converter writes for qwen35*) or h / (n_v / n_k) (qwen3next). */
@@ -64,6 +65,12 @@ typedef struct {
      * conv (conv_dim rows of d_conv taps) f32; a, dt_bias (n_v) f32; norm (d_v) f32;
      * out (n_v*d_v -> n_embd) */
     tensor ssm_qkv, ssm_z, ssm_beta, ssm_alpha, ssm_ba, ssm_conv, ssm_a, ssm_dt_bias, ssm_norm, ssm_out;
+
+    /* Mamba-2: in (n_embd -> z | xBC | dt = 2*d_inner + 2*n_group*d_state + n_head);
+     * conv (conv_dim = d_inner + 2*n_group*d_state rows of d_conv taps) f32 and its
+     * bias (conv_dim) f32; a, d, dt_bias (n_head) f32; norm (d_inner) f32, grouped;
+     * out (d_inner -> n_embd). Shares ssm_conv, ssm_a, ssm_dt_bias, ssm_norm, ssm_out. */
+    tensor ssm_in, ssm_conv_bias, ssm_d;
 
     tensor ffn_norm; /* (n_embd) f32, before the feed-forward part */
     /* dense: gate, up (n_embd -> n_ff); down (n_ff -> n_embd) */
@@ -94,6 +101,9 @@ typedef struct {
     int64_t ssm_n_k, ssm_n_v; /* key heads, value heads */
     int64_t ssm_d_k, ssm_d_v; /* key head dim, value head dim */
     gdn_head_map ssm_head_map;
+
+    /* Mamba-2 (ssm_d_conv shared) */
+    int64_t ssm_d_inner, ssm_d_state, ssm_n_group, ssm_n_head; /* head size d_inner / n_head */
 
     /* mixture of experts */
     int64_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
@@ -128,5 +138,11 @@ tensor tensor_expert(const tensor *t, int64_t e);
  * (d_conv - 1, conv_dim) and the state matrices (n_v, d_k, d_v). */
 int64_t gdn_state_floats(const model_hparams *hp);
 int64_t gdn_conv_dim(const model_hparams *hp);
+
+/* Mamba-2: conv channels (x, B, C), in-projection width, and the recurrent floats of
+ * one layer: conv window (d_conv - 1, conv_dim) then the state (n_head, d_state, d_head). */
+int64_t mamba2_conv_dim(const model_hparams *hp);
+int64_t mamba2_in_dim(const model_hparams *hp);
+int64_t mamba2_layer_state_floats(const model_hparams *hp);
 
 #endif

@@ -28,10 +28,11 @@ static const struct {
     [ARCH_QWEN35] = {"qwen35", load_qwen},
     [ARCH_QWEN35MOE] = {"qwen35moe", load_qwen},
     [ARCH_QWEN3NEXT] = {"qwen3next", load_qwen},
+    [ARCH_MAMBA2] = {"mamba2", load_mamba2},
 };
 
 /* Architectures eddy knows of but cannot run yet, for a helpful refusal. */
-static const char *const planned_archs[] = {"mamba2", "nemotron_h", "granitehybrid"};
+static const char *const planned_archs[] = {"nemotron_h", "granitehybrid"};
 
 /* ==== Errors ==== */
 
@@ -175,8 +176,13 @@ void load_common(loader *L) {
     snprintf(key, sizeof key, "%srope.scaling.type", L->prefix);
     const char *scaling = gguf_get_str(m->file, key, "none");
     if (strcmp(scaling, "none") != 0) loader_fail(L, "rope scaling \"%s\" (%s) is not supported yet", scaling, key);
-    if (L->status != EDDY_OK) return;
+    load_embeddings(L);
+}
 
+void load_embeddings(loader *L) {
+    model *m = L->m;
+    model_hparams *hp = &m->hp;
+    if (L->status != EDDY_OK) return;
     /* the vocabulary size comes from the embedding matrix */
     int64_t ie = gguf_find_tensor(m->file, "token_embd.weight");
     if (ie < 0) {
@@ -219,6 +225,12 @@ void bind_ffn_dense(loader *L, model_layer *l, int il, const char *norm_name) {
 }
 
 int64_t gdn_conv_dim(const model_hparams *hp) { return 2 * hp->ssm_n_k * hp->ssm_d_k + hp->ssm_n_v * hp->ssm_d_v; }
+
+int64_t mamba2_conv_dim(const model_hparams *hp) { return hp->ssm_d_inner + 2 * hp->ssm_n_group * hp->ssm_d_state; }
+int64_t mamba2_in_dim(const model_hparams *hp) { return hp->ssm_d_inner + mamba2_conv_dim(hp) + hp->ssm_n_head; }
+int64_t mamba2_layer_state_floats(const model_hparams *hp) {
+    return (hp->ssm_d_conv - 1) * mamba2_conv_dim(hp) + hp->ssm_n_head * hp->ssm_d_state * (hp->ssm_d_inner / hp->ssm_n_head);
+}
 
 int64_t gdn_state_floats(const model_hparams *hp) {
     return (hp->ssm_d_conv - 1) * gdn_conv_dim(hp) + hp->ssm_n_v * hp->ssm_d_k * hp->ssm_d_v;

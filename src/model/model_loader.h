@@ -35,6 +35,8 @@ bool bind_f32(loader *L, tensor *t, bool required, int n_dims, const int64_t *ne
  * head sizes, rope, norm epsilon), the vocabulary size from token_embd, and the
  * token embedding, output norm and output (tied when absent) tensors. */
 void load_common(loader *L);
+/* The embeddings part of load_common alone (architectures without attention). */
+void load_embeddings(loader *L);
 
 /* Binds an attention mixer's tensors for layer il (q optionally with its gate). */
 void bind_attention(loader *L, model_layer *l, int il, bool qk_norm);
@@ -43,5 +45,6 @@ void bind_ffn_dense(loader *L, model_layer *l, int il, const char *norm_name);
 
 void load_llama(loader *L);
 void load_qwen(loader *L); /* qwen35, qwen35moe, qwen3next */
+void load_mamba2(loader *L);
 
 #endif
