@@ -17,9 +17,21 @@
 /* ==== The case table: each area's cases ==== */
 
 void bench_vec_cases(bench_env *env);
+void bench_gdn_step_cases(bench_env *env);
+void bench_gdn_prefill_cases(bench_env *env);
+void bench_gdn_crossover_cases(bench_env *env);
+void bench_conv1d_step_cases(bench_env *env);
+void bench_conv1d_prefill_cases(bench_env *env);
+void bench_gated_norm_cases(bench_env *env);
 
 static const bench_case cases[] = {
     {"vec_dot", bench_vec_cases},
+    {"gdn_step", bench_gdn_step_cases},
+    {"gdn_prefill", bench_gdn_prefill_cases},
+    {"gdn_crossover", bench_gdn_crossover_cases},
+    {"conv1d_step", bench_conv1d_step_cases},
+    {"conv1d_prefill", bench_conv1d_prefill_cases},
+    {"gated_norm", bench_gated_norm_cases},
 };
 
 /* ==== Timing ==== */

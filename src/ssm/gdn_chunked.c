@@ -25,6 +25,7 @@
  * Every product is a call into the ISA's kernel table; this file holds only the
  * order of operations, so the scalar and SIMD paths share it.
  */
+#include <math.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -124,6 +125,17 @@ static void tri_solve(const gdn_kernels *kk, int64_t m, int64_t n, const float *
     }
 }
 
+/* Asks for row t of the head's inputs ahead of use: the rows of one head are a
+ * conv-output row apart (32 KiB at Qwen3-Next sizes), too far for the hardware
+ * prefetchers to follow. */
+static void prefetch_row(const gdn_rows *r, int64_t t, int64_t dk, int64_t j0, int64_t nv) {
+    const char *q = (const char *)(r->q + t * r->q_stride), *k = (const char *)(r->k + t * r->k_stride);
+    const char *v = (const char *)(r->v + t * r->v_stride + j0);
+    for (int64_t b = 0; b < dk * (int64_t)sizeof(float); b += 64) __builtin_prefetch(q + b), __builtin_prefetch(k + b);
+    for (int64_t b = 0; b < nv * (int64_t)sizeof(float); b += 64) __builtin_prefetch(v + b);
+    __builtin_prefetch(r->g + t * r->g_stride), __builtin_prefetch(r->beta + t * r->beta_stride);
+}
+
 /* Tokens [0, T) of one head (rows r at the head's key / value offsets), value
  * columns [j0, j1) of its state S (d_k, d_v). */
 static void chunked_head(const gdn_kernels *kk, const gdn_params *p, int64_t T, const gdn_rows *r, float *S,
@@ -135,8 +147,10 @@ static void chunked_head(const gdn_kernels *kk, const gdn_params *p, int64_t T, 
     float *U = scratch + L.XS, *XSq = scratch + L.XS + C_ * nv;
     float *g = scratch + L.vec, *beta = g + C_, *eG = beta + C_;
 
+    for (int64_t t = 0; t < C_ && t < T; t++) prefetch_row(r, t, dk, j0, nv);
     for (int64_t t0 = 0; t0 < T; t0 += C_) {
         const int64_t n = T - t0 < C_ ? T - t0 : C_;
+        const int64_t n_next = T - t0 - n < C_ ? T - t0 - n : C_;
 
         /* gates: padding rows get g = 0, beta = 0 */
         float G = 0.0f;
@@ -147,22 +161,22 @@ static void chunked_head(const gdn_kernels *kk, const gdn_params *p, int64_t T, 
             eG[t] = G;
         }
         kk->expv(eG, C_);
-        /* D[t][s] = g_{s+1} + ... + g_t for s <= t, row by row; then Gamma = exp(D), upper part 0 */
+        /* D[t][s] = g_{s+1} + ... + g_t for s <= t, row by row, and -inf above the
+         * diagonal (masked before exp); then Gamma = exp(D), 0 above the diagonal */
         for (int64_t t = 0; t < C_; t++) {
             float *row = Gm + t * C_;
-            for (int64_t s = 0; s < t; s++) row[s] = Gm[(t - 1) * C_ + s] + g[t];
+            for (int64_t s = 0; s < t; s++) row[s] = row[s - C_] + g[t];
             row[t] = 0.0f;
+            for (int64_t s = t + 1; s < C_; s++) row[s] = -INFINITY;
         }
-        for (int64_t t = 0; t < C_; t++) {
-            kk->expv(Gm + t * C_, t + 1);
-            memset(Gm + t * C_ + t + 1, 0, (size_t)(C_ - t - 1) * sizeof(float));
-        }
+        kk->expv(Gm, C_ * C_);
         const float *eC = Gm + (C_ - 1) * C_; /* e^{G_last - G_s} */
         const float eGlast = eG[C_ - 1];
 
-        /* rows of k, scale q, and their decayed forms */
+        /* rows of k, scale q, and their decayed forms; the next chunk's rows are requested */
         for (int64_t t = 0; t < n; t++) {
             const float *kt = r->k + (t0 + t) * r->k_stride, *qt = r->q + (t0 + t) * r->q_stride;
+            if (t < n_next) prefetch_row(r, t0 + C_ + t, dk, j0, nv);
             memcpy(Kc + t * dk, kt, (size_t)dk * sizeof(float));
             kk->scale(Qc + t * dk, qt, p->scale, dk);
             kk->scale(KQd + t * dk, kt, beta[t] * eG[t], dk);
@@ -177,14 +191,14 @@ static void chunked_head(const gdn_kernels *kk, const gdn_params *p, int64_t T, 
         }
         kk->transpose(C_, dk, Kc, dk, KT, C_);
 
-        /* Aneg = -A = -beta_t Gamma o K K^T (s < t); P = Gamma o Qs K^T (s <= t) */
+        /* Aneg = -A = -beta_t Gamma o K K^T (s < t); P = Gamma o Qs K^T (s <= t). Only
+         * these entries are read later, plus P up to the end of each GEMM row block
+         * (GDN_GEMM_A_LOWER), where Gamma is 0. */
         kk->gemm(C_, C_, dk, Kc, dk, KT, C_, NULL, 0, 0.0f, Aneg, C_, GDN_GEMM_OUT_LOWER);
         kk->gemm(C_, C_, dk, Qc, dk, KT, C_, NULL, 0, 0.0f, P, C_, GDN_GEMM_OUT_LOWER);
         for (int64_t t = 0; t < C_; t++) {
             kk->hadamard(Aneg + t * C_, -beta[t], Gm + t * C_, Aneg + t * C_, t);
-            memset(Aneg + t * C_ + t, 0, (size_t)(C_ - t) * sizeof(float));
-            kk->hadamard(P + t * C_, 1.0f, Gm + t * C_, P + t * C_, t + 1);
-            memset(P + t * C_ + t + 1, 0, (size_t)(C_ - t - 1) * sizeof(float));
+            kk->hadamard(P + t * C_, 1.0f, Gm + t * C_, P + t * C_, (t | (GDN_GEMM_MR - 1)) + 1);
         }
 
         /* [beta e^G K; e^G Qs] S0 in one GEMM, then B = beta V - (first half) */
@@ -194,10 +208,15 @@ static void chunked_head(const gdn_kernels *kk, const gdn_params *p, int64_t T, 
         /* U = (I + A)^{-1} B */
         tri_solve(kk, C_, nv, Aneg, C_, U, nv);
 
-        /* O = e^G Qs S0 + P U */
-        kk->gemm(C_, nv, C_, P, C_, U, nv, XSq, nv, 1.0f, XSq, nv, GDN_GEMM_A_LOWER);
-        for (int64_t t = 0; t < n; t++)
-            memcpy(r->o + (t0 + t) * r->o_stride + j0, XSq + t * nv, (size_t)nv * sizeof(float));
+        /* O = e^G Qs S0 + P U, straight into the output rows unless the chunk is padded */
+        if (n == C_) {
+            kk->gemm(C_, nv, C_, P, C_, U, nv, XSq, nv, 1.0f, r->o + t0 * r->o_stride + j0, r->o_stride,
+                     GDN_GEMM_A_LOWER);
+        } else {
+            kk->gemm(C_, nv, C_, P, C_, U, nv, XSq, nv, 1.0f, XSq, nv, GDN_GEMM_A_LOWER);
+            for (int64_t t = 0; t < n; t++)
+                memcpy(r->o + (t0 + t) * r->o_stride + j0, XSq + t * nv, (size_t)nv * sizeof(float));
+        }
 
         /* S = e^{G_last} S0 + K^T diag(e^{D[last]}) U */
         for (int64_t s = 0; s < C_; s++) kk->scale(U + s * nv, U + s * nv, eC[s], nv);

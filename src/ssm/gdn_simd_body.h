@@ -208,13 +208,15 @@ static void micro_any(int mr, int nv, int64_t kend, const float *A, int64_t lda,
     }
 }
 
+/* B is read in place: packing the panel (its rows are often 512 bytes apart)
+ * measured no faster here, the panel staying within L1 and L2 either way. */
 static void gemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb,
                  const float *Cin, int64_t ldcin, float cin_scale, float *C, int64_t ldc, int flags) {
     const int64_t panel = GEMM_NV * VW;
     for (int64_t j0 = 0; j0 < n; j0 += panel) {
         int nvmax = (int)((n - j0) / VW < GEMM_NV ? (n - j0) / VW : GEMM_NV);
-        for (int64_t i0 = 0; i0 < m; i0 += 4) {
-            int mr = (int)(m - i0 < 4 ? m - i0 : 4), nv = nvmax;
+        for (int64_t i0 = 0; i0 < m; i0 += GDN_GEMM_MR) {
+            int mr = (int)(m - i0 < GDN_GEMM_MR ? m - i0 : GDN_GEMM_MR), nv = nvmax;
             if (flags & GDN_GEMM_OUT_LOWER) {
                 int64_t need = i0 + mr - j0; /* columns j0 .. i0+mr-1 are needed */
                 if (need <= 0) continue;

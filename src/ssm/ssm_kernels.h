@@ -43,9 +43,12 @@ typedef struct {
 
 /* ==== gated delta rule ==== */
 
+/* gemm: row blocks are GDN_GEMM_MR rows, starting at multiples of it */
+#define GDN_GEMM_MR 4
 /* gemm flags */
 #define GDN_GEMM_OUT_LOWER 2 /* only C[i][j] with j <= i is needed (tiles above may be skipped) */
-#define GDN_GEMM_A_LOWER 4 /* A[i][p] = 0 for p > i (the k loop of a row block may stop at its last row) */
+#define GDN_GEMM_A_LOWER 4 /* A[i][p] = 0 for p > i: the k loop of a row block stops at its last row, so
+                             A is read up to the end of the row block and must hold zeros there */
 
 typedef struct {
     /* One token of one head, value columns [j0, j1): reads S_in once, writes
