@@ -115,7 +115,9 @@ static void head_scan_ref(const gdn_rows *r, int64_t T, float scale, float *S, i
 
 /* The chunk kernels of the scalar table (gemm & co.) are in gdn_chunked.c. */
 void gdn_gemm_ref(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb,
-                  const float *Cin, int64_t ldcin, float cin_scale, float *C, int64_t ldc, int flags);
+                  const float *Cin, int64_t ldcin, float cin_scale, const float *cin_rows, const float *acc_rows,
+                  float *C, int64_t ldc, int flags);
+void gdn_add_scalar_ref(float *y, const float *x, float a, int64_t n);
 void gdn_expv_ref(float *x, int64_t n);
 void gdn_scale_ref(float *y, const float *x, float a, int64_t n);
 void gdn_axpby_ref(float *y, float a, const float *x, float b, int64_t n);
@@ -129,6 +131,7 @@ const gdn_kernels gdn_kernels_ref = {
     .expv = gdn_expv_ref,
     .scale = gdn_scale_ref,
     .axpby = gdn_axpby_ref,
+    .add_scalar = gdn_add_scalar_ref,
     .hadamard = gdn_hadamard_ref,
     .transpose = gdn_transpose_ref,
     .width = 1,

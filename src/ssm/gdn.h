@@ -31,7 +31,8 @@
  *   g, beta: (rows, n_v_heads) row r at g + r*g_stride, beta + r*beta_stride
  *   o: (rows, n_v_heads, d_v)  row r at o + r*o_stride     (output; must not overlap inputs)
  *
- * Limits: 1 <= d_k, d_v <= GDN_MAX_DIM; n_v_heads a multiple of n_k_heads. The SIMD
+ * Limits: 1 <= d_k, d_v <= GDN_MAX_DIM; n_v_heads a multiple of n_k_heads, at most
+ * GDN_MAX_GROUP value heads per key head. The SIMD
  * kernels need d_v to be a multiple of 16 (AVX-512), 8 (AVX2) or 4 (NEON); other
  * shapes run the scalar kernels.
  */
@@ -46,6 +47,7 @@
 
 #define GDN_MAX_DIM 256
 #define GDN_CHUNK 64
+#define GDN_MAX_GROUP 64 /* value heads per key head */
 
 typedef enum { GDN_KHEAD_MOD = 0, GDN_KHEAD_DIV = 1 } gdn_head_map;
 

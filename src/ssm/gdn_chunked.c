@@ -18,12 +18,16 @@
  * The UT transform (I + A)^{-1} is applied to B by blocked forward substitution
  * (GEMMs over finished row blocks plus a 4-row triangle), never formed. Per chunk
  * that is, with d = d_k = d_v: 3 C d^2 multiply-adds of GEMM against state-sized
- * operands (K S0 and Qs S0 as one GEMM, K^T U) — the 6 T d^2 flops every method
- * needs — plus about 1.5 C^2 d for K K^T, Qs K^T, P U and the solve. The last chunk
- * is padded with g = 0, beta = 0 and zero rows, which contribute nothing.
+ * operands (K S0, Qs S0, K^T U) — the 6 T d^2 flops every method needs — plus
+ * C^2 d / 2 each for P U and the solve, and C^2 d / 2 each for K K^T and Qs K^T,
+ * which the value heads sharing a key head compute once. The row scalings
+ * (beta, e^G) ride in the GEMM epilogues. The last chunk is padded with g = 0,
+ * beta = 0 and zero rows, which contribute nothing.
  *
- * Every product is a call into the ISA's kernel table; this file holds only the
- * order of operations, so the scalar and SIMD paths share it.
+ * A unit of work is one key head with the value heads that read it (and a block
+ * of value columns when heads are fewer than threads). Every product is a call
+ * into the ISA's kernel table; this file holds only the order of operations, so
+ * the scalar and SIMD paths share it.
  */
 #include <math.h>
 #include <string.h>
@@ -38,25 +42,34 @@ int64_t gdn_column_blocks(const gdn_params *p, const gdn_kernels *kk, int64_t un
 /* ==== Scalar chunk kernels (the SSM_ISA_REF table) ==== */
 
 void gdn_gemm_ref(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb,
-                  const float *Cin, int64_t ldcin, float cin_scale, float *C, int64_t ldc, int flags);
+                  const float *Cin, int64_t ldcin, float cin_scale, const float *cin_rows, const float *acc_rows,
+                  float *C, int64_t ldc, int flags);
 void gdn_expv_ref(float *x, int64_t n);
 void gdn_scale_ref(float *y, const float *x, float a, int64_t n);
 void gdn_axpby_ref(float *y, float a, const float *x, float b, int64_t n);
+void gdn_add_scalar_ref(float *y, const float *x, float a, int64_t n);
 void gdn_hadamard_ref(float *y, float a, const float *x, const float *z, int64_t n);
 void gdn_transpose_ref(int64_t m, int64_t n, const float *A, int64_t lda, float *B, int64_t ldb);
 
 void gdn_gemm_ref(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb,
-                  const float *Cin, int64_t ldcin, float cin_scale, float *C, int64_t ldc, int flags) {
+                  const float *Cin, int64_t ldcin, float cin_scale, const float *cin_rows, const float *acc_rows,
+                  float *C, int64_t ldc, int flags) {
     float acc[GDN_MAX_DIM];
     EDDY_ASSERT(n <= GDN_MAX_DIM);
     for (int64_t i = 0; i < m; i++) {
-        int64_t pend = (flags & GDN_GEMM_A_LOWER) && i + 1 < k ? i + 1 : k;
+        /* A_LOWER: the k loop of row i stops at the end of its row block */
+        int64_t blk_end = (i / GDN_GEMM_MR + 1) * GDN_GEMM_MR;
+        int64_t pend = (flags & GDN_GEMM_A_LOWER) && blk_end < k ? blk_end : k;
         for (int64_t j = 0; j < n; j++) acc[j] = 0.0f;
         for (int64_t p = 0; p < pend; p++) {
             float a = A[i * lda + p];
             for (int64_t j = 0; j < n; j++) acc[j] += a * B[p * ldb + j];
         }
-        for (int64_t j = 0; j < n; j++) C[i * ldc + j] = Cin ? cin_scale * Cin[i * ldcin + j] + acc[j] : acc[j];
+        float as = acc_rows ? acc_rows[i] : 1.0f, cs = cin_rows ? cin_rows[i] : cin_scale;
+        for (int64_t j = 0; j < n; j++) {
+            float x = acc_rows ? as * acc[j] : acc[j];
+            C[i * ldc + j] = Cin ? cs * Cin[i * ldcin + j] + x : x;
+        }
     }
 }
 
@@ -70,6 +83,10 @@ void gdn_scale_ref(float *y, const float *x, float a, int64_t n) {
 
 void gdn_axpby_ref(float *y, float a, const float *x, float b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a * x[i] + b * y[i];
+}
+
+void gdn_add_scalar_ref(float *y, const float *x, float a, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] + a;
 }
 
 void gdn_hadamard_ref(float *y, float a, const float *x, const float *z, int64_t n) {
@@ -89,138 +106,162 @@ static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
 /* Float offsets of the per-thread buffers (each 64-byte aligned). */
 typedef struct {
-    int64_t Kc, Qc, KQd, KT, Aneg, P, Gm, XS, vec, total;
+    int64_t Kc, Qc, KT, KK, QK, Aneg, P, Gm, U, XSq, Vpad, vec, total;
 } chunk_layout;
 
 static chunk_layout layout(const gdn_params *p) {
     chunk_layout L;
     int64_t o = 0, dk = p->d_k, dv = p->d_v;
-    L.Kc = o, o += round16(C_ * dk);       /* (C, d_k) k rows */
-    L.Qc = o, o += round16(C_ * dk);       /* (C, d_k) scale * q rows */
-    L.KQd = o, o += round16(2 * C_ * dk);  /* (2C, d_k) beta e^G k rows, then e^G scale q rows */
-    L.KT = o, o += round16(dk * C_);       /* (d_k, C) k columns */
-    L.Aneg = o, o += round16(C_ * C_);     /* (C, C) -A, strictly lower */
-    L.P = o, o += round16(C_ * C_);        /* (C, C) Gamma o Qs K^T, lower */
-    L.Gm = o, o += round16(C_ * C_);       /* (C, C) Gamma, lower */
-    L.XS = o, o += round16(2 * C_ * dv);   /* (2C, d_v) B then U; then e^G Qs S0 then O */
-    L.vec = o, o += round16(4 * C_);       /* g, beta, e^G, e^{D[last]} */
+    L.Kc = o, o += round16(C_ * dk);   /* (C, d_k) k rows of the key head */
+    L.Qc = o, o += round16(C_ * dk);   /* (C, d_k) scale * q rows */
+    L.KT = o, o += round16(dk * C_);   /* (d_k, C) k columns */
+    L.KK = o, o += round16(C_ * C_);   /* (C, C) K K^T, lower */
+    L.QK = o, o += round16(C_ * C_);   /* (C, C) Qs K^T, lower */
+    L.Aneg = o, o += round16(C_ * C_); /* (C, C) -A of one value head, strictly lower */
+    L.P = o, o += round16(C_ * C_);    /* (C, C) Gamma o Qs K^T, lower */
+    L.Gm = o, o += round16(C_ * C_);   /* (C, C) D, then Gamma = exp(D) (0 above the diagonal) */
+    L.U = o, o += round16(C_ * dv);    /* (C, d_v) B, then U */
+    L.XSq = o, o += round16(C_ * dv);  /* (C, d_v) e^G Qs S0, then O */
+    L.Vpad = o, o += round16(C_ * dv); /* (C, d_v) v rows of a padded last chunk */
+    L.vec = o, o += round16(5 * C_);   /* g, beta, e^G, -beta e^G, spare */
     L.total = o;
     return L;
 }
 
 size_t gdn_chunked_scratch_size(const gdn_params *p) { return (size_t)layout(p).total * sizeof(float) + 64; }
 
-/* ==== One head ==== */
+/* ==== One key head and its value heads ==== */
 
 /* B <- (I - Aneg)^{-1} B for a strictly lower Aneg (m x m): forward substitution in
- * row blocks of 4 — a GEMM against the finished rows, then the 4-row triangle. */
+ * row blocks of GDN_GEMM_MR — a GEMM against the finished rows, then the small
+ * triangle row by row. */
 static void tri_solve(const gdn_kernels *kk, int64_t m, int64_t n, const float *Aneg, int64_t lda, float *B,
                       int64_t ldb) {
-    for (int64_t t0 = 0; t0 < m; t0 += 4) {
-        int64_t mb = m - t0 < 4 ? m - t0 : 4;
+    for (int64_t t0 = 0; t0 < m; t0 += GDN_GEMM_MR) {
+        int64_t mb = m - t0 < GDN_GEMM_MR ? m - t0 : GDN_GEMM_MR;
         float *Bt = B + t0 * ldb;
-        if (t0 > 0) kk->gemm(mb, n, t0, Aneg + t0 * lda, lda, B, ldb, Bt, ldb, 1.0f, Bt, ldb, 0);
+        if (t0 > 0) kk->gemm(mb, n, t0, Aneg + t0 * lda, lda, B, ldb, Bt, ldb, 1.0f, NULL, NULL, Bt, ldb, 0);
         for (int64_t r = 1; r < mb; r++)
-            kk->gemm(1, n, r, Aneg + (t0 + r) * lda + t0, lda, Bt, ldb, Bt + r * ldb, ldb, 1.0f, Bt + r * ldb, ldb, 0);
+            for (int64_t q = 0; q < r; q++) kk->axpby(Bt + r * ldb, Aneg[(t0 + r) * lda + t0 + q], Bt + q * ldb, 1.0f, n);
     }
 }
 
-/* Asks for row t of the head's inputs ahead of use: the rows of one head are a
+/* Asks for row t of the inputs ahead of use: the rows of one head are a
  * conv-output row apart (32 KiB at Qwen3-Next sizes), too far for the hardware
  * prefetchers to follow. */
-static void prefetch_row(const gdn_rows *r, int64_t t, int64_t dk, int64_t j0, int64_t nv) {
-    const char *q = (const char *)(r->q + t * r->q_stride), *k = (const char *)(r->k + t * r->k_stride);
-    const char *v = (const char *)(r->v + t * r->v_stride + j0);
-    for (int64_t b = 0; b < dk * (int64_t)sizeof(float); b += 64) __builtin_prefetch(q + b), __builtin_prefetch(k + b);
-    for (int64_t b = 0; b < nv * (int64_t)sizeof(float); b += 64) __builtin_prefetch(v + b);
+static void prefetch_span(const float *p, int64_t n) {
+    const char *c = (const char *)p;
+    for (int64_t b = 0; b < n * (int64_t)sizeof(float); b += 64) __builtin_prefetch(c + b);
+}
+
+typedef struct {
+    const gdn_rows *rows; /* the layer's rows, row 0 = token 0 */
+    int64_t kh;           /* key head */
+    int64_t heads[GDN_MAX_GROUP];
+    int64_t n_heads; /* value heads reading kh */
+    float *state;    /* the sequence's state */
+} head_group;
+
+static void prefetch_row(const gdn_params *p, const head_group *hg, int64_t t, int64_t j0, int64_t nv) {
+    const gdn_rows *r = hg->rows;
+    prefetch_span(r->q + t * r->q_stride + hg->kh * p->d_k, p->d_k);
+    prefetch_span(r->k + t * r->k_stride + hg->kh * p->d_k, p->d_k);
+    for (int64_t i = 0; i < hg->n_heads; i++) prefetch_span(r->v + t * r->v_stride + hg->heads[i] * p->d_v + j0, nv);
     __builtin_prefetch(r->g + t * r->g_stride), __builtin_prefetch(r->beta + t * r->beta_stride);
 }
 
-/* Tokens [0, T) of one head (rows r at the head's key / value offsets), value
- * columns [j0, j1) of its state S (d_k, d_v). */
-static void chunked_head(const gdn_kernels *kk, const gdn_params *p, int64_t T, const gdn_rows *r, float *S,
-                         int64_t j0, int64_t j1, float *scratch) {
+/* Tokens [0, T) of one key head's group, value columns [j0, j1) of each state. */
+static void chunked_group(const gdn_kernels *kk, const gdn_params *p, int64_t T, const head_group *hg, int64_t j0,
+                          int64_t j1, float *scratch) {
     const int64_t dk = p->d_k, dv = p->d_v, nv = j1 - j0;
+    const gdn_rows *r = hg->rows;
     const chunk_layout L = layout(p);
-    float *Kc = scratch + L.Kc, *Qc = scratch + L.Qc, *KQd = scratch + L.KQd, *KT = scratch + L.KT;
-    float *Aneg = scratch + L.Aneg, *P = scratch + L.P, *Gm = scratch + L.Gm;
-    float *U = scratch + L.XS, *XSq = scratch + L.XS + C_ * nv;
-    float *g = scratch + L.vec, *beta = g + C_, *eG = beta + C_;
+    float *Kc = scratch + L.Kc, *Qc = scratch + L.Qc, *KT = scratch + L.KT, *KK = scratch + L.KK;
+    float *QK = scratch + L.QK, *Aneg = scratch + L.Aneg, *P = scratch + L.P, *Gm = scratch + L.Gm;
+    float *U = scratch + L.U, *XSq = scratch + L.XSq, *Vpad = scratch + L.Vpad;
+    float *g = scratch + L.vec, *beta = g + C_, *eG = beta + C_, *nbeG = eG + C_;
+    const float *q_head = r->q + hg->kh * dk, *k_head = r->k + hg->kh * dk;
 
-    for (int64_t t = 0; t < C_ && t < T; t++) prefetch_row(r, t, dk, j0, nv);
+    for (int64_t t = 0; t < C_ && t < T; t++) prefetch_row(p, hg, t, j0, nv);
     for (int64_t t0 = 0; t0 < T; t0 += C_) {
         const int64_t n = T - t0 < C_ ? T - t0 : C_;
         const int64_t n_next = T - t0 - n < C_ ? T - t0 - n : C_;
 
-        /* gates: padding rows get g = 0, beta = 0 */
-        float G = 0.0f;
-        for (int64_t t = 0; t < C_; t++) {
-            g[t] = t < n ? r->g[(t0 + t) * r->g_stride] : 0.0f;
-            beta[t] = t < n ? r->beta[(t0 + t) * r->beta_stride] : 0.0f;
-            G += g[t];
-            eG[t] = G;
-        }
-        kk->expv(eG, C_);
-        /* D[t][s] = g_{s+1} + ... + g_t for s <= t, row by row, and -inf above the
-         * diagonal (masked before exp); then Gamma = exp(D), 0 above the diagonal */
-        for (int64_t t = 0; t < C_; t++) {
-            float *row = Gm + t * C_;
-            for (int64_t s = 0; s < t; s++) row[s] = row[s - C_] + g[t];
-            row[t] = 0.0f;
-            for (int64_t s = t + 1; s < C_; s++) row[s] = -INFINITY;
-        }
-        kk->expv(Gm, C_ * C_);
-        const float *eC = Gm + (C_ - 1) * C_; /* e^{G_last - G_s} */
-        const float eGlast = eG[C_ - 1];
-
-        /* rows of k, scale q, and their decayed forms; the next chunk's rows are requested */
+        /* ---- shared by the group: k and scale q rows, K^T, K K^T, Qs K^T ---- */
         for (int64_t t = 0; t < n; t++) {
-            const float *kt = r->k + (t0 + t) * r->k_stride, *qt = r->q + (t0 + t) * r->q_stride;
-            if (t < n_next) prefetch_row(r, t0 + C_ + t, dk, j0, nv);
-            memcpy(Kc + t * dk, kt, (size_t)dk * sizeof(float));
-            kk->scale(Qc + t * dk, qt, p->scale, dk);
-            kk->scale(KQd + t * dk, kt, beta[t] * eG[t], dk);
-            kk->scale(KQd + (C_ + t) * dk, Qc + t * dk, eG[t], dk);
+            if (t < n_next) prefetch_row(p, hg, t0 + C_ + t, j0, nv);
+            memcpy(Kc + t * dk, k_head + (t0 + t) * r->k_stride, (size_t)dk * sizeof(float));
+            kk->scale(Qc + t * dk, q_head + (t0 + t) * r->q_stride, p->scale, dk);
         }
         if (n < C_) {
-            size_t pad = (size_t)((C_ - n) * dk) * sizeof(float);
-            memset(Kc + n * dk, 0, pad);
-            memset(Qc + n * dk, 0, pad);
-            memset(KQd + n * dk, 0, pad);
-            memset(KQd + (C_ + n) * dk, 0, pad);
+            memset(Kc + n * dk, 0, (size_t)((C_ - n) * dk) * sizeof(float));
+            memset(Qc + n * dk, 0, (size_t)((C_ - n) * dk) * sizeof(float));
         }
         kk->transpose(C_, dk, Kc, dk, KT, C_);
+        kk->gemm(C_, C_, dk, Kc, dk, KT, C_, NULL, 0, 0.0f, NULL, NULL, KK, C_, GDN_GEMM_OUT_LOWER);
+        kk->gemm(C_, C_, dk, Qc, dk, KT, C_, NULL, 0, 0.0f, NULL, NULL, QK, C_, GDN_GEMM_OUT_LOWER);
 
-        /* Aneg = -A = -beta_t Gamma o K K^T (s < t); P = Gamma o Qs K^T (s <= t). Only
-         * these entries are read later, plus P up to the end of each GEMM row block
-         * (GDN_GEMM_A_LOWER), where Gamma is 0. */
-        kk->gemm(C_, C_, dk, Kc, dk, KT, C_, NULL, 0, 0.0f, Aneg, C_, GDN_GEMM_OUT_LOWER);
-        kk->gemm(C_, C_, dk, Qc, dk, KT, C_, NULL, 0, 0.0f, P, C_, GDN_GEMM_OUT_LOWER);
-        for (int64_t t = 0; t < C_; t++) {
-            kk->hadamard(Aneg + t * C_, -beta[t], Gm + t * C_, Aneg + t * C_, t);
-            kk->hadamard(P + t * C_, 1.0f, Gm + t * C_, P + t * C_, (t | (GDN_GEMM_MR - 1)) + 1);
+        for (int64_t hi = 0; hi < hg->n_heads; hi++) {
+            const int64_t h = hg->heads[hi];
+            float *S = hg->state + h * dk * dv + j0;
+            float *o = r->o + t0 * r->o_stride + h * dv + j0;
+
+            /* gates: padding rows get g = 0, beta = 0 */
+            float G = 0.0f;
+            for (int64_t t = 0; t < C_; t++) {
+                g[t] = t < n ? r->g[(t0 + t) * r->g_stride + h] : 0.0f;
+                beta[t] = t < n ? r->beta[(t0 + t) * r->beta_stride + h] : 0.0f;
+                G += g[t];
+                eG[t] = G;
+            }
+            kk->expv(eG, C_);
+            for (int64_t t = 0; t < C_; t++) nbeG[t] = -beta[t] * eG[t];
+            /* D[t][s] = g_{s+1} + ... + g_t for s <= t, row by row (D[t] = D[t-1] + g_t),
+             * -inf above the diagonal (masked before exp); Gamma = exp(D) */
+            Gm[0] = 0.0f;
+            for (int64_t s = 1; s < C_; s++) Gm[s] = -INFINITY;
+            for (int64_t t = 1; t < C_; t++) {
+                kk->add_scalar(Gm + t * C_, Gm + (t - 1) * C_, g[t], C_);
+                Gm[t * C_ + t] = 0.0f;
+            }
+            kk->expv(Gm, C_ * C_);
+            const float *eC = Gm + (C_ - 1) * C_; /* e^{G_last - G_s} */
+            const float eGlast = eG[C_ - 1];
+
+            /* Aneg = -beta_t Gamma o K K^T (s < t); P = Gamma o Qs K^T (s <= t). Only these
+             * entries are read, plus P up to the end of each GEMM row block (A_LOWER),
+             * where Gamma is 0. */
+            for (int64_t t = 0; t < C_; t++) {
+                kk->hadamard(Aneg + t * C_, -beta[t], Gm + t * C_, KK + t * C_, t);
+                kk->hadamard(P + t * C_, 1.0f, Gm + t * C_, QK + t * C_, (t | (GDN_GEMM_MR - 1)) + 1);
+            }
+
+            /* B = beta V - beta e^G (K S0);  e^G Qs S0 */
+            const float *V = r->v + t0 * r->v_stride + h * dv + j0;
+            int64_t ldv = r->v_stride;
+            if (n < C_) { /* padded chunk: the missing rows must read as zeros */
+                for (int64_t t = 0; t < n; t++) memcpy(Vpad + t * nv, V + t * ldv, (size_t)nv * sizeof(float));
+                memset(Vpad + n * nv, 0, (size_t)((C_ - n) * nv) * sizeof(float));
+                V = Vpad, ldv = nv;
+            }
+            kk->gemm(C_, nv, dk, Kc, dk, S, dv, V, ldv, 0.0f, beta, nbeG, U, nv, 0);
+            kk->gemm(C_, nv, dk, Qc, dk, S, dv, NULL, 0, 0.0f, NULL, eG, XSq, nv, 0);
+
+            /* U = (I + A)^{-1} B */
+            tri_solve(kk, C_, nv, Aneg, C_, U, nv);
+
+            /* O = e^G Qs S0 + P U, straight into the output rows unless the chunk is padded */
+            if (n == C_) {
+                kk->gemm(C_, nv, C_, P, C_, U, nv, XSq, nv, 1.0f, NULL, NULL, o, r->o_stride, GDN_GEMM_A_LOWER);
+            } else {
+                kk->gemm(C_, nv, C_, P, C_, U, nv, XSq, nv, 1.0f, NULL, NULL, XSq, nv, GDN_GEMM_A_LOWER);
+                for (int64_t t = 0; t < n; t++) memcpy(o + t * r->o_stride, XSq + t * nv, (size_t)nv * sizeof(float));
+            }
+
+            /* S = e^{G_last} S0 + K^T diag(e^{D[last]}) U */
+            for (int64_t s = 0; s < C_; s++) kk->scale(U + s * nv, U + s * nv, eC[s], nv);
+            kk->gemm(dk, nv, C_, KT, C_, U, nv, S, dv, eGlast, NULL, NULL, S, dv, 0);
         }
-
-        /* [beta e^G K; e^G Qs] S0 in one GEMM, then B = beta V - (first half) */
-        kk->gemm(2 * C_, nv, dk, KQd, dk, S + j0, dv, NULL, 0, 0.0f, U, nv, 0);
-        for (int64_t t = 0; t < n; t++) kk->axpby(U + t * nv, beta[t], r->v + (t0 + t) * r->v_stride + j0, -1.0f, nv);
-
-        /* U = (I + A)^{-1} B */
-        tri_solve(kk, C_, nv, Aneg, C_, U, nv);
-
-        /* O = e^G Qs S0 + P U, straight into the output rows unless the chunk is padded */
-        if (n == C_) {
-            kk->gemm(C_, nv, C_, P, C_, U, nv, XSq, nv, 1.0f, r->o + t0 * r->o_stride + j0, r->o_stride,
-                     GDN_GEMM_A_LOWER);
-        } else {
-            kk->gemm(C_, nv, C_, P, C_, U, nv, XSq, nv, 1.0f, XSq, nv, GDN_GEMM_A_LOWER);
-            for (int64_t t = 0; t < n; t++)
-                memcpy(r->o + (t0 + t) * r->o_stride + j0, XSq + t * nv, (size_t)nv * sizeof(float));
-        }
-
-        /* S = e^{G_last} S0 + K^T diag(e^{D[last]}) U */
-        for (int64_t s = 0; s < C_; s++) kk->scale(U + s * nv, U + s * nv, eC[s], nv);
-        kk->gemm(dk, nv, C_, KT, C_, U, nv, S + j0, dv, eGlast, S + j0, dv, 0);
     }
 }
 
@@ -240,17 +281,18 @@ typedef struct {
 static void chunk_task(void *ctx, int ith, int nth) {
     const chunk_job *j = ctx;
     const gdn_params *p = j->p;
-    const int64_t dk = p->d_k, dv = p->d_v;
+    const int64_t ratio = p->n_v_heads / p->n_k_heads, dv = p->d_v;
     uint8_t *base = j->scratch ? j->scratch + (size_t)ith * j->scratch_stride : pool_scratch(j->pool, ith);
     float *scratch = (float *)(((uintptr_t)base + 63) & ~(uintptr_t)63);
     int64_t b, e;
-    pool_split(p->n_v_heads * j->ncb, ith, nth, &b, &e);
+    pool_split(p->n_k_heads * j->ncb, ith, nth, &b, &e);
     for (int64_t u = b; u < e; u++) {
-        int64_t h = u / j->ncb, cb = u % j->ncb, kh = gdn_key_head(p, h);
+        int64_t kh = u / j->ncb, cb = u % j->ncb;
         int64_t w = dv / j->ncb, j0 = cb * w, j1 = cb == j->ncb - 1 ? dv : j0 + w;
-        gdn_rows r = *j->rows;
-        r.q += kh * dk, r.k += kh * dk, r.v += h * dv, r.g += h, r.beta += h, r.o += h * dv;
-        chunked_head(j->kk, p, j->T, &r, j->state + h * dk * dv, j0, j1, scratch);
+        head_group hg = {j->rows, kh, {0}, ratio, j->state};
+        for (int64_t i = 0; i < ratio; i++)
+            hg.heads[i] = p->head_map == GDN_KHEAD_MOD ? kh + i * p->n_k_heads : kh * ratio + i;
+        chunked_group(j->kk, p, j->T, &hg, j0, j1, scratch);
     }
 }
 
@@ -258,14 +300,15 @@ void gdn_chunked_isa(ssm_isa isa, threadpool *pool, const gdn_params *p, int64_t
                      float *state, void *scratch) {
     EDDY_ASSERT(p->d_k >= 1 && p->d_k <= GDN_MAX_DIM && p->d_v >= 1 && p->d_v <= GDN_MAX_DIM);
     EDDY_ASSERT(p->n_k_heads >= 1 && p->n_v_heads % p->n_k_heads == 0);
+    EDDY_ASSERT(p->n_v_heads / p->n_k_heads <= GDN_MAX_GROUP);
     if (T <= 0) return;
     const gdn_kernels *kk = gdn_kernels_for(isa, p);
     size_t need = gdn_chunked_scratch_size(p);
     /* the 64 bytes of slack in `need` cover aligning each region */
     if (!scratch) EDDY_ASSERT(pool != NULL && pool_scratch_size(pool) >= need);
     int nth = pool_size(pool);
-    if (p->n_v_heads < nth && gdn_column_blocks(p, kk, p->n_v_heads, nth) == 1) nth = (int)p->n_v_heads;
-    int64_t ncb = gdn_column_blocks(p, kk, p->n_v_heads, nth);
+    int64_t ncb = gdn_column_blocks(p, kk, p->n_k_heads, nth);
+    if (p->n_k_heads * ncb < nth) nth = (int)(p->n_k_heads * ncb);
     chunk_job j = {kk, p, T, ncb, rows, state, pool, scratch, need};
     pool_run(pool, chunk_task, &j, nth);
 }

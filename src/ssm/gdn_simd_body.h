@@ -8,8 +8,9 @@
  *
  * The layer: V (vector type), VW (floats per vector), V_ZERO(), V_SET1(x),
  * V_LOAD(p), V_STORE(p, v), V_FMA(a, b, c) = a*b + c, V_FNMA(a, b, c) = c - a*b,
- * V_MUL(a, b), V_EXP(v), V_HSUM(v); STEP_NV / SCAN_NV / GEMM_NV: vectors per
- * panel of the decode step, the scan and the GEMM micro-tile (powers of two <= 8).
+ * V_MUL(a, b), V_ADD(a, b), V_EXP(v), V_HSUM(v), transpose_tile(src, lds, dst, ldd)
+ * (one VW x VW tile); STEP_NV / SCAN_NV / GEMM_NV: vectors per panel of the decode
+ * step, the scan and the GEMM micro-tile (powers of two <= 8).
  *
  * Decode step: value columns in panels of STEP_NV vectors. Pass 1 streams the d_k
  * rows of the panel once and keeps 2 x STEP_NV accumulators (S^T k, S^T q); pass 2
@@ -162,7 +163,8 @@ static void head_scan(const gdn_rows *r, int64_t T, float scale, float *S, int64
 /* ==== GEMM micro-tiles ==== */
 
 AI void micro(const int MR, const int NV, int64_t kend, const float *A, int64_t lda, const float *B, int64_t ldb,
-              const float *Cin, int64_t ldcin, float cs, float *C, int64_t ldc) {
+              const float *Cin, int64_t ldcin, float cs, const float *cin_rows, const float *acc_rows, float *C,
+              int64_t ldc) {
     V acc[4][4];
 #pragma GCC unroll 4
     for (int r = 0; r < MR; r++)
@@ -179,24 +181,27 @@ AI void micro(const int MR, const int NV, int64_t kend, const float *A, int64_t 
             for (int c = 0; c < NV; c++) acc[r][c] = V_FMA(a, b[c], acc[r][c]);
         }
     }
-    V s = V_SET1(cs);
 #pragma GCC unroll 4
-    for (int r = 0; r < MR; r++)
+    for (int r = 0; r < MR; r++) {
+        V ar = V_SET1(acc_rows ? acc_rows[r] : 1.0f), cr = V_SET1(cin_rows ? cin_rows[r] : cs);
 #pragma GCC unroll 4
         for (int c = 0; c < NV; c++) {
             V x = acc[r][c];
-            if (Cin) x = V_FMA(s, V_LOAD(Cin + r * ldcin + VW * c), x);
+            if (acc_rows) x = V_MUL(x, ar);
+            if (Cin) x = V_FMA(cr, V_LOAD(Cin + r * ldcin + VW * c), x);
             V_STORE(C + r * ldc + VW * c, x);
         }
+    }
 }
 
-#define MICRO_CASE(mr, nv)                                           \
-    case (mr) * 8 + (nv):                                            \
-        micro(mr, nv, kend, A, lda, B, ldb, Cin, ldcin, cs, C, ldc); \
+#define MICRO_CASE(mr, nv)                                                                 \
+    case (mr) * 8 + (nv):                                                                  \
+        micro(mr, nv, kend, A, lda, B, ldb, Cin, ldcin, cs, cin_rows, acc_rows, C, ldc); \
         break;
 
 static void micro_any(int mr, int nv, int64_t kend, const float *A, int64_t lda, const float *B, int64_t ldb,
-                      const float *Cin, int64_t ldcin, float cs, float *C, int64_t ldc) {
+                      const float *Cin, int64_t ldcin, float cs, const float *cin_rows, const float *acc_rows,
+                      float *C, int64_t ldc) {
     switch (mr * 8 + nv) {
         MICRO_CASE(4, 1) MICRO_CASE(3, 1) MICRO_CASE(2, 1) MICRO_CASE(1, 1)
         MICRO_CASE(4, 2) MICRO_CASE(3, 2) MICRO_CASE(2, 2) MICRO_CASE(1, 2)
@@ -211,7 +216,8 @@ static void micro_any(int mr, int nv, int64_t kend, const float *A, int64_t lda,
 /* B is read in place: packing the panel (its rows are often 512 bytes apart)
  * measured no faster here, the panel staying within L1 and L2 either way. */
 static void gemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb,
-                 const float *Cin, int64_t ldcin, float cin_scale, float *C, int64_t ldc, int flags) {
+                 const float *Cin, int64_t ldcin, float cin_scale, const float *cin_rows, const float *acc_rows,
+                 float *C, int64_t ldc, int flags) {
     const int64_t panel = GEMM_NV * VW;
     for (int64_t j0 = 0; j0 < n; j0 += panel) {
         int nvmax = (int)((n - j0) / VW < GEMM_NV ? (n - j0) / VW : GEMM_NV);
@@ -224,7 +230,8 @@ static void gemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, c
             }
             int64_t kend = (flags & GDN_GEMM_A_LOWER) && i0 + mr < k ? i0 + mr : k;
             micro_any(mr, nv, kend, A + i0 * lda, lda, B + j0, ldb, Cin ? Cin + i0 * ldcin + j0 : NULL, ldcin,
-                      cin_scale, C + i0 * ldc + j0, ldc);
+                      cin_scale, cin_rows ? cin_rows + i0 : NULL, acc_rows ? acc_rows + i0 : NULL, C + i0 * ldc + j0,
+                      ldc);
         }
     }
 }
@@ -251,6 +258,13 @@ static void axpby(float *y, float a, const float *x, float b, int64_t n) {
     for (; i < n; i++) y[i] = a * x[i] + b * y[i];
 }
 
+static void add_scalar(float *y, const float *x, float a, int64_t n) {
+    V va = V_SET1(a);
+    int64_t i = 0;
+    for (; i + VW <= n; i += VW) V_STORE(y + i, V_ADD(V_LOAD(x + i), va));
+    for (; i < n; i++) y[i] = x[i] + a;
+}
+
 static void hadamard(float *y, float a, const float *x, const float *z, int64_t n) {
     V va = V_SET1(a);
     int64_t i = 0;
@@ -258,12 +272,13 @@ static void hadamard(float *y, float a, const float *x, const float *z, int64_t 
     for (; i < n; i++) y[i] = a * x[i] * z[i];
 }
 
-/* 8 x 8 blocks keep both sides within a few cache lines */
+/* Whole VW x VW tiles with the ISA's register transpose, the edges one by one. */
 static void transpose(int64_t m, int64_t n, const float *A, int64_t lda, float *B, int64_t ldb) {
-    for (int64_t i0 = 0; i0 < m; i0 += 8)
-        for (int64_t j0 = 0; j0 < n; j0 += 8)
-            for (int64_t i = i0; i < i0 + 8 && i < m; i++)
-                for (int64_t j = j0; j < j0 + 8 && j < n; j++) B[j * ldb + i] = A[i * lda + j];
+    int64_t mt = m / VW * VW, nt = n / VW * VW;
+    for (int64_t i0 = 0; i0 < mt; i0 += VW)
+        for (int64_t j0 = 0; j0 < nt; j0 += VW) transpose_tile(A + i0 * lda + j0, lda, B + j0 * ldb + i0, ldb);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = i < mt ? nt : 0; j < n; j++) B[j * ldb + i] = A[i * lda + j];
 }
 
 const gdn_kernels GDN_KERNELS_NAME = {
@@ -273,6 +288,7 @@ const gdn_kernels GDN_KERNELS_NAME = {
     .expv = expv,
     .scale = scale,
     .axpby = axpby,
+    .add_scalar = add_scalar,
     .hadamard = hadamard,
     .transpose = transpose,
     .width = VW,

@@ -60,17 +60,21 @@ typedef struct {
      * head's pointers (q, k at its key head; v, g, beta, o at the value head). */
     void (*head_scan)(const gdn_rows *rows, int64_t T, float scale, float *S, int64_t d_k, int64_t d_v, int64_t j0,
                       int64_t j1);
-    /* C[m][n] = cin_scale * Cin[m][n] + sum_p A[i][p] B[p][j] (Cin NULL: no first
-     * term). Row-major, leading dimensions in floats; n a multiple of the ISA's
-     * vector width. Cin may equal C. */
+    /* C[i][j] = cs_i Cin[i][j] + as_i sum_p A[i][p] B[p][j], with cs_i = cin_rows[i]
+     * (or cin_scale when cin_rows is NULL) and as_i = acc_rows[i] (or 1). Cin NULL:
+     * no first term. Row-major, leading dimensions in floats; n a multiple of the
+     * ISA's vector width. Cin may equal C; nothing else may overlap C. */
     void (*gemm)(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb,
-                 const float *Cin, int64_t ldcin, float cin_scale, float *C, int64_t ldc, int flags);
+                 const float *Cin, int64_t ldcin, float cin_scale, const float *cin_rows, const float *acc_rows,
+                 float *C, int64_t ldc, int flags);
     /* x[i] = exp(x[i]) */
     void (*expv)(float *x, int64_t n);
     /* y[i] = a * x[i] (y may equal x) */
     void (*scale)(float *y, const float *x, float a, int64_t n);
     /* y[i] = a * x[i] + b * y[i] */
     void (*axpby)(float *y, float a, const float *x, float b, int64_t n);
+    /* y[i] = x[i] + a (y may equal x) */
+    void (*add_scalar)(float *y, const float *x, float a, int64_t n);
     /* y[i] = a * x[i] * z[i] (y may equal x or z) */
     void (*hadamard)(float *y, float a, const float *x, const float *z, int64_t n);
     /* B[j][i] = A[i][j] for an m x n A. */
