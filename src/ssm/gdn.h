@@ -90,8 +90,9 @@ void gdn_chunked(threadpool *pool, const gdn_params *p, int64_t T, const gdn_row
                  void *scratch);
 size_t gdn_chunked_scratch_size(const gdn_params *p);
 
-/* Prefill: gdn_scan for T below the measured crossover, gdn_chunked above
- * (gdn_prefill_uses_chunked). Same scratch contract as gdn_chunked. */
+/* Prefill: gdn_scan for T below the measured crossover (gdn_prefill_uses_chunked),
+ * otherwise gdn_chunked over the whole chunks and, when the last partial chunk is
+ * itself below the crossover, gdn_scan over it. Same scratch contract as gdn_chunked. */
 void gdn_prefill(threadpool *pool, const gdn_params *p, int64_t T, const gdn_rows *rows, float *state,
                  void *scratch);
 int gdn_prefill_uses_chunked(const gdn_params *p, int64_t T);

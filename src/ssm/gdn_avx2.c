@@ -3,6 +3,9 @@
  * layer for gdn_simd_body.h, 8 floats per vector, 16 registers: decode panels of
  * 4 vectors (8 accumulators), scan panels of 4, GEMM tiles 4 x 16.
  */
+#include <stdbool.h>
+#include <string.h>
+
 #include "ssm/ssm_kernels.h"
 #include "ssm/ssm_simd.h"
 

@@ -3,6 +3,9 @@
  * layer for gdn_simd_body.h, 16 floats per vector. Decode panels of 8 vectors
  * (128 columns, 16 accumulators), scan panels of 4, GEMM tiles 4 x 64.
  */
+#include <stdbool.h>
+#include <string.h>
+
 #include "ssm/ssm_kernels.h"
 #include "ssm/ssm_simd.h"
 

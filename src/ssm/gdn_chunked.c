@@ -315,9 +315,10 @@ void gdn_chunked_isa(ssm_isa isa, threadpool *pool, const gdn_params *p, int64_t
 
 /* ==== Dispatch ==== */
 
-/* Tokens from which the chunked form beats the sequential scan (measured; see
- * docs/kernels-gdn.md). */
-#define GDN_CHUNKED_MIN_T 64
+/* Tokens from which the chunked form beats the sequential scan: one chunk of 64
+ * costs about as much as 48 tokens of the scan at Qwen3-Next sizes (d_k = d_v = 128,
+ * AVX-512; measured, see docs/kernels-gdn.md). */
+#define GDN_CHUNKED_MIN_T 48
 
 int gdn_prefill_uses_chunked(const gdn_params *p, int64_t T) {
     (void)p;
@@ -329,10 +330,20 @@ void gdn_chunked(threadpool *pool, const gdn_params *p, int64_t T, const gdn_row
     gdn_chunked_isa(ssm_isa_best(), pool, p, T, rows, state, scratch);
 }
 
+/* The chunked form over whole chunks; a last partial chunk shorter than the
+ * crossover goes through the scan instead of being padded. */
 void gdn_prefill(threadpool *pool, const gdn_params *p, int64_t T, const gdn_rows *rows, float *state,
                  void *scratch) {
-    if (gdn_prefill_uses_chunked(p, T))
-        gdn_chunked(pool, p, T, rows, state, scratch);
-    else
+    int64_t full = T / GDN_CHUNK * GDN_CHUNK, tail = T - full;
+    if (!gdn_prefill_uses_chunked(p, T)) {
         gdn_scan(pool, p, T, rows, state);
+    } else if (tail == 0 || gdn_prefill_uses_chunked(p, tail)) {
+        gdn_chunked(pool, p, T, rows, state, scratch);
+    } else {
+        gdn_chunked(pool, p, full, rows, state, scratch);
+        gdn_rows r = *rows;
+        r.q += full * r.q_stride, r.k += full * r.k_stride, r.v += full * r.v_stride;
+        r.g += full * r.g_stride, r.beta += full * r.beta_stride, r.o += full * r.o_stride;
+        gdn_scan(pool, p, tail, &r, state);
+    }
 }

@@ -3,6 +3,9 @@
  * gdn_simd_body.h, 4 floats per vector, 32 registers: decode panels of 8 vectors
  * (16 accumulators), scan panels of 4, GEMM tiles 4 x 16.
  */
+#include <stdbool.h>
+#include <string.h>
+
 #include "ssm/ssm_kernels.h"
 #include "ssm/ssm_simd.h"
 

@@ -26,7 +26,7 @@
 
 /* ==== Decode step ==== */
 
-static float dot(const float *x, const float *y, int64_t n) {
+AI float dot(const float *x, const float *y, int64_t n) {
     V acc = V_ZERO();
     int64_t i = 0;
     for (; i + VW <= n; i += VW) acc = V_FMA(V_LOAD(x + i), V_LOAD(y + i), acc);
@@ -106,9 +106,16 @@ AI void scan_panel(const int NV, const gdn_rows *r, int64_t T, float scale, floa
     }
     for (int64_t t = 0; t < T; t++) {
         const float *k = r->k + t * r->k_stride, *q = r->q + t * r->q_stride, *v = r->v + t * r->v_stride + j;
-        float e = expf(r->g[t * r->g_stride]), beta = r->beta[t * r->beta_stride];
-        float kq = scale * dot(k, q, d_k);
-        V ve = V_SET1(e), vb = V_SET1(beta), vkq = V_SET1(kq), ves = V_SET1(e * scale), u[8];
+        if (t + 2 < T) { /* token rows are a projection row apart: ask for them early */
+            for (int64_t b = 0; b < d_k; b += 16) {
+                __builtin_prefetch(k + 2 * r->k_stride + b);
+                __builtin_prefetch(q + 2 * r->q_stride + b);
+            }
+            for (int64_t b = 0; b < NV * VW; b += 16) __builtin_prefetch(v + 2 * r->v_stride + b);
+        }
+        /* no libm call in this loop: it would force every live vector register to the stack */
+        V ve = V_EXP(V_SET1(r->g[t * r->g_stride])), vb = V_SET1(r->beta[t * r->beta_stride]);
+        V vkq = V_SET1(scale * dot(k, q, d_k)), ves = V_MUL(ve, V_SET1(scale)), u[8];
         float *o = r->o + t * r->o_stride + j;
 #pragma GCC unroll 8
         for (int c = 0; c < NV; c++) {
@@ -140,23 +147,31 @@ AI void scan_panel(const int NV, const gdn_rows *r, int64_t T, float scale, floa
     }
 }
 
+/* For longer scans the panel is copied into a contiguous buffer for the duration:
+ * in place its rows are d_v floats apart (512 bytes at d_v = 128), which maps it
+ * onto half the L1 sets, and a 32 KiB panel then no longer stays in L1. */
 static void head_scan(const gdn_rows *r, int64_t T, float scale, float *S, int64_t d_k, int64_t d_v, int64_t j0,
                       int64_t j1) {
+    _Alignas(64) float Sp[GDN_MAX_DIM * SCAN_NV * VW];
     for (int64_t j = j0; j < j1;) {
-        int64_t left = (j1 - j) / VW;
-        if (SCAN_NV >= 8 && left >= 8) {
-            scan_panel(8, r, T, scale, S, d_k, d_v, j);
-            j += 8 * VW;
-        } else if (SCAN_NV >= 4 && left >= 4) {
-            scan_panel(4, r, T, scale, S, d_k, d_v, j);
-            j += 4 * VW;
-        } else if (SCAN_NV >= 2 && left >= 2) {
-            scan_panel(2, r, T, scale, S, d_k, d_v, j);
-            j += 2 * VW;
-        } else {
-            scan_panel(1, r, T, scale, S, d_k, d_v, j);
-            j += VW;
+        int64_t left = (j1 - j) / VW, nv = left >= SCAN_NV ? SCAN_NV : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+        int64_t w = nv * VW;
+        bool pack = T >= 4;
+        float *base = S + j;
+        int64_t ld = d_v;
+        if (pack) {
+            for (int64_t i = 0; i < d_k; i++) memcpy(Sp + i * w, S + i * d_v + j, (size_t)w * sizeof(float));
+            base = Sp, ld = w;
         }
+        gdn_rows rj = *r;
+        rj.v += j, rj.o += j;
+        if (SCAN_NV >= 8 && nv == 8) scan_panel(8, &rj, T, scale, base, d_k, ld, 0);
+        else if (SCAN_NV >= 4 && nv == 4) scan_panel(4, &rj, T, scale, base, d_k, ld, 0);
+        else if (SCAN_NV >= 2 && nv == 2) scan_panel(2, &rj, T, scale, base, d_k, ld, 0);
+        else scan_panel(1, &rj, T, scale, base, d_k, ld, 0);
+        if (pack)
+            for (int64_t i = 0; i < d_k; i++) memcpy(S + i * d_v + j, Sp + i * w, (size_t)w * sizeof(float));
+        j += w;
     }
 }
 
