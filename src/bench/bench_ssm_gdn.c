@@ -7,7 +7,7 @@
  *                  last-level cache); bytes = state read + state written.
  *   gdn_prefill    one sequence of T = 4096, chunked and scan; flops = 6 T H d_k d_v.
  *   gdn_crossover  scan against chunked for T = 1 .. 512 (gdn_prefill's threshold).
- *   conv1d_step    decode, 1 and 8 sequences; conv states rotate over 264 MiB; bytes =
+ *   conv1d_step    decode, 1 and 8 sequences; conv states rotate over 1 GiB; bytes =
  *                  state read + written + input row read + output row written.
  *   conv1d_prefill one sequence of T = 4096; bytes = input read + output written.
  *   gated_norm     per-head gated RMSNorm over 4096 tokens x 32 heads x 128.
@@ -216,7 +216,7 @@ static void conv_free(conv_job *j, float *w) {
 }
 
 void bench_conv1d_step_cases(bench_env *env) {
-    const int64_t n_slots = 2816; /* x 96 KiB = 264 MiB */
+    const int64_t n_slots = 10923; /* x 96 KiB = 1 GiB, well past a 300 MiB L3 */
     conv_job j;
     float *w;
     memset(&j, 0, sizeof j);
@@ -232,7 +232,7 @@ void bench_conv1d_step_cases(bench_env *env) {
         for (int v = 0; v < n; v++) {
             j.isa = list[v], j.pool = env->pool, j.n_seq = seqs[si], j.next = 0;
             bench_result r = {.op = "conv1d_step", .variant = ssm_isa_name(list[v])};
-            snprintf(r.shape, sizeof r.shape, "n_seq=%lld conv_dim=%d K=%d +l2 (264 MiB of states)",
+            snprintf(r.shape, sizeof r.shape, "n_seq=%lld conv_dim=%d K=%d +l2 (1 GiB of states)",
                      (long long)seqs[si], CONV_DIM, KTAPS);
             r.seconds = bench_median(run_conv_step, &j, 200, 0.3);
             r.bytes = (double)seqs[si] * CONV_DIM * sizeof(float) * (2.0 * (KTAPS - 1) + 2.0);

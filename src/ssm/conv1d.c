@@ -3,10 +3,11 @@
  * oracles, the scalar block kernels, and the threaded drivers that every ISA
  * shares (decode step, scan, token-parallel prefill, verify with snapshots).
  *
- * The drivers own everything that is not arithmetic: splitting work into
- * (row, channel block) units, rolling the state, writing snapshots and applying
- * the L2 norm to whole heads. A channel block never straddles a head of the
- * normalized range, so a unit can normalize what it computed.
+ * The drivers own everything that is not arithmetic: splitting work into units
+ * ((sequence, channel block) for decode, scan and verify; token tiles over every
+ * channel for the prefill), rolling the state, writing snapshots and applying the
+ * L2 norm to whole heads. A channel block never straddles a head of the normalized
+ * range, so a unit can normalize what it computed.
  */
 #include <string.h>
 
@@ -169,7 +170,7 @@ static void normalize_rows(const conv1d_kernels *kk, const conv1d_params *p, int
  * small jobs, where waking workers costs more than it saves. */
 static int threads_for(threadpool *pool, int64_t units, double work) {
     int n = pool_size(pool);
-    if (work * (double)units < 32768.0) return 1;
+    if (work * (double)units < 65536.0) return 1;
     return units < n ? (int)units : n;
 }
 
@@ -215,21 +216,24 @@ void conv1d_step_isa(ssm_isa isa, threadpool *pool, const conv1d_params *p, int6
     pool_run(pool, step_task, &j, threads_for(pool, units, (double)block * p->K));
 }
 
-/* Token tiles of PREFILL_TILE rows: only tile 0 reads the old state (the tile is at
- * least K-1 tokens long), so its unit also advances the state afterwards. */
+/* A unit is a tile of PREFILL_TILE tokens over every channel, walked row by row, so
+ * that input and output rows stream through memory in order. Only tile 0 reads the
+ * old state (a tile is at least K-1 tokens long), so its unit also advances the
+ * state afterwards. */
 #define PREFILL_TILE 32
 
 static void prefill_task(void *ctx, int ith, int nth) {
     const conv_job *j = ctx;
+    const int64_t C = j->p->conv_dim;
     int64_t n_tiles = (j->T + j->tile - 1) / j->tile, b, e;
-    pool_split(n_tiles * j->n_blocks, ith, nth, &b, &e);
-    for (int64_t u = b; u < e; u++) {
-        int64_t ti = u / j->n_blocks, c0 = u % j->n_blocks * j->block;
-        int64_t c1 = c0 + j->block < j->p->conv_dim ? c0 + j->block : j->p->conv_dim;
+    pool_split(n_tiles, ith, nth, &b, &e);
+    for (int64_t ti = b; ti < e; ti++) {
         int64_t t0 = ti * j->tile, t1 = t0 + j->tile < j->T ? t0 + j->tile : j->T;
-        j->kk->tile(j->p, c0, c1, t0, t1, j->x, j->x_stride, j->state, j->y, j->y_stride);
-        normalize_rows(j->kk, j->p, c0, c1, j->y, j->y_stride, t0, t1);
-        if (ti == 0) window_after(j->p, c0, c1, j->T, j->x, j->x_stride, j->state, j->state);
+        for (int64_t t = t0; t < t1; t++) {
+            j->kk->tile(j->p, 0, C, t, t + 1, j->x, j->x_stride, j->state, j->y, j->y_stride);
+            normalize_rows(j->kk, j->p, 0, C, j->y, j->y_stride, t, t + 1);
+        }
+        if (ti == 0) window_after(j->p, 0, C, j->T, j->x, j->x_stride, j->state, j->state);
     }
 }
 
@@ -237,11 +241,9 @@ void conv1d_prefill_isa(ssm_isa isa, threadpool *pool, const conv1d_params *p, i
                         int64_t x_stride, float *y, int64_t y_stride, float *state) {
     check_params(p);
     if (T <= 0) return;
-    int64_t block = block_channels(p);
-    conv_job j = {kernels_for(isa), p, 1, T, block, (p->conv_dim + block - 1) / block, PREFILL_TILE,
-                  x, x_stride, y, y_stride, state, NULL, NULL};
-    int64_t units = (T + PREFILL_TILE - 1) / PREFILL_TILE * j.n_blocks;
-    pool_run(pool, prefill_task, &j, threads_for(pool, units, (double)block * PREFILL_TILE * p->K));
+    conv_job j = {kernels_for(isa), p, 1, T, p->conv_dim, 1, PREFILL_TILE, x, x_stride, y, y_stride, state, NULL, NULL};
+    int64_t units = (T + PREFILL_TILE - 1) / PREFILL_TILE;
+    pool_run(pool, prefill_task, &j, threads_for(pool, units, (double)p->conv_dim * PREFILL_TILE * p->K));
 }
 
 /* Scan and verify: a unit is (sequence, channel block) over all T tokens. */
