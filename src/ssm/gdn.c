@@ -114,15 +114,6 @@ static void head_scan_ref(const gdn_rows *r, int64_t T, float scale, float *S, i
 }
 
 /* The chunk kernels of the scalar table (gemm & co.) are in gdn_chunked.c. */
-void gdn_gemm_ref(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb,
-                  const float *Cin, int64_t ldcin, float cin_scale, const float *cin_rows, const float *acc_rows,
-                  float *C, int64_t ldc, int flags);
-void gdn_add_scalar_ref(float *y, const float *x, float a, int64_t n);
-void gdn_expv_ref(float *x, int64_t n);
-void gdn_scale_ref(float *y, const float *x, float a, int64_t n);
-void gdn_axpby_ref(float *y, float a, const float *x, float b, int64_t n);
-void gdn_hadamard_ref(float *y, float a, const float *x, const float *z, int64_t n);
-void gdn_transpose_ref(int64_t m, int64_t n, const float *A, int64_t lda, float *B, int64_t ldb);
 
 const gdn_kernels gdn_kernels_ref = {
     .head_step = head_step_ref,
@@ -138,9 +129,6 @@ const gdn_kernels gdn_kernels_ref = {
 };
 
 /* ==== Kernel selection and work split (shared with gdn_chunked.c) ==== */
-
-const gdn_kernels *gdn_kernels_for(ssm_isa isa, const gdn_params *p);
-int64_t gdn_column_blocks(const gdn_params *p, const gdn_kernels *kk, int64_t units, int nth);
 
 const gdn_kernels *gdn_kernels_for(ssm_isa isa, const gdn_params *p) {
     EDDY_ASSERT(ssm_isa_available(isa));

@@ -7,7 +7,8 @@
  * Gates are cumulated within the chunk only: G_t = g_0 + ... + g_t, and the decay
  * between tokens s <= t is Gamma[t][s] = exp(D[t][s]) with D[t][s] = g_{s+1} + ... + g_t,
  * built row by row (D[t][s] = D[t-1][s] + g_t) so it never takes the difference of two
- * large sums; entries with s > t are never exponentiated (they are set to 0 after).
+ * large sums; entries with s > t are -inf before the exponential (masked), so Gamma
+ * is exactly 0 there and nothing positive is ever exponentiated.
  * Unrolling the recurrence over the chunk gives, with u_t the delta-rule update:
  *
  *   u_t = beta_t (v_t - e^{G_t} S0^T k_t - sum_{s<t} Gamma[t][s] (k_t.k_s) u_s)
@@ -36,20 +37,7 @@
 #include "ssm/gdn.h"
 #include "ssm/ssm_kernels.h"
 
-const gdn_kernels *gdn_kernels_for(ssm_isa isa, const gdn_params *p);
-int64_t gdn_column_blocks(const gdn_params *p, const gdn_kernels *kk, int64_t units, int nth);
-
 /* ==== Scalar chunk kernels (the SSM_ISA_REF table) ==== */
-
-void gdn_gemm_ref(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb,
-                  const float *Cin, int64_t ldcin, float cin_scale, const float *cin_rows, const float *acc_rows,
-                  float *C, int64_t ldc, int flags);
-void gdn_expv_ref(float *x, int64_t n);
-void gdn_scale_ref(float *y, const float *x, float a, int64_t n);
-void gdn_axpby_ref(float *y, float a, const float *x, float b, int64_t n);
-void gdn_add_scalar_ref(float *y, const float *x, float a, int64_t n);
-void gdn_hadamard_ref(float *y, float a, const float *x, const float *z, int64_t n);
-void gdn_transpose_ref(int64_t m, int64_t n, const float *A, int64_t lda, float *B, int64_t ldb);
 
 void gdn_gemm_ref(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb,
                   const float *Cin, int64_t ldcin, float cin_scale, const float *cin_rows, const float *acc_rows,
@@ -316,9 +304,9 @@ void gdn_chunked_isa(ssm_isa isa, threadpool *pool, const gdn_params *p, int64_t
 /* ==== Dispatch ==== */
 
 /* Tokens from which the chunked form beats the sequential scan: one chunk of 64
- * costs about as much as 48 tokens of the scan at Qwen3-Next sizes (d_k = d_v = 128,
- * AVX-512; measured, see docs/kernels-gdn.md). */
-#define GDN_CHUNKED_MIN_T 48
+ * costs about as much as 50-60 tokens of the scan at Qwen3-Next sizes (d_k = d_v =
+ * 128, AVX-512; measured, see docs/kernels-gdn.md). */
+#define GDN_CHUNKED_MIN_T 56
 
 int gdn_prefill_uses_chunked(const gdn_params *p, int64_t T) {
     (void)p;

@@ -95,6 +95,22 @@ extern const gated_norm_kernels gated_norm_kernels_neon;
 extern const gdn_kernels gdn_kernels_neon;
 #endif
 
+/* The table for an ISA and these parameters (the scalar one when d_v does not fit the
+ * ISA's width), and how many value-column blocks to cut each head into (gdn.c). */
+const gdn_kernels *gdn_kernels_for(ssm_isa isa, const gdn_params *p);
+int64_t gdn_column_blocks(const gdn_params *p, const gdn_kernels *kk, int64_t units, int nth);
+
+/* The scalar chunk kernels (gdn_chunked.c), entries of gdn_kernels_ref. */
+void gdn_gemm_ref(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb,
+                  const float *Cin, int64_t ldcin, float cin_scale, const float *cin_rows, const float *acc_rows,
+                  float *C, int64_t ldc, int flags);
+void gdn_expv_ref(float *x, int64_t n);
+void gdn_scale_ref(float *y, const float *x, float a, int64_t n);
+void gdn_axpby_ref(float *y, float a, const float *x, float b, int64_t n);
+void gdn_add_scalar_ref(float *y, const float *x, float a, int64_t n);
+void gdn_hadamard_ref(float *y, float a, const float *x, const float *z, int64_t n);
+void gdn_transpose_ref(int64_t m, int64_t n, const float *A, int64_t lda, float *B, int64_t ldb);
+
 /* ==== scalar helpers shared by the reference paths ==== */
 
 static inline float ssm_silu_ref(float x) { return x / (1.0f + expf(-x)); }
