@@ -27,18 +27,23 @@
 #define GDN_KERNELS_NAME gdn_kernels_avx2
 
 static inline void transpose_tile(const float *src, int64_t lds, float *dst, int64_t ldd) {
+    /* the loops unroll so that r[] and t[] stay in registers */
     __m256 r[8], t[8], u[8];
+#pragma GCC unroll 16
     for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * lds);
+#pragma GCC unroll 16
     for (int i = 0; i < 8; i += 2) {
         t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
         t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
     }
+#pragma GCC unroll 16
     for (int i = 0; i < 8; i += 4) {
         u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
         u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
         u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
         u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
     }
+#pragma GCC unroll 16
     for (int j = 0; j < 4; j++) {
         _mm256_storeu_ps(dst + j * ldd, _mm256_permute2f128_ps(u[j], u[j + 4], 0x20));
         _mm256_storeu_ps(dst + (j + 4) * ldd, _mm256_permute2f128_ps(u[j], u[j + 4], 0x31));

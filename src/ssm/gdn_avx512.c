@@ -27,27 +27,34 @@
 #define GDN_KERNELS_NAME gdn_kernels_avx512
 
 static inline void transpose_tile(const float *src, int64_t lds, float *dst, int64_t ldd) {
+    /* the loops unroll so that r[] and t[] stay in registers */
     __m512 r[16], t[16];
+#pragma GCC unroll 16
     for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * lds);
+#pragma GCC unroll 16
     for (int i = 0; i < 16; i += 2) {
         t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
         t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
     }
+#pragma GCC unroll 16
     for (int i = 0; i < 16; i += 4) {
         r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
         r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
         r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
         r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
     }
+#pragma GCC unroll 16
     for (int i = 0; i < 16; i += 8)
         for (int j = 0; j < 4; j++) {
             t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
             t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xdd);
         }
+#pragma GCC unroll 16
     for (int j = 0; j < 8; j++) {
         r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
         r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
     }
+#pragma GCC unroll 16
     for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + i * ldd, r[i]);
 }
 

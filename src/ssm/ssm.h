@@ -102,7 +102,8 @@ void conv1d_scan(threadpool *pool, const conv1d_params *p, int64_t T, const floa
                  int64_t y_stride, float *state);
 
 /* (c) Token-parallel prefill: the same contract as conv1d_scan and, for a given ISA,
- * bit-identical to it; threads split (token tile, channel block). */
+ * bit-identical to it; threads split token tiles of 32, each walked row by row over
+ * every channel. */
 void conv1d_prefill(threadpool *pool, const conv1d_params *p, int64_t T, const float *x, int64_t x_stride,
                     float *y, int64_t y_stride, float *state);
 
