@@ -20,12 +20,24 @@ void bench_vec_cases(bench_env *env);
 void bench_matmul_gemv_cases(bench_env *env);
 void bench_matmul_gemm_cases(bench_env *env);
 void bench_mamba2_cases(bench_env *env);
+void bench_gdn_step_cases(bench_env *env);
+void bench_gdn_prefill_cases(bench_env *env);
+void bench_gdn_crossover_cases(bench_env *env);
+void bench_conv1d_step_cases(bench_env *env);
+void bench_conv1d_prefill_cases(bench_env *env);
+void bench_gated_norm_cases(bench_env *env);
 
 static const bench_case cases[] = {
     {"vec_dot", bench_vec_cases},
     {"matmul_gemv", bench_matmul_gemv_cases},
     {"matmul_gemm", bench_matmul_gemm_cases},
     {"mamba2", bench_mamba2_cases},
+    {"gdn_step", bench_gdn_step_cases},
+    {"gdn_prefill", bench_gdn_prefill_cases},
+    {"gdn_crossover", bench_gdn_crossover_cases},
+    {"conv1d_step", bench_conv1d_step_cases},
+    {"conv1d_prefill", bench_conv1d_prefill_cases},
+    {"gated_norm", bench_gated_norm_cases},
 };
 
 /* ==== Timing ==== */
