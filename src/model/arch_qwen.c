@@ -35,7 +35,7 @@ static bool layer_is_attention(loader *L, int il) {
 
 static void bind_gdn(loader *L, model_layer *l, int il) {
     const model_hparams *hp = &L->m->hp;
-    const int64_t E = hp->n_embd, V = hp->ssm_n_v * hp->ssm_d_v, conv_dim = gdn_conv_dim(hp);
+    const int64_t E = hp->n_embd, V = hp->ssm_n_v * hp->ssm_d_v, conv_dim = model_gdn_conv_dim(hp);
     l->mixer = MIXER_GDN;
     bind(L, &l->ssm_qkv, true, 2, (int64_t[]){E, conv_dim}, "blk.%d.attn_qkv.weight", il);
     bind(L, &l->ssm_z, true, 2, (int64_t[]){E, V}, "blk.%d.attn_gate.weight", il);
@@ -95,7 +95,13 @@ void load_qwen(loader *L) {
         return;
     }
     hp->ssm_d_v = inner / hp->ssm_n_v;
-    hp->ssm_head_map = m->arch == ARCH_QWEN3NEXT ? GDN_HEADS_GROUPED : GDN_HEADS_TILED;
+    hp->ssm_head_map = m->arch == ARCH_QWEN3NEXT ? GDN_KHEAD_DIV : GDN_KHEAD_MOD;
+    if (hp->ssm_d_k > GDN_MAX_DIM || hp->ssm_d_v > GDN_MAX_DIM || hp->ssm_n_v / hp->ssm_n_k > GDN_MAX_GROUP) {
+        loader_fail(L, "%sssm: head sizes %" PRId64 "/%" PRId64 " or %" PRId64 " value heads per key head exceed "
+                    "eddy's limits (%d, %d)", L->prefix, hp->ssm_d_k, hp->ssm_d_v, hp->ssm_n_v / hp->ssm_n_k,
+                    GDN_MAX_DIM, GDN_MAX_GROUP);
+        return;
+    }
     hp->attn_gated = true;
     hp->rope_style = ROPE_NEOX;
     load_common(L);

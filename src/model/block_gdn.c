@@ -4,7 +4,7 @@
  *   qkv = Wqkv x;  z = Wz x;  beta = sigmoid(Wb x);  g = ssm_a * softplus(Wa x + dt_bias)
  *   c = silu(causal_conv1d(qkv))         window: the last d_conv - 1 raw inputs + this one
  *   q, k = l2norm(c[q]), l2norm(c[k]) per key head;  q *= 1/sqrt(d_k);  v = c[v]
- *   per value head h (key head kh(h)), state S (d_k, d_v):
+ *   per value head h (key head kh(h)), state S (d_k, d_v), by src/ssm/gdn.h:
  *     S = exp(g) S;  u = beta (v - S^T k);  S += k u^T;  o = S^T q
  *   out = Wout (rmsnorm(o) * norm_w * silu(z)) per value head
  *
@@ -17,6 +17,7 @@
 #include "model/ctx.h"
 #include "model/linear.h"
 #include "ops/norm.h"
+#include "ssm/gdn.h"
 
 /* x * 1/sqrt(sum x^2 + 1e-6), as the reference models normalize q and k */
 static void l2norm(float *x, int64_t n) {
@@ -38,28 +39,10 @@ void block_conv_step(float *out, const float *in, float *win, const float *w, co
     memcpy(win + (d_conv - 2) * conv_dim, in, (size_t)conv_dim * sizeof(float));
 }
 
-/* One token of the delta rule for value head state S (d_k, d_v). */
-static void delta_step(float *S, float *o, const float *q, const float *k, const float *v, float g, float beta,
-                       int64_t d_k, int64_t d_v) {
-    const float decay = expf(g);
-    for (int64_t i = 0; i < d_k * d_v; i++) S[i] *= decay;
-    for (int64_t j = 0; j < d_v; j++) {
-        float kv = 0;
-        for (int64_t i = 0; i < d_k; i++) kv += S[i * d_v + j] * k[i];
-        const float u = beta * (v[j] - kv);
-        for (int64_t i = 0; i < d_k; i++) S[i * d_v + j] += k[i] * u;
-    }
-    for (int64_t j = 0; j < d_v; j++) {
-        float acc = 0;
-        for (int64_t i = 0; i < d_k; i++) acc += S[i * d_v + j] * q[i];
-        o[j] = acc;
-    }
-}
-
 void block_gdn(ctx *c, const model_layer *l, int64_t il, int64_t n) {
     const model_hparams *hp = &c->m->hp;
     const int64_t n_k = hp->ssm_n_k, n_v = hp->ssm_n_v, d_k = hp->ssm_d_k, d_v = hp->ssm_d_v;
-    const int64_t conv_dim = gdn_conv_dim(hp), key_dim = n_k * d_k, V = n_v * d_v, r = n_v / n_k;
+    const int64_t conv_dim = model_gdn_conv_dim(hp), key_dim = n_k * d_k, V = n_v * d_v, r = n_v / n_k;
     float *win = c->seq->rec[il], *S_all = win + (hp->ssm_d_conv - 1) * conv_dim;
 
     linear(c->pool, &l->ssm_qkv, c->xn, n, c->gdn_qkv, c->act);
@@ -73,8 +56,7 @@ void block_gdn(ctx *c, const model_layer *l, int64_t il, int64_t n) {
     }
     const float *a_log_neg = (const float *)l->ssm_a.data, *dt_bias = (const float *)l->ssm_dt_bias.data;
     const float *norm_w = (const float *)l->ssm_norm.data, *conv_w = (const float *)l->ssm_conv.data;
-    const float q_scale = 1.0f / sqrtf((float)d_k);
-
+    /* per token: conv + SiLU, L2-normed q and k, and each value head's beta and decay */
     for (int64_t t = 0; t < n; t++) {
         float *y = c->gdn_qkv + t * conv_dim;
         memcpy(c->gdn_tmp, y, (size_t)conv_dim * sizeof(float));
@@ -82,10 +64,8 @@ void block_gdn(ctx *c, const model_layer *l, int64_t il, int64_t n) {
         for (int64_t kh = 0; kh < n_k; kh++) {
             l2norm(y + kh * d_k, d_k);
             l2norm(y + key_dim + kh * d_k, d_k);
-            for (int64_t i = 0; i < d_k; i++) y[kh * d_k + i] *= q_scale;
         }
         for (int64_t h = 0; h < n_v; h++) {
-            const int64_t kh = hp->ssm_head_map == GDN_HEADS_TILED ? h % n_k : h / r;
             /* qwen3next interleaves per key head: b for its r value heads, then a */
             float b_raw, a_raw;
             if (ba) {
@@ -96,16 +76,25 @@ void block_gdn(ctx *c, const model_layer *l, int64_t il, int64_t n) {
                 b_raw = c->gdn_b[t * n_v + h];
                 a_raw = c->gdn_a[t * n_v + h];
             }
-            const float beta = ops_sigmoid(b_raw);
-            const float g = a_log_neg[h] * ops_softplus(a_raw + dt_bias[h]);
-            float *o = c->gdn_o + t * V + h * d_v;
-            delta_step(S_all + h * d_k * d_v, o, y + kh * d_k, y + key_dim + kh * d_k, y + 2 * key_dim + h * d_v, g,
-                       beta, d_k, d_v);
-            /* gated RMSNorm of this head's output */
-            ops_rmsnorm(o, o, norm_w, d_v, hp->rms_eps);
-            const float *z = c->gdn_z + t * V + h * d_v;
-            for (int64_t j = 0; j < d_v; j++) o[j] *= ops_silu(z[j]);
+            c->gdn_beta[t * n_v + h] = ops_sigmoid(b_raw);
+            c->gdn_g[t * n_v + h] = a_log_neg[h] * ops_softplus(a_raw + dt_bias[h]);
         }
     }
+    /* the delta rule over the n tokens: one step when decoding, else the prefill
+     * kernel (chunked WY form past its crossover, the scan below it) */
+    gdn_params p = {n_k, n_v, d_k, d_v, hp->ssm_head_map, 1.0f / sqrtf((float)d_k)};
+    gdn_rows rows = {c->gdn_qkv, c->gdn_qkv + key_dim, c->gdn_qkv + 2 * key_dim, c->gdn_g, c->gdn_beta,
+                     conv_dim, conv_dim, conv_dim, n_v, n_v, c->gdn_o, V};
+    if (n == 1) gdn_step(c->pool, &p, 1, &rows, S_all, NULL);
+    else gdn_prefill(c->pool, &p, n, &rows, S_all, NULL);
+
+    /* gated RMSNorm of each head's output */
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < n_v; h++) {
+            float *o = c->gdn_o + t * V + h * d_v;
+            const float *z = c->gdn_z + t * V + h * d_v;
+            ops_rmsnorm(o, o, norm_w, d_v, hp->rms_eps);
+            for (int64_t j = 0; j < d_v; j++) o[j] *= ops_silu(z[j]);
+        }
     linear(c->pool, &l->ssm_out, c->gdn_o, n, c->mix, c->act);
 }

@@ -62,7 +62,7 @@ void eddy_ctx_free(eddy_ctx *c) {
     seq_state_free(c->seq);
     float *bufs[] = {c->x,     c->xn,    c->mix,   c->qg,    c->q,     c->k,      c->v,      c->attn,
                      c->rope,  c->gdn_qkv, c->gdn_z, c->gdn_b, c->gdn_a, c->gdn_o, c->gdn_tmp, c->ff_a,
-                     c->ff_b,  c->router, c->ff_out, c->mb_in};
+                     c->ff_b,  c->router, c->ff_out, c->mb_in, c->gdn_g, c->gdn_beta};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) eddy_free_aligned(bufs[i]);
     eddy_free_aligned(c->act);
     eddy_free(c);
@@ -98,6 +98,11 @@ eddy_status eddy_ctx_new(const eddy_model *m, const eddy_ctx_params *p, eddy_ctx
             size_t mb = mamba2_scan_scratch_bytes(&mp, MAMBA2_CHUNK, 1);
             if (mb > need) need = mb;
         }
+        if (hp->ssm_n_v > 0) {
+            gdn_params gp = {hp->ssm_n_k, hp->ssm_n_v, hp->ssm_d_k, hp->ssm_d_v, hp->ssm_head_map, 1.0f};
+            size_t gb = gdn_chunked_scratch_size(&gp);
+            if (gb > need) need = gb;
+        }
         s = pool_reserve_scratch(c->pool, need, err);
     }
     if (s == EDDY_OK) {
@@ -111,7 +116,7 @@ eddy_status eddy_ctx_new(const eddy_model *m, const eddy_ctx_params *p, eddy_ctx
                     shapes[il].kv_k = hp->n_head_kv * hp->head_dim_k;
                     shapes[il].kv_v = hp->n_head_kv * hp->head_dim_v;
                     break;
-                case MIXER_GDN: shapes[il].rec_floats = gdn_state_floats(hp); break;
+                case MIXER_GDN: shapes[il].rec_floats = model_gdn_state_floats(hp); break;
                 case MIXER_MAMBA2: shapes[il].rec_floats = mamba2_layer_state_floats(hp); break;
                 case MIXER_NONE: break;
                 }
@@ -127,7 +132,7 @@ eddy_status eddy_ctx_new(const eddy_model *m, const eddy_ctx_params *p, eddy_ctx
     bool ok = true;
     const int64_t B = n_batch, E = hp->n_embd, Q = hp->n_head * hp->head_dim_k;
     const bool gdn = hp->ssm_n_v > 0, mamba = hp->ssm_n_head > 0;
-    const int64_t conv_dim = gdn ? gdn_conv_dim(hp) : mamba ? mamba2_conv_dim(hp) : 0;
+    const int64_t conv_dim = gdn ? model_gdn_conv_dim(hp) : mamba ? mamba2_conv_dim(hp) : 0;
     c->x = alloc_rows(B, E, &ok);
     c->xn = alloc_rows(B, E, &ok);
     c->mix = alloc_rows(B, E, &ok);
@@ -142,8 +147,10 @@ eddy_status eddy_ctx_new(const eddy_model *m, const eddy_ctx_params *p, eddy_ctx
     c->mb_in = alloc_rows(B, mamba ? mamba2_in_dim(hp) : 0, &ok);
     c->gdn_b = alloc_rows(B, 2 * hp->ssm_n_v, &ok);
     c->gdn_a = alloc_rows(B, hp->ssm_n_v, &ok);
+    c->gdn_g = alloc_rows(B, hp->ssm_n_v, &ok);
+    c->gdn_beta = alloc_rows(B, hp->ssm_n_v, &ok);
     c->gdn_o = alloc_rows(B, gdn ? hp->ssm_n_v * hp->ssm_d_v : hp->ssm_d_inner, &ok);
-    c->gdn_tmp = alloc_rows(1, gdn ? gdn_conv_dim(hp) : 0, &ok);
+    c->gdn_tmp = alloc_rows(1, gdn ? model_gdn_conv_dim(hp) : 0, &ok);
     c->ff_a = alloc_rows(B, max3(hp->n_ff, hp->n_ff_exp, hp->n_ff_shexp), &ok);
     c->ff_b = alloc_rows(B, max3(hp->n_ff, hp->n_ff_exp, hp->n_ff_shexp), &ok);
     c->router = alloc_rows(B, hp->n_expert, &ok);

@@ -37,6 +37,8 @@ struct eddy_ctx {
     float *gdn_b;   /* (n_batch, n_v) beta logits (or interleaved b|a, 2 n_v, for qwen3next) */
     float *gdn_a;   /* (n_batch, n_v) decay logits */
     float *gdn_o;   /* (n_batch, n_v * d_v) mixer output before out projection */
+    float *gdn_g;   /* (n_batch, n_v) log decay per value head */
+    float *gdn_beta; /* (n_batch, n_v) */
     float *gdn_tmp; /* (conv_dim) one token's conv input */
     /* Mamba-2 (the conv output reuses gdn_qkv, the scan output gdn_o) */
     float *mb_in;   /* (n_batch, in_dim) z | xBC | dt */

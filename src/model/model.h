@@ -22,6 +22,7 @@
 #include "eddy.h"
 #include "gguf/gguf.h"
 #include "ops/rope.h"
+#include "ssm/gdn.h"
 
 typedef enum {
     ARCH_LLAMA = 0,
@@ -46,9 +47,6 @@ typedef struct {
 typedef enum { MIXER_ATTENTION = 0, MIXER_GDN, MIXER_MAMBA2, MIXER_NONE } mixer_kind;
 typedef enum { FFN_DENSE = 0, FFN_MOE, FFN_NONE } ffn_kind;
 
-/* Which key head a Gated DeltaNet value head reads: h % n_k (the tiled order
- * llama.cpp's converter writes for qwen35*) or h / (n_v / n_k) (qwen3next). */
-typedef enum { GDN_HEADS_TILED = 0, GDN_HEADS_GROUPED } gdn_head_map;
 
 typedef struct {
     mixer_kind mixer;
@@ -100,7 +98,7 @@ typedef struct {
     int64_t ssm_d_conv;    /* conv taps */
     int64_t ssm_n_k, ssm_n_v; /* key heads, value heads */
     int64_t ssm_d_k, ssm_d_v; /* key head dim, value head dim */
-    gdn_head_map ssm_head_map;
+    gdn_head_map ssm_head_map; /* which key head a value head reads (src/ssm/gdn.h) */
 
     /* Mamba-2 (ssm_d_conv shared) */
     int64_t ssm_d_inner, ssm_d_state, ssm_n_group, ssm_n_head; /* head size d_inner / n_head */
@@ -136,8 +134,8 @@ tensor tensor_expert(const tensor *t, int64_t e);
 
 /* Floats of recurrent state one Gated DeltaNet layer keeps: the conv window
  * (d_conv - 1, conv_dim) and the state matrices (n_v, d_k, d_v). */
-int64_t gdn_state_floats(const model_hparams *hp);
-int64_t gdn_conv_dim(const model_hparams *hp);
+int64_t model_gdn_state_floats(const model_hparams *hp);
+int64_t model_gdn_conv_dim(const model_hparams *hp);
 
 /* Mamba-2: conv channels (x, B, C), in-projection width, and the recurrent floats of
  * one layer: conv window (d_conv - 1, conv_dim) then the state (n_head, d_state, d_head). */

@@ -224,7 +224,7 @@ void bind_ffn_dense(loader *L, model_layer *l, int il, const char *norm_name) {
     bind(L, &l->ffn_down, true, 2, (int64_t[]){F, E}, "blk.%d.ffn_down.weight", il);
 }
 
-int64_t gdn_conv_dim(const model_hparams *hp) { return 2 * hp->ssm_n_k * hp->ssm_d_k + hp->ssm_n_v * hp->ssm_d_v; }
+int64_t model_gdn_conv_dim(const model_hparams *hp) { return 2 * hp->ssm_n_k * hp->ssm_d_k + hp->ssm_n_v * hp->ssm_d_v; }
 
 int64_t mamba2_conv_dim(const model_hparams *hp) { return hp->ssm_d_inner + 2 * hp->ssm_n_group * hp->ssm_d_state; }
 int64_t mamba2_in_dim(const model_hparams *hp) { return hp->ssm_d_inner + mamba2_conv_dim(hp) + hp->ssm_n_head; }
@@ -232,8 +232,8 @@ int64_t mamba2_layer_state_floats(const model_hparams *hp) {
     return (hp->ssm_d_conv - 1) * mamba2_conv_dim(hp) + hp->ssm_n_head * hp->ssm_d_state * (hp->ssm_d_inner / hp->ssm_n_head);
 }
 
-int64_t gdn_state_floats(const model_hparams *hp) {
-    return (hp->ssm_d_conv - 1) * gdn_conv_dim(hp) + hp->ssm_n_v * hp->ssm_d_k * hp->ssm_d_v;
+int64_t model_gdn_state_floats(const model_hparams *hp) {
+    return (hp->ssm_d_conv - 1) * model_gdn_conv_dim(hp) + hp->ssm_n_v * hp->ssm_d_k * hp->ssm_d_v;
 }
 
 /* ==== Entry ==== */
