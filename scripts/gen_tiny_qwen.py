@@ -10,11 +10,17 @@ For each of qwen35 (Qwen3.5 dense), qwen35moe (Qwen3.5 MoE) and qwen3next (Qwen3
 3. keeps only the first 1024 rows of the vocabulary (token_embd, output, the tokenizer
    arrays, merges among the kept tokens), so the files stay small — every other
    tensor is the converter's output unchanged;
-4. quantizes that to Q8_0 with llama-quantize;
-5. runs transformers on fixed ids (< 1024) and stores logits[:, :1024].
+4. quantizes that to Q8_0 and Q4_K_M with llama-quantize (rows of 64 are too short for
+   K-quants, so llama-quantize picks its fallback types for some tensors);
+5. runs transformers on fixed ids (< 1024) and stores logits[:, :1024], and a greedy
+   64-token continuation of the first 20 ids (restricted to the kept vocabulary);
+6. runs llama.cpp (llama-debug) on the quantized files for a few prompts and stores the
+   token ids and llama.cpp's last-token logits.
 
-Outputs in tests/data/models/: <arch>-tiny-f32.gguf, <arch>-tiny-q8_0.gguf,
-<arch>-tiny.logits.f32 ([n_ids][1024]); qwen-tiny.ids; qwen-tiny.README.md.
+Outputs in tests/data/models/: <arch>-tiny-{f32,q8_0,q4_k_m}.gguf,
+<arch>-tiny.logits.f32 ([n_ids][1024]), <arch>-tiny.greedy (64 ids),
+<arch>-tiny-{q8_0,q4_k_m}.llamacpp (per prompt: i32 n, i32 ids[n], f32 logits[1024]);
+qwen-tiny.ids; qwen-tiny.README.md.
 
 Usage: LLAMA_CPP=/path/to/llama.cpp LLAMA_BIN=/path/to/bin python3 scripts/gen_tiny_qwen.py
 Needs torch, transformers, gguf (llama.cpp's gguf-py), numpy.
@@ -124,6 +130,32 @@ def shrink_vocab(src, dst):
     w.close()
 
 
+PROMPTS = ["Hello world, this is a test", "The quick brown fox jumps over the lazy dog. " * 3,
+           "1 2 3 4 5 6 7 8 9 10", "def f(x):\n    return x * x\n", "a", "Once upon a time, in a land far away"]
+
+
+def greedy(model, prompt, n):
+    ids = list(prompt)
+    with torch.no_grad():
+        for _ in range(n):
+            logits = model(torch.tensor([ids])).logits[0, -1, :KEEP]
+            ids.append(int(torch.argmax(logits)))
+    return ids[len(prompt):]
+
+
+def llamacpp_logits(path, out):
+    """Runs llama-debug on each prompt; writes (n, ids, last-token logits) records."""
+    with open(out, "wb") as f, tempfile.TemporaryDirectory() as d:
+        for prompt in PROMPTS:
+            subprocess.run([os.path.join(LLAMA_BIN, "llama-debug"), "-m", path, "-p", prompt, "--save-logits",
+                            "--logits-output-dir", d, "-t", "1", "-c", "256"], check=True, capture_output=True)
+            base = os.path.join(d, "llamacpp-" + os.path.basename(path)[:-5])
+            ids = np.fromfile(base + "-tokens.bin", dtype="<i4")
+            logits = np.fromfile(base + ".bin", dtype="<f4")
+            assert logits.size == KEEP, logits.size
+            f.write(np.int32(ids.size).tobytes() + ids.tobytes() + logits.tobytes())
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     torch.set_num_threads(2)
@@ -141,11 +173,16 @@ def main():
             subprocess.run([sys.executable, os.path.join(LLAMA_CPP, "convert_hf_to_gguf.py"), hf, "--outtype",
                             "f32", "--outfile", full, "--no-mtp"], check=True, capture_output=True)
             shrink_vocab(full, f32)
-            subprocess.run([os.path.join(LLAMA_BIN, "llama-quantize"), f32, q8, "Q8_0"], check=True,
-                           capture_output=True)
+            q4 = os.path.join(OUT, f"{arch}-tiny-q4_k_m.gguf")
+            for dst, qtype in ((q8, "Q8_0"), (q4, "Q4_K_M")):
+                subprocess.run([os.path.join(LLAMA_BIN, "llama-quantize"), f32, dst, qtype], check=True,
+                               capture_output=True)
+                llamacpp_logits(dst, dst[:-5] + ".llamacpp")
             with torch.no_grad():
                 logits = model(torch.tensor([IDS])).logits[0, :, :KEEP].numpy().astype("<f4")
             logits.tofile(os.path.join(OUT, f"{arch}-tiny.logits.f32"))
+            with open(os.path.join(OUT, f"{arch}-tiny.greedy"), "w") as f:
+                f.write(" ".join(map(str, greedy(model, IDS[:20], 64))) + "\n")
             print(arch, "done")
     from importlib.metadata import version
     with open(os.path.join(OUT, "qwen-tiny.README.md"), "w") as f:
@@ -153,8 +190,11 @@ def main():
                 "transformers models (hidden 64; 3 Gated DeltaNet layers with 2 key / 4 value heads of 16, then 1 "
                 "gated attention layer with 4 heads / 2 KV heads of 32, partial rotary 8 dims; MoE: 8 experts, "
                 "top-2, shared expert), converted by llama.cpp's `convert_hf_to_gguf.py` (F32), vocabulary cut to "
-                "the first 1024 rows, quantized to Q8_0 by `llama-quantize`. `<arch>-tiny.logits.f32` holds "
-                "transformers' float32 logits (first 1024 columns) for the ids in `qwen-tiny.ids` ([100][1024]).\n\n"
+                "the first 1024 rows, quantized to Q8_0 and Q4_K_M by `llama-quantize`. `<arch>-tiny.logits.f32` holds "
+                "transformers' float32 logits (first 1024 columns) for the ids in `qwen-tiny.ids` ([100][1024]); "
+                "`<arch>-tiny.greedy` transformers' greedy 64-token continuation of the first 20 of those ids; "
+                "`<arch>-tiny-<type>.llamacpp` llama.cpp's (llama-debug) last-token logits for six prompts, as "
+                "records of i32 n, i32 ids[n], f32 logits[1024].\n\n"
                 f"torch {torch.__version__}, transformers {T.__version__}, gguf {version('gguf')}\n")
 
 
