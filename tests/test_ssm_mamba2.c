@@ -471,7 +471,8 @@ TEST(mamba2_scan_extreme_values) {
             }
         }
         float xs = powf(10.0f, test_rng_uniform(&r, -20.0f, 12.0f));
-        float bs = powf(10.0f, test_rng_uniform(&r, -10.0f, 4.0f)), cs = powf(10.0f, test_rng_uniform(&r, -10.0f, 4.0f));
+        float bs = powf(10.0f, test_rng_uniform(&r, -10.0f, 4.0f));
+        float cs = powf(10.0f, test_rng_uniform(&r, -10.0f, 4.0f));
         for (int64_t i = 0; i < s.H * s.P; i++) row[i] *= xs;
         for (int64_t i = 0; i < s.G * s.N; i++) row[s.H * s.P + i] *= bs, row[s.H * s.P + s.G * s.N + i] *= cs;
     }

@@ -94,14 +94,17 @@ AI void gemm_block(const mamba2_gemm_args *g, int64_t m0, const int mr, int64_t 
     for (int i = 0; i < mr; i++)
 #pragma GCC unroll 2
         for (int j = 0; j < nv; j++) acc[i][j] = _mm256_setzero_ps();
-    const float *a = g->A + m0 * g->lda, *b = g->B + j0;
+    const float *ar[6]; /* row pointers, so the loop indexes each row by k alone */
+#pragma GCC unroll 6
+    for (int i = 0; i < mr; i++) ar[i] = g->A + (m0 + i) * g->lda;
+    const float *b = g->B + j0;
     for (int64_t k = 0; k < kmax; k++, b += g->ldb) {
         __m256 bv[2];
 #pragma GCC unroll 2
         for (int j = 0; j < nv; j++) bv[j] = _mm256_loadu_ps(b + 8 * j);
 #pragma GCC unroll 6
         for (int i = 0; i < mr; i++) {
-            __m256 av = _mm256_broadcast_ss(a + i * g->lda + k);
+            __m256 av = _mm256_broadcast_ss(ar[i] + k);
 #pragma GCC unroll 2
             for (int j = 0; j < nv; j++) acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);
         }

@@ -97,7 +97,10 @@ AI void gemm_block(const mamba2_gemm_args *g, int64_t m0, const int mr, int64_t 
     for (int i = 0; i < mr; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < nv; j++) acc[i][j] = _mm512_setzero_ps();
-    const float *a = g->A + m0 * g->lda, *b = g->B + j0;
+    const float *ar[6]; /* row pointers, so the loop indexes each row by k alone */
+#pragma GCC unroll 6
+    for (int i = 0; i < mr; i++) ar[i] = g->A + (m0 + i) * g->lda;
+    const float *b = g->B + j0;
     for (int64_t k = 0; k < kmax; k++, b += g->ldb) {
         __m512 bv[4];
 #pragma GCC unroll 4
@@ -105,7 +108,7 @@ AI void gemm_block(const mamba2_gemm_args *g, int64_t m0, const int mr, int64_t 
             bv[j] = j == nv - 1 ? _mm512_maskz_loadu_ps(last, b + 16 * j) : _mm512_loadu_ps(b + 16 * j);
 #pragma GCC unroll 6
         for (int i = 0; i < mr; i++) {
-            __m512 av = _mm512_set1_ps(a[i * g->lda + k]);
+            __m512 av = _mm512_set1_ps(ar[i][k]);
 #pragma GCC unroll 4
             for (int j = 0; j < nv; j++) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
         }

@@ -118,7 +118,10 @@ static void prefetch_chunk(const chunk_job *j, int64_t r, int64_t L, int64_t h0,
     for (int64_t t = r; t < r + L; t++) {
         const float *x = io->x + t * io->x_stride, *B = io->B + t * io->B_stride, *C = io->C + t * io->C_stride;
         for (int64_t i = h0 * P; i < h1 * P; i += 16) __builtin_prefetch(x + i, 0, 1);
-        for (int64_t i = g0 * N; i < g1 * N; i += 16) __builtin_prefetch(B + i, 0, 1), __builtin_prefetch(C + i, 0, 1);
+        for (int64_t i = g0 * N; i < g1 * N; i += 16) {
+            __builtin_prefetch(B + i, 0, 1);
+            __builtin_prefetch(C + i, 0, 1);
+        }
     }
 }
 

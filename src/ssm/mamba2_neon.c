@@ -91,14 +91,17 @@ AI void gemm_block(const mamba2_gemm_args *g, int64_t m0, const int mr, int64_t 
     for (int i = 0; i < mr; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < nv; j++) acc[i][j] = vdupq_n_f32(0.0f);
-    const float *a = g->A + m0 * g->lda, *b = g->B + j0;
+    const float *ar[6]; /* row pointers, so the loop indexes each row by k alone */
+#pragma GCC unroll 6
+    for (int i = 0; i < mr; i++) ar[i] = g->A + (m0 + i) * g->lda;
+    const float *b = g->B + j0;
     for (int64_t k = 0; k < kmax; k++, b += g->ldb) {
         float32x4_t bv[4];
 #pragma GCC unroll 4
         for (int j = 0; j < nv; j++) bv[j] = vld1q_f32(b + 4 * j);
 #pragma GCC unroll 6
         for (int i = 0; i < mr; i++) {
-            float av = a[i * g->lda + k];
+            float av = ar[i][k];
 #pragma GCC unroll 4
             for (int j = 0; j < nv; j++) acc[i][j] = vfmaq_n_f32(acc[i][j], bv[j], av);
         }
