@@ -411,15 +411,20 @@ TEST(model_mamba2_decode_matches_prefill) {
 
 /* ==== Bad model files ==== */
 
-/* Rewrites the tiny model with one tensor renamed, reshaped or retyped. */
-static const char *damaged_copy(const char *name, const char *victim, const char *rename_to, int64_t new_ne0,
-                                uint32_t new_type, const char *drop_key) {
+/* Rewrites a tiny model with one tensor renamed, reshaped or retyped, one key dropped,
+ * or one integer key set (add_key/add_val; replaces the key when present). */
+static const char *rewrite_model(const char *src, const char *name, const char *victim, const char *rename_to,
+                                 int64_t new_ne0, uint32_t new_type, const char *drop_key, const char *const *set_keys,
+                                 const uint32_t *set_vals, int n_set) {
     gguf_file *f;
-    if (gguf_open(&f, test_data_path("models/llama-tiny-f32.gguf"), NULL) != EDDY_OK) return NULL;
+    if (gguf_open(&f, test_data_path(src), NULL) != EDDY_OK) return NULL;
     gguf_writer *w = gguf_writer_new(3, 32);
+    for (int k = 0; k < n_set; k++) gguf_writer_add_uint(w, set_keys[k], GGUF_TYPE_UINT32, set_vals[k]);
     for (int64_t i = 0; i < f->n_kv; i++) {
         const gguf_kv *kv = &f->kv[i];
-        if (drop_key && !strcmp(kv->key, drop_key)) continue;
+        bool replaced = false;
+        for (int k = 0; k < n_set; k++) replaced |= !strcmp(kv->key, set_keys[k]);
+        if ((drop_key && !strcmp(kv->key, drop_key)) || replaced) continue;
         const gguf_value *v = &kv->val;
         if (v->type == GGUF_TYPE_STRING) gguf_writer_add_str(w, kv->key, kv->str_copy);
         else if (v->type == GGUF_TYPE_FLOAT32 || v->type == GGUF_TYPE_FLOAT64) gguf_writer_add_float(w, kv->key, v->type, v->f);
@@ -446,6 +451,12 @@ static const char *damaged_copy(const char *name, const char *victim, const char
     gguf_writer_free(w);
     gguf_close(f);
     return s == EDDY_OK ? path : NULL;
+}
+
+static const char *damaged_copy(const char *name, const char *victim, const char *rename_to, int64_t new_ne0,
+                                uint32_t new_type, const char *drop_key) {
+    return rewrite_model("models/llama-tiny-f32.gguf", name, victim, rename_to, new_ne0, new_type, drop_key, NULL, NULL,
+                         0);
 }
 
 static void expect_load_error(const char *path, eddy_status code, const char *want) {
@@ -489,4 +500,40 @@ TEST(model_refuses_unsupported_architectures) {
     REQUIRE(gguf_writer_write_file(w, p2, NULL) == EDDY_OK);
     gguf_writer_free(w);
     expect_load_error(p2, EDDY_ERR_UNSUPPORTED, "architecture \"gpt-neox\" is not supported");
+}
+
+/* A file whose block_count counts a multi-token-prediction layer (nextn_predict_layers
+ * = 1; its tensors are not needed) runs the same main stack: identical logits. */
+TEST(model_qwen_nextn_layers_are_left_out) {
+    const char *keys[2] = {"qwen35.block_count", "qwen35.nextn_predict_layers"};
+    const uint32_t vals[2] = {5, 1};
+    /* the copy drops arrays, so layer kinds come from full_attention_interval (4), as in the original */
+    char without[4096], with[4096]; /* test_tmp_path's buffer is reused by the next call */
+    const char *p0 = rewrite_model("models/qwen35-tiny-f32.gguf", "nextn-0.gguf", "none", NULL, 0, QTYPE_F32, NULL,
+                                   keys, vals, 1);
+    REQUIRE(p0 != NULL);
+    snprintf(without, sizeof without, "%s", p0);
+    const char *p1 = rewrite_model("models/qwen35-tiny-f32.gguf", "nextn-1.gguf", "none", NULL, 0, QTYPE_F32, NULL,
+                                   keys, vals, 2);
+    REQUIRE(p1 != NULL);
+    snprintf(with, sizeof with, "%s", p1);
+    eddy_model *m;
+    eddy_error err;
+    /* block_count 5 and no nextn key: a fifth main layer, whose tensors are missing */
+    CHECK_EQ(eddy_model_load(without, &m, &err), EDDY_ERR_FORMAT);
+    CHECK_CONTAINS(err.msg, "blk.4.");
+    int32_t ids[QWEN_N_IDS];
+    REQUIRE_EQ(read_ids_from("models/qwen-tiny.ids", ids, QWEN_N_IDS), QWEN_N_IDS);
+    float *want = eval_model("models/qwen35-tiny-f32.gguf", "qwen35", QWEN_VOCAB, ids, 10, 1, 0);
+    REQUIRE(want);
+    REQUIRE(eddy_model_load(with, &m, &err) == EDDY_OK);
+    eddy_ctx *c;
+    eddy_ctx_params p = {.n_ctx = 16, .n_threads = 1};
+    REQUIRE(eddy_ctx_new(m, &p, &c, NULL) == EDDY_OK);
+    float *got = malloc(sizeof(float) * 10 * QWEN_VOCAB);
+    REQUIRE(eddy_ctx_eval(c, ids, 10, got, 1, NULL) == EDDY_OK);
+    CHECK(memcmp(got, want, sizeof(float) * 10 * QWEN_VOCAB) == 0);
+    free(got), free(want);
+    eddy_ctx_free(c);
+    eddy_model_free(m);
 }

@@ -159,6 +159,9 @@ void load_common(loader *L) {
     const int64_t big = (int64_t)1 << 24;
     hp->n_embd = hp_int(L, "embedding_length", -1, 1, big);
     hp->n_layer = hp_int(L, "block_count", -1, 1, 4096);
+    /* block_count includes the multi-token-prediction (nextn) layers that follow the
+     * main stack; the forward pass leaves them out */
+    hp->n_layer -= hp_int(L, "nextn_predict_layers", 0, 0, hp->n_layer > 0 ? hp->n_layer - 1 : 0);
     hp->n_head = hp_int(L, "attention.head_count", -1, 1, 4096);
     hp->n_head_kv = hp_int(L, "attention.head_count_kv", hp->n_head, 1, hp->n_head > 0 ? hp->n_head : 1);
     hp->n_ctx_train = hp_int(L, "context_length", 4096, 1, (int64_t)1 << 32);
