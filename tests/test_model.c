@@ -173,6 +173,21 @@ TEST(model_ctx_refuses_bad_input) {
 #define QWEN_N_IDS 100
 #define QWEN_VOCAB 1024
 
+/* Evaluates file on ids (one thread, batches of n_batch; 0: one batch) and checks its
+ * logits against ref: worst and mean per-position relative RMS, and the number of
+ * positions whose argmax agrees. */
+static void check_file_logits(const char *file, const char *arch, int64_t n_vocab, const int32_t *ids, int64_t n,
+                              const float *ref, int64_t n_batch, double worst_max, double mean_max, int64_t min_same) {
+    float *got = eval_model(file, arch, n_vocab, ids, n, 1, n_batch);
+    if (!got) return;
+    int64_t same;
+    double worst = compare_logits(got, ref, n, n_vocab, &same), mean = 0;
+    for (int64_t r = 0; r < n; r++) mean += sqrt(test_nmse(got + r * n_vocab, ref + r * n_vocab, n_vocab)) / n;
+    CHECKF(worst <= worst_max && mean <= mean_max, "%s: relative RMS worst %g mean %g", file, worst, mean);
+    CHECKF(same >= min_same, "%s: argmax agrees at %lld of %lld positions", file, (long long)same, (long long)n);
+    free(got);
+}
+
 /* F32 files against transformers: float32 summation order and rotary angles in
  * double are the only differences, relative RMS <= 1e-5 at every position (measured
  * ~3e-7). Q8_0 files against the same float32 reference: weight and activation
@@ -187,25 +202,12 @@ static void check_qwen(const char *arch) {
     size_t bytes;
     float *ref = test_read_file(test_data_path(file), &bytes);
     REQUIRE(ref != NULL && bytes == sizeof(float) * QWEN_N_IDS * QWEN_VOCAB);
-    for (int q = 0; q < 2; q++) {
-        snprintf(file, sizeof file, "models/%s-tiny-%s.gguf", arch, q ? "q8_0" : "f32");
-        /* one thread: the MoE layers run many tiny ops, slow on a loaded machine when spinning */
-        /* F32 in one batch of 100 (the chunked delta rule), Q8_0 in batches of 33 (the scan) */
-        float *got = eval_model(file, arch, QWEN_VOCAB, ids, QWEN_N_IDS, 1, q ? 33 : 0);
-        if (!got) continue;
-        int64_t same;
-        double worst = compare_logits(got, ref, QWEN_N_IDS, QWEN_VOCAB, &same), mean = 0;
-        for (int64_t r = 0; r < QWEN_N_IDS; r++)
-            mean += sqrt(test_nmse(got + r * QWEN_VOCAB, ref + r * QWEN_VOCAB, QWEN_VOCAB)) / QWEN_N_IDS;
-        if (q == 0) {
-            CHECKF(worst <= 1e-5, "%s: worst relative RMS %g", file, worst);
-            CHECK_EQ(same, QWEN_N_IDS);
-        } else {
-            CHECKF(worst <= 0.15 && mean <= 0.03, "%s: relative RMS worst %g mean %g", file, worst, mean);
-            CHECKF(same >= QWEN_N_IDS * 95 / 100, "%s: argmax agrees at %lld positions", file, (long long)same);
-        }
-        free(got);
-    }
+    /* one thread: the MoE layers run many tiny ops, slow on a loaded machine when spinning.
+     * F32 in one batch of 100 (the chunked delta rule), Q8_0 in batches of 33 (the scan) */
+    snprintf(file, sizeof file, "models/%s-tiny-f32.gguf", arch);
+    check_file_logits(file, arch, QWEN_VOCAB, ids, QWEN_N_IDS, ref, 0, 1e-5, 1e-5, QWEN_N_IDS);
+    snprintf(file, sizeof file, "models/%s-tiny-q8_0.gguf", arch);
+    check_file_logits(file, arch, QWEN_VOCAB, ids, QWEN_N_IDS, ref, 33, 0.15, 0.03, QWEN_N_IDS * 95 / 100);
     free(ref);
 }
 
@@ -365,23 +367,10 @@ TEST(model_mamba2_matches_transformers) {
     size_t bytes;
     float *ref = test_read_file(test_data_path("models/mamba2-tiny.logits.f32"), &bytes);
     REQUIRE(ref != NULL && bytes == sizeof(float) * QWEN_N_IDS * TINY_VOCAB);
-    for (int q = 0; q < 2; q++) {
-        const char *file = q ? "models/mamba2-tiny-q8_0.gguf" : "models/mamba2-tiny-f32.gguf";
-        float *got = eval_model(file, "mamba2", TINY_VOCAB, ids, QWEN_N_IDS, 2, q ? 0 : 37);
-        if (!got) continue;
-        int64_t same;
-        double worst = compare_logits(got, ref, QWEN_N_IDS, TINY_VOCAB, &same), mean = 0;
-        for (int64_t r = 0; r < QWEN_N_IDS; r++)
-            mean += sqrt(test_nmse(got + r * TINY_VOCAB, ref + r * TINY_VOCAB, TINY_VOCAB)) / QWEN_N_IDS;
-        if (q == 0) {
-            CHECKF(worst <= 1e-5, "%s: worst relative RMS %g", file, worst);
-            CHECK_EQ(same, QWEN_N_IDS);
-        } else {
-            CHECKF(worst <= 0.10 && mean <= 0.05, "%s: relative RMS worst %g mean %g", file, worst, mean);
-            CHECKF(same >= QWEN_N_IDS * 95 / 100, "%s: argmax agrees at %lld positions", file, (long long)same);
-        }
-        free(got);
-    }
+    check_file_logits("models/mamba2-tiny-f32.gguf", "mamba2", TINY_VOCAB, ids, QWEN_N_IDS, ref, 37, 1e-5, 1e-5,
+                      QWEN_N_IDS);
+    check_file_logits("models/mamba2-tiny-q8_0.gguf", "mamba2", TINY_VOCAB, ids, QWEN_N_IDS, ref, 0, 0.10, 0.05,
+                      QWEN_N_IDS * 95 / 100);
     free(ref);
 }
 
