@@ -42,10 +42,11 @@
  * size; 1 <= n_act <= QDOT_MAX_ACT; rows aligned as quant_row_align says. */
 typedef void (*qdot_fn)(int64_t n, const void *w_row, const void *act, size_t act_stride, int n_act, float *out);
 
-/* The prefill tile: out[4 r + c] = dot(weight row r, activation row c) for r, c < 4,
- * weight row r at (const char *)w + r * w_stride. Offered only where it is faster
- * than four n_act = 4 calls (qdot_gemm4 returns NULL elsewhere). */
-typedef void (*qgemm4_fn)(int64_t n, const void *w, size_t w_stride, const void *act, size_t act_stride, float *out);
+/* Four weight rows at once: out[4 r + c] = dot(weight row r, activation row c) for
+ * r < 4, c < n_act (1..4), weight row r at (const char *)w + r * w_stride. Offered
+ * only where it is faster than one-row calls (qdot_gemm4 returns NULL elsewhere). */
+typedef void (*qgemm4_fn)(int64_t n, const void *w, size_t w_stride, const void *act, size_t act_stride, int n_act,
+                          float *out);
 
 /* dst = the n floats of x in an activation format (n a multiple of its block). */
 typedef void (*qquant_fn)(const float *x, void *dst, int64_t n);
