@@ -10,13 +10,14 @@
  * One kernel call takes one weight row and up to QDOT_MAX_ACT activation rows, so
  * that a prefill tile unpacks each weight block once and uses it for several
  * tokens; a single dot product is the n_act = 1 case. Activation rows are in
- * quant_dot_type(weight type): F32, Q8_0 or Q8_K.
+ * quant_dot_type(weight type): F32, Q8_0 or Q8_K. Some variants also offer 4-row
+ * kernels (qgemm4_fn) that share the activation work over four weight rows.
  *
  * Variants (docs/kernels-matmul.md has the full table):
  *   ref           vec_dot_ref per activation row (the oracle; EDDY_FORCE_REF=1)
  *   avx2          AVX2 + FMA + F16C, integer dots with vpmaddubsw
- *   avx512        AVX-512 F/BW/VL/DQ + VNNI (vpdpbusd); also used for the float
- *                 types on AVX-512 parts without VNNI
+ *   avx512        AVX-512 F/BW/VL/DQ + VNNI (vpdpbusd); AVX-512 parts without VNNI
+ *                 (Skylake-SP) run avx2
  *   neon          aarch64 NEON, integer dots with smull/sadalp
  *   neon_dotprod  aarch64 with the dot-product extension (sdot)
  * The dispatcher takes the best available variant that has a kernel for the type.

@@ -2,7 +2,8 @@
  * qdot_avx512.c — AVX-512 dot kernels (F/BW/VL/DQ + VNNI) and activation quantizers.
  *
  * Owns: one tile kernel per supported weight type (qdot.h: one weight row against
- * 1..4 activation rows) and Q8_0 / Q8_K quantization of float rows. Compiled with
+ * 1..4 activation rows), 4-row kernels for the float and 32-element types, and
+ * Q8_0 / Q8_K quantization of float rows. Compiled with
  * the AVX-512 flags; called only when the CPU has AVX-512 F/BW/VL/DQ and VNNI.
  *
  * Integer products use vpdpbusd (u8 x s8, four products per int32 lane). Signed
