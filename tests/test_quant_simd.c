@@ -288,17 +288,23 @@ TEST(qdot_gemm4_matches_ref) {
                 for (int vi = 0; vi < nv; vi++) {
                     qgemm4_fn g = v[vi].available && v[vi].gemm4 ? v[vi].gemm4(t) : NULL;
                     if (!g) continue;
-                    float out[16];
-                    g(n, w, rb, rows[0].act, rows[0].act_stride, out);
-                    for (int k = 0; k < 4; k++)
-                        for (int c = 0; c < 4; c++) {
-                            const uint8_t *ac = rows[0].act + c * rows[0].act_stride;
-                            float ref = vec_dot_ref(t, n, w + k * rb, ac);
-                            double tol = dot_tolerance(t, n, rows[k].wd, rows[k].w0, rows[k].has_off, rows[0].ad + c * NMAX);
-                            CHECKF(fabs((double)out[4 * k + c] - ref) <= tol,
-                                   "%s %s gemm4 n=%lld rep=%d row %d act %d: %.9g vs ref %.9g, tol %.3g", v[vi].name,
-                                   qtype_name(t), (long long)n, rep, k, c, (double)out[4 * k + c], (double)ref, tol);
-                        }
+                    for (int na = 1; na <= 4; na++) {
+                        float out[17];
+                        out[4 * 3 + na] = -5.0f; /* after the last output written */
+                        g(n, w, rb, rows[0].act, rows[0].act_stride, na, out);
+                        if (na < 4) CHECK(out[4 * 3 + na] == -5.0f);
+                        for (int k = 0; k < 4; k++)
+                            for (int c = 0; c < na; c++) {
+                                const uint8_t *ac = rows[0].act + c * rows[0].act_stride;
+                                float ref = vec_dot_ref(t, n, w + k * rb, ac);
+                                double tol = dot_tolerance(t, n, rows[k].wd, rows[k].w0, rows[k].has_off,
+                                                           rows[0].ad + c * NMAX);
+                                CHECKF(fabs((double)out[4 * k + c] - ref) <= tol,
+                                       "%s %s gemm4 n=%lld rep=%d n_act=%d row %d act %d: %.9g vs ref %.9g, tol %.3g",
+                                       v[vi].name, qtype_name(t), (long long)n, rep, na, k, c,
+                                       (double)out[4 * k + c], (double)ref, tol);
+                            }
+                    }
                 }
             }
             free(wbuf);

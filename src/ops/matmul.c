@@ -8,8 +8,8 @@
  *      streams each thread's weight rows once. Prefill walks its rows in chunks that
  *      fit in L2 and, within a chunk, every group of QDOT_MAX_ACT tokens against
  *      every row: the kernel unpacks a weight block once per token group, and the
- *      chunk comes from memory once for all tokens. Where the variant has 4 x 4
- *      tiles (qdot_gemm4), full groups of 4 tokens take 4 rows per call.
+ *      chunk comes from memory once for all tokens. Where the variant has 4-row
+ *      kernels (qdot_gemm4), rows go four per call, in decode too.
  * Small products run on fewer threads (at least matmul_min_work multiply-adds each), since
  * waking a thread costs microseconds.
  */
@@ -81,7 +81,7 @@ void matmul_ref(const matmul_weight *w, const float *x, int64_t x_stride, int64_
 typedef struct {
     const matmul_weight *w;
     qdot_fn kernel;
-    qgemm4_fn gemm4; /* 4 x 4 tiles where the variant has them, else NULL */
+    qgemm4_fn gemm4; /* 4-row kernels where the variant has them, else NULL */
     qtype act_type;
     const float *x;
     int64_t x_stride, n_tok;
@@ -99,47 +99,50 @@ static void quantize_task(void *p, int ith, int nth) {
         quantize_row_act(j->act_type, j->x + t * j->x_stride, j->act + t * j->act_stride, j->w->n_in);
 }
 
+/* Weight rows [r0, r1) against nc activation rows at a; y[c][r] at yt + c * y_stride.
+ * Four rows per call where the variant has 4-row kernels. With `prefetch` (decode),
+ * each step first prefetches the weight bytes PREFETCH_BYTES ahead of it: a quantized
+ * kernel spends enough instructions per byte that the out-of-order window alone keeps
+ * too few cache misses in flight to reach the memory bandwidth. */
+static void run_rows(const mm_job *j, int64_t r0, int64_t r1, const uint8_t *a, int nc, float *yt, bool prefetch) {
+    const matmul_weight *w = j->w;
+    const char *wd = w->data;
+    const size_t rb = w->row_bytes, end = (size_t)r1 * rb;
+    for (int64_t r = r0; r < r1;) {
+        const int step = j->gemm4 && r + 4 <= r1 ? 4 : 1;
+        if (prefetch) {
+            const size_t at = (size_t)r * rb + PREFETCH_BYTES;
+            for (size_t o = at; o < at + (size_t)step * rb && o < end; o += 64) __builtin_prefetch(wd + o, 0, 3);
+        }
+        float out[4 * QDOT_MAX_ACT];
+        if (step == 4) {
+            j->gemm4(w->n_in, wd + r * rb, rb, a, j->act_stride, nc, out);
+            for (int k = 0; k < 4; k++)
+                for (int c = 0; c < nc; c++) yt[c * j->y_stride + r + k] = out[4 * k + c];
+        } else {
+            j->kernel(w->n_in, wd + r * rb, a, j->act_stride, nc, out);
+            for (int c = 0; c < nc; c++) yt[c * j->y_stride + r] = out[c];
+        }
+        r += step;
+    }
+}
+
 static void dot_task(void *p, int ith, int nth) {
     const mm_job *j = p;
     const matmul_weight *w = j->w;
     int64_t r0, r1;
     pool_split(w->n_out, ith, nth, &r0, &r1);
-    const char *wd = w->data;
     if (j->n_tok == 1) {
-        /* decode: one pass over this thread's rows. Each row first prefetches the bytes
-         * PREFETCH_BYTES ahead of it: a quantized kernel spends enough instructions per
-         * byte that the out-of-order window alone keeps too few cache misses in flight
-         * to reach the memory bandwidth. */
-        const size_t end = (size_t)r1 * w->row_bytes;
-        for (int64_t r = r0; r < r1; r++) {
-            const size_t at = (size_t)r * w->row_bytes + PREFETCH_BYTES;
-            for (size_t o = at; o < at + w->row_bytes && o < end; o += 64) __builtin_prefetch(wd + o, 0, 3);
-            j->kernel(w->n_in, wd + r * w->row_bytes, j->act, 0, 1, &j->y[r]);
-        }
+        run_rows(j, r0, r1, j->act, 1, j->y, true); /* decode: one pass over this thread's rows */
         return;
     }
     int64_t chunk = w->row_bytes ? (int64_t)(CHUNK_BYTES / w->row_bytes) : r1 - r0;
-    if (chunk < 1) chunk = 1;
+    if (chunk < 4) chunk = 4;
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
         const int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
         for (int64_t t = 0; t < j->n_tok; t += QDOT_MAX_ACT) {
             const int nc = j->n_tok - t < QDOT_MAX_ACT ? (int)(j->n_tok - t) : QDOT_MAX_ACT;
-            const uint8_t *a = j->act + t * j->act_stride;
-            float *yt = j->y + t * j->y_stride;
-            int64_t r = c0;
-            if (nc == 4 && j->gemm4) {
-                for (; r + 4 <= c1; r += 4) {
-                    float out[16];
-                    j->gemm4(w->n_in, wd + r * w->row_bytes, w->row_bytes, a, j->act_stride, out);
-                    for (int rr = 0; rr < 4; rr++)
-                        for (int c = 0; c < 4; c++) yt[c * j->y_stride + r + rr] = out[4 * rr + c];
-                }
-            }
-            for (; r < c1; r++) {
-                float out[QDOT_MAX_ACT];
-                j->kernel(w->n_in, wd + r * w->row_bytes, a, j->act_stride, nc, out);
-                for (int c = 0; c < nc; c++) yt[c * j->y_stride + r] = out[c];
-            }
+            run_rows(j, c0, c1, j->act + t * j->act_stride, nc, j->y + t * j->y_stride, false);
         }
     }
 }

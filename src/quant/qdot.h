@@ -10,13 +10,14 @@
  * One kernel call takes one weight row and up to QDOT_MAX_ACT activation rows, so
  * that a prefill tile unpacks each weight block once and uses it for several
  * tokens; a single dot product is the n_act = 1 case. Activation rows are in
- * quant_dot_type(weight type): F32, Q8_0 or Q8_K.
+ * quant_dot_type(weight type): F32, Q8_0 or Q8_K. Some variants also offer 4-row
+ * kernels (qgemm4_fn) that share the activation work over four weight rows.
  *
  * Variants (docs/kernels-matmul.md has the full table):
  *   ref           vec_dot_ref per activation row (the oracle; EDDY_FORCE_REF=1)
  *   avx2          AVX2 + FMA + F16C, integer dots with vpmaddubsw
- *   avx512        AVX-512 F/BW/VL/DQ + VNNI (vpdpbusd); also used for the float
- *                 types on AVX-512 parts without VNNI
+ *   avx512        AVX-512 F/BW/VL/DQ + VNNI (vpdpbusd); AVX-512 parts without VNNI
+ *                 (Skylake-SP) run avx2
  *   neon          aarch64 NEON, integer dots with smull/sadalp
  *   neon_dotprod  aarch64 with the dot-product extension (sdot)
  * The dispatcher takes the best available variant that has a kernel for the type.
@@ -42,10 +43,11 @@
  * size; 1 <= n_act <= QDOT_MAX_ACT; rows aligned as quant_row_align says. */
 typedef void (*qdot_fn)(int64_t n, const void *w_row, const void *act, size_t act_stride, int n_act, float *out);
 
-/* The prefill tile: out[4 r + c] = dot(weight row r, activation row c) for r, c < 4,
- * weight row r at (const char *)w + r * w_stride. Offered only where it is faster
- * than four n_act = 4 calls (qdot_gemm4 returns NULL elsewhere). */
-typedef void (*qgemm4_fn)(int64_t n, const void *w, size_t w_stride, const void *act, size_t act_stride, float *out);
+/* Four weight rows at once: out[4 r + c] = dot(weight row r, activation row c) for
+ * r < 4, c < n_act (1..4), weight row r at (const char *)w + r * w_stride. Offered
+ * only where it is faster than one-row calls (qdot_gemm4 returns NULL elsewhere). */
+typedef void (*qgemm4_fn)(int64_t n, const void *w, size_t w_stride, const void *act, size_t act_stride, int n_act,
+                          float *out);
 
 /* dst = the n floats of x in an activation format (n a multiple of its block). */
 typedef void (*qquant_fn)(const float *x, void *dst, int64_t n);

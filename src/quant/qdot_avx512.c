@@ -2,7 +2,8 @@
  * qdot_avx512.c — AVX-512 dot kernels (F/BW/VL/DQ + VNNI) and activation quantizers.
  *
  * Owns: one tile kernel per supported weight type (qdot.h: one weight row against
- * 1..4 activation rows) and Q8_0 / Q8_K quantization of float rows. Compiled with
+ * 1..4 activation rows), 4-row kernels for the float and 32-element types, and
+ * Q8_0 / Q8_K quantization of float rows. Compiled with
  * the AVX-512 flags; called only when the CPU has AVX-512 F/BW/VL/DQ and VNNI.
  *
  * Integer products use vpdpbusd (u8 x s8, four products per int32 lane). Signed
@@ -159,30 +160,45 @@ TILE_FN(bf16)
 
 /* 4 x 4 tile: 4 weight rows (widened once) x 4 activation rows (loaded once), 16 FMA
  * chains; FMA-bound instead of bound by reloading activations from L2. */
-INLINE void float_g(const int WT, int64_t n, const void *w, size_t ws, const char *a, size_t as, float *out) {
+INLINE void float_g(const int WT, int64_t n, const void *w, size_t ws, const char *a, size_t as, float *out,
+                    const int NC) {
     __m512 acc[4][4];
-    UNROLL for (int r = 0; r < 4; r++) UNROLL for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
+    UNROLL for (int r = 0; r < 4; r++) FOR_C acc[r][c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
         __m512 x[4];
-        UNROLL for (int c = 0; c < 4; c++) x[c] = _mm512_maskz_loadu_ps(m, (const float *)(a + c * as) + i);
+        FOR_C x[c] = _mm512_maskz_loadu_ps(m, (const float *)(a + c * as) + i);
         UNROLL for (int r = 0; r < 4; r++) {
             const __m512 wv = load_w16(WT, (const char *)w + r * ws, i, m);
-            UNROLL for (int c = 0; c < 4; c++) acc[r][c] = _mm512_fmadd_ps(wv, x[c], acc[r][c]);
+            FOR_C acc[r][c] = _mm512_fmadd_ps(wv, x[c], acc[r][c]);
         }
     }
-    UNROLL for (int r = 0; r < 4; r++) UNROLL for (int c = 0; c < 4; c++) out[4 * r + c] = _mm512_reduce_add_ps(acc[r][c]);
+    UNROLL for (int r = 0; r < 4; r++) FOR_C out[4 * r + c] = _mm512_reduce_add_ps(acc[r][c]);
 }
 
-static void f32_g4(int64_t n, const void *w, size_t ws, const void *a, size_t as, float *out) {
-    float_g(WF32, n, w, ws, a, as, out);
+/* Instantiates a qgemm4_fn from a template NAME##_gk(n, w, ws, a, as, out, NC). */
+#define GEMM4_FN(NAME)                                                                                       \
+    static void NAME##_g4(int64_t n, const void *w, size_t ws, const void *a, size_t as, int na, float *out) {   \
+        switch (na) {                                                                                        \
+        case 1: NAME##_gk(n, w, ws, (const char *)a, as, out, 1); break;                                     \
+        case 2: NAME##_gk(n, w, ws, (const char *)a, as, out, 2); break;                                     \
+        case 3: NAME##_gk(n, w, ws, (const char *)a, as, out, 3); break;                                     \
+        default: NAME##_gk(n, w, ws, (const char *)a, as, out, 4); break;                                    \
+        }                                                                                                    \
+    }
+
+INLINE void f32_gk(int64_t n, const void *w, size_t ws, const char *a, size_t as, float *out, const int NC) {
+    float_g(WF32, n, w, ws, a, as, out, NC);
 }
-static void f16_g4(int64_t n, const void *w, size_t ws, const void *a, size_t as, float *out) {
-    float_g(WF16, n, w, ws, a, as, out);
+INLINE void f16_gk(int64_t n, const void *w, size_t ws, const char *a, size_t as, float *out, const int NC) {
+    float_g(WF16, n, w, ws, a, as, out, NC);
 }
-static void bf16_g4(int64_t n, const void *w, size_t ws, const void *a, size_t as, float *out) {
-    float_g(WBF16, n, w, ws, a, as, out);
+INLINE void bf16_gk(int64_t n, const void *w, size_t ws, const char *a, size_t as, float *out, const int NC) {
+    float_g(WBF16, n, w, ws, a, as, out, NC);
 }
+GEMM4_FN(f32)
+GEMM4_FN(f16)
+GEMM4_FN(bf16)
 
 /* ==== 32-element blocks x Q8_0 ==== */
 
@@ -305,18 +321,19 @@ BLK32(iq4_nl, B_IQ4_NL)
  * -off * (the lane's activation sum), so every lane is exactly the sum of its four
  * true products. That correction, the activation loads and the activation scales are
  * made once per token and serve four rows; the weight unpacking serves four tokens.
- * Per row, token and block pair: one dpbusd, one cvt, one mul, one fma. */
+ * Per row, token and block pair: one dpbusd, one cvt, one mul, one fma. With one
+ * token (decode) the same kernel shares the activation work over four rows. */
 
 INLINE int g_off(const int T) {
     return T == B_Q4_0 ? 8 : T == B_Q5_0 ? 16 : T == B_Q8_0 || T == B_IQ4_NL ? 128 : 0;
 }
 
 INLINE void g_step(const int T, const uint8_t *w, size_t ws, int64_t b, const bool TWO, const char *a, size_t as,
-                   __m512 acc[4][4]) {
+                   __m512 acc[4][4], const int NC) {
     const int off = g_off(T);
     __m512i xq[4], corr[4];
     __m512 dx[4], sx[4];
-    UNROLL for (int c = 0; c < 4; c++) {
+    FOR_C {
         const block_q8_0 *x = (const block_q8_0 *)(a + c * as) + b;
         xq[c] = TWO ? load2x256(x[0].qs, x[1].qs) : load1x256(x[0].qs);
         dx[c] = spread2(f16x2(x[0].d, TWO ? x[1].d : 0));
@@ -334,7 +351,7 @@ INLINE void g_step(const int T, const uint8_t *w, size_t ws, int64_t b, const bo
         if (T == B_Q8_0) q = _mm512_xor_si512(q, _mm512_set1_epi8((char)0x80));
         if (T == B_IQ4_NL) q = _mm512_shuffle_epi8(_mm512_xor_si512(kvalues_x4(), _mm512_set1_epi8((char)0x80)), q);
         const __m512 dw = spread2(d), mw = spread2(m);
-        UNROLL for (int c = 0; c < 4; c++) {
+        FOR_C {
             const __m512i s = _mm512_dpbusd_epi32(corr[c], q, xq[c]);
             acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dx[c]), acc[r][c]);
             if (b_has_min(T)) acc[r][c] = _mm512_fmadd_ps(sx[c], _mm512_mul_ps(mw, dx[c]), acc[r][c]);
@@ -342,20 +359,23 @@ INLINE void g_step(const int T, const uint8_t *w, size_t ws, int64_t b, const bo
     }
 }
 
-INLINE void blk32_g(const int T, int64_t n, const void *w, size_t ws, const char *a, size_t as, float *out) {
+INLINE void blk32_g(const int T, int64_t n, const void *w, size_t ws, const char *a, size_t as, float *out,
+                    const int NC) {
     const int64_t nb = n / 32;
     __m512 acc[4][4];
-    UNROLL for (int r = 0; r < 4; r++) UNROLL for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
+    UNROLL for (int r = 0; r < 4; r++) FOR_C acc[r][c] = _mm512_setzero_ps();
     int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) g_step(T, w, ws, b, true, a, as, acc);
-    if (b < nb) g_step(T, w, ws, b, false, a, as, acc);
-    UNROLL for (int r = 0; r < 4; r++) UNROLL for (int c = 0; c < 4; c++) out[4 * r + c] = _mm512_reduce_add_ps(acc[r][c]);
+    for (; b + 2 <= nb; b += 2) g_step(T, w, ws, b, true, a, as, acc, NC);
+    if (b < nb) g_step(T, w, ws, b, false, a, as, acc, NC);
+    UNROLL for (int r = 0; r < 4; r++) FOR_C out[4 * r + c] = _mm512_reduce_add_ps(acc[r][c]);
 }
 
 #define GEMM4(NAME, T)                                                                                       \
-    static void NAME##_g4(int64_t n, const void *w, size_t ws, const void *a, size_t as, float *out) {       \
-        blk32_g(T, n, w, ws, a, as, out);                                                                    \
-    }
+    INLINE void NAME##_gk(int64_t n, const void *w, size_t ws, const char *a, size_t as, float *out,         \
+                          const int NC) {                                                                    \
+        blk32_g(T, n, w, ws, a, as, out, NC);                                                                \
+    }                                                                                                        \
+    GEMM4_FN(NAME)
 GEMM4(q4_0, B_Q4_0)
 GEMM4(q4_1, B_Q4_1)
 GEMM4(q5_0, B_Q5_0)
@@ -441,7 +461,7 @@ INLINE void k4_k(const bool Q5, int64_t n, const void *w, const char *a, size_t 
                 const __mmask64 hb = _mm512_test_epi8_mask(hv, halves_epi8(1 << (2 * k), 1 << (2 * k + 1)));
                 q[k] = _mm512_mask_add_epi8(q[k], hb, q[k], _mm512_set1_epi8(16));
             }
-            scv[k] = spread_scales(sc32, k, 32);
+            scv[k] = spread_raw(sc32, k, 32); /* unsigned: the high halves are already 0 */
         }
         const float d = h2f(dh), dmin = h2f(dmh);
         FOR_C {
@@ -487,7 +507,7 @@ INLINE void q2_K_k(int64_t n, const void *w, const char *a, size_t as, float *ou
             UNROLL for (int s2 = 0; s2 < 2; s2++) {
                 const int p = 2 * h + s2;
                 q[p] = _mm512_and_si512(_mm512_srlv_epi16(raw, halves_epi16(4 * s2, 4 * s2 + 2)), m3);
-                scv[p] = spread_scales(sc32, p, 16);
+                scv[p] = spread_raw(sc32, p, 16); /* unsigned: the high halves are already 0 */
             }
         }
         const float d = h2f(wb->d), dmin = h2f(wb->dmin);
