@@ -245,7 +245,9 @@ TEST(model_qwen35_decode_matches_prefill) {
 /* Quantized files against llama.cpp on the same file: llama-debug's last-token logits
  * for six prompts (scripts/gen_tiny_qwen.py). Both use 8-bit activations; llama.cpp
  * keeps the KV cache in F16 and rounds some intermediates differently: relative RMS
- * <= 2% (measured <= 0.9%), argmax equal for every prompt. */
+ * <= 2% (measured <= 1.2%), argmax equal for every prompt unless llama.cpp itself
+ * sees a near-tie: its logit for eddy's pick within 0.01 of its maximum (the
+ * nemotron_h file's first prompt: llama.cpp's top two 0.0026 apart). */
 static void check_qwen_llamacpp(const char *arch, const char *type) {
     char file[128];
     snprintf(file, sizeof file, "models/%s-tiny-%s.llamacpp", arch, type);
@@ -271,10 +273,14 @@ static void check_qwen_llamacpp(const char *arch, const char *type) {
         off += 4 + 4 * (size_t)n + 4 * QWEN_VOCAB;
         eddy_ctx_reset(c);
         CHECKF(eddy_ctx_eval(c, ids, n, got, 0, &err) == EDDY_OK, "%s", err.msg);
-        int64_t same;
+        int64_t same, ag = 0, ar = 0;
         double e = compare_logits(got, ref, 1, QWEN_VOCAB, &same);
-        CHECKF(e <= 0.02 && same == 1, "%s prompt %d: relative RMS %g, argmax %s", file, prompts, e,
-               same ? "equal" : "differs");
+        for (int64_t i = 1; i < QWEN_VOCAB; i++) {
+            if (got[i] > got[ag]) ag = i;
+            if (ref[i] > ref[ar]) ar = i;
+        }
+        CHECKF(e <= 0.02 && (same == 1 || ref[ar] - ref[ag] < 0.01f), "%s prompt %d: relative RMS %g, argmax %s",
+               file, prompts, e, same ? "equal" : "differs");
         free(ids), free(ref);
     }
     CHECK_EQ(prompts, 6);
@@ -398,20 +404,82 @@ TEST(model_mamba2_decode_matches_prefill) {
     free(all);
 }
 
+/* ==== Nemotron-H: Mamba-2, attention without rotary embedding, squared-ReLU MLP ==== */
+
+#define NEMOTRON_F32 "models/nemotron_h-tiny-f32.gguf"
+
+/* F32 against transformers at all 100 positions: relative RMS <= 1e-5 (measured
+ * worst 1.4e-6), in one batch (chunked SSD scan) and in batches of 37 (the scan
+ * carried across calls, attention over cached keys). Q8_0 against the same float32
+ * reference: mean <= 5%, max <= 10%, argmax >= 95%. */
+TEST(model_nemotron_h_matches_transformers) {
+    int32_t ids[QWEN_N_IDS];
+    REQUIRE_EQ(read_ids_from("models/qwen-tiny.ids", ids, QWEN_N_IDS), QWEN_N_IDS);
+    size_t bytes;
+    float *ref = test_read_file(test_data_path("models/nemotron_h-tiny.logits.f32"), &bytes);
+    REQUIRE(ref != NULL && bytes == sizeof(float) * QWEN_N_IDS * QWEN_VOCAB);
+    check_file_logits(NEMOTRON_F32, "nemotron_h", QWEN_VOCAB, ids, QWEN_N_IDS, ref, 0, 1e-5, 1e-5, QWEN_N_IDS);
+    check_file_logits(NEMOTRON_F32, "nemotron_h", QWEN_VOCAB, ids, QWEN_N_IDS, ref, 37, 1e-5, 1e-5, QWEN_N_IDS);
+    check_file_logits("models/nemotron_h-tiny-q8_0.gguf", "nemotron_h", QWEN_VOCAB, ids, QWEN_N_IDS, ref, 0, 0.10,
+                      0.05, QWEN_N_IDS * 95 / 100);
+    free(ref);
+}
+
+TEST(model_nemotron_h_quantized_matches_llamacpp) { check_qwen_llamacpp("nemotron_h", "q8_0"); }
+
+/* Prefill of 70 tokens then 30 single-token steps (Mamba-2 step kernel, attention
+ * over the cache) give the logits of one 100-token prefill: within 1e-5. */
+TEST(model_nemotron_h_prefill_then_decode) {
+    int32_t ids[QWEN_N_IDS];
+    REQUIRE_EQ(read_ids_from("models/qwen-tiny.ids", ids, QWEN_N_IDS), QWEN_N_IDS);
+    float *all = eval_model(NEMOTRON_F32, "nemotron_h", QWEN_VOCAB, ids, QWEN_N_IDS, 1, 0);
+    REQUIRE(all);
+    eddy_model *m;
+    eddy_ctx *c;
+    REQUIRE(eddy_model_load(test_data_path(NEMOTRON_F32), &m, NULL) == EDDY_OK);
+    eddy_ctx_params p = {.n_ctx = 128, .n_threads = 2};
+    REQUIRE(eddy_ctx_new(m, &p, &c, NULL) == EDDY_OK);
+    float *part = malloc(sizeof(float) * 70 * QWEN_VOCAB);
+    REQUIRE(eddy_ctx_eval(c, ids, 70, part, 1, NULL) == EDDY_OK);
+    for (int64_t t = 0; t < QWEN_N_IDS; t++) {
+        float row[QWEN_VOCAB];
+        const float *got = part + t * QWEN_VOCAB;
+        if (t >= 70) {
+            REQUIRE(eddy_ctx_eval(c, ids + t, 1, row, 0, NULL) == EDDY_OK);
+            got = row;
+        }
+        double e = sqrt(test_nmse(got, all + t * QWEN_VOCAB, QWEN_VOCAB));
+        CHECKF(e <= 1e-5, "position %lld: %g", (long long)t, e);
+    }
+    free(part);
+    eddy_ctx_free(c);
+    eddy_model_free(m);
+    free(all);
+}
+
 /* ==== Bad model files ==== */
 
+/* An integer array key to write in place of the file's (n i32 values). */
+typedef struct {
+    const char *key;
+    const int32_t *vals;
+    int n;
+} array_edit;
+
 /* Rewrites a tiny model with one tensor renamed, reshaped or retyped, one key dropped,
- * or one integer key set (add_key/add_val; replaces the key when present). */
+ * integer keys set (set_keys/set_vals; replaces the key when present), or one integer
+ * array replaced (arr, may be NULL). String arrays (the vocabulary) are left out. */
 static const char *rewrite_model(const char *src, const char *name, const char *victim, const char *rename_to,
                                  int64_t new_ne0, uint32_t new_type, const char *drop_key, const char *const *set_keys,
-                                 const uint32_t *set_vals, int n_set) {
+                                 const uint32_t *set_vals, int n_set, const array_edit *arr) {
     gguf_file *f;
     if (gguf_open(&f, test_data_path(src), NULL) != EDDY_OK) return NULL;
     gguf_writer *w = gguf_writer_new(3, 32);
     for (int k = 0; k < n_set; k++) gguf_writer_add_uint(w, set_keys[k], GGUF_TYPE_UINT32, set_vals[k]);
+    if (arr) gguf_writer_add_array(w, arr->key, GGUF_TYPE_INT32, arr->vals, (uint64_t)arr->n);
     for (int64_t i = 0; i < f->n_kv; i++) {
         const gguf_kv *kv = &f->kv[i];
-        bool replaced = false;
+        bool replaced = arr && !strcmp(kv->key, arr->key);
         for (int k = 0; k < n_set; k++) replaced |= !strcmp(kv->key, set_keys[k]);
         if ((drop_key && !strcmp(kv->key, drop_key)) || replaced) continue;
         const gguf_value *v = &kv->val;
@@ -419,7 +487,9 @@ static const char *rewrite_model(const char *src, const char *name, const char *
         else if (v->type == GGUF_TYPE_FLOAT32 || v->type == GGUF_TYPE_FLOAT64) gguf_writer_add_float(w, kv->key, v->type, v->f);
         else if (v->type == GGUF_TYPE_BOOL) gguf_writer_add_bool(w, kv->key, v->b);
         else if (gguf_type_is_int(v->type)) gguf_writer_add_uint(w, kv->key, v->type, v->u);
-        /* arrays (the vocabulary) are not needed by the model layer */
+        else if (v->type == GGUF_TYPE_ARRAY && v->arr.elem_type != GGUF_TYPE_STRING &&
+                 v->arr.elem_type != GGUF_TYPE_ARRAY) /* per-layer sizes, rope sections */
+            gguf_writer_add_array(w, kv->key, v->arr.elem_type, v->arr.raw, v->arr.n);
     }
     static uint8_t zeros[1 << 20];
     for (int64_t i = 0; i < f->n_tensors; i++) {
@@ -445,7 +515,7 @@ static const char *rewrite_model(const char *src, const char *name, const char *
 static const char *damaged_copy(const char *name, const char *victim, const char *rename_to, int64_t new_ne0,
                                 uint32_t new_type, const char *drop_key) {
     return rewrite_model("models/llama-tiny-f32.gguf", name, victim, rename_to, new_ne0, new_type, drop_key, NULL, NULL,
-                         0);
+                         0, NULL);
 }
 
 static void expect_load_error(const char *path, eddy_status code, const char *want) {
@@ -476,13 +546,28 @@ TEST(model_refuses_damaged_files) {
     expect_load_error(test_tmp_path("no-such-file.gguf"), EDDY_ERR_IO, "no-such-file.gguf");
 }
 
+/* The layer kinds come from the per-layer arrays; contradictions are refused by key. */
+TEST(model_nemotron_h_refuses_bad_layer_arrays) {
+    const int32_t ff_both[6] = {0, 128, 0, 128, 0, 0}, short_arr[3] = {0, 2, 0}, uneven[6] = {0, 2, 0, 0, 0, 1};
+    array_edit e1 = {"nemotron_h.feed_forward_length", ff_both, 6};
+    expect_load_error(rewrite_model(NEMOTRON_F32, "nh-both.gguf", "none", NULL, 0, QTYPE_F32, NULL, NULL, NULL, 0, &e1),
+                      EDDY_ERR_FORMAT, "layer 1 has both attention heads and a feed-forward length");
+    array_edit e2 = {"nemotron_h.attention.head_count_kv", short_arr, 3};
+    expect_load_error(rewrite_model(NEMOTRON_F32, "nh-short.gguf", "none", NULL, 0, QTYPE_F32, NULL, NULL, NULL, 0, &e2),
+                      EDDY_ERR_FORMAT, "nemotron_h.attention.head_count_kv has 3 entries for 6 layers");
+    array_edit e3 = {"nemotron_h.attention.head_count_kv", uneven, 6};
+    expect_load_error(rewrite_model(NEMOTRON_F32, "nh-uneven.gguf", "none", NULL, 0, QTYPE_F32, NULL, NULL, NULL, 0,
+                                    &e3),
+                      EDDY_ERR_FORMAT, "head_count_kv[5] = 1 differs from an earlier layer's 2");
+}
+
 TEST(model_refuses_unsupported_architectures) {
     gguf_writer *w = gguf_writer_new(3, 32);
-    gguf_writer_add_str(w, "general.architecture", "nemotron_h");
-    const char *p1 = test_tmp_path("nemotron_h.gguf");
+    gguf_writer_add_str(w, "general.architecture", "granitehybrid");
+    const char *p1 = test_tmp_path("granitehybrid.gguf");
     REQUIRE(gguf_writer_write_file(w, p1, NULL) == EDDY_OK);
     gguf_writer_free(w);
-    expect_load_error(p1, EDDY_ERR_UNSUPPORTED, "architecture \"nemotron_h\" is not supported yet");
+    expect_load_error(p1, EDDY_ERR_UNSUPPORTED, "architecture \"granitehybrid\" is not supported yet");
     w = gguf_writer_new(3, 32);
     gguf_writer_add_str(w, "general.architecture", "gpt-neox");
     const char *p2 = test_tmp_path("neox.gguf");
@@ -496,14 +581,15 @@ TEST(model_refuses_unsupported_architectures) {
 TEST(model_qwen_nextn_layers_are_left_out) {
     const char *keys[2] = {"qwen35.block_count", "qwen35.nextn_predict_layers"};
     const uint32_t vals[2] = {5, 1};
-    /* the copy drops arrays, so layer kinds come from full_attention_interval (4), as in the original */
     char without[4096], with[4096]; /* test_tmp_path's buffer is reused by the next call */
-    const char *p0 = rewrite_model("models/qwen35-tiny-f32.gguf", "nextn-0.gguf", "none", NULL, 0, QTYPE_F32, NULL,
-                                   keys, vals, 1);
+    /* without the recurrent_layers array, layer kinds come from full_attention_interval (4), as in the original */
+    const char *drop = "qwen35.attention.recurrent_layers";
+    const char *p0 = rewrite_model("models/qwen35-tiny-f32.gguf", "nextn-0.gguf", "none", NULL, 0, QTYPE_F32, drop,
+                                   keys, vals, 1, NULL);
     REQUIRE(p0 != NULL);
     snprintf(without, sizeof without, "%s", p0);
-    const char *p1 = rewrite_model("models/qwen35-tiny-f32.gguf", "nextn-1.gguf", "none", NULL, 0, QTYPE_F32, NULL,
-                                   keys, vals, 2);
+    const char *p1 = rewrite_model("models/qwen35-tiny-f32.gguf", "nextn-1.gguf", "none", NULL, 0, QTYPE_F32, drop,
+                                   keys, vals, 2, NULL);
     REQUIRE(p1 != NULL);
     snprintf(with, sizeof with, "%s", p1);
     eddy_model *m;

@@ -1,6 +1,6 @@
 /*
  * block_attention.c — the attention mixer: projections, optional per-head q/k
- * RMSNorm, rotary embeddings, the key/value cache of the sequence, causal GQA
+ * RMSNorm, rotary embeddings (when n_rot > 0), the key/value cache of the sequence, causal GQA
  * attention, optional sigmoid output gate (Qwen's gated attention), output projection.
  */
 #include <math.h>
@@ -36,9 +36,11 @@ void block_attention(ctx *c, const model_layer *l, int64_t il, int64_t n) {
     }
     float *kc = s->k[il], *vc = s->v[il];
     for (int64_t t = 0; t < n; t++) {
-        ops_rope_table(c->rope, pos0 + t, hp->n_rot, hp->rope_base);
-        ops_rope_apply(c->q + t * Q, hp->n_head, hd, hp->n_rot, c->rope, hp->rope_style);
-        ops_rope_apply(c->k + t * K, hp->n_head_kv, hd, hp->n_rot, c->rope, hp->rope_style);
+        if (hp->n_rot > 0) {
+            ops_rope_table(c->rope, pos0 + t, hp->n_rot, hp->rope_base);
+            ops_rope_apply(c->q + t * Q, hp->n_head, hd, hp->n_rot, c->rope, hp->rope_style);
+            ops_rope_apply(c->k + t * K, hp->n_head_kv, hd, hp->n_rot, c->rope, hp->rope_style);
+        }
         memcpy(kc + (pos0 + t) * K, c->k + t * K, (size_t)K * sizeof(float));
         memcpy(vc + (pos0 + t) * V, c->v + t * V, (size_t)V * sizeof(float));
     }

@@ -1,5 +1,5 @@
 /*
- * block_ffn.c — the feed-forward parts: SwiGLU, and the mixture of experts
+ * block_ffn.c — the feed-forward parts: SwiGLU, the squared-ReLU MLP, and the mixture of experts
  * (softmax router, top-k, weights renormalized to sum to 1, SwiGLU experts, plus a
  * shared expert scaled by sigmoid of its own scalar gate).
  */
@@ -14,6 +14,16 @@ void block_ffn_dense(ctx *c, const model_layer *l, int64_t n) {
     linear(c->pool, &l->ffn_gate, c->xn, n, c->ff_a, c->act);
     linear(c->pool, &l->ffn_up, c->xn, n, c->ff_b, c->act);
     ops_swiglu(c->ff_a, c->ff_a, c->ff_b, n * F);
+    linear(c->pool, &l->ffn_down, c->ff_a, n, c->mix, c->act);
+}
+
+void block_ffn_relu2(ctx *c, const model_layer *l, int64_t n) {
+    const int64_t F = c->m->hp.n_ff;
+    linear(c->pool, &l->ffn_up, c->xn, n, c->ff_a, c->act);
+    for (int64_t i = 0; i < n * F; i++) {
+        const float r = c->ff_a[i] > 0.0f ? c->ff_a[i] : 0.0f;
+        c->ff_a[i] = r * r;
+    }
     linear(c->pool, &l->ffn_down, c->ff_a, n, c->mix, c->act);
 }
 

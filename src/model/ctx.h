@@ -62,6 +62,7 @@ void block_attention(ctx *c, const model_layer *l, int64_t il, int64_t n);
 void block_gdn(ctx *c, const model_layer *l, int64_t il, int64_t n);
 void block_ffn_dense(ctx *c, const model_layer *l, int64_t n);
 void block_ffn_moe(ctx *c, const model_layer *l, int64_t n);
+void block_ffn_relu2(ctx *c, const model_layer *l, int64_t n);
 void block_mamba2(ctx *c, const model_layer *l, int64_t il, int64_t n);
 
 /* One token through a causal depthwise conv: out[ch] = silu(bias[ch] + sum_j

@@ -2,7 +2,7 @@
  * forward.c — the forward pass shared by every architecture:
  *   x = embed(tokens)
  *   per layer: x += mixer(norm(x))      mixer: attention, Gated DeltaNet or Mamba-2
- *              x += ffn(norm(x))        ffn: SwiGLU or mixture of experts
+ *              x += ffn(norm(x))        ffn: SwiGLU, squared-ReLU MLP or mixture of experts
  *   (a layer may have only one of the two)
  *   logits = output(norm(x))
  */
@@ -37,6 +37,7 @@ void forward(ctx *c, const int32_t *tokens, int64_t n, float *logits, bool all) 
             switch (l->ffn) {
             case FFN_DENSE: block_ffn_dense(c, l, n); break;
             case FFN_MOE: block_ffn_moe(c, l, n); break;
+            case FFN_RELU2: block_ffn_relu2(c, l, n); break;
             case FFN_NONE: break;
             }
             add_rows(c->x, c->mix, n * E);

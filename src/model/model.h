@@ -30,6 +30,7 @@ typedef enum {
     ARCH_QWEN35MOE,
     ARCH_QWEN3NEXT,
     ARCH_MAMBA2,
+    ARCH_NEMOTRON_H,
     ARCH_COUNT,
 } model_arch;
 
@@ -45,7 +46,8 @@ typedef struct {
 } tensor;
 
 typedef enum { MIXER_ATTENTION = 0, MIXER_GDN, MIXER_MAMBA2, MIXER_NONE } mixer_kind;
-typedef enum { FFN_DENSE = 0, FFN_MOE, FFN_NONE } ffn_kind;
+/* FFN_DENSE: down(silu(gate x) * up x); FFN_RELU2: down(relu(up x)^2) */
+typedef enum { FFN_DENSE = 0, FFN_MOE, FFN_RELU2, FFN_NONE } ffn_kind;
 
 
 typedef struct {
@@ -71,7 +73,7 @@ typedef struct {
     tensor ssm_in, ssm_conv_bias, ssm_d;
 
     tensor ffn_norm; /* (n_embd) f32, before the feed-forward part */
-    /* dense: gate, up (n_embd -> n_ff); down (n_ff -> n_embd) */
+    /* dense: gate, up (n_embd -> n_ff); down (n_ff -> n_embd); squared ReLU: up, down */
     tensor ffn_gate, ffn_up, ffn_down;
     /* experts: router (n_embd -> n_expert); gate/up (n_embd -> n_ff_exp, x n_expert);
      * down (n_ff_exp -> n_embd, x n_expert); shared expert gate/up/down and its scalar
@@ -88,7 +90,7 @@ typedef struct {
     int64_t n_ff;
     int64_t n_head, n_head_kv;
     int64_t head_dim_k, head_dim_v;
-    int64_t n_rot;         /* rotary dimensions per head (<= head_dim_k) */
+    int64_t n_rot;         /* rotary dimensions per head (<= head_dim_k); 0: no rotary embedding */
     float rope_base;
     rope_style rope_style;
     float rms_eps;

@@ -29,10 +29,11 @@ static const struct {
     [ARCH_QWEN35MOE] = {"qwen35moe", load_qwen},
     [ARCH_QWEN3NEXT] = {"qwen3next", load_qwen},
     [ARCH_MAMBA2] = {"mamba2", load_mamba2},
+    [ARCH_NEMOTRON_H] = {"nemotron_h", load_nemotron_h},
 };
 
 /* Architectures eddy knows of but cannot run yet, for a helpful refusal. */
-static const char *const planned_archs[] = {"nemotron_h", "granitehybrid"};
+static const char *const planned_archs[] = {"granitehybrid", "nemotron_h_moe"};
 
 /* ==== Errors ==== */
 

@@ -46,5 +46,10 @@ void bind_ffn_dense(loader *L, model_layer *l, int il, const char *norm_name);
 void load_llama(loader *L);
 void load_qwen(loader *L); /* qwen35, qwen35moe, qwen3next */
 void load_mamba2(loader *L);
+void load_nemotron_h(loader *L);
+
+/* The Mamba-2 hyperparameters (ssm.*) and the tensors of one Mamba-2 mixer. */
+void load_mamba2_hparams(loader *L);
+void bind_mamba2(loader *L, model_layer *l, int il);
 
 #endif
