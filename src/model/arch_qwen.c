@@ -52,23 +52,6 @@ static void bind_gdn(loader *L, model_layer *l, int il) {
     bind(L, &l->ssm_out, true, 2, (int64_t[]){V, E}, "blk.%d.ssm_out.weight", il);
 }
 
-static void bind_moe(loader *L, model_layer *l, int il) {
-    const model_hparams *hp = &L->m->hp;
-    const int64_t E = hp->n_embd, X = hp->n_expert, F = hp->n_ff_exp, S = hp->n_ff_shexp;
-    l->ffn = FFN_MOE;
-    bind_f32(L, &l->ffn_norm, true, 1, (int64_t[]){E}, "blk.%d.post_attention_norm.weight", il);
-    bind(L, &l->moe_router, true, 2, (int64_t[]){E, X}, "blk.%d.ffn_gate_inp.weight", il);
-    bind(L, &l->moe_gate, true, 3, (int64_t[]){E, F, X}, "blk.%d.ffn_gate_exps.weight", il);
-    bind(L, &l->moe_up, true, 3, (int64_t[]){E, F, X}, "blk.%d.ffn_up_exps.weight", il);
-    bind(L, &l->moe_down, true, 3, (int64_t[]){F, E, X}, "blk.%d.ffn_down_exps.weight", il);
-    if (S > 0) {
-        bind(L, &l->shexp_gate, true, 2, (int64_t[]){E, S}, "blk.%d.ffn_gate_shexp.weight", il);
-        bind(L, &l->shexp_up, true, 2, (int64_t[]){E, S}, "blk.%d.ffn_up_shexp.weight", il);
-        bind(L, &l->shexp_down, true, 2, (int64_t[]){S, E}, "blk.%d.ffn_down_shexp.weight", il);
-        bind(L, &l->shexp_router, false, 2, (int64_t[]){E, 1}, "blk.%d.ffn_gate_inp_shexp.weight", il);
-    }
-}
-
 void load_qwen(loader *L) {
     model *m = L->m;
     model_hparams *hp = &m->hp;
@@ -115,7 +98,7 @@ void load_qwen(loader *L) {
         if (L->status != EDDY_OK) break;
         if (attention) bind_attention(L, l, il, true);
         else bind_gdn(L, l, il);
-        if (moe) bind_moe(L, l, il);
+        if (moe) bind_ffn_moe(L, l, il, "blk.%d.post_attention_norm.weight");
         else bind_ffn_dense(L, l, il, "blk.%d.post_attention_norm.weight");
     }
 }

@@ -44,7 +44,8 @@ void block_attention(ctx *c, const model_layer *l, int64_t il, int64_t n) {
         memcpy(kc + (pos0 + t) * K, c->k + t * K, (size_t)K * sizeof(float));
         memcpy(vc + (pos0 + t) * V, c->v + t * V, (size_t)V * sizeof(float));
     }
-    attn_shape shape = {hp->n_head, hp->n_head_kv, hd, hp->head_dim_v, 1.0f / sqrtf((float)hd)};
+    const float scale = hp->attn_scale > 0 ? hp->attn_scale : 1.0f / sqrtf((float)hd);
+    attn_shape shape = {hp->n_head, hp->n_head_kv, hd, hp->head_dim_v, scale};
     /* the gate (when any) sits in c->attn; attention writes into c->qg, free by now */
     float *out = hp->attn_gated ? c->qg : c->attn;
     attn_args a = {out, c->q, kc, vc, O, Q, K, V, n, pos0};

@@ -31,6 +31,7 @@ typedef enum {
     ARCH_QWEN3NEXT,
     ARCH_MAMBA2,
     ARCH_NEMOTRON_H,
+    ARCH_GRANITEHYBRID,
     ARCH_COUNT,
 } model_arch;
 
@@ -94,6 +95,10 @@ typedef struct {
     float rope_base;
     rope_style rope_style;
     float rms_eps;
+    /* Granite's multipliers: embeddings times embd_scale; each block's output times
+     * residual_scale before the residual add; attention scores times attn_scale
+     * (0: 1/sqrt(head_dim_k)); logits divided by logit_scale. Others: 1, 1, 0, 1. */
+    float embd_scale, residual_scale, attn_scale, logit_scale;
     bool attn_gated;       /* q projection carries a per-head output gate */
 
     /* Gated DeltaNet */

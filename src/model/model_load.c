@@ -30,10 +30,11 @@ static const struct {
     [ARCH_QWEN3NEXT] = {"qwen3next", load_qwen},
     [ARCH_MAMBA2] = {"mamba2", load_mamba2},
     [ARCH_NEMOTRON_H] = {"nemotron_h", load_nemotron_h},
+    [ARCH_GRANITEHYBRID] = {"granitehybrid", load_granitehybrid},
 };
 
 /* Architectures eddy knows of but cannot run yet, for a helpful refusal. */
-static const char *const planned_archs[] = {"granitehybrid", "nemotron_h_moe"};
+static const char *const planned_archs[] = {"nemotron_h_moe", "granite", "granitemoe"};
 
 /* ==== Errors ==== */
 
@@ -228,6 +229,23 @@ void bind_ffn_dense(loader *L, model_layer *l, int il, const char *norm_name) {
     bind(L, &l->ffn_down, true, 2, (int64_t[]){F, E}, "blk.%d.ffn_down.weight", il);
 }
 
+void bind_ffn_moe(loader *L, model_layer *l, int il, const char *norm_name) {
+    const model_hparams *hp = &L->m->hp;
+    const int64_t E = hp->n_embd, X = hp->n_expert, F = hp->n_ff_exp, S = hp->n_ff_shexp;
+    l->ffn = FFN_MOE;
+    bind_f32(L, &l->ffn_norm, true, 1, (int64_t[]){E}, norm_name, il);
+    bind(L, &l->moe_router, true, 2, (int64_t[]){E, X}, "blk.%d.ffn_gate_inp.weight", il);
+    bind(L, &l->moe_gate, true, 3, (int64_t[]){E, F, X}, "blk.%d.ffn_gate_exps.weight", il);
+    bind(L, &l->moe_up, true, 3, (int64_t[]){E, F, X}, "blk.%d.ffn_up_exps.weight", il);
+    bind(L, &l->moe_down, true, 3, (int64_t[]){F, E, X}, "blk.%d.ffn_down_exps.weight", il);
+    if (S > 0) {
+        bind(L, &l->shexp_gate, true, 2, (int64_t[]){E, S}, "blk.%d.ffn_gate_shexp.weight", il);
+        bind(L, &l->shexp_up, true, 2, (int64_t[]){E, S}, "blk.%d.ffn_up_shexp.weight", il);
+        bind(L, &l->shexp_down, true, 2, (int64_t[]){S, E}, "blk.%d.ffn_down_shexp.weight", il);
+        bind(L, &l->shexp_router, false, 2, (int64_t[]){E, 1}, "blk.%d.ffn_gate_inp_shexp.weight", il);
+    }
+}
+
 int64_t model_gdn_conv_dim(const model_hparams *hp) { return 2 * hp->ssm_n_k * hp->ssm_d_k + hp->ssm_n_v * hp->ssm_d_v; }
 
 int64_t mamba2_conv_dim(const model_hparams *hp) { return hp->ssm_d_inner + 2 * hp->ssm_n_group * hp->ssm_d_state; }
@@ -272,6 +290,7 @@ eddy_status model_load(model **out, const char *path, eddy_error *err) {
     m->arch_name = archs[m->arch].name;
     loader L = {.m = m, .err = err};
     snprintf(L.prefix, sizeof L.prefix, "%s.", arch);
+    m->hp.embd_scale = m->hp.residual_scale = m->hp.logit_scale = 1.0f;
     archs[m->arch].load(&L);
     if (L.status != EDDY_OK) {
         model_free(m);

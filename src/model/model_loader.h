@@ -42,11 +42,15 @@ void load_embeddings(loader *L);
 void bind_attention(loader *L, model_layer *l, int il, bool qk_norm);
 /* Binds a dense SwiGLU feed-forward part; norm_name is the pre-FFN norm's name. */
 void bind_ffn_dense(loader *L, model_layer *l, int il, const char *norm_name);
+/* Binds a mixture of experts (n_expert of n_ff_exp) and, when n_ff_shexp > 0, its
+ * shared expert with an optional scalar gate. */
+void bind_ffn_moe(loader *L, model_layer *l, int il, const char *norm_name);
 
 void load_llama(loader *L);
 void load_qwen(loader *L); /* qwen35, qwen35moe, qwen3next */
 void load_mamba2(loader *L);
 void load_nemotron_h(loader *L);
+void load_granitehybrid(loader *L);
 
 /* The Mamba-2 hyperparameters (ssm.*) and the tensors of one Mamba-2 mixer. */
 void load_mamba2_hparams(loader *L);
