@@ -7,7 +7,7 @@
 #
 # Variables: CC (default cc), OPT (default -O2 -g), WERROR=1 makes warnings errors
 # (make test sets it). Sources are found under src/; a file named *_avx2.c,
-# *_avx512.c or *_neon.c is compiled with that ISA's flags and only for its
+# *_avx512.c, *_amx.c or *_neon.c is compiled with that ISA's flags and only for its
 # architecture; the code calls it only when the CPU has the feature.
 
 CC      ?= cc
@@ -26,21 +26,22 @@ LDLIBS_ALL := -lm -lpthread $(LDLIBS)
 
 FLAGS_AVX2   := -mavx2 -mfma -mf16c
 FLAGS_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
+FLAGS_AMX    := $(FLAGS_AVX512) -mavx512bf16 -mamx-tile -mamx-bf16
 FLAGS_NEON   := -march=armv8.2-a+dotprod+fp16
 
 ALL_SRCS := $(shell find src -name '*.c' | sort)
 ifeq ($(ARCH),x86_64)
 LIB_SRCS := $(filter-out %_neon.c,$(ALL_SRCS))
 else ifeq ($(ARCH),aarch64)
-LIB_SRCS := $(filter-out %_avx2.c %_avx512.c,$(ALL_SRCS))
+LIB_SRCS := $(filter-out %_avx2.c %_avx512.c %_amx.c,$(ALL_SRCS))
 else
-LIB_SRCS := $(filter-out %_avx2.c %_avx512.c %_neon.c,$(ALL_SRCS))
+LIB_SRCS := $(filter-out %_avx2.c %_avx512.c %_amx.c %_neon.c,$(ALL_SRCS))
 endif
 CLI_SRCS  := $(sort $(wildcard cli/*.c))
 TEST_SRCS := $(sort $(wildcard tests/*.c))
 FUZZ_SRCS := $(sort $(wildcard tests/fuzz/*.c))
 
-isa_flags = $(if $(filter %_avx2.c,$1),$(FLAGS_AVX2),$(if $(filter %_avx512.c,$1),$(FLAGS_AVX512),$(if $(filter %_neon.c,$1),$(FLAGS_NEON))))
+isa_flags = $(if $(filter %_avx2.c,$1),$(FLAGS_AVX2),$(if $(filter %_avx512.c,$1),$(FLAGS_AVX512),$(if $(filter %_amx.c,$1),$(FLAGS_AMX),$(if $(filter %_neon.c,$1),$(FLAGS_NEON)))))
 
 # ==== Release build ====
 

@@ -244,10 +244,13 @@ TEST(model_qwen35_decode_matches_prefill) {
 
 /* Quantized files against llama.cpp on the same file: llama-debug's last-token logits
  * for six prompts (scripts/gen_tiny_qwen.py). Both use 8-bit activations; llama.cpp
- * keeps the KV cache in F16 and rounds some intermediates differently: relative RMS
- * <= 2% (measured <= 1.2%), argmax equal for every prompt unless llama.cpp itself
- * sees a near-tie: its logit for eddy's pick within 0.01 of its maximum (the
- * nemotron_h file's first prompt: llama.cpp's top two 0.0026 apart). */
+ * keeps the KV cache in F16 and rounds some intermediates differently, and where the
+ * CPU has AMX eddy's prompts of 16+ tokens run their products in bf16 (ops/matmul_amx.h):
+ * relative RMS <= 5% at every prompt (measured <= 4.0%: one MoE prompt whose router
+ * picks differently; dense files <= 1.6%) and <= 1.5% averaged over the six (measured
+ * <= 1.0%); argmax equal for every prompt unless llama.cpp itself sees a near-tie: its
+ * logit for eddy's pick within 0.01 of its maximum (the nemotron_h file's first prompt:
+ * llama.cpp's top two 0.0026 apart). */
 static void check_qwen_llamacpp(const char *arch, const char *type) {
     char file[128];
     snprintf(file, sizeof file, "models/%s-tiny-%s.llamacpp", arch, type);
@@ -262,6 +265,7 @@ static void check_qwen_llamacpp(const char *arch, const char *type) {
     eddy_ctx_params p = {.n_ctx = 256, .n_threads = 1};
     REQUIRE(eddy_ctx_new(m, &p, &c, NULL) == EDDY_OK);
     int prompts = 0;
+    double mean = 0;
     for (size_t off = 0; off + 4 <= bytes; prompts++) {
         int32_t n;
         memcpy(&n, raw + off, 4);
@@ -279,11 +283,13 @@ static void check_qwen_llamacpp(const char *arch, const char *type) {
             if (got[i] > got[ag]) ag = i;
             if (ref[i] > ref[ar]) ar = i;
         }
-        CHECKF(e <= 0.02 && (same == 1 || ref[ar] - ref[ag] < 0.01f), "%s prompt %d: relative RMS %g, argmax %s",
+        CHECKF(e <= 0.05 && (same == 1 || ref[ar] - ref[ag] < 0.01f), "%s prompt %d: relative RMS %g, argmax %s",
                file, prompts, e, same ? "equal" : "differs");
+        mean += e / 6;
         free(ids), free(ref);
     }
     CHECK_EQ(prompts, 6);
+    CHECKF(mean <= 0.015, "%s: relative RMS %g averaged over the prompts", file, mean);
     eddy_ctx_free(c);
     eddy_model_free(m);
     free(raw);

@@ -17,6 +17,18 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+/* Linux hands out the 8 KiB AMX tile state only on request (once per process). */
+static bool amx_permission(void) {
+    enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+}
+#else
+static bool amx_permission(void) { return false; }
+#endif
+
 static uint64_t read_xcr0(void) {
     uint32_t eax, edx;
     __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
@@ -55,6 +67,10 @@ cpu_caps cpu_detect(void) {
     (void)b1, (void)c1, (void)d1;
     c.avx_vnni = (a1 >> 4) & 1;
     if (zmm_ok) c.avx512bf16 = (a1 >> 5) & 1;
+    /* AMX: AMX-TILE (bit 24) and AMX-BF16 (bit 22) in leaf 7 EDX, tile config and data
+     * state (XCR0 bits 17, 18) enabled, and the kernel's permission for this process */
+    const bool amx_cpu = ((d >> 24) & 1) && ((d >> 22) & 1) && (xcr0 & (3u << 17)) == (3u << 17);
+    c.amx_bf16 = zmm_ok && c.avx512bf16 && amx_cpu && amx_permission();
     return c;
 }
 
@@ -131,6 +147,7 @@ static void build_text(void) {
     append_name(c->avx512dq, "avx512dq");
     append_name(c->avx512vnni, "avx512vnni");
     append_name(c->avx512bf16, "avx512bf16");
+    append_name(c->amx_bf16, "amx-bf16");
     append_name(c->avx_vnni, "avxvnni");
     append_name(c->neon, "neon");
     append_name(c->dotprod, "dotprod");

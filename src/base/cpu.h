@@ -14,6 +14,8 @@ typedef struct {
     bool avx2, fma, f16c;
     bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16;
     bool avx_vnni;
+    bool amx_bf16; /* AMX tiles with bf16 products, tile state enabled by the OS and
+                      granted to this process (Linux arch_prctl), so usable as is */
     /* aarch64 */
     bool neon, dotprod, fp16;
 } cpu_caps;

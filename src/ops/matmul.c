@@ -12,6 +12,9 @@
  *      kernels (qdot_gemm4), rows go four per call, in decode too.
  * Small products run on fewer threads (at least matmul_min_work multiply-adds each), since
  * waking a thread costs microseconds.
+ * On CPUs with AMX, prefill products of quantized and BF16 weights run on AMX tiles in
+ * bf16 (matmul_amx.h) for their rows in whole blocks of 32; the rows left over, and every
+ * decode product, take the path above. The scratch covers both.
  */
 #include "matmul.h"
 
@@ -20,6 +23,9 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "quant/qdot.h"
+#if defined(__x86_64__)
+#include "ops/matmul_amx.h"
+#endif
 
 #define ACT_ALIGN 64
 #define CHUNK_BYTES ((size_t)256 << 10)   /* weight bytes per prefill chunk (L2-resident) */
@@ -43,11 +49,25 @@ static size_t act_stride(const matmul_weight *w) {
     return (rb + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN;
 }
 
-size_t matmul_scratch_bytes(const matmul_weight *w, int64_t n_tok) {
+/* Bytes of the quantized activation rows (the 8-bit kernels' scratch), SIZE_MAX on overflow. */
+static size_t act_scratch_bytes(const matmul_weight *w, int64_t n_tok) {
     EDDY_ASSERT(n_tok >= 0);
     size_t stride = act_stride(w), total;
     if (!stride || !eddy_mul_size(stride, (size_t)n_tok, &total) || total > SIZE_MAX - ACT_ALIGN) return SIZE_MAX;
     return total + ACT_ALIGN; /* room to align the start */
+}
+
+size_t matmul_scratch_bytes(const matmul_weight *w, int64_t n_tok) {
+    size_t bytes = act_scratch_bytes(w, n_tok);
+#if defined(__x86_64__)
+    /* the AMX path's bf16 rows follow the activation rows (sized for any n_tok, so the
+     * scratch does not depend on which path a call takes) */
+    if (bytes != SIZE_MAX && n_tok >= MATMUL_AMX_MIN_TOKENS) {
+        const size_t amx = matmul_amx_scratch_bytes(w, n_tok);
+        bytes = amx == SIZE_MAX || amx > SIZE_MAX - bytes ? SIZE_MAX : bytes + amx;
+    }
+#endif
+    return bytes;
 }
 
 static uint8_t *align_scratch(void *scratch, size_t bytes, size_t need) {
@@ -67,7 +87,7 @@ static void check_args(const matmul_weight *w, int64_t x_stride, int64_t n_tok, 
 void matmul_ref(const matmul_weight *w, const float *x, int64_t x_stride, int64_t n_tok, float *y, int64_t y_stride,
                 void *scratch, size_t scratch_bytes) {
     check_args(w, x_stride, n_tok, y_stride);
-    uint8_t *act = align_scratch(scratch, scratch_bytes, matmul_scratch_bytes(w, n_tok));
+    uint8_t *act = align_scratch(scratch, scratch_bytes, act_scratch_bytes(w, n_tok));
     const size_t as = act_stride(w);
     const qtype at = quant_dot_type(w->type);
     for (int64_t t = 0; t < n_tok; t++) quantize_row_ref(at, x + t * x_stride, act + t * as, w->n_in);
@@ -89,6 +109,7 @@ typedef struct {
     int64_t y_stride;
     uint8_t *act; /* (n_tok) activation rows at act_stride */
     size_t act_stride;
+    int64_t first_row; /* rows [first_row, n_out) are this job's */
 } mm_job;
 
 static void quantize_task(void *p, int ith, int nth) {
@@ -131,7 +152,8 @@ static void dot_task(void *p, int ith, int nth) {
     const mm_job *j = p;
     const matmul_weight *w = j->w;
     int64_t r0, r1;
-    pool_split(w->n_out, ith, nth, &r0, &r1);
+    pool_split(w->n_out - j->first_row, ith, nth, &r0, &r1);
+    r0 += j->first_row, r1 += j->first_row;
     if (j->n_tok == 1) {
         run_rows(j, r0, r1, j->act, 1, j->y, true); /* decode: one pass over this thread's rows */
         return;
@@ -161,6 +183,16 @@ void matmul(threadpool *pool, const matmul_weight *w, const float *x, int64_t x_
             int64_t y_stride, void *scratch, size_t scratch_bytes) {
     check_args(w, x_stride, n_tok, y_stride);
     if (n_tok == 0 || w->n_out == 0) return;
+    int64_t first_row = 0; /* rows before it are done */
+#if defined(__x86_64__)
+    if (matmul_amx_usable(w, n_tok)) {
+        const size_t act_bytes = act_scratch_bytes(w, n_tok);
+        first_row = w->n_out / MATMUL_AMX_ROWS * MATMUL_AMX_ROWS;
+        matmul_amx(pool, w, first_row, x, x_stride, n_tok, y, y_stride, (uint8_t *)scratch + act_bytes,
+                   scratch_bytes - act_bytes);
+        if (first_row == w->n_out) return;
+    }
+#endif
     mm_job job = {
         .w = w,
         .kernel = qdot_kernel(w->type),
@@ -171,11 +203,13 @@ void matmul(threadpool *pool, const matmul_weight *w, const float *x, int64_t x_
         .n_tok = n_tok,
         .y = y,
         .y_stride = y_stride,
-        .act = align_scratch(scratch, scratch_bytes, matmul_scratch_bytes(w, n_tok)),
+        .act = align_scratch(scratch, scratch_bytes, act_scratch_bytes(w, n_tok)),
+        .first_row = first_row,
         .act_stride = act_stride(w),
     };
     /* quantizing costs ~ a few multiply-adds' worth per element */
     pool_run(pool, quantize_task, &job, threads_for(pool, n_tok * w->n_in / 8, n_tok));
-    int64_t work = n_tok * w->n_in * w->n_out; /* < 2^63 for any tensor that fits in memory */
-    pool_run(pool, dot_task, &job, threads_for(pool, work, w->n_out));
+    const int64_t rows = w->n_out - first_row;
+    int64_t work = n_tok * w->n_in * rows; /* < 2^63 for any tensor that fits in memory */
+    pool_run(pool, dot_task, &job, threads_for(pool, work, rows));
 }
