@@ -54,6 +54,14 @@ static float *alloc_rows(int64_t rows, int64_t cols, bool *ok) {
     return p;
 }
 
+/* n int32, or NULL when n is 0. */
+static int32_t *alloc_ints(int64_t n, bool *ok) {
+    if (n <= 0) return NULL;
+    int32_t *p = eddy_malloc((size_t)n * sizeof(int32_t));
+    *ok = *ok && p != NULL;
+    return p;
+}
+
 static int64_t max3(int64_t a, int64_t b, int64_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
 void eddy_ctx_free(eddy_ctx *c) {
@@ -62,8 +70,11 @@ void eddy_ctx_free(eddy_ctx *c) {
     seq_state_free(c->seq);
     float *bufs[] = {c->x,     c->xn,    c->mix,   c->qg,    c->q,     c->k,      c->v,      c->attn,
                      c->rope,  c->gdn_qkv, c->gdn_z, c->gdn_b, c->gdn_a, c->gdn_o, c->gdn_tmp, c->ff_a,
-                     c->ff_b,  c->router, c->ff_out, c->mb_in, c->gdn_g, c->gdn_beta};
+                     c->ff_b,  c->router, c->ff_out, c->mb_in, c->gdn_g, c->gdn_beta, c->moe_x, c->moe_w};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) eddy_free_aligned(bufs[i]);
+    eddy_free(c->moe_sel);
+    eddy_free(c->moe_order);
+    eddy_free(c->moe_start);
     eddy_free_aligned(c->act);
     eddy_free(c);
 }
@@ -154,7 +165,13 @@ eddy_status eddy_ctx_new(const eddy_model *m, const eddy_ctx_params *p, eddy_ctx
     c->ff_a = alloc_rows(B, max3(hp->n_ff, hp->n_ff_exp, hp->n_ff_shexp), &ok);
     c->ff_b = alloc_rows(B, max3(hp->n_ff, hp->n_ff_exp, hp->n_ff_shexp), &ok);
     c->router = alloc_rows(B, hp->n_expert, &ok);
-    c->ff_out = alloc_rows(1, hp->n_expert ? E : 0, &ok);
+    const int64_t X = hp->n_expert, K = hp->n_expert_used;
+    c->ff_out = alloc_rows(B, X ? E : 0, &ok);
+    c->moe_x = alloc_rows(B, X ? E : 0, &ok);
+    c->moe_w = alloc_rows(B, K, &ok);
+    c->moe_sel = alloc_ints(X ? B * K : 0, &ok);
+    c->moe_order = alloc_ints(X ? B * K : 0, &ok);
+    c->moe_start = alloc_ints(X ? X + 1 : 0, &ok);
     c->act = eddy_malloc_aligned(max_linear_scratch(m, B), 64);
     if (!ok || !c->act) {
         eddy_ctx_free(c);

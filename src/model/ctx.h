@@ -45,7 +45,12 @@ struct eddy_ctx {
     /* feed-forward */
     float *ff_a, *ff_b; /* (n_batch, max(n_ff, n_ff_exp, n_ff_shexp)) */
     float *router;      /* (n_batch, n_expert) */
-    float *ff_out;      /* (n_embd) one expert's output for one token */
+    float *ff_out;      /* (n_batch, n_embd) one expert's outputs for the tokens routed to it */
+    float *moe_x;       /* (n_batch, n_embd) the inputs of the tokens routed to one expert */
+    int32_t *moe_sel;   /* (n_batch, n_expert_used) each token's experts */
+    float *moe_w;       /* (n_batch, n_expert_used) their weights */
+    int32_t *moe_order; /* (n_batch * n_expert_used) token slots sorted by expert */
+    int32_t *moe_start; /* (n_expert + 1) where each expert's slots begin in moe_order */
     void *act;          /* activations converted for linear(): the largest need */
 };
 
