@@ -1,5 +1,5 @@
 /*
- * block_gdn.c — the Gated DeltaNet mixer (Qwen3.5, Qwen3-Next), token by token:
+ * block_gdn.c — the Gated DeltaNet mixer (Qwen3.5, Qwen3-Next), on the src/ssm kernels:
  *
  *   qkv = Wqkv x;  z = Wz x;  beta = sigmoid(Wb x);  g = ssm_a * softplus(Wa x + dt_bias)
  *   c = silu(causal_conv1d(qkv))         window: the last d_conv - 1 raw inputs + this one
@@ -12,32 +12,12 @@
  * conv_dim), oldest row first, then S (n_v, d_k, d_v), row i of head h contiguous.
  */
 #include <math.h>
-#include <string.h>
 
 #include "model/ctx.h"
 #include "model/linear.h"
 #include "ops/norm.h"
 #include "ssm/gdn.h"
-
-/* x * 1/sqrt(sum x^2 + 1e-6), as the reference models normalize q and k */
-static void l2norm(float *x, int64_t n) {
-    double ss = 0;
-    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
-    const float inv = (float)(1.0 / sqrt(ss + 1e-6));
-    for (int64_t i = 0; i < n; i++) x[i] *= inv;
-}
-
-void block_conv_step(float *out, const float *in, float *win, const float *w, const float *bias, int64_t conv_dim,
-                     int64_t d_conv) {
-    for (int64_t ch = 0; ch < conv_dim; ch++) {
-        const float *wc = w + ch * d_conv;
-        float sum = (bias ? bias[ch] : 0.0f) + wc[d_conv - 1] * in[ch];
-        for (int64_t j = 0; j < d_conv - 1; j++) sum += wc[j] * win[j * conv_dim + ch];
-        out[ch] = ops_silu(sum);
-    }
-    memmove(win, win + conv_dim, (size_t)((d_conv - 2) * conv_dim) * sizeof(float));
-    memcpy(win + (d_conv - 2) * conv_dim, in, (size_t)conv_dim * sizeof(float));
-}
+#include "ssm/ssm.h"
 
 void block_gdn(ctx *c, const model_layer *l, int64_t il, int64_t n) {
     const model_hparams *hp = &c->m->hp;
@@ -45,7 +25,7 @@ void block_gdn(ctx *c, const model_layer *l, int64_t il, int64_t n) {
     const int64_t conv_dim = model_gdn_conv_dim(hp), key_dim = n_k * d_k, V = n_v * d_v, r = n_v / n_k;
     float *win = c->seq->rec[il], *S_all = win + (hp->ssm_d_conv - 1) * conv_dim;
 
-    linear(c->pool, &l->ssm_qkv, c->xn, n, c->gdn_qkv, c->act);
+    linear(c->pool, &l->ssm_qkv, c->xn, n, c->conv_in, c->act);
     linear(c->pool, &l->ssm_z, c->xn, n, c->gdn_z, c->act);
     const bool ba = l->ssm_ba.name != NULL;
     if (ba) {
@@ -55,16 +35,12 @@ void block_gdn(ctx *c, const model_layer *l, int64_t il, int64_t n) {
         linear(c->pool, &l->ssm_alpha, c->xn, n, c->gdn_a, c->act);
     }
     const float *a_log_neg = (const float *)l->ssm_a.data, *dt_bias = (const float *)l->ssm_dt_bias.data;
-    const float *norm_w = (const float *)l->ssm_norm.data, *conv_w = (const float *)l->ssm_conv.data;
-    /* per token: conv + SiLU, L2-normed q and k, and each value head's beta and decay */
+    /* conv + SiLU, then q and k L2-normed per key head (1e-6 as the reference models) */
+    conv1d_params cp = {conv_dim, (int)hp->ssm_d_conv, l->conv_w, NULL, 2 * key_dim, d_k, 1e-6f};
+    if (n == 1) conv1d_step(NULL, &cp, 1, c->conv_in, conv_dim, c->gdn_qkv, conv_dim, win, NULL);
+    else conv1d_prefill(c->pool, &cp, n, c->conv_in, conv_dim, c->gdn_qkv, conv_dim, win);
+    /* each value head's beta and decay */
     for (int64_t t = 0; t < n; t++) {
-        float *y = c->gdn_qkv + t * conv_dim;
-        memcpy(c->gdn_tmp, y, (size_t)conv_dim * sizeof(float));
-        block_conv_step(y, c->gdn_tmp, win, conv_w, NULL, conv_dim, hp->ssm_d_conv);
-        for (int64_t kh = 0; kh < n_k; kh++) {
-            l2norm(y + kh * d_k, d_k);
-            l2norm(y + key_dim + kh * d_k, d_k);
-        }
         for (int64_t h = 0; h < n_v; h++) {
             /* qwen3next interleaves per key head: b for its r value heads, then a */
             float b_raw, a_raw;
@@ -89,12 +65,7 @@ void block_gdn(ctx *c, const model_layer *l, int64_t il, int64_t n) {
     else gdn_prefill(c->pool, &p, n, &rows, S_all, NULL);
 
     /* gated RMSNorm of each head's output */
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t h = 0; h < n_v; h++) {
-            float *o = c->gdn_o + t * V + h * d_v;
-            const float *z = c->gdn_z + t * V + h * d_v;
-            ops_rmsnorm(o, o, norm_w, d_v, hp->rms_eps);
-            for (int64_t j = 0; j < d_v; j++) o[j] *= ops_silu(z[j]);
-        }
+    gated_rmsnorm(n == 1 ? NULL : c->pool, n, n_v, d_v, c->gdn_o, V, c->gdn_z, V, (const float *)l->ssm_norm.data,
+                  hp->rms_eps, c->gdn_o, V);
     linear(c->pool, &l->ssm_out, c->gdn_o, n, c->mix, c->act);
 }

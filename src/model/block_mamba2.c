@@ -2,7 +2,7 @@
  * block_mamba2.c — the Mamba-2 mixer:
  *
  *   z | xBC | dt = Win x
- *   xBC = silu(causal_conv1d(xBC) + bias)        window: the last d_conv - 1 raw inputs
+ *   xBC = silu(causal_conv1d(xBC) + bias)        window: the last d_conv - 1 raw inputs (src/ssm conv1d)
  *   x, B, C = xBC;  y = selective scan (src/ssm/mamba2.h) with the D skip
  *   out = Wout (grouped_rmsnorm(y * silu(z)) * norm_w)
  *
@@ -10,12 +10,11 @@
  * conv_dim), oldest row first, then the scan state (n_head, d_state, d_head).
  */
 #include <math.h>
-#include <string.h>
 
 #include "model/ctx.h"
 #include "model/linear.h"
-#include "ops/norm.h"
 #include "ssm/mamba2.h"
+#include "ssm/ssm.h"
 
 void block_mamba2(ctx *c, const model_layer *l, int64_t il, int64_t n) {
     const model_hparams *hp = &c->m->hp;
@@ -25,9 +24,9 @@ void block_mamba2(ctx *c, const model_layer *l, int64_t il, int64_t n) {
 
     /* zxbcdt: (n, IN); the conv output goes to gdn_qkv (n, CD) */
     linear(c->pool, &l->ssm_in, c->xn, n, c->mb_in, c->act);
-    for (int64_t t = 0; t < n; t++)
-        block_conv_step(c->gdn_qkv + t * CD, c->mb_in + t * IN + DI, win, (const float *)l->ssm_conv.data,
-                        (const float *)l->ssm_conv_bias.data, CD, hp->ssm_d_conv);
+    conv1d_params cp = {CD, (int)hp->ssm_d_conv, l->conv_w, (const float *)l->ssm_conv_bias.data, 0, 0, 0.0f};
+    if (n == 1) conv1d_step(NULL, &cp, 1, c->mb_in + DI, IN, c->gdn_qkv, CD, win, NULL);
+    else conv1d_prefill(c->pool, &cp, n, c->mb_in + DI, IN, c->gdn_qkv, CD, win);
 
     mamba2_params p = {hp->ssm_n_head, DI / hp->ssm_n_head, hp->ssm_n_group, hp->ssm_d_state,
                        (const float *)l->ssm_a.data, (const float *)l->ssm_dt_bias.data,
@@ -42,13 +41,7 @@ void block_mamba2(ctx *c, const model_layer *l, int64_t il, int64_t n) {
         mamba2_scan(&p, &io, seq_start, states, 1, c->pool, NULL);
     }
     /* gate, then RMSNorm per group */
-    const float *norm_w = (const float *)l->ssm_norm.data;
-    for (int64_t t = 0; t < n; t++) {
-        float *y = c->gdn_o + t * DI;
-        const float *z = c->mb_in + t * IN;
-        for (int64_t i = 0; i < DI; i++) y[i] *= ops_silu(z[i]);
-        for (int64_t g = 0; g < hp->ssm_n_group; g++)
-            ops_rmsnorm(y + g * gsize, y + g * gsize, norm_w + g * gsize, gsize, hp->rms_eps);
-    }
+    gated_rmsnorm_group(n == 1 ? NULL : c->pool, n, hp->ssm_n_group, gsize, c->gdn_o, DI, c->mb_in, IN,
+                        (const float *)l->ssm_norm.data, hp->rms_eps, c->gdn_o, DI);
     linear(c->pool, &l->ssm_out, c->gdn_o, n, c->mix, c->act);
 }

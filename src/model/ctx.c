@@ -69,7 +69,7 @@ void eddy_ctx_free(eddy_ctx *c) {
     pool_destroy(c->pool);
     seq_state_free(c->seq);
     float *bufs[] = {c->x,     c->xn,    c->mix,   c->qg,    c->q,     c->k,      c->v,      c->attn,
-                     c->rope,  c->gdn_qkv, c->gdn_z, c->gdn_b, c->gdn_a, c->gdn_o, c->gdn_tmp, c->ff_a,
+                     c->rope,  c->gdn_qkv, c->gdn_z, c->gdn_b, c->gdn_a, c->gdn_o, c->conv_in, c->ff_a,
                      c->ff_b,  c->router, c->ff_out, c->mb_in, c->gdn_g, c->gdn_beta, c->moe_x, c->moe_w};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) eddy_free_aligned(bufs[i]);
     eddy_free(c->moe_sel);
@@ -161,7 +161,7 @@ eddy_status eddy_ctx_new(const eddy_model *m, const eddy_ctx_params *p, eddy_ctx
     c->gdn_g = alloc_rows(B, hp->ssm_n_v, &ok);
     c->gdn_beta = alloc_rows(B, hp->ssm_n_v, &ok);
     c->gdn_o = alloc_rows(B, gdn ? hp->ssm_n_v * hp->ssm_d_v : hp->ssm_d_inner, &ok);
-    c->gdn_tmp = alloc_rows(1, gdn ? model_gdn_conv_dim(hp) : 0, &ok);
+    c->conv_in = alloc_rows(B, gdn ? model_gdn_conv_dim(hp) : 0, &ok);
     c->ff_a = alloc_rows(B, max3(hp->n_ff, hp->n_ff_exp, hp->n_ff_shexp), &ok);
     c->ff_b = alloc_rows(B, max3(hp->n_ff, hp->n_ff_exp, hp->n_ff_shexp), &ok);
     c->router = alloc_rows(B, hp->n_expert, &ok);

@@ -39,7 +39,7 @@ struct eddy_ctx {
     float *gdn_o;   /* (n_batch, n_v * d_v) mixer output before out projection */
     float *gdn_g;   /* (n_batch, n_v) log decay per value head */
     float *gdn_beta; /* (n_batch, n_v) */
-    float *gdn_tmp; /* (conv_dim) one token's conv input */
+    float *conv_in; /* (n_batch, conv_dim) the projection the conv reads */
     /* Mamba-2 (the conv output reuses gdn_qkv, the scan output gdn_o) */
     float *mb_in;   /* (n_batch, in_dim) z | xBC | dt */
     /* feed-forward */
@@ -69,12 +69,5 @@ void block_ffn_dense(ctx *c, const model_layer *l, int64_t n);
 void block_ffn_moe(ctx *c, const model_layer *l, int64_t n);
 void block_ffn_relu2(ctx *c, const model_layer *l, int64_t n);
 void block_mamba2(ctx *c, const model_layer *l, int64_t il, int64_t n);
-
-/* One token through a causal depthwise conv: out[ch] = silu(bias[ch] + sum_j
- * w[ch][j] window[j]) over the window [the d_conv - 1 previous raw inputs, in]; the
- * window then moves on by one raw input. w: (conv_dim, d_conv); win: (d_conv - 1,
- * conv_dim), oldest row first; bias may be NULL. in and out must not overlap. */
-void block_conv_step(float *out, const float *in, float *win, const float *w, const float *bias, int64_t conv_dim,
-                     int64_t d_conv);
 
 #endif

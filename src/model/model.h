@@ -72,6 +72,7 @@ typedef struct {
      * bias (conv_dim) f32; a, d, dt_bias (n_head) f32; norm (d_inner) f32, grouped;
      * out (d_inner -> n_embd). Shares ssm_conv, ssm_a, ssm_dt_bias, ssm_norm, ssm_out. */
     tensor ssm_in, ssm_conv_bias, ssm_d;
+    float *conv_w; /* ssm_conv repacked tap-major (d_conv, conv_dim) for src/ssm's conv1d; owned */
 
     tensor ffn_norm; /* (n_embd) f32, before the feed-forward part */
     /* dense: gate, up (n_embd -> n_ff); down (n_ff -> n_embd); squared ReLU: up, down */

@@ -16,6 +16,7 @@
 
 #include "base/alloc.h"
 #include "model/model_loader.h"
+#include "ssm/ssm.h"
 #include "quant/quant.h"
 
 /* ==== Architectures ==== */
@@ -292,6 +293,14 @@ eddy_status model_load(model **out, const char *path, eddy_error *err) {
     snprintf(L.prefix, sizeof L.prefix, "%s.", arch);
     m->hp.embd_scale = m->hp.residual_scale = m->hp.logit_scale = 1.0f;
     archs[m->arch].load(&L);
+    for (int64_t il = 0; il < m->hp.n_layer && L.status == EDDY_OK; il++) {
+        model_layer *l = &m->layers[il];
+        if (!l->ssm_conv.name) continue;
+        const int64_t K = l->ssm_conv.ne[0], conv_dim = l->ssm_conv.ne[1];
+        l->conv_w = eddy_malloc((size_t)(K * conv_dim) * sizeof(float));
+        if (!l->conv_w) loader_nomem(&L, "conv weights");
+        else conv1d_pack_weights((const float *)l->ssm_conv.data, conv_dim, (int)K, l->conv_w);
+    }
     if (L.status != EDDY_OK) {
         model_free(m);
         return L.status;
@@ -302,6 +311,7 @@ eddy_status model_load(model **out, const char *path, eddy_error *err) {
 
 void model_free(model *m) {
     if (!m) return;
+    for (int64_t il = 0; m->layers && il < m->hp.n_layer; il++) eddy_free(m->layers[il].conv_w);
     eddy_free(m->layers);
     gguf_close(m->file);
     eddy_free(m);
