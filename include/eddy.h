@@ -184,6 +184,21 @@ void eddy_sampler_reset(eddy_sampler *s);
  * non-zero, else a table with each op's fraction of the machine's read bandwidth or
  * f32 FMA peak, both measured in the same run. */
 eddy_status eddy_bench_kernels(const char *filter, int n_threads, int json, eddy_error *err);
+
+/* The bytes one decode step (one token) reads from memory, in three parts. */
+typedef struct {
+    /* Weights: every tensor of the file, except that of the token embedding table one
+     * row is read (but when the output matrix is tied to it, the whole table is read
+     * as the output matrix); of each mixture-of-experts tensor only n_expert_used of
+     * n_expert experts; none of the layers the forward pass leaves out (multi-token
+     * prediction layers). */
+    uint64_t weights;
+    uint64_t state;      /* recurrent state (Gated DeltaNet, Mamba-2), read and written: 2 x its bytes */
+    uint64_t kv_per_pos; /* KV cache read per position the sequence holds (key + value rows, f32) */
+} eddy_decode_bytes;
+
+void eddy_model_decode_bytes(const eddy_model *m, eddy_decode_bytes *out);
+
 /* ==== Text: vocabulary, tokenizer, detokenizer, chat templates ==== */
 
 /* A model's tokenizer, loaded from a GGUF file's tokenizer.* metadata. Immutable
