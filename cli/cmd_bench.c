@@ -1,36 +1,195 @@
 /*
  * cmd_bench.c — `eddy bench`: benchmarks.
  *
+ *   eddy bench -m MODEL.gguf [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]
  *   eddy bench --kernels [--json] [-t THREADS] [--filter NAME]
+ *
+ * A model benchmark (eddy_bench_model) prints a table like llama-bench's, then the
+ * read bandwidth, bytes per decode token, roofline fraction and peak RSS; with
+ * --json one line holding all of them. The two kinds take separate runs.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 
+/* ==== Output of a model benchmark ==== */
+
+/* s as the inside of a JSON string: quotes, backslashes and control characters
+ * escaped, bytes that are not UTF-8 replaced by U+FFFD. */
+static void json_string(FILE *out, const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned c = *p;
+        int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        bool valid = len > 0;
+        for (int i = 1; i < len && valid; i++) valid = (p[i] >> 6) == 2;
+        if (!valid) {
+            fputs("\\ufffd", out);
+            p++;
+        } else if (c == '"' || c == '\\') {
+            fprintf(out, "\\%c", c);
+            p++;
+        } else if (c < 0x20 || c == 0x7f) {
+            fprintf(out, "\\u%04x", c);
+            p++;
+        } else {
+            fwrite(p, 1, (size_t)len, out);
+            p += len;
+        }
+    }
+}
+
+/* bytes as B, kB, MB or GB (powers of 1000, like GB/s) */
+static const char *fmt_bytes(char *buf, size_t n, double b) {
+    if (b >= 1e9) snprintf(buf, n, "%.2f GB", b / 1e9);
+    else if (b >= 1e6) snprintf(buf, n, "%.2f MB", b / 1e6);
+    else if (b >= 1e3) snprintf(buf, n, "%.2f kB", b / 1e3);
+    else snprintf(buf, n, "%.0f B", b);
+    return buf;
+}
+
+static void print_json(const char *name, const char *arch, const eddy_bench_params *p, const eddy_bench_result *r) {
+    printf("{\"model\": \"");
+    json_string(stdout, name);
+    printf("\", \"threads\": %d, \"pp_tokens\": %lld, \"tg_tokens\": %lld, \"pp_tps\": %.6g, \"tg_tps\": %.6g, "
+           "\"bytes_per_token\": %.0f, \"read_bw_gbs\": %.6g, \"roofline\": %.6g, \"peak_rss_mib\": %.2f, "
+           "\"pp_tps_mean\": %.6g, \"pp_tps_sd\": %.6g, \"tg_tps_mean\": %.6g, \"tg_tps_sd\": %.6g, \"reps\": %d, "
+           "\"arch\": \"",
+           r->n_threads, (long long)p->n_prompt, (long long)p->n_gen, r->pp.median, r->tg.median, r->bytes_per_token,
+           r->read_bw / 1e9, r->roofline, r->peak_rss / (1024.0 * 1024.0), r->pp.mean, r->pp.sd, r->tg.mean,
+           r->tg.sd, p->n_reps);
+    json_string(stdout, arch);
+    printf("\", \"weight_bytes\": %llu, \"state_bytes\": %llu, \"kv_bytes_per_pos\": %llu}\n",
+           (unsigned long long)r->bytes.weights, (unsigned long long)r->bytes.state,
+           (unsigned long long)r->bytes.kv_per_pos);
+}
+
+static void print_row(int w, const char *name, const char *arch, double size_mib, int threads, const char *test,
+                      const eddy_bench_rate *rate) {
+    char mean[64];
+    snprintf(mean, sizeof mean, "%.2f ± %.2f", rate->mean, rate->sd);
+    /* "±" is two bytes for one column: pad one more */
+    printf("| %-*s | %-10s | %9.2f MiB | %7d | %8s | %12.2f | %21s |\n", w, name, arch, size_mib, threads, test,
+           rate->median, mean);
+}
+
+static void print_table(const char *name, const char *arch, double size_mib, const eddy_bench_params *p,
+                        const eddy_bench_result *r) {
+    int w = (int)strlen(name) < 5 ? 5 : (int)strlen(name);
+    char dash[512];
+    int dw = w < (int)sizeof dash - 1 ? w : (int)sizeof dash - 1;
+    memset(dash, '-', (size_t)dw);
+    dash[dw] = '\0';
+    printf("| %-*s | %-10s | %13s | %7s | %8s | %12s | %21s |\n", w, "model", "arch", "size", "threads", "test",
+           "t/s (median)", "t/s (mean ± sd)");
+    printf("| %s | ---------- | ------------: | ------: | -------: | -----------: | -------------------: |\n", dash);
+    char test[32];
+    if (p->n_prompt > 0) {
+        snprintf(test, sizeof test, "pp%lld", (long long)p->n_prompt);
+        print_row(w, name, arch, size_mib, r->n_threads, test, &r->pp);
+    }
+    if (p->n_gen > 0) {
+        snprintf(test, sizeof test, "tg%lld", (long long)p->n_gen);
+        print_row(w, name, arch, size_mib, r->n_threads, test, &r->tg);
+    }
+    char b0[32], b1[32], b2[32], b3[32];
+    printf("\n%d timed repetitions of each test after one warm-up\n", p->n_reps);
+    printf("read bandwidth   %.2f GB/s (measured after the tests, %d thread%s, 1 GiB buffer)\n", r->read_bw / 1e9,
+           r->n_threads, r->n_threads == 1 ? "" : "s");
+    printf("bytes/token      %s = weights %s + recurrent state %s + KV cache %s (%.1f positions on average)\n",
+           fmt_bytes(b0, sizeof b0, r->bytes_per_token), fmt_bytes(b1, sizeof b1, (double)r->bytes.weights),
+           fmt_bytes(b2, sizeof b2, (double)r->bytes.state),
+           fmt_bytes(b3, sizeof b3, (double)r->bytes.kv_per_pos * r->kv_positions), r->kv_positions);
+    if (p->n_gen > 0)
+        printf("roofline         %.3f (tg %.2f t/s x %s / %.2f GB/s: %.1f%% of read bandwidth)\n", r->roofline,
+               r->tg.median, b0, r->read_bw / 1e9, 100 * r->roofline);
+    else
+        printf("roofline         - (no decode test)\n");
+    printf("peak RSS         %.1f MiB\n", r->peak_rss / (1024.0 * 1024.0));
+}
+
+/* ==== Model benchmark ==== */
+
+/* The bytes of all the file's tensors (llama-bench's "size"). */
+static double tensor_bytes(const eddy_gguf *f) {
+    double sum = 0;
+    for (int64_t i = 0; i < eddy_gguf_n_tensors(f); i++) {
+        eddy_tensor_info t;
+        eddy_gguf_tensor_info(f, i, &t);
+        sum += (double)t.n_bytes;
+    }
+    return sum;
+}
+
+static int bench_model(const char *path, eddy_bench_params *p, int json) {
+    eddy_error err;
+    eddy_model *m;
+    if (eddy_model_load(path, &m, &err) != EDDY_OK) return cli_error("%s", err.msg);
+    /* the vocabulary only keeps control tokens out of the random prompt: optional */
+    eddy_vocab *v = NULL;
+    if (eddy_vocab_load(eddy_model_gguf(m), &v, &err) != EDDY_OK) v = NULL;
+    p->vocab = v;
+    eddy_bench_result r;
+    int rc = 0;
+    if (eddy_bench_model(m, p, &r, &err) != EDDY_OK) {
+        rc = cli_error("%s", err.msg);
+    } else {
+        const char *slash = strrchr(path, '/');
+        const char *name = slash ? slash + 1 : path;
+        if (json) print_json(name, eddy_model_arch(m), p, &r);
+        else
+            print_table(name, eddy_model_arch(m), tensor_bytes(eddy_model_gguf(m)) / (1024.0 * 1024.0), p, &r);
+    }
+    eddy_vocab_free(v);
+    eddy_model_free(m);
+    return rc;
+}
+
+/* ==== Entry ==== */
+
 int cmd_bench(int argc, char **argv) {
-    int kernels = 0, json = 0;
-    long long threads = 0;
-    const char *filter = NULL;
+    int kernels = 0, json = 0, model_only = 0;
+    long long threads = 0, n_prompt = 512, n_gen = 128, reps = 5;
+    const char *filter = NULL, *model = NULL;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--kernels")) kernels = 1;
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (cli_parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 1024, &threads)) return 1;
+            if (cli_parse_int(a, val, 1, 1024, &threads)) return 1;
+            i++;
         } else if (!strcmp(a, "--filter")) {
-            if (++i >= argc) return cli_error("--filter needs a benchmark name");
-            filter = argv[i];
+            if (!val) return cli_error("--filter needs a benchmark name");
+            filter = argv[++i];
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            return cli_error("bench: model benchmarks (-m) need the model runner, which eddy does not have yet; "
-                             "use --kernels");
+            if (!val) return cli_error("%s needs a model file", a);
+            model = argv[++i];
+        } else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) {
+            if (cli_parse_int(a, val, 0, 1 << 20, &n_prompt)) return 1;
+            i++, model_only = 1;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
+            if (cli_parse_int(a, val, 0, 1 << 20, &n_gen)) return 1;
+            i++, model_only = 1;
+        } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
+            if (cli_parse_int(a, val, 1, 1000, &reps)) return 1;
+            i++, model_only = 1;
         } else {
             return cli_error("bench: unknown option \"%s\"", a);
         }
     }
-    if (!kernels) return cli_error("bench: nothing to run (use --kernels)");
-    if (threads == 0) threads = 2;
-    eddy_error err;
-    if (eddy_bench_kernels(filter, (int)threads, json, &err) != EDDY_OK) return cli_error("%s", err.msg);
-    return 0;
+    if (kernels && model) return cli_error("bench: --kernels and -m are separate benchmarks: run one at a time");
+    if (!kernels && !model) return cli_error("bench: nothing to run (use -m MODEL.gguf or --kernels)");
+    if (kernels) {
+        if (model_only) return cli_error("bench: -p, -n and -r apply to model benchmarks (-m), not --kernels");
+        eddy_error err;
+        if (eddy_bench_kernels(filter, threads > 0 ? (int)threads : 2, json, &err) != EDDY_OK)
+            return cli_error("%s", err.msg);
+        return 0;
+    }
+    if (filter) return cli_error("bench: --filter applies to kernel benchmarks (--kernels), not -m");
+    if (n_prompt == 0 && n_gen == 0) return cli_error("bench: nothing to run: -p and -n are both 0");
+    eddy_bench_params p = {.n_prompt = n_prompt, .n_gen = n_gen, .n_threads = (int)threads, .n_reps = (int)reps,
+                           .seed = 42};
+    return bench_model(model, &p, json);
 }

@@ -59,6 +59,8 @@ static void usage(FILE *out) {
             "                                          perplexity, chunked as llama.cpp's\n"
             "  logits -m MODEL.gguf --ids \"ID ID ...\" --out FILE [-t N] [-c CTX]\n"
             "                                          float32 logits for every position\n"
+            "  bench -m MODEL.gguf [-p 512] [-n 128] [-t N] [-r REPS] [--json]\n"
+            "                                          prefill and decode t/s, roofline fraction, peak RSS\n"
             "  bench --kernels [--json] [-t N] [--filter NAME]\n"
             "                                          kernel benchmarks against this machine's limits\n"
             "  tokenize -m MODEL.gguf [--file PATH | TEXT] [--no-special] [--no-bos]\n"

@@ -184,6 +184,59 @@ void eddy_sampler_reset(eddy_sampler *s);
  * non-zero, else a table with each op's fraction of the machine's read bandwidth or
  * f32 FMA peak, both measured in the same run. */
 eddy_status eddy_bench_kernels(const char *filter, int n_threads, int json, eddy_error *err);
+
+/* The bytes one decode step (one token) reads from memory, in three parts. */
+typedef struct {
+    /* Weights: every tensor of the file, except that of the token embedding table one
+     * row is read (but when the output matrix is tied to it, the whole table is read
+     * as the output matrix); of each mixture-of-experts tensor only n_expert_used of
+     * n_expert experts; none of the layers the forward pass leaves out (multi-token
+     * prediction layers). */
+    uint64_t weights;
+    uint64_t state;      /* recurrent state (Gated DeltaNet, Mamba-2), read and written: 2 x its bytes */
+    uint64_t kv_per_pos; /* KV cache read per position the sequence holds (key + value rows, f32) */
+} eddy_decode_bytes;
+
+void eddy_model_decode_bytes(const eddy_model *m, eddy_decode_bytes *out);
+
+/* A model benchmark as llama-bench runs one: a prefill test (pp: n_prompt random
+ * tokens in one eddy_ctx_eval from an empty sequence, logits of the last only) and a
+ * decode test (tg: n_gen single-token evaluations from an empty sequence, each feeding
+ * the previous step's argmax), each run once to warm up and then n_reps times timed. */
+typedef struct {
+    int64_t n_prompt;        /* pp tokens; 0 skips the test */
+    int64_t n_gen;           /* tg tokens; 0 skips the test */
+    int n_threads;           /* 0: all online CPUs */
+    int n_reps;              /* timed repetitions of each test (0: 5) */
+    uint64_t seed;           /* the random token ids */
+    /* NULL, or the model's vocabulary: control and end-of-generation tokens are then
+     * left out of the random ids */
+    const struct eddy_vocab *vocab;
+} eddy_bench_params;
+
+typedef struct {
+    double median, mean, sd; /* tokens/s over the timed repetitions (sd: sample standard
+                              * deviation, 0 for one repetition); all 0 for a skipped test */
+} eddy_bench_rate;
+
+typedef struct {
+    int n_threads;            /* the threads used */
+    eddy_bench_rate pp, tg;
+    double read_bw;           /* bytes/s: the machine's read bandwidth, measured after the tests
+                               * on the same threads (1 GiB buffer, best of 4 passes) */
+    eddy_decode_bytes bytes;  /* of one decode step */
+    double kv_positions;      /* positions a decode step of the tg test holds on average:
+                               * (n_gen + 1) / 2; 1 without a tg test */
+    double bytes_per_token;   /* bytes.weights + bytes.state + bytes.kv_per_pos * kv_positions */
+    double roofline;          /* tg.median * bytes_per_token / read_bw: 1 would be decode at the
+                               * machine's read bandwidth; 0 when tg is skipped */
+    double peak_rss;          /* bytes: the process's peak resident set after the tests (taken
+                               * before the bandwidth probe allocates its buffer) */
+} eddy_bench_result;
+
+eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, eddy_bench_result *r,
+                             eddy_error *err);
+
 /* ==== Text: vocabulary, tokenizer, detokenizer, chat templates ==== */
 
 /* A model's tokenizer, loaded from a GGUF file's tokenizer.* metadata. Immutable

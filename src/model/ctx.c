@@ -121,17 +121,7 @@ eddy_status eddy_ctx_new(const eddy_model *m, const eddy_ctx_params *p, eddy_ctx
         if (!shapes) {
             s = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
         } else {
-            for (int64_t il = 0; il < hp->n_layer; il++) {
-                switch (m->layers[il].mixer) {
-                case MIXER_ATTENTION:
-                    shapes[il].kv_k = hp->n_head_kv * hp->head_dim_k;
-                    shapes[il].kv_v = hp->n_head_kv * hp->head_dim_v;
-                    break;
-                case MIXER_GDN: shapes[il].rec_floats = model_gdn_state_floats(hp); break;
-                case MIXER_MAMBA2: shapes[il].rec_floats = mamba2_layer_state_floats(hp); break;
-                case MIXER_NONE: break;
-                }
-            }
+            for (int64_t il = 0; il < hp->n_layer; il++) shapes[il] = model_state_shape(m, il);
             s = seq_state_new(&c->seq, shapes, hp->n_layer, n_ctx, err);
             eddy_free(shapes);
         }

@@ -23,6 +23,7 @@
 #include "gguf/gguf.h"
 #include "ops/rope.h"
 #include "ssm/gdn.h"
+#include "state/state.h"
 
 typedef enum {
     ARCH_LLAMA = 0,
@@ -150,5 +151,9 @@ int64_t model_gdn_conv_dim(const model_hparams *hp);
 int64_t mamba2_conv_dim(const model_hparams *hp);
 int64_t mamba2_in_dim(const model_hparams *hp);
 int64_t mamba2_layer_state_floats(const model_hparams *hp);
+
+/* What layer il keeps per sequence (footprint.c): key/value row sizes for attention,
+ * recurrent floats for Gated DeltaNet and Mamba-2; zeros for a layer with no mixer. */
+state_layer_shape model_state_shape(const model *m, int64_t il);
 
 #endif

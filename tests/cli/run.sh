@@ -115,6 +115,51 @@ expect_err "two files" "unexpected argument" inspect $D/sample.gguf $D/sample.gg
 expect_err "bench without target" "nothing to run" bench
 expect_err "bench filter matches nothing" 'no kernel benchmark matches "zzz"' bench --kernels --filter zzz
 expect_err "bench bad threads" "-t: 0 is out of range" bench --kernels -t 0
+
+# ==== bench -m: one JSON line with the documented keys (timings only checked > 0) ====
+B=tests/data/models/qwen35-tiny-q8_0.gguf
+# json_num KEY: the number after "KEY": in $json
+json_num() { sed -n "s/.*\"$1\": \([-+0-9.eE]*\).*/\1/p" <<<"$json"; }
+# check_bench_json NAME ZERO_KEYS ARGS...: exit 0, stdout one JSON line whose keys hold numbers > 0,
+# but those in ZERO_KEYS (space-separated, "-" for none: a skipped test's) hold 0
+check_bench_json() {
+  local name=$1 zero=$2; shift 2
+  local rc k v
+  json=$("$EDDY" "$@" 2>"$TMP/err"); rc=$?
+  if [ $rc -ne 0 ]; then bad "$name: exit $rc: $(cat "$TMP/err")"; return; fi
+  if [ "$(wc -l <<<"$json")" -ne 1 ] || [ "${json:0:10}" != '{"model": ' ] || [ "${json: -1}" != "}" ]; then
+    bad "$name: not one JSON line: $json"; return
+  fi
+  if ! grep -qF '"model": "qwen35-tiny-q8_0.gguf", "threads": 1, "pp_tokens": ' <<<"$json"; then
+    bad "$name: model or threads: $json"; return
+  fi
+  if command -v python3 >/dev/null && ! python3 -c 'import json, sys; json.loads(sys.argv[1])' "$json" 2>/dev/null; then
+    bad "$name: python3 cannot parse: $json"; return
+  fi
+  for k in pp_tokens tg_tokens pp_tps tg_tps bytes_per_token read_bw_gbs roofline peak_rss_mib; do
+    v=$(json_num $k)
+    if [ -z "$v" ]; then bad "$name: no number for $k: $json"; return; fi
+    if [[ " $zero " == *" $k "* ]]; then
+      if ! awk -v v="$v" 'BEGIN { exit !(v == 0) }'; then bad "$name: $k = $v, expected 0"; return; fi
+    elif ! awk -v v="$v" 'BEGIN { exit !(v > 0) }'; then bad "$name: $k = $v, expected > 0"; return; fi
+  done
+  ok
+}
+check_bench_json "bench -m --json" - bench -m $B -p 8 -n 4 -r 1 -t 1 --json
+check_bench_json "bench -m -p 0 --json" "pp_tokens pp_tps" bench -m $B -p 0 -n 4 -r 2 -t 1 --json
+expect_ok "bench -m table" "qwen35-tiny-q8_0.gguf" "| qwen35 " "pp8" "tg4" "read bandwidth" "bytes/token" \
+  "recurrent state" "roofline" "peak RSS" -- bench -m $B -p 8 -n 4 -r 1 -t 1
+expect_err "bench -m missing file" "$TMP/missing.gguf" bench -m "$TMP/missing.gguf" -p 8 -n 4
+expect_err "bench -m not a model" "is missing" bench -m $D/sample.gguf -p 8 -n 4
+expect_err "bench -m without file" "-m needs a model file" bench -m
+expect_err "bench -p negative" "-p: -1 is out of range" bench -m $B -p -1
+expect_err "bench -n not a number" '-n: "abc" is not an integer' bench -m $B -n abc
+expect_err "bench -r 0" "-r: 0 is out of range" bench -m $B -r 0
+expect_err "bench nothing to time" "-p and -n are both 0" bench -m $B -p 0 -n 0
+expect_err "bench -m and --kernels" "separate benchmarks" bench -m $B --kernels
+expect_err "bench --kernels with -p" "apply to model benchmarks" bench --kernels -p 8
+expect_err "bench -m with --filter" "--filter applies to kernel benchmarks" bench -m $B --filter gdn
+expect_err "bench -m unknown option" 'unknown option "--bogus"' bench -m $B --bogus
 expect_err "unknown command" 'unknown command "frobnicate"' frobnicate
 head -c 1900 $D/sample.gguf >"$TMP/trunc.gguf"
 expect_err "truncated header" "truncated" inspect "$TMP/trunc.gguf"
