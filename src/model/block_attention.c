@@ -45,7 +45,7 @@ void block_attention(ctx *c, const model_layer *l, int64_t il, int64_t n) {
     attn_shape shape = {hp->n_head, hp->n_head_kv, hd, hp->head_dim_v, 1.0f / sqrtf((float)hd)};
     /* the gate (when any) sits in c->attn; attention writes into c->qg, free by now */
     float *out = hp->attn_gated ? c->qg : c->attn;
-    attn_args a = {out, c->q, kc, vc, O, Q, K, V, n, pos0};
+    attn_args a = {out, c->q, kc, vc, O, Q, K, V, n, pos0, QTYPE_F32, QTYPE_F32};
     ops_attention(c->pool, &shape, &a);
     if (hp->attn_gated)
         for (int64_t i = 0; i < n * O; i++) out[i] *= ops_sigmoid(c->attn[i]);
