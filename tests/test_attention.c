@@ -171,7 +171,7 @@ static void run_case(const attn_case *cs, int ci, threadpool **pools, int n_pool
         if (kern && (s.head_dim_k % kern->width || s.head_dim_v % kern->width)) continue;
         const char *name = kern ? kern->name : ops_attention_variant(&s);
         for (int pi = 0; pi < n_pools; pi++) {
-            REQUIRE(pool_reserve_scratch(pools[pi], ops_attention_scratch(&s, n_kv), NULL) == EDDY_OK);
+            REQUIRE(pool_reserve_scratch(pools[pi], ops_attention_scratch(&s, n_kv, pool_size(pools[pi])), NULL) == EDDY_OK);
             memset(got, 0xff, (size_t)(n_q * so) * 4); /* NaN: rows left unwritten show */
             a.out = got;
             if (kern) ops_attention_with(pools[pi], &s, &a, kern);
@@ -200,26 +200,37 @@ TEST(attention_fast_matches_ref) {
     for (int i = 0; i < 4; i++) pool_destroy(pools[i]);
 }
 
-/* On one thread (no key-range split) each row's arithmetic does not depend on the
- * other queries of the batch: the last query of a batch gives the same bits as that
- * query alone — so decoding token by token reproduces a prefill exactly. */
-TEST(attention_fast_rows_independent_of_batch) {
+/* A row's arithmetic depends neither on the other queries of its batch nor on the
+ * thread count (keys go in fixed chunks, folded in order): every query of a batch,
+ * alone (a decode step, split over chunks on several threads) or in the batch, on
+ * 1-4 threads, gives the same bits — so decoding token by token reproduces a
+ * prefill exactly. 37 queries after 600 keys span three chunks. */
+TEST(attention_fast_rows_independent_of_batch_and_threads) {
     test_rng r = test_rng_new();
-    threadpool *pool;
-    REQUIRE(pool_create(&pool, 1, NULL) == EDDY_OK);
     attn_shape s = {9, 3, 64, 64, 0.125f};
-    const int64_t n_q = 37, pos0 = 90, n_kv = pos0 + n_q, sq = 9 * 64, sk = 3 * 64, so = 9 * 64;
-    float *q = rand_floats(&r, n_q * sq, 1), *kf, *vf;
+    const int64_t n_q = 37, pos0 = 600, n_kv = pos0 + n_q, sq = 9 * 64, sk = 3 * 64, so = 9 * 64;
+    float *q = rand_floats(&r, n_q * sq, 2), *kf, *vf;
     void *k = rand_cache(&r, n_kv * sk, QTYPE_F16, &kf), *v = rand_cache(&r, n_kv * sk, QTYPE_F16, &vf);
-    float *all = malloc((size_t)(n_q * so) * 4), *one = malloc((size_t)so * 4);
-    REQUIRE(pool_reserve_scratch(pool, ops_attention_scratch(&s, n_kv), NULL) == EDDY_OK);
-    attn_args a = {all, q, k, v, so, sq, sk, sk, n_q, pos0, QTYPE_F16, QTYPE_F16};
-    ops_attention(pool, &s, &a);
-    for (int64_t t = 0; t < n_q; t += 12) {
-        attn_args b = {one, q + t * sq, k, v, so, sq, sk, sk, 1, pos0 + t, QTYPE_F16, QTYPE_F16};
-        ops_attention(pool, &s, &b);
-        CHECKF(memcmp(one, all + t * so, (size_t)so * 4) == 0, "query %lld differs alone", (long long)t);
-    }
-    free(q), free(k), free(v), free(kf), free(vf), free(all), free(one);
-    pool_destroy(pool);
+    float *want = malloc((size_t)(n_q * so) * 4), *all = malloc((size_t)(n_q * so) * 4), *one = malloc((size_t)so * 4);
+    const attn_kernel *ks[4];
+    int nk = attn_kernels_available(ks, 4);
+    for (int ki = 0; ki < nk; ki++)
+        for (int n_threads = 1; n_threads <= 4; n_threads++) {
+            threadpool *pool;
+            REQUIRE(pool_create(&pool, n_threads, NULL) == EDDY_OK);
+            REQUIRE(pool_reserve_scratch(pool, ops_attention_scratch(&s, n_kv, n_threads), NULL) == EDDY_OK);
+            attn_args a = {n_threads == 1 ? want : all, q, k, v, so, sq, sk, sk, n_q, pos0, QTYPE_F16, QTYPE_F16};
+            ops_attention_with(pool, &s, &a, ks[ki]);
+            if (n_threads > 1)
+                CHECKF(memcmp(all, want, (size_t)(n_q * so) * 4) == 0, "%s: %d threads differ from 1", ks[ki]->name,
+                       n_threads);
+            for (int64_t t = 0; t < n_q; t += 9) {
+                attn_args b = {one, q + t * sq, k, v, so, sq, sk, sk, 1, pos0 + t, QTYPE_F16, QTYPE_F16};
+                ops_attention_with(pool, &s, &b, ks[ki]);
+                CHECKF(memcmp(one, want + t * so, (size_t)so * 4) == 0, "%s, %d threads: query %lld alone differs",
+                       ks[ki]->name, n_threads, (long long)t);
+            }
+            pool_destroy(pool);
+        }
+    free(q), free(k), free(v), free(kf), free(vf), free(want), free(all), free(one);
 }

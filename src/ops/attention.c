@@ -104,6 +104,22 @@ const char *ops_attention_variant(const attn_shape *s) {
     return k ? k->name : "ref";
 }
 
+/* ==== The chunk fold ==== */
+
+void attn_fold(float *M, float *L, float *O, float m, float l, const float *o, int64_t dv) {
+    if (m == -INFINITY) return; /* a chunk with no visible key adds nothing */
+    const float mx = m > *M ? m : *M;
+    const float eo = expf(*M - mx), en = expf(m - mx); /* *M = -inf: eo = 0 */
+    *L = *L * eo + l * en;
+    for (int64_t d = 0; d < dv; d++) O[d] = O[d] * eo + o[d] * en;
+    *M = mx;
+}
+
+void attn_finish(float *out, const float *O, float L, int64_t dv) {
+    const float inv = 1.0f / L;
+    for (int64_t d = 0; d < dv; d++) out[d] = O[d] * inv;
+}
+
 /* ==== Units and threads ==== */
 
 /* Query rows per unit: queries per block (tq) times the group. */
@@ -114,68 +130,48 @@ static int64_t queries_per_unit(const attn_shape *s) {
 
 static int64_t rows_max(const attn_shape *s) { return queries_per_unit(s) * (s->n_head / s->n_head_kv); }
 
-/* Floats of one unit's partial results (rows of m, l, o). */
-static int64_t part_floats(const attn_shape *s) { return rows_max(s) * (s->head_dim_v + 2); }
+/* Floats of one decode unit's partial: a row of (m, l, o) per query head. */
+static int64_t part_floats(const attn_shape *s) { return s->n_head / s->n_head_kv * (s->head_dim_v + 2); }
 
-size_t ops_attention_scratch(const attn_shape *s, int64_t n_ctx) {
+static int64_t n_chunks(int64_t n_keys) { return (n_keys + ATTN_CHUNK - 1) / ATTN_CHUNK; }
+
+size_t ops_attention_scratch(const attn_shape *s, int64_t n_ctx, int n_threads) {
     size_t ref = (size_t)n_ctx * sizeof(float);
-    /* a thread holds at most n_head_kv partials (see plan_units) */
-    size_t fast = (size_t)(attn_work_floats(s, rows_max(s)) + s->n_head_kv * part_floats(s)) * sizeof(float);
+    /* with more than one thread a decode query splits into (KV head, chunk) units,
+     * each thread keeping the partials of its share */
+    int64_t slots = 0;
+    if (n_threads > 1) slots = (s->n_head_kv * n_chunks(n_ctx) + n_threads - 1) / n_threads;
+    size_t fast = (size_t)(attn_work_floats(s, rows_max(s)) + slots * part_floats(s)) * sizeof(float);
     return ref > fast ? ref : fast;
 }
 
 /* Work (multiply-adds) a thread should get before another one is woken. */
 #define ATTN_MIN_WORK ((int64_t)1 << 16)
-/* Keys per range, at least, when one query block is split over key ranges. */
-#define ATTN_MIN_SPLIT (4 * ATTN_KB)
 
 typedef struct {
     const attn_shape *s;
     const attn_args *a;
     threadpool *pool;
     const attn_kernel *kern;
-    int64_t tq, n_qb, n_split, split_len, n_units, rows;
+    int64_t tq, n_qb, n_split, n_units, rows;
     int nth;
 } fast_job;
 
-static int64_t gcd64(int64_t a, int64_t b) {
-    while (b) {
-        int64_t t = a % b;
-        a = b, b = t;
-    }
-    return a;
-}
-
-/* Units are (query block, KV head, key range), listed most keys first; unit k goes
- * to thread snake(k): threads 0..nth-1, then nth-1..0, and so on, so the costly
- * early units spread over all threads. A thread takes one unit per round, so unit k
- * is its (k / nth)-th: the slot of its partials. */
+/* Units, listed most keys first: (query block, KV head), or for one decode query on
+ * several threads (chunk, KV head) with n_split chunks. Unit k goes to thread
+ * snake(k): threads 0..nth-1, then nth-1..0, and so on, so the costly early units
+ * spread over all threads; a thread takes one unit per round, so unit k is its
+ * (k / nth)-th: the slot of its partial. */
 static void plan_units(fast_job *j, int pool_n) {
     const attn_shape *s = j->s;
     const attn_args *a = j->a;
     j->tq = queries_per_unit(s);
     j->n_qb = (a->n_q + j->tq - 1) / j->tq;
     j->rows = rows_max(s);
-    const int64_t n_keys = a->pos0 + a->n_q;
     const int64_t work = s->n_head * a->n_q * (a->pos0 + (a->n_q + 1) / 2) * (s->head_dim_k + s->head_dim_v);
     int64_t nth = 1 + work / ATTN_MIN_WORK;
     if (nth > pool_n) nth = pool_n;
-    j->n_split = 1;
-    j->split_len = n_keys;
-    if (j->n_qb == 1 && nth > 1) {
-        /* one query block (decode): key ranges make the unit count a multiple of nth.
-         * Every row sees keys [0, pos0], so ranges split that; the last one also takes
-         * the keys after pos0 that only later queries of the block see */
-        const int64_t shared = a->pos0 + 1;
-        int64_t n = nth / gcd64(s->n_head_kv, nth);
-        if (n > shared / ATTN_MIN_SPLIT) n = shared / ATTN_MIN_SPLIT;
-        if (n > 1) {
-            int64_t len = (shared + n - 1) / n;
-            len = (len + ATTN_KB - 1) / ATTN_KB * ATTN_KB;
-            j->split_len = len;
-            j->n_split = (shared + len - 1) / len; /* every range starts at or before pos0 */
-        }
-    }
+    j->n_split = a->n_q == 1 && nth > 1 ? n_chunks(a->pos0 + 1) : 1;
     j->n_units = j->n_qb * s->n_head_kv * j->n_split;
     j->nth = (int)(nth < j->n_units ? nth : j->n_units);
 }
@@ -191,22 +187,27 @@ static float *part_slot(const fast_job *j, int64_t k) {
     return base + (k / j->nth) * part_floats(j->s);
 }
 
+/* The unit of a split decode query for chunk c of KV head hk. */
+static int64_t split_unit(const fast_job *j, int64_t c, int64_t hk) { return c * j->s->n_head_kv + hk; }
+
 static void unit_of(const fast_job *j, int64_t k, attn_unit *u) {
     const attn_args *a = j->a;
-    const int64_t per_qb = j->s->n_head_kv * j->n_split;
-    const int64_t qb = j->n_qb - 1 - k / per_qb, c = k % j->n_split;
     u->s = j->s, u->a = a;
-    u->hk = (k % per_qb) / j->n_split;
+    if (j->n_split > 1) { /* one query: unit (chunk, KV head); chunks of equal size first */
+        const int64_t c = k / j->s->n_head_kv;
+        u->hk = k % j->s->n_head_kv;
+        u->t0 = 0, u->nt = 1;
+        u->j0 = c * ATTN_CHUNK;
+        u->j1 = c == j->n_split - 1 ? a->pos0 + 1 : u->j0 + ATTN_CHUNK;
+        u->part = part_slot(j, k);
+        return;
+    }
+    const int64_t qb = j->n_qb - 1 - k / j->s->n_head_kv;
+    u->hk = k % j->s->n_head_kv;
     u->t0 = qb * j->tq;
     u->nt = a->n_q - u->t0 < j->tq ? a->n_q - u->t0 : j->tq;
-    const int64_t end = a->pos0 + u->t0 + u->nt; /* keys the block's last query sees */
-    if (j->n_split == 1) {
-        u->j0 = 0, u->j1 = end, u->part = NULL;
-    } else {
-        u->j0 = c * j->split_len;
-        u->j1 = c == j->n_split - 1 ? end : u->j0 + j->split_len;
-        u->part = part_slot(j, k);
-    }
+    u->j0 = 0, u->j1 = a->pos0 + u->t0 + u->nt; /* the keys the block's last query sees */
+    u->part = NULL;
 }
 
 static void fast_task(void *p, int ith, int nth) {
@@ -222,39 +223,28 @@ static void fast_task(void *p, int ith, int nth) {
     }
 }
 
-/* out row = sum_c e_c o_c / sum_c e_c l_c with e_c = exp(m_c - max_c m_c), over the
- * key ranges c of each KV head's rows (one query block). */
+/* A split decode query: each head's chunk partials folded in chunk order. The fold
+ * state lives in out (O) and two floats; out is then normalized in place. */
 static void merge_parts(const fast_job *j) {
     const attn_shape *s = j->s;
     const attn_args *a = j->a;
-    const int64_t group = s->n_head / s->n_head_kv, dv = s->head_dim_v, rows = a->n_q * group;
+    const int64_t group = s->n_head / s->n_head_kv, dv = s->head_dim_v;
     for (int64_t hk = 0; hk < s->n_head_kv; hk++)
-        for (int64_t r = 0; r < rows; r++) {
-            const int64_t t = r / group, h = hk * group + r % group;
-            float *out = a->out + t * a->so + h * dv;
-            float m = -INFINITY;
-            for (int64_t c = 0; c < j->n_split; c++) {
-                const float *pc = part_slot(j, hk * j->n_split + c) + r * (dv + 2);
-                if (pc[0] > m) m = pc[0];
-            }
+        for (int64_t g = 0; g < group; g++) {
+            float *out = a->out + (hk * group + g) * dv, M = -INFINITY, L = 0.0f;
             memset(out, 0, (size_t)dv * sizeof(float));
-            float l = 0.0f;
             for (int64_t c = 0; c < j->n_split; c++) {
-                const float *pc = part_slot(j, hk * j->n_split + c) + r * (dv + 2);
-                if (pc[0] == -INFINITY) continue;
-                const float e = expf(pc[0] - m);
-                l += e * pc[1];
-                for (int64_t d = 0; d < dv; d++) out[d] += e * pc[2 + d];
+                const float *pc = part_slot(j, split_unit(j, c, hk)) + g * (dv + 2);
+                attn_fold(&M, &L, out, pc[0], pc[1], pc + 2, dv);
             }
-            const float inv = 1.0f / l;
-            for (int64_t d = 0; d < dv; d++) out[d] *= inv;
+            attn_finish(out, out, L, dv);
         }
 }
 
 void ops_attention_with(threadpool *pool, const attn_shape *s, const attn_args *a, const attn_kernel *kern) {
     check_args(s, a);
     EDDY_ASSERT(pool != NULL);
-    EDDY_ASSERT(pool_scratch_size(pool) >= ops_attention_scratch(s, a->pos0 + a->n_q));
+    EDDY_ASSERT(pool_scratch_size(pool) >= ops_attention_scratch(s, a->pos0 + a->n_q, pool_size(pool)));
     EDDY_ASSERT(!kern || (s->head_dim_k % kern->width == 0 && s->head_dim_v % kern->width == 0));
     if (a->n_q <= 0) return;
     if (!kern) {

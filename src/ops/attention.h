@@ -21,12 +21,17 @@
  *   ops_attention       the fast version (attention_avx512.c / _avx2.c / _neon.c over
  *                       attention_simd_body.h): all query heads of one KV head and a
  *                       block of queries read each key/value row once, in blocks of
- *                       ATTN_KB keys with an online softmax and a vector exp; threads
- *                       take (KV head x query block) units, and a single short query
- *                       block (decode) is also split over key ranges whose partial
- *                       results are merged. Falls back to the reference, threaded
- *                       over (query, head) pairs, when EDDY_FORCE_REF is set or no
- *                       variant handles the head dims (multiples of its vector width).
+ *                       ATTN_KB keys with an online softmax and a vector exp. Each
+ *                       row's keys are taken in fixed chunks of ATTN_CHUNK (positions
+ *                       [c * ATTN_CHUNK, (c + 1) * ATTN_CHUNK)), each from a fresh
+ *                       softmax state, folded in order by attn_fold: so a row's result
+ *                       depends neither on the thread count nor on the other queries
+ *                       of its batch (decoding reproduces a prefill bit for bit).
+ *                       Threads take (KV head x query block) units; a decode query
+ *                       also splits over chunks, whose partials are folded afterwards.
+ *                       Falls back to the reference, threaded over (query, head)
+ *                       pairs, when EDDY_FORCE_REF is set or no variant handles the
+ *                       head dims (multiples of its vector width).
  * The two agree within float rounding: tests/test_attention.c states the bound.
  */
 #ifndef EDDY_OPS_ATTENTION_H
@@ -52,9 +57,9 @@ typedef struct {
     qtype type_k, type_v;   /* QTYPE_F32 (0, the default) or QTYPE_F16 */
 } attn_args;
 
-/* Bytes of per-thread pool scratch ops_attention needs for any call with
- * pos0 + n_q <= n_ctx (reserve with pool_reserve_scratch). */
-size_t ops_attention_scratch(const attn_shape *s, int64_t n_ctx);
+/* Bytes of per-thread pool scratch ops_attention needs on a pool of n_threads for
+ * any call with pos0 + n_q <= n_ctx (reserve with pool_reserve_scratch). */
+size_t ops_attention_scratch(const attn_shape *s, int64_t n_ctx, int n_threads);
 
 /* The fast version, on the pool's threads (see above). */
 void ops_attention(threadpool *pool, const attn_shape *s, const attn_args *a);
@@ -70,15 +75,18 @@ const char *ops_attention_variant(const attn_shape *s);
 
 /* Keys per block: scores of a block are one row of ATTN_KB floats per query row. */
 #define ATTN_KB 16
+/* Keys per chunk (a multiple of ATTN_KB): the unit of the softmax fold. */
+#define ATTN_CHUNK 256
 /* Query rows (query x head of one group) per unit, when the group is smaller. */
 #define ATTN_ROWS 32
 
-/* One unit of work: query rows of KV head hk against keys [j0, j1).
- * Rows: r = (t - t0) * group + g for queries t0 <= t < t0 + nt and heads
- * h = hk * group + g; row r sees keys j <= pos0 + t. Every row sees key j0
- * (j0 <= pos0 + t0). part NULL: writes the normalized rows to out; else writes
- * per row (m, l, o[head_dim_v]) — the running max of the scaled scores, the sum
- * of exp(score - m), and sum exp(score - m) v — for attention.c to merge. */
+/* One unit of work: query rows of KV head hk against keys [j0, j1), j0 a multiple
+ * of ATTN_CHUNK. Rows: r = (t - t0) * group + g for queries t0 <= t < t0 + nt and
+ * heads h = hk * group + g; row r sees keys j <= pos0 + t. part NULL: folds the
+ * unit's chunks and writes the normalized rows to out. Else the unit is one chunk
+ * and writes per row its partial (m, l, o[head_dim_v]): the max of the scaled
+ * scores it saw (-inf for none), the sum of exp(score - m), and sum exp(score - m) v,
+ * for attention.c to fold. */
 typedef struct {
     const attn_shape *s;
     const attn_args *a;
@@ -86,21 +94,31 @@ typedef struct {
     float *part; /* NULL, or (nt * group, head_dim_v + 2) */
 } attn_unit;
 
+/* The fold of one chunk's partial (m, l, o) into a row's state (M, L, O), o and O
+ * of dv floats: M' = max(M, m), O' = O e^(M - M') + o e^(m - M'), L' likewise.
+ * From M = -inf, L = 0, O = 0 the first fold gives (m, l, o) exactly. Every path
+ * folds with this one function, in chunk order, so they agree bit for bit. */
+void attn_fold(float *M, float *L, float *O, float m, float l, const float *o, int64_t dv);
+
+/* out = O / L. */
+void attn_finish(float *out, const float *O, float L, int64_t dv);
+
 /* A unit's work area in the thread's scratch (floats, each part 64-byte aligned):
  *   kt (head_dim_k, ATTN_KB)   the key block, transposed, in f32
  *   vb (ATTN_KB, head_dim_v)   the value block in f32 (used when values are f16)
  *   p  (rows, ATTN_KB)         scores, then exp(score - m)
- *   o  (rows, head_dim_v)      sum exp(score - m) v so far
- *   m, l (rows)                running max and sum of exp(score - m) */
+ *   o  (rows, head_dim_v)      the chunk's sum exp(score - m) v so far
+ *   m, l (rows)                the chunk's running max and sum of exp(score - m)
+ *   fo (rows, head_dim_v), fm, fl (rows)   the folded state of the chunks before */
 typedef struct {
-    float *kt, *vb, *p, *o, *m, *l;
+    float *kt, *vb, *p, *o, *m, *l, *fo, *fm, *fl;
 } attn_work;
 
 static inline int64_t attn_pad16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 
 static inline int64_t attn_work_floats(const attn_shape *s, int64_t rows) {
     return attn_pad16(s->head_dim_k * ATTN_KB) + attn_pad16(ATTN_KB * s->head_dim_v) + attn_pad16(rows * ATTN_KB) +
-           attn_pad16(rows * s->head_dim_v) + 2 * attn_pad16(rows);
+           2 * attn_pad16(rows * s->head_dim_v) + 4 * attn_pad16(rows);
 }
 
 /* work: cache-line aligned, attn_work_floats(s, rows) floats. */
@@ -110,8 +128,11 @@ static inline attn_work attn_work_carve(const attn_shape *s, int64_t rows, float
     w.vb = work, work += attn_pad16(ATTN_KB * s->head_dim_v);
     w.p = work, work += attn_pad16(rows * ATTN_KB);
     w.o = work, work += attn_pad16(rows * s->head_dim_v);
+    w.fo = work, work += attn_pad16(rows * s->head_dim_v);
     w.m = work, work += attn_pad16(rows);
-    w.l = work;
+    w.l = work, work += attn_pad16(rows);
+    w.fm = work, work += attn_pad16(rows);
+    w.fl = work;
     return w;
 }
 

@@ -20,6 +20,8 @@
  *   3. online softmax per row: m' = max(m, max p[r]); o and l scaled by
  *      exp(m - m') when the max grew; p[r] = exp(p[r] - m'); l += sum p[r];
  *   4. o[r] += sum_j p[r][j] v[j], each value row loaded once for PV_RB rows.
+ * Per chunk of ATTN_CHUNK keys (m, l, o) start afresh and are then folded into the
+ * row's state with attn_fold (or handed to attention.c as a partial).
  * Every row shares the block's key and value rows, so a KV head's rows are read
  * once per unit whatever the group size.
  */
@@ -34,23 +36,33 @@
 
 /* ==== Loading a block ==== */
 
-/* kt[d][jj] = key (jb + jj), dim d, in f32; rows jj >= nk are zero. */
-AI void load_keys(const attn_unit *u, int64_t jb, int64_t nk, float *kt) {
+/* kt[d][jj] = key (jb + jj), dim d, in f32; rows jj >= nk are zero. HALF, FULL
+ * (nk == ATTN_KB) are constants in each instance. */
+AI void load_keys_as(const bool HALF, const bool FULL, const attn_unit *u, int64_t jb, int64_t nk, float *kt) {
     const attn_args *a = u->a;
-    const int64_t dk = u->s->head_dim_k, off = u->hk * dk;
-    const bool half = a->type_k == QTYPE_F16;
+    const int64_t dk = u->s->head_dim_k, sk = a->sk;
+    const int64_t first = jb * sk + u->hk * dk; /* element index of key jb's slice */
+    const uint16_t *kh = (const uint16_t *)a->k + first;
+    const float *kf = (const float *)a->k + first;
     for (int64_t j0 = 0; j0 < ATTN_KB; j0 += VW)
         for (int64_t d0 = 0; d0 < dk; d0 += VW) {
             V r[VW];
 #pragma GCC unroll 16
             for (int i = 0; i < VW; i++) {
-                const int64_t e = (jb + j0 + i) * a->sk + off + d0; /* element index of the row's slice */
-                if (j0 + i >= nk) r[i] = V_ZERO();
-                else if (half) r[i] = V_LOAD_H((const uint16_t *)a->k + e);
-                else r[i] = V_LOAD((const float *)a->k + e);
+                const int64_t e = (j0 + i) * sk + d0;
+                if (!FULL && j0 + i >= nk) r[i] = V_ZERO();
+                else r[i] = HALF ? V_LOAD_H(kh + e) : V_LOAD(kf + e);
             }
             transpose_store(r, kt + d0 * ATTN_KB + j0, ATTN_KB);
         }
+}
+
+static void load_keys(const attn_unit *u, int64_t jb, int64_t nk, float *kt) {
+    const bool half = u->a->type_k == QTYPE_F16, full = nk == ATTN_KB;
+    if (half && full) load_keys_as(true, true, u, jb, nk, kt);
+    else if (half) load_keys_as(true, false, u, jb, nk, kt);
+    else if (full) load_keys_as(false, true, u, jb, nk, kt);
+    else load_keys_as(false, false, u, jb, nk, kt);
 }
 
 /* The value rows of keys [jb, jb + nk): a pointer into the cache (f32) or vb (f16). */
@@ -207,34 +219,39 @@ static void attn_unit_kernel(const attn_unit *u, float *work) {
     const attn_args *a = u->a;
     const int64_t group = s->n_head / s->n_head_kv, dv = s->head_dim_v, rows = u->nt * group;
     attn_work w = attn_work_carve(s, rows, work);
-    for (int64_t r = 0; r < rows; r++) w.m[r] = -INFINITY, w.l[r] = 0.0f;
-    memset(w.o, 0, (size_t)(rows * dv) * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) w.fm[r] = -INFINITY, w.fl[r] = 0.0f;
+    memset(w.fo, 0, (size_t)(rows * dv) * sizeof(float));
 
-    for (int64_t jb = u->j0; jb < u->j1; jb += ATTN_KB) {
-        const int64_t nk = u->j1 - jb < ATTN_KB ? u->j1 - jb : ATTN_KB;
-        load_keys(u, jb, nk, w.kt);
-        int64_t sv;
-        const float *v = load_values(u, jb, nk, w.vb, &sv);
-        score_block(u, rows, w.kt, w.p);
+    for (int64_t c0 = u->j0; c0 < u->j1; c0 += ATTN_CHUNK) {
+        const int64_t c1 = u->j1 - c0 < ATTN_CHUNK ? u->j1 : c0 + ATTN_CHUNK;
+        for (int64_t r = 0; r < rows; r++) w.m[r] = -INFINITY, w.l[r] = 0.0f;
+        memset(w.o, 0, (size_t)(rows * dv) * sizeof(float));
+        for (int64_t jb = c0; jb < c1; jb += ATTN_KB) {
+            const int64_t nk = c1 - jb < ATTN_KB ? c1 - jb : ATTN_KB;
+            load_keys(u, jb, nk, w.kt);
+            int64_t sv;
+            const float *v = load_values(u, jb, nk, w.vb, &sv);
+            score_block(u, rows, w.kt, w.p);
+            for (int64_t r = 0; r < rows; r++) {
+                const int64_t lim = a->pos0 + u->t0 + r / group - jb; /* last visible key, block-relative */
+                softmax_row(w.p + r * ATTN_KB, lim, nk, &w.m[r], &w.l[r], w.o + r * dv, dv);
+            }
+            pv_block(rows, w.p, v, sv, nk, w.o, dv);
+        }
         for (int64_t r = 0; r < rows; r++) {
-            const int64_t lim = a->pos0 + u->t0 + r / group - jb; /* last visible key, block-relative */
-            softmax_row(w.p + r * ATTN_KB, lim, nk, &w.m[r], &w.l[r], w.o + r * dv, dv);
+            if (u->part) { /* one chunk: its partial, folded by attention.c */
+                float *dst = u->part + r * (dv + 2);
+                dst[0] = w.m[r], dst[1] = w.l[r];
+                memcpy(dst + 2, w.o + r * dv, (size_t)dv * sizeof(float));
+            } else {
+                attn_fold(&w.fm[r], &w.fl[r], w.fo + r * dv, w.m[r], w.l[r], w.o + r * dv, dv);
+            }
         }
-        pv_block(rows, w.p, v, sv, nk, w.o, dv);
     }
-
+    if (u->part) return;
     for (int64_t r = 0; r < rows; r++) {
-        const float *o = w.o + r * dv;
-        if (u->part) {
-            float *dst = u->part + r * (dv + 2);
-            dst[0] = w.m[r], dst[1] = w.l[r];
-            memcpy(dst + 2, o, (size_t)dv * sizeof(float));
-            continue;
-        }
         const int64_t t = u->t0 + r / group, h = u->hk * group + r % group;
-        float *out = a->out + t * a->so + h * dv;
-        V inv = V_SET1(1.0f / w.l[r]);
-        for (int64_t d = 0; d < dv; d += VW) V_STORE(out + d, V_MUL(V_LOAD(o + d), inv));
+        attn_finish(a->out + t * a->so + h * dv, w.fo + r * dv, w.fl[r], dv);
     }
 }
 
