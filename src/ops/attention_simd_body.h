@@ -34,6 +34,9 @@
 #define AI static inline __attribute__((always_inline))
 #define KB_NV (ATTN_KB / VW)
 
+_Static_assert(ATTN_KB % VW == 0 && ATTN_CHUNK % ATTN_KB == 0, "blocks are whole vectors, chunks whole blocks");
+_Static_assert(PV_RB == 4 && (SC_RB == 4 || SC_RB == 8), "the row cases of score_block and pv_block");
+
 /* ==== Loading a block ==== */
 
 /* kt[d][jj] = key (jb + jj), dim d, in f32; rows jj >= nk are zero. HALF, FULL
@@ -143,38 +146,41 @@ AI void pv_tile(const int NR, const int NV, int64_t r0, int64_t d0, const float 
         for (int c = 0; c < NV; c++) V_STORE(o + (r0 + r) * dv + d0 + c * VW, acc[r][c]);
 }
 
-/* NR is a compile-time constant in each case, so each tile keeps its accumulators in registers. */
-#define ATTN_CASES(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8)
-
+/* The row count is a constant in each call below, so each tile keeps its
+ * accumulators in registers. SC_RB is 4 or 8, PV_RB 4. */
 static void score_block(const attn_unit *u, int64_t rows, const float *kt, float *p) {
     for (int64_t r0 = 0; r0 < rows; r0 += SC_RB) {
-        const int64_t nr = rows - r0 < SC_RB ? rows - r0 : SC_RB;
-        switch (nr) {
-#define SC_CASE(n)                                                                                                     \
-    case n:                                                                                                            \
-        if (n <= SC_RB) score_rows(n <= SC_RB ? n : 1, u, r0, kt, p);                                                  \
-        break;
-            ATTN_CASES(SC_CASE)
-#undef SC_CASE
+        switch (rows - r0 < SC_RB ? rows - r0 : SC_RB) {
+        case 1: score_rows(1, u, r0, kt, p); break;
+        case 2: score_rows(2, u, r0, kt, p); break;
+        case 3: score_rows(3, u, r0, kt, p); break;
+        case 4: score_rows(4, u, r0, kt, p); break;
+#if SC_RB > 4
+        case 5: score_rows(5, u, r0, kt, p); break;
+        case 6: score_rows(6, u, r0, kt, p); break;
+        case 7: score_rows(7, u, r0, kt, p); break;
+        case 8: score_rows(8, u, r0, kt, p); break;
+#endif
         default: break;
         }
     }
 }
 
+/* Output columns in tiles of PV_NV vectors, then single vectors. */
+AI void pv_rows(const int NR, int64_t r0, const float *p, const float *v, int64_t sv, int64_t nk, float *o,
+                int64_t dv) {
+    int64_t d0 = 0;
+    for (; d0 + PV_NV * VW <= dv; d0 += PV_NV * VW) pv_tile(NR, PV_NV, r0, d0, p, v, sv, nk, o, dv);
+    for (; d0 < dv; d0 += VW) pv_tile(NR, 1, r0, d0, p, v, sv, nk, o, dv);
+}
+
 static void pv_block(int64_t rows, const float *p, const float *v, int64_t sv, int64_t nk, float *o, int64_t dv) {
     for (int64_t r0 = 0; r0 < rows; r0 += PV_RB) {
-        const int64_t nr = rows - r0 < PV_RB ? rows - r0 : PV_RB;
-        int64_t d0 = 0;
-        switch (nr) {
-#define PV_CASE(n)                                                                                                     \
-    case n:                                                                                                            \
-        if (n <= PV_RB) {                                                                                              \
-            for (; d0 + PV_NV * VW <= dv; d0 += PV_NV * VW) pv_tile(n <= PV_RB ? n : 1, PV_NV, r0, d0, p, v, sv, nk, o, dv); \
-            for (; d0 < dv; d0 += VW) pv_tile(n <= PV_RB ? n : 1, 1, r0, d0, p, v, sv, nk, o, dv);                    \
-        }                                                                                                              \
-        break;
-            ATTN_CASES(PV_CASE)
-#undef PV_CASE
+        switch (rows - r0 < PV_RB ? rows - r0 : PV_RB) {
+        case 1: pv_rows(1, r0, p, v, sv, nk, o, dv); break;
+        case 2: pv_rows(2, r0, p, v, sv, nk, o, dv); break;
+        case 3: pv_rows(3, r0, p, v, sv, nk, o, dv); break;
+        case 4: pv_rows(4, r0, p, v, sv, nk, o, dv); break;
         default: break;
         }
     }
