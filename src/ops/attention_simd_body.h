@@ -15,7 +15,8 @@
  * Per block of ATTN_KB keys (KB_NV = ATTN_KB / VW vectors):
  *   1. the key rows are converted to f32 and transposed into kt (head_dim_k, KB), so
  *      that scores become outer-product updates acc[r] += q[r][d] * kt[d] (no
- *      horizontal sums); values in f16 are converted into vb once;
+ *      horizontal sums); f16 values are widened as step 4 loads them when one pass
+ *      of PV_RB rows covers the unit (decode), else converted into vb once;
  *   2. scores p[r] = acc[r] * scale, keys a row must not see set to -inf;
  *   3. online softmax per row: m' = max(m, max p[r]); o and l scaled by
  *      exp(m - m') when the max grew; p[r] = exp(p[r] - m'); l += sum p[r];
@@ -121,9 +122,12 @@ AI void score_rows(const int NR, const attn_unit *u, int64_t r0, const float *kt
 
 /* ==== Output accumulation ==== */
 
-/* o[r][d0 .. d0 + NV VW) += sum_jj p[r][jj] v[jj][...] for NR rows from r0. */
-AI void pv_tile(const int NR, const int NV, int64_t r0, int64_t d0, const float *p, const float *v, int64_t sv,
-                int64_t nk, float *o, int64_t dv) {
+/* o[r][d0 .. d0 + NV VW) += sum_jj p[r][jj] v[jj][...] for NR rows from r0; value
+ * row jj at v + jj * sv elements, f16 (HALF) or f32. */
+AI void pv_tile(const int NR, const int NV, int64_t r0, int64_t d0, const float *p, const void *v, int64_t sv,
+                int64_t nk, float *o, int64_t dv, const bool HALF) {
+    const uint16_t *vh = v;
+    const float *vf = v;
     V acc[PV_RB][PV_NV];
 #pragma GCC unroll 8
     for (int r = 0; r < NR; r++)
@@ -132,7 +136,7 @@ AI void pv_tile(const int NR, const int NV, int64_t r0, int64_t d0, const float 
     for (int64_t j = 0; j < nk; j++) {
         V x[PV_NV];
 #pragma GCC unroll 8
-        for (int c = 0; c < NV; c++) x[c] = V_LOAD(v + j * sv + d0 + c * VW);
+        for (int c = 0; c < NV; c++) x[c] = HALF ? V_LOAD_H(vh + j * sv + d0 + c * VW) : V_LOAD(vf + j * sv + d0 + c * VW);
 #pragma GCC unroll 8
         for (int r = 0; r < NR; r++) {
             V pj = V_SET1(p[(r0 + r) * ATTN_KB + j]);
@@ -167,21 +171,34 @@ static void score_block(const attn_unit *u, int64_t rows, const float *kt, float
 }
 
 /* Output columns in tiles of PV_NV vectors, then single vectors. */
-AI void pv_rows(const int NR, int64_t r0, const float *p, const float *v, int64_t sv, int64_t nk, float *o,
-                int64_t dv) {
+AI void pv_rows(const int NR, int64_t r0, const float *p, const void *v, int64_t sv, int64_t nk, float *o,
+                int64_t dv, const bool HALF) {
     int64_t d0 = 0;
-    for (; d0 + PV_NV * VW <= dv; d0 += PV_NV * VW) pv_tile(NR, PV_NV, r0, d0, p, v, sv, nk, o, dv);
-    for (; d0 < dv; d0 += VW) pv_tile(NR, 1, r0, d0, p, v, sv, nk, o, dv);
+    for (; d0 + PV_NV * VW <= dv; d0 += PV_NV * VW) pv_tile(NR, PV_NV, r0, d0, p, v, sv, nk, o, dv, HALF);
+    for (; d0 < dv; d0 += VW) pv_tile(NR, 1, r0, d0, p, v, sv, nk, o, dv, HALF);
 }
 
-static void pv_block(int64_t rows, const float *p, const float *v, int64_t sv, int64_t nk, float *o, int64_t dv) {
+/* half: v holds f16 rows, widened as they are loaded (else f32 rows). */
+static void pv_block(int64_t rows, const float *p, const void *v, int64_t sv, int64_t nk, float *o, int64_t dv,
+                     bool half) {
     for (int64_t r0 = 0; r0 < rows; r0 += PV_RB) {
-        switch (rows - r0 < PV_RB ? rows - r0 : PV_RB) {
-        case 1: pv_rows(1, r0, p, v, sv, nk, o, dv); break;
-        case 2: pv_rows(2, r0, p, v, sv, nk, o, dv); break;
-        case 3: pv_rows(3, r0, p, v, sv, nk, o, dv); break;
-        case 4: pv_rows(4, r0, p, v, sv, nk, o, dv); break;
-        default: break;
+        const int64_t nr = rows - r0 < PV_RB ? rows - r0 : PV_RB;
+        if (half) {
+            switch (nr) {
+            case 1: pv_rows(1, r0, p, v, sv, nk, o, dv, true); break;
+            case 2: pv_rows(2, r0, p, v, sv, nk, o, dv, true); break;
+            case 3: pv_rows(3, r0, p, v, sv, nk, o, dv, true); break;
+            case 4: pv_rows(4, r0, p, v, sv, nk, o, dv, true); break;
+            default: break;
+            }
+        } else {
+            switch (nr) {
+            case 1: pv_rows(1, r0, p, v, sv, nk, o, dv, false); break;
+            case 2: pv_rows(2, r0, p, v, sv, nk, o, dv, false); break;
+            case 3: pv_rows(3, r0, p, v, sv, nk, o, dv, false); break;
+            case 4: pv_rows(4, r0, p, v, sv, nk, o, dv, false); break;
+            default: break;
+            }
         }
     }
 }
@@ -235,14 +252,17 @@ static void attn_unit_kernel(const attn_unit *u, float *work) {
         for (int64_t jb = c0; jb < c1; jb += ATTN_KB) {
             const int64_t nk = c1 - jb < ATTN_KB ? c1 - jb : ATTN_KB;
             load_keys(u, jb, nk, w.kt);
-            int64_t sv;
-            const float *v = load_values(u, jb, nk, w.vb, &sv);
+            /* f16 values: read directly when one pass of PV_RB rows covers the unit, else converted once */
+            const bool direct = a->type_v == QTYPE_F16 && rows <= PV_RB;
+            int64_t sv = a->sv;
+            const void *v = direct ? (const void *)((const uint16_t *)a->v + jb * a->sv + u->hk * dv)
+                                   : load_values(u, jb, nk, w.vb, &sv);
             score_block(u, rows, w.kt, w.p);
             for (int64_t r = 0; r < rows; r++) {
                 const int64_t lim = a->pos0 + u->t0 + r / group - jb; /* last visible key, block-relative */
                 softmax_row(w.p + r * ATTN_KB, lim, nk, &w.m[r], &w.l[r], w.o + r * dv, dv);
             }
-            pv_block(rows, w.p, v, sv, nk, w.o, dv);
+            pv_block(rows, w.p, v, sv, nk, w.o, dv, direct);
         }
         for (int64_t r = 0; r < rows; r++) {
             if (u->part) { /* one chunk: its partial, folded by attention.c */
