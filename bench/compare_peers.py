@@ -4,7 +4,7 @@
 For each round (-R), for each model, each engine runs once, in turn, so that the
 machine's slow drifts hit every engine alike:
   eddy:        build/eddy bench -m MODEL -p P -n N -t T -r REPS --json
-  llama.cpp:   $LLAMA_BIN/llama-bench -m MODEL -p P -n N -t T -r REPS -o jsonl
+  llama.cpp:   $LLAMA_BIN/llama-bench -m MODEL -p P -n N -t T -r REPS -o json
   ik_llama.cpp $IK_BIN/llama-bench (same flags)
 Every engine reports the mean tokens/s over its REPS repetitions; this script keeps
 each round's figure and prints, per model and engine, the median over the rounds and
@@ -37,15 +37,12 @@ def run_eddy(model, a):
 
 def run_llama_bench(binary, model, a):
     r = subprocess.run([binary, "-m", model, "-p", str(a.p), "-n", str(a.n), "-t", str(a.t), "-r", str(a.r),
-                        "-o", "jsonl"], capture_output=True, text=True)
+                        "-o", "json"], capture_output=True, text=True)
     if r.returncode:
         return None, r.stderr.strip().splitlines()[-1:]
     out = {}
-    for line in r.stdout.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        j = json.loads(line)
+    text = r.stdout[r.stdout.find("["):]  # the JSON array (ik_llama.cpp has no jsonl)
+    for j in json.loads(text):
         if j.get("n_prompt", 0) > 0 and j.get("n_gen", 0) == 0:
             out["pp"] = j["avg_ts"]
         elif j.get("n_gen", 0) > 0 and j.get("n_prompt", 0) == 0:

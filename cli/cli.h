@@ -20,6 +20,11 @@ int cli_parse_int(const char *flag, const char *s, long long lo, long long hi, l
 /* Parses a number in [lo, hi]; on failure prints an error naming flag. */
 int cli_parse_float(const char *flag, const char *s, double lo, double hi, double *out);
 
+/* -ctk/--cache-type-k and -ctv/--cache-type-v TYPE (llama.cpp's spelling; TYPE f16
+ * or f32): -1 when a is neither, 0 after storing the type in *type_k or *type_v,
+ * 1 after printing an error naming the flag and the value. */
+int cli_parse_kv_flag(const char *a, const char *val, eddy_kv_type *type_k, eddy_kv_type *type_v);
+
 /* The conversation formatted by the chat template and tokenized (special tokens
  * matched; BOS added when the vocabulary wants it and the template did not write
  * it). *out is freed with free(). Prints the error and returns 1 on failure. */
@@ -35,6 +40,7 @@ typedef struct {
     const char *model, *chat_template;
     long long n_predict, threads, n_ctx;
     int enable_thinking; /* -1: the template's default */
+    eddy_kv_type type_k, type_v;
     eddy_sampler_params sp;
 } gen_opts;
 

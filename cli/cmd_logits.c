@@ -2,6 +2,7 @@
  * cmd_logits.c — `eddy logits`: float32 logits for every position of a list of ids.
  *
  *   eddy logits -m MODEL.gguf --ids "ID ID ..." --out FILE [-t THREADS] [-c CTX]
+ *               [-ctk f16|f32] [-ctv f16|f32]
  *
  * The ids are fed as one prefill batch; FILE receives [n_ids][n_vocab] little-endian
  * float32 and stdout one line "n_ids n_vocab".
@@ -53,10 +54,15 @@ static int parse_ids(const char *s, int32_t **out, int64_t *n) {
 int cmd_logits(int argc, char **argv) {
     const char *model_path = NULL, *ids_text = NULL, *out_path = NULL;
     long long threads = 0, n_ctx = 0;
+    eddy_kv_type type_k = EDDY_KV_DEFAULT, type_v = EDDY_KV_DEFAULT;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+        int kv = cli_parse_kv_flag(a, val, &type_k, &type_v);
+        if (kv > 0) return 1;
+        if (kv == 0) {
+            i++;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             if (!val) return cli_error("%s needs a model file", a);
             model_path = argv[++i];
         } else if (!strcmp(a, "--ids")) {
@@ -89,7 +95,8 @@ int cmd_logits(int argc, char **argv) {
         return cli_error("%s", err.msg);
     }
     int64_t n_vocab = eddy_model_n_vocab(m);
-    eddy_ctx_params p = {.n_ctx = n_ctx > 0 ? n_ctx : (n > 4096 ? n : 0), .n_threads = (int)threads, .n_batch = n};
+    eddy_ctx_params p = {.n_ctx = n_ctx > 0 ? n_ctx : (n > 4096 ? n : 0), .n_threads = (int)threads, .n_batch = n,
+                         .type_k = type_k, .type_v = type_v};
     eddy_ctx *c = NULL;
     float *logits = NULL;
     int rc = 0;

@@ -8,6 +8,7 @@
  *   position predicting the next token: c/2 - 1 tokens per chunk.
  *
  *   eddy perplexity -m MODEL.gguf -f TEXT [-c CTX] [--chunks N] [-t THREADS]
+ *                   [-ctk f16|f32] [-ctv f16|f32]
  *
  * Prints the running estimate per chunk, then "Final estimate: PPL = X +/- E".
  */
@@ -39,9 +40,14 @@ static char *read_all(const char *path, size_t *len) {
 int cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *file = NULL;
     long long n_ctx = 512, chunks = -1, threads = 0;
+    eddy_kv_type type_k = EDDY_KV_DEFAULT, type_v = EDDY_KV_DEFAULT;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+        int kv = cli_parse_kv_flag(a, val, &type_k, &type_v);
+        if (kv > 0) return 1;
+        if (kv == 0) {
+            i++;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             if (!val) return cli_error("%s needs a model file", a);
             model = argv[++i];
         } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
@@ -74,7 +80,7 @@ int cmd_perplexity(int argc, char **argv) {
     int64_t n_toks = 0, n_probe = 0;
     float *logits = NULL;
     int rc = 0;
-    eddy_ctx_params cp = {.n_ctx = n_ctx, .n_threads = (int)threads, .n_batch = n_ctx};
+    eddy_ctx_params cp = {.n_ctx = n_ctx, .n_threads = (int)threads, .n_batch = n_ctx, .type_k = type_k, .type_v = type_v};
     if (eddy_model_load(model, &m, &err) != EDDY_OK || eddy_vocab_load(eddy_model_gguf(m), &v, &err) != EDDY_OK ||
         eddy_tokenize(v, text, len, EDDY_TOKENIZE_ADD_SPECIAL, &toks, &n_toks, &err) != EDDY_OK ||
         eddy_tokenize(v, "", 0, EDDY_TOKENIZE_ADD_SPECIAL, &probe, &n_probe, &err) != EDDY_OK ||

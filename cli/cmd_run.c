@@ -4,7 +4,8 @@
  *   eddy run -m MODEL.gguf (-p PROMPT | -f FILE) [--chat [--system TEXT]] [-n N]
  *            [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]
  *            [--repeat-last-n N] [--presence-penalty P] [--frequency-penalty F]
- *            [--seed S] [-t THREADS] [-c CTX] [--chat-template NAME|FILE] [--think|--no-think]
+ *            [--seed S] [-t THREADS] [-c CTX] [-ctk f16|f32] [-ctv f16|f32]
+ *            [--chat-template NAME|FILE] [--think|--no-think]
  *
  * The continuation streams to stdout as it is generated (never half a UTF-8
  * character); prompt and generation speed go to stderr. --chat wraps the prompt as a

@@ -1,6 +1,6 @@
 /*
  * gen_opts.c — the flags `eddy run` and `eddy chat` share (model, context, threads,
- * sampling, chat template) and opening everything a generation needs.
+ * KV cache types, sampling, chat template) and opening everything a generation needs.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +22,11 @@ int gen_opts_parse(gen_opts *o, int argc, char **argv, int *i) {
     if (!strcmp(a, "--think") || !strcmp(a, "--no-think")) {
         o->enable_thinking = a[2] == 't';
         return 0;
+    }
+    int kv = cli_parse_kv_flag(a, val, &o->type_k, &o->type_v);
+    if (kv >= 0) {
+        if (kv == 0) (*i)++;
+        return kv;
     }
     if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
         if (!val) return cli_error("%s needs a model file", a);
@@ -72,7 +77,7 @@ int gen_opts_parse(gen_opts *o, int argc, char **argv, int *i) {
 int gen_session_open(const gen_opts *o, gen_session *g) {
     memset(g, 0, sizeof *g);
     eddy_error err;
-    eddy_ctx_params cp = {.n_ctx = o->n_ctx, .n_threads = (int)o->threads};
+    eddy_ctx_params cp = {.n_ctx = o->n_ctx, .n_threads = (int)o->threads, .type_k = o->type_k, .type_v = o->type_v};
     if (cli_chat_template(o->chat_template, &g->chat.template_text, &g->template_owned)) return 1;
     g->chat.add_generation_prompt = true;
     g->chat.enable_thinking = o->enable_thinking;

@@ -42,6 +42,18 @@ int cli_parse_float(const char *flag, const char *s, double lo, double hi, doubl
     return 0;
 }
 
+int cli_parse_kv_flag(const char *a, const char *val, eddy_kv_type *type_k, eddy_kv_type *type_v) {
+    eddy_kv_type *dst;
+    if (!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k")) dst = type_k;
+    else if (!strcmp(a, "-ctv") || !strcmp(a, "--cache-type-v")) dst = type_v;
+    else return -1;
+    if (!val) return cli_error("%s needs a cache type (f16 or f32)", a);
+    if (!strcmp(val, "f16")) *dst = EDDY_KV_F16;
+    else if (!strcmp(val, "f32")) *dst = EDDY_KV_F32;
+    else return cli_error("%s: unsupported cache type \"%s\" (f16 or f32)", a, val);
+    return 0;
+}
+
 static void usage(FILE *out) {
     fprintf(out,
             "usage: eddy COMMAND [ARGS]\n"
@@ -52,12 +64,13 @@ static void usage(FILE *out) {
             "                                          write one tensor as little-endian float32\n"
             "  run -m MODEL.gguf -p PROMPT [--chat [--system TEXT]] [-n N] [--temp T] [--top-k K]\n"
             "      [--top-p P] [--min-p P] [--seed S] [--repeat-penalty R] [-t THREADS] [-c CTX]\n"
+            "      [-ctk f16|f32] [-ctv f16|f32]\n"
             "                                          generate a continuation, streamed to stdout\n"
             "  chat -m MODEL.gguf [--system TEXT] [options of run]\n"
             "                                          interactive chat (Ctrl-D quits, /reset starts over)\n"
-            "  perplexity -m MODEL.gguf -f TEXT [-c CTX] [--chunks N] [-t N]\n"
+            "  perplexity -m MODEL.gguf -f TEXT [-c CTX] [--chunks N] [-t N] [-ctk T] [-ctv T]\n"
             "                                          perplexity, chunked as llama.cpp's\n"
-            "  logits -m MODEL.gguf --ids \"ID ID ...\" --out FILE [-t N] [-c CTX]\n"
+            "  logits -m MODEL.gguf --ids \"ID ID ...\" --out FILE [-t N] [-c CTX] [-ctk T] [-ctv T]\n"
             "                                          float32 logits for every position\n"
             "  bench -m MODEL.gguf [-p 512] [-n 128] [-t N] [-r REPS] [--json]\n"
             "                                          prefill and decode t/s, roofline fraction, peak RSS\n"
@@ -71,7 +84,10 @@ static void usage(FILE *out) {
             "              [--chat-template NAME|FILE] [--no-generation-prompt] [--think|--no-think]\n"
             "                                          the prompt the model's chat template makes\n"
             "  version                                 version and detected CPU features\n"
-            "  help                                    this text\n");
+            "  help                                    this text\n"
+            "\n"
+            "run, chat, logits and perplexity take -ctk/--cache-type-k and -ctv/--cache-type-v\n"
+            "f16|f32: the element type of the KV cache's keys and values (default f16, as llama.cpp)\n");
 }
 
 int main(int argc, char **argv) {

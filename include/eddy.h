@@ -122,10 +122,20 @@ typedef struct eddy_model eddy_model;
  * work buffers, all allocated when the context is made. */
 typedef struct eddy_ctx eddy_ctx;
 
+/* Element type of the attention layers' key/value cache. F16 (the default, as
+ * llama.cpp's) rounds each stored element to nearest even and halves the cache;
+ * F32 keeps the values as computed. Arithmetic is f32 either way. */
+typedef enum {
+    EDDY_KV_DEFAULT = 0, /* F16 */
+    EDDY_KV_F16,
+    EDDY_KV_F32,
+} eddy_kv_type;
+
 typedef struct {
     int64_t n_ctx;   /* positions the sequence can hold (0: the model's training context, at most 4096) */
     int n_threads;   /* 0: all online CPUs */
     int64_t n_batch; /* tokens per forward step (0: 512); longer inputs are split */
+    eddy_kv_type type_k, type_v; /* key / value cache elements (0: F16) */
 } eddy_ctx_params;
 
 eddy_status eddy_model_load(const char *path, eddy_model **out, eddy_error *err);
@@ -194,7 +204,7 @@ typedef struct {
      * prediction layers). */
     uint64_t weights;
     uint64_t state;      /* recurrent state (Gated DeltaNet, Mamba-2), read and written: 2 x its bytes */
-    uint64_t kv_per_pos; /* KV cache read per position the sequence holds (key + value rows, f32) */
+    uint64_t kv_per_pos; /* KV cache read per position held (key + value rows as f32; half with an F16 cache) */
 } eddy_decode_bytes;
 
 void eddy_model_decode_bytes(const eddy_model *m, eddy_decode_bytes *out);

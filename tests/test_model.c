@@ -14,6 +14,10 @@
 #define TINY_N_IDS 120
 #define TINY_VOCAB 512
 
+/* The tests against transformers (float32 throughout) keep the KV cache in f32;
+ * the f16 default is checked in test_kv_cache.c. */
+#define KV_F32 .type_k = EDDY_KV_F32, .type_v = EDDY_KV_F32
+
 static int64_t read_ids_from(const char *file, int32_t *ids, int64_t max) {
     size_t n;
     char *text = test_read_file(test_data_path(file), &n);
@@ -58,7 +62,7 @@ static float *eval_model(const char *file, const char *arch, int64_t n_vocab, co
     if (!CHECKF(eddy_model_load(test_data_path(file), &m, &err) == EDDY_OK, "%s", err.msg)) return NULL;
     CHECK_STR(eddy_model_arch(m), arch);
     CHECK_EQ(eddy_model_n_vocab(m), n_vocab);
-    eddy_ctx_params p = {.n_ctx = 256, .n_threads = n_threads, .n_batch = n_batch};
+    eddy_ctx_params p = {.n_ctx = 256, .n_threads = n_threads, .n_batch = n_batch, KV_F32};
     eddy_ctx *c;
     float *logits = malloc((size_t)(n * n_vocab) * sizeof(float));
     if (CHECKF(eddy_ctx_new(m, &p, &c, &err) == EDDY_OK, "%s", err.msg)) {
@@ -126,7 +130,7 @@ TEST(model_llama_decode_matches_prefill) {
     eddy_model *m;
     eddy_ctx *c;
     REQUIRE(eddy_model_load(test_data_path("models/llama-tiny-f32.gguf"), &m, NULL) == EDDY_OK);
-    eddy_ctx_params p = {.n_ctx = 64, .n_threads = 2};
+    eddy_ctx_params p = {.n_ctx = 64, .n_threads = 2, KV_F32};
     REQUIRE(eddy_ctx_new(m, &p, &c, NULL) == EDDY_OK);
     float row[TINY_VOCAB];
     for (int64_t t = 0; t < n; t++) {
@@ -226,7 +230,7 @@ TEST(model_qwen35_decode_matches_prefill) {
     eddy_model *m;
     eddy_ctx *c;
     REQUIRE(eddy_model_load(test_data_path("models/qwen35-tiny-f32.gguf"), &m, NULL) == EDDY_OK);
-    eddy_ctx_params p = {.n_ctx = 64, .n_threads = 1};
+    eddy_ctx_params p = {.n_ctx = 64, .n_threads = 1, KV_F32};
     REQUIRE(eddy_ctx_new(m, &p, &c, NULL) == EDDY_OK);
     float row[QWEN_VOCAB];
     for (int rep = 0; rep < 2; rep++) { /* the second pass checks that reset clears the recurrent state */
@@ -316,7 +320,7 @@ TEST(model_qwen_greedy_matches_transformers) {
         eddy_model *m;
         eddy_ctx *c;
         REQUIRE(eddy_model_load(test_data_path(file), &m, NULL) == EDDY_OK);
-        eddy_ctx_params p = {.n_ctx = 128, .n_threads = 1};
+        eddy_ctx_params p = {.n_ctx = 128, .n_threads = 1, KV_F32};
         REQUIRE(eddy_ctx_new(m, &p, &c, NULL) == EDDY_OK);
         float row[QWEN_VOCAB];
         REQUIRE(eddy_ctx_eval(c, ids, 20, row, 0, NULL) == EDDY_OK);
@@ -346,7 +350,7 @@ TEST(model_qwen_prefill_then_decode) {
         eddy_model *m;
         eddy_ctx *c;
         REQUIRE(eddy_model_load(test_data_path(file), &m, NULL) == EDDY_OK);
-        eddy_ctx_params p = {.n_ctx = 128, .n_threads = 1};
+        eddy_ctx_params p = {.n_ctx = 128, .n_threads = 1, KV_F32};
         REQUIRE(eddy_ctx_new(m, &p, &c, NULL) == EDDY_OK);
         float *part = malloc(sizeof(float) * 70 * QWEN_VOCAB);
         REQUIRE(eddy_ctx_eval(c, ids, 70, part, 1, NULL) == EDDY_OK);
@@ -397,7 +401,7 @@ TEST(model_mamba2_decode_matches_prefill) {
     eddy_model *m;
     eddy_ctx *c;
     REQUIRE(eddy_model_load(test_data_path("models/mamba2-tiny-f32.gguf"), &m, NULL) == EDDY_OK);
-    eddy_ctx_params p = {.n_ctx = 128, .n_threads = 1};
+    eddy_ctx_params p = {.n_ctx = 128, .n_threads = 1, KV_F32};
     REQUIRE(eddy_ctx_new(m, &p, &c, NULL) == EDDY_OK);
     float row[TINY_VOCAB];
     for (int64_t t = 0; t < n; t++) {
@@ -443,7 +447,7 @@ TEST(model_nemotron_h_prefill_then_decode) {
     eddy_model *m;
     eddy_ctx *c;
     REQUIRE(eddy_model_load(test_data_path(NEMOTRON_F32), &m, NULL) == EDDY_OK);
-    eddy_ctx_params p = {.n_ctx = 128, .n_threads = 2};
+    eddy_ctx_params p = {.n_ctx = 128, .n_threads = 2, KV_F32};
     REQUIRE(eddy_ctx_new(m, &p, &c, NULL) == EDDY_OK);
     float *part = malloc(sizeof(float) * 70 * QWEN_VOCAB);
     REQUIRE(eddy_ctx_eval(c, ids, 70, part, 1, NULL) == EDDY_OK);
@@ -501,7 +505,7 @@ TEST(model_granitehybrid_prefill_then_decode) {
     eddy_model *m;
     eddy_ctx *c;
     REQUIRE(eddy_model_load(test_data_path(file), &m, NULL) == EDDY_OK);
-    eddy_ctx_params p = {.n_ctx = 128, .n_threads = 2};
+    eddy_ctx_params p = {.n_ctx = 128, .n_threads = 2, KV_F32};
     REQUIRE(eddy_ctx_new(m, &p, &c, NULL) == EDDY_OK);
     float *part = malloc(sizeof(float) * 70 * QWEN_VOCAB);
     REQUIRE(eddy_ctx_eval(c, ids, 70, part, 1, NULL) == EDDY_OK);
@@ -673,7 +677,7 @@ TEST(model_qwen_nextn_layers_are_left_out) {
     REQUIRE(want);
     REQUIRE(eddy_model_load(with, &m, &err) == EDDY_OK);
     eddy_ctx *c;
-    eddy_ctx_params p = {.n_ctx = 16, .n_threads = 1};
+    eddy_ctx_params p = {.n_ctx = 16, .n_threads = 1, KV_F32};
     REQUIRE(eddy_ctx_new(m, &p, &c, NULL) == EDDY_OK);
     float *got = malloc(sizeof(float) * 10 * QWEN_VOCAB);
     REQUIRE(eddy_ctx_eval(c, ids, 10, got, 1, NULL) == EDDY_OK);

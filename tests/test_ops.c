@@ -1,5 +1,6 @@
 /*
- * test_ops.c — dense ops: RMSNorm, SwiGLU, softmax, rotary embeddings, attention.
+ * test_ops.c — dense ops: RMSNorm, SwiGLU, softmax, rotary embeddings (attention:
+ * test_attention.c).
  * Each against an independent double-precision formulation, with the bound stated.
  */
 #include "test.h"
@@ -7,7 +8,6 @@
 #include <stdlib.h>
 
 #include "base/threadpool.h"
-#include "ops/attention.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
 
@@ -123,75 +123,4 @@ TEST(ops_rope_is_relative) {
         CHECKF(fabs(dots[0] - dots[1]) < 1e-4, "style %d: %g vs %g", style, dots[0], dots[1]);
         free(q), free(k);
     }
-}
-
-/* ==== Attention ==== */
-
-static void attention_double(const attn_shape *s, const attn_args *a, double *out) {
-    int64_t group = s->n_head / s->n_head_kv;
-    for (int64_t t = 0; t < a->n_q; t++)
-        for (int64_t h = 0; h < s->n_head; h++) {
-            int64_t hk = h / group, n = a->pos0 + t + 1;
-            double *sc = malloc((size_t)n * sizeof(double)), max = -1e300, sum = 0;
-            for (int64_t j = 0; j < n; j++) {
-                double d = 0;
-                for (int64_t i = 0; i < s->head_dim_k; i++)
-                    d += (double)a->q[t * a->sq + h * s->head_dim_k + i] * a->k[j * a->sk + hk * s->head_dim_k + i];
-                sc[j] = d * s->scale;
-                if (sc[j] > max) max = sc[j];
-            }
-            for (int64_t j = 0; j < n; j++) sum += sc[j] = exp(sc[j] - max);
-            for (int64_t i = 0; i < s->head_dim_v; i++) {
-                double o = 0;
-                for (int64_t j = 0; j < n; j++) o += sc[j] / sum * a->v[j * a->sv + hk * s->head_dim_v + i];
-                out[(t * s->n_head + h) * s->head_dim_v + i] = o;
-            }
-            free(sc);
-        }
-}
-
-/* Attention output is a convex combination of values: error vs double is a few
- * float ulps of max|v| per term -> bound 1e-5 * max|v| (scores O(1)). */
-TEST(ops_attention_matches_double_and_threads) {
-    test_rng r = test_rng_new();
-    struct { int64_t n_head, n_head_kv, dk, dv, n_q, pos0; } cases[] = {
-        {4, 2, 64, 64, 1, 0}, {4, 2, 64, 64, 1, 37}, {8, 8, 32, 16, 7, 0}, {6, 2, 16, 16, 13, 5},
-        {4, 1, 128, 128, 3, 200}, {2, 2, 8, 8, 65, 0},
-    };
-    threadpool *pool;
-    REQUIRE(pool_create(&pool, 3, NULL) == EDDY_OK);
-    for (int c = 0; c < 6; c++) {
-        attn_shape s = {cases[c].n_head, cases[c].n_head_kv, cases[c].dk, cases[c].dv,
-                        1.0f / sqrtf((float)cases[c].dk)};
-        int64_t n_q = cases[c].n_q, n_kv = cases[c].pos0 + n_q, pad = 5; /* strided rows */
-        int64_t sq = s.n_head * s.head_dim_k + pad, sk = s.n_head_kv * s.head_dim_k + pad;
-        int64_t sv = s.n_head_kv * s.head_dim_v + pad, so = s.n_head * s.head_dim_v + pad;
-        float *q = rand_vec(&r, n_q * sq, 1), *k = rand_vec(&r, n_kv * sk, 1), *v = rand_vec(&r, n_kv * sv, 1);
-        float *o1 = calloc((size_t)(n_q * so), 4), *o2 = calloc((size_t)(n_q * so), 4);
-        double *want = malloc((size_t)(n_q * s.n_head * s.head_dim_v) * sizeof(double));
-        attn_args a = {o1, q, k, v, so, sq, sk, sv, n_q, cases[c].pos0};
-        float *scores = malloc((size_t)n_kv * 4);
-        ops_attention_ref(&s, &a, scores);
-        REQUIRE(pool_reserve_scratch(pool, (size_t)ops_attention_scratch(a.pos0, n_q) * 4, NULL) == EDDY_OK);
-        a.out = o2;
-        ops_attention(pool, &s, &a);
-        a.out = o1;
-        attention_double(&s, &a, want);
-        for (int64_t t = 0; t < n_q; t++)
-            for (int64_t i = 0; i < s.n_head * s.head_dim_v; i++) {
-                double w = want[t * s.n_head * s.head_dim_v + i];
-                CHECKF(fabs(o1[t * so + i] - w) <= 1e-5, "case %d ref t=%lld i=%lld: %g vs %g", c, (long long)t,
-                       (long long)i, o1[t * so + i], w);
-                CHECKF(fabs(o2[t * so + i] - w) <= 1e-5, "case %d threaded t=%lld i=%lld: %g vs %g", c,
-                       (long long)t, (long long)i, o2[t * so + i], w);
-            }
-        /* causality: the last query in a batch equals that query alone at its position */
-        if (n_q > 1) {
-            attn_args one = {o2, q + (n_q - 1) * sq, k, v, so, sq, sk, sv, 1, cases[c].pos0 + n_q - 1};
-            ops_attention_ref(&s, &one, scores);
-            for (int64_t i = 0; i < s.n_head * s.head_dim_v; i++) CHECK(o2[i] == o1[(n_q - 1) * so + i]);
-        }
-        free(q), free(k), free(v), free(o1), free(o2), free(want), free(scores);
-    }
-    pool_destroy(pool);
 }

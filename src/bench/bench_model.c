@@ -173,6 +173,8 @@ eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, ed
         goto done;
     }
     eddy_model_decode_bytes(m, &r->bytes);
+    /* the benchmark's context keeps the default F16 cache: half the f32 rows' bytes */
+    r->bytes.kv_per_pos /= 2;
     /* step i (0-based) of the tg test holds i + 1 positions, the one it adds included;
      * without a tg test, the first step's */
     r->kv_positions = p->n_gen > 0 ? 0.5 * (double)(p->n_gen + 1) : 1.0;

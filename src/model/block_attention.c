@@ -34,21 +34,20 @@ void block_attention(ctx *c, const model_layer *l, int64_t il, int64_t n) {
         ops_rmsnorm_rows(c->q, hd, c->q, hd, (const float *)l->q_norm.data, hd, n * hp->n_head, hp->rms_eps);
         ops_rmsnorm_rows(c->k, hd, c->k, hd, (const float *)l->k_norm.data, hd, n * hp->n_head_kv, hp->rms_eps);
     }
-    float *kc = s->k[il], *vc = s->v[il];
     for (int64_t t = 0; t < n; t++) {
         if (hp->n_rot > 0) {
             ops_rope_table(c->rope, pos0 + t, hp->n_rot, hp->rope_base);
             ops_rope_apply(c->q + t * Q, hp->n_head, hd, hp->n_rot, c->rope, hp->rope_style);
             ops_rope_apply(c->k + t * K, hp->n_head_kv, hd, hp->n_rot, c->rope, hp->rope_style);
         }
-        memcpy(kc + (pos0 + t) * K, c->k + t * K, (size_t)K * sizeof(float));
-        memcpy(vc + (pos0 + t) * V, c->v + t * V, (size_t)V * sizeof(float));
+        seq_state_store_kv(s, il, pos0 + t, c->k + t * K, c->v + t * V);
     }
     const float scale = hp->attn_scale > 0 ? hp->attn_scale : 1.0f / sqrtf((float)hd);
     attn_shape shape = {hp->n_head, hp->n_head_kv, hd, hp->head_dim_v, scale};
     /* the gate (when any) sits in c->attn; attention writes into c->qg, free by now */
     float *out = hp->attn_gated ? c->qg : c->attn;
-    attn_args a = {out, c->q, kc, vc, O, Q, K, V, n, pos0};
+    /* the cache's rows: K (n_ctx, K), V (n_ctx, V) in s->type_k / s->type_v */
+    attn_args a = {out, c->q, s->k[il], s->v[il], O, Q, K, V, n, pos0, s->type_k, s->type_v};
     ops_attention(c->pool, &shape, &a);
     if (hp->attn_gated)
         for (int64_t i = 0; i < n * O; i++) out[i] *= ops_sigmoid(c->attn[i]);

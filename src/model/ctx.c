@@ -28,6 +28,16 @@ const eddy_gguf *eddy_model_gguf(const eddy_model *m) { return m->file; }
 
 /* ==== Contexts ==== */
 
+/* The cache element type of a public KV type; false for a value outside the enum. */
+static bool kv_qtype(eddy_kv_type t, qtype *out) {
+    switch (t) {
+    case EDDY_KV_DEFAULT:
+    case EDDY_KV_F16: *out = QTYPE_F16; return true;
+    case EDDY_KV_F32: *out = QTYPE_F32; return true;
+    }
+    return false;
+}
+
 /* The largest activation scratch any weight's linear() needs for n_batch rows. */
 static size_t max_linear_scratch(const model *m, int64_t n_batch) {
     size_t best = linear_scratch_bytes(&m->output, n_batch);
@@ -82,7 +92,7 @@ void eddy_ctx_free(eddy_ctx *c) {
 eddy_status eddy_ctx_new(const eddy_model *m, const eddy_ctx_params *p, eddy_ctx **out, eddy_error *err) {
     if (!m || !out) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_ctx_new: NULL argument");
     *out = NULL;
-    eddy_ctx_params d = {0, 0, 0};
+    eddy_ctx_params d = {0};
     if (!p) p = &d;
     const model_hparams *hp = &m->hp;
     int64_t n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
@@ -93,6 +103,11 @@ eddy_status eddy_ctx_new(const eddy_model *m, const eddy_ctx_params *p, eddy_ctx
     if (p->n_threads < 0 || p->n_threads > 1024)
         return eddy_error_set(err, EDDY_ERR_ARG, "thread count %d out of range 1..1024", p->n_threads);
     int n_threads = p->n_threads > 0 ? p->n_threads : pool_default_threads();
+    qtype type_k, type_v;
+    if (!kv_qtype(p->type_k, &type_k))
+        return eddy_error_set(err, EDDY_ERR_ARG, "key cache type %d is not an eddy_kv_type", (int)p->type_k);
+    if (!kv_qtype(p->type_v, &type_v))
+        return eddy_error_set(err, EDDY_ERR_ARG, "value cache type %d is not an eddy_kv_type", (int)p->type_v);
 
     eddy_ctx *c = eddy_calloc(1, sizeof *c);
     if (!c) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
@@ -101,8 +116,9 @@ eddy_status eddy_ctx_new(const eddy_model *m, const eddy_ctx_params *p, eddy_ctx
     c->n_batch = n_batch;
     eddy_status s = pool_create(&c->pool, n_threads, err);
     if (s == EDDY_OK) {
-        /* per-thread scratch: attention's score row, the Mamba-2 chunked scan's buffers */
-        size_t need = (size_t)ops_attention_scratch(n_ctx, 0) * sizeof(float);
+        /* per-thread scratch: attention's blocks and partials, the Mamba-2 chunked scan's buffers */
+        attn_shape as = {hp->n_head, hp->n_head_kv, hp->head_dim_k, hp->head_dim_v, 1.0f};
+        size_t need = hp->n_head_kv > 0 ? ops_attention_scratch(&as, n_ctx, n_threads) : 0;
         if (hp->ssm_n_head > 0) {
             mamba2_params mp = {hp->ssm_n_head, hp->ssm_d_inner / hp->ssm_n_head, hp->ssm_n_group, hp->ssm_d_state,
                                 NULL, NULL, NULL, 0.0f, 0.0f};
@@ -122,7 +138,7 @@ eddy_status eddy_ctx_new(const eddy_model *m, const eddy_ctx_params *p, eddy_ctx
             s = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
         } else {
             for (int64_t il = 0; il < hp->n_layer; il++) shapes[il] = model_state_shape(m, il);
-            s = seq_state_new(&c->seq, shapes, hp->n_layer, n_ctx, err);
+            s = seq_state_new(&c->seq, shapes, hp->n_layer, n_ctx, type_k, type_v, err);
             eddy_free(shapes);
         }
     }

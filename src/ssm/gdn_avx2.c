@@ -19,7 +19,7 @@
 #define V_FNMA(a, b, c) _mm256_fnmadd_ps(a, b, c)
 #define V_MUL(a, b) _mm256_mul_ps(a, b)
 #define V_ADD(a, b) _mm256_add_ps(a, b)
-#define V_EXP(v) ssm_exp256(v)
+#define V_EXP(v) vexp256(v)
 #define V_HSUM(v) ssm_hsum256(v)
 #define STEP_NV 4
 #define SCAN_NV 4

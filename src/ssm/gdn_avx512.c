@@ -19,7 +19,7 @@
 #define V_FNMA(a, b, c) _mm512_fnmadd_ps(a, b, c)
 #define V_MUL(a, b) _mm512_mul_ps(a, b)
 #define V_ADD(a, b) _mm512_add_ps(a, b)
-#define V_EXP(v) ssm_exp512(v)
+#define V_EXP(v) vexp512(v)
 #define V_HSUM(v) _mm512_reduce_add_ps(v)
 #define STEP_NV 8
 #define SCAN_NV 4

@@ -19,7 +19,7 @@
 #define V_FNMA(a, b, c) vfmsq_f32(c, a, b)
 #define V_MUL(a, b) vmulq_f32(a, b)
 #define V_ADD(a, b) vaddq_f32(a, b)
-#define V_EXP(v) ssm_exp_neon(v)
+#define V_EXP(v) vexp_neon(v)
 #define V_HSUM(v) vaddvq_f32(v)
 #define STEP_NV 8
 #define SCAN_NV 4

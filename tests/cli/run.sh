@@ -71,6 +71,15 @@ expect_err "logits no out" "no output file" logits -m $M --ids "1"
 expect_err "logits no model" "no model given" logits --ids "1" --out "$TMP/l.f32"
 expect_err "logits ctx too small" "do not fit" logits -m $M --ids "1 2 3" -c 2 --out "$TMP/l.f32"
 expect_err "logits not a model" "is missing" logits -m $D/sample.gguf --ids "1" --out "$TMP/l.f32"
+# KV cache types: f16 is the default; f32 gives other (unrounded) logits
+"$EDDY" logits -m $M --ids "1 2 3 4" --out "$TMP/k0.f32" >/dev/null 2>&1
+"$EDDY" logits -m $M --ids "1 2 3 4" --out "$TMP/k16.f32" -ctk f16 --cache-type-v f16 >/dev/null 2>&1
+"$EDDY" logits -m $M --ids "1 2 3 4" --out "$TMP/k32.f32" --cache-type-k f32 -ctv f32 >/dev/null 2>&1
+if [ -s "$TMP/k0.f32" ] && cmp -s "$TMP/k0.f32" "$TMP/k16.f32" && [ -s "$TMP/k32.f32" ] &&
+   ! cmp -s "$TMP/k0.f32" "$TMP/k32.f32"; then ok; else bad "logits -ctk/-ctv: f16 default, f32 differs"; fi
+expect_err "logits bad cache type" '-ctk: unsupported cache type "q8_0" (f16 or f32)' \
+  logits -m $M --ids "1" --out "$TMP/l.f32" -ctk q8_0
+expect_err "logits cache type missing" "--cache-type-v needs a cache type" logits -m $M --ids "1" --out "$TMP/l.f32" --cache-type-v
 
 # ==== run ====
 R=tests/data/models/qwen35-tiny-q8_0.gguf
@@ -91,6 +100,10 @@ expect_err "run top-p range" "--top-p: 2 is out of range" run -m $R -p "x" --top
 expect_err "run prompt too long" "the context holds 4" run -m $R -p "one two three four five six seven" -c 4
 expect_err "run missing prompt file" "cannot read the prompt file" run -m $R -f "$TMP/none.txt"
 expect_err "run unknown option" 'unknown option "--bogus"' run -m $R -p x --bogus
+expect_err "run bad cache type" '-ctv: unsupported cache type "F32"' run -m $R -p x -ctv F32
+expect_err "chat bad cache type" '--cache-type-k: unsupported cache type ""' chat -m $R --cache-type-k ""
+if "$EDDY" run -m $R -p "Hello there" -n 3 -t 1 -ctk f32 -ctv f16 >/dev/null 2>"$TMP/r4.err"; then ok;
+else bad "run -ctk f32 -ctv f16: $(cat "$TMP/r4.err")"; fi
 
 # ==== perplexity ====
 L=tests/data/models/llama-tiny-q8_0.gguf
@@ -98,6 +111,8 @@ head -c 4000 tests/data/text/cases.txt >"$TMP/ppl.txt"
 expect_ok "perplexity" "Final estimate: PPL = " "[2]" -- perplexity -m $L -f "$TMP/ppl.txt" -c 32 --chunks 3 -t 1
 expect_err "perplexity short text" "needs at least" perplexity -m $L -f "$TMP/ppl.txt" -c 100000
 expect_err "perplexity no file" "cannot read the text file" perplexity -m $L -f "$TMP/none.txt"
+expect_err "perplexity bad cache type" '-ctk: unsupported cache type "bf16"' perplexity -m $L -f "$TMP/ppl.txt" -ctk bf16
+expect_ok "perplexity f32 cache" "Final estimate: PPL = " -- perplexity -m $L -f "$TMP/ppl.txt" -c 32 --chunks 1 -t 1 -ctk f32 -ctv f32
 
 # ==== bad input: one line, exit 1 ====
 expect_err "no arguments" "no model file" inspect
