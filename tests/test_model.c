@@ -336,39 +336,40 @@ TEST(model_qwen_greedy_matches_transformers) {
     }
 }
 
-/* Prefill of 70 tokens (the chunked delta rule: 64 chunked + 6 scanned) then 30
- * one-by-one decode steps give the logits of one 100-token prefill: within 1e-5. */
-TEST(model_qwen_prefill_then_decode) {
+/* Prefill of the first 70 of the 100 ids, then 30 single-token steps, on n_threads,
+ * against one 100-token prefill on one thread: within 1e-5 relative RMS. */
+static void check_prefill_then_decode(const char *file, const char *arch, int n_threads) {
     int32_t ids[QWEN_N_IDS];
     REQUIRE_EQ(read_ids_from("models/qwen-tiny.ids", ids, QWEN_N_IDS), QWEN_N_IDS);
-    const char *archs[] = {"qwen35", "qwen3next"};
-    for (int a = 0; a < 2; a++) {
-        char file[128];
-        snprintf(file, sizeof file, "models/%s-tiny-f32.gguf", archs[a]);
-        float *all = eval_model(file, archs[a], QWEN_VOCAB, ids, QWEN_N_IDS, 1, 0);
-        REQUIRE(all);
-        eddy_model *m;
-        eddy_ctx *c;
-        REQUIRE(eddy_model_load(test_data_path(file), &m, NULL) == EDDY_OK);
-        eddy_ctx_params p = {.n_ctx = 128, .n_threads = 1, KV_F32};
-        REQUIRE(eddy_ctx_new(m, &p, &c, NULL) == EDDY_OK);
-        float *part = malloc(sizeof(float) * 70 * QWEN_VOCAB);
-        REQUIRE(eddy_ctx_eval(c, ids, 70, part, 1, NULL) == EDDY_OK);
-        for (int64_t t = 0; t < QWEN_N_IDS; t++) {
-            float row[QWEN_VOCAB];
-            const float *got = part + t * QWEN_VOCAB;
-            if (t >= 70) {
-                REQUIRE(eddy_ctx_eval(c, ids + t, 1, row, 0, NULL) == EDDY_OK);
-                got = row;
-            }
-            double e = sqrt(test_nmse(got, all + t * QWEN_VOCAB, QWEN_VOCAB));
-            CHECKF(e <= 1e-5, "%s position %lld: %g", archs[a], (long long)t, e);
+    float *all = eval_model(file, arch, QWEN_VOCAB, ids, QWEN_N_IDS, 1, 0);
+    REQUIRE(all);
+    eddy_model *m;
+    eddy_ctx *c;
+    REQUIRE(eddy_model_load(test_data_path(file), &m, NULL) == EDDY_OK);
+    eddy_ctx_params p = {.n_ctx = 128, .n_threads = n_threads, KV_F32};
+    REQUIRE(eddy_ctx_new(m, &p, &c, NULL) == EDDY_OK);
+    float *part = malloc(sizeof(float) * 70 * QWEN_VOCAB);
+    REQUIRE(eddy_ctx_eval(c, ids, 70, part, 1, NULL) == EDDY_OK);
+    for (int64_t t = 0; t < QWEN_N_IDS; t++) {
+        float row[QWEN_VOCAB];
+        const float *got = part + t * QWEN_VOCAB;
+        if (t >= 70) {
+            REQUIRE(eddy_ctx_eval(c, ids + t, 1, row, 0, NULL) == EDDY_OK);
+            got = row;
         }
-        free(part);
-        eddy_ctx_free(c);
-        eddy_model_free(m);
-        free(all);
+        double e = sqrt(test_nmse(got, all + t * QWEN_VOCAB, QWEN_VOCAB));
+        CHECKF(e <= 1e-5, "%s position %lld: %g", file, (long long)t, e);
     }
+    free(part);
+    eddy_ctx_free(c);
+    eddy_model_free(m);
+    free(all);
+}
+
+/* The chunked delta rule (64 chunked + 6 scanned tokens) then decode steps. */
+TEST(model_qwen_prefill_then_decode) {
+    check_prefill_then_decode("models/qwen35-tiny-f32.gguf", "qwen35", 1);
+    check_prefill_then_decode("models/qwen3next-tiny-f32.gguf", "qwen3next", 1);
 }
 
 /* ==== Mamba-2 ==== */
@@ -439,33 +440,7 @@ TEST(model_nemotron_h_quantized_matches_llamacpp) { check_qwen_llamacpp("nemotro
 
 /* Prefill of 70 tokens then 30 single-token steps (Mamba-2 step kernel, attention
  * over the cache) give the logits of one 100-token prefill: within 1e-5. */
-TEST(model_nemotron_h_prefill_then_decode) {
-    int32_t ids[QWEN_N_IDS];
-    REQUIRE_EQ(read_ids_from("models/qwen-tiny.ids", ids, QWEN_N_IDS), QWEN_N_IDS);
-    float *all = eval_model(NEMOTRON_F32, "nemotron_h", QWEN_VOCAB, ids, QWEN_N_IDS, 1, 0);
-    REQUIRE(all);
-    eddy_model *m;
-    eddy_ctx *c;
-    REQUIRE(eddy_model_load(test_data_path(NEMOTRON_F32), &m, NULL) == EDDY_OK);
-    eddy_ctx_params p = {.n_ctx = 128, .n_threads = 2, KV_F32};
-    REQUIRE(eddy_ctx_new(m, &p, &c, NULL) == EDDY_OK);
-    float *part = malloc(sizeof(float) * 70 * QWEN_VOCAB);
-    REQUIRE(eddy_ctx_eval(c, ids, 70, part, 1, NULL) == EDDY_OK);
-    for (int64_t t = 0; t < QWEN_N_IDS; t++) {
-        float row[QWEN_VOCAB];
-        const float *got = part + t * QWEN_VOCAB;
-        if (t >= 70) {
-            REQUIRE(eddy_ctx_eval(c, ids + t, 1, row, 0, NULL) == EDDY_OK);
-            got = row;
-        }
-        double e = sqrt(test_nmse(got, all + t * QWEN_VOCAB, QWEN_VOCAB));
-        CHECKF(e <= 1e-5, "position %lld: %g", (long long)t, e);
-    }
-    free(part);
-    eddy_ctx_free(c);
-    eddy_model_free(m);
-    free(all);
-}
+TEST(model_nemotron_h_prefill_then_decode) { check_prefill_then_decode(NEMOTRON_F32, "nemotron_h", 2); }
 
 /* ==== Granite 4 hybrid: Mamba-2 and attention layers, MoE or dense FFN, multipliers ==== */
 
@@ -497,32 +472,7 @@ TEST(model_granitehybrid_quantized_matches_llamacpp) { check_qwen_llamacpp("gran
 /* Prefill of 70 tokens then 30 single-token steps give one 100-token prefill's
  * logits: within 1e-5. */
 TEST(model_granitehybrid_prefill_then_decode) {
-    int32_t ids[QWEN_N_IDS];
-    REQUIRE_EQ(read_ids_from("models/qwen-tiny.ids", ids, QWEN_N_IDS), QWEN_N_IDS);
-    const char *file = "models/granitehybrid-tiny-f32.gguf";
-    float *all = eval_model(file, "granitehybrid", QWEN_VOCAB, ids, QWEN_N_IDS, 1, 0);
-    REQUIRE(all);
-    eddy_model *m;
-    eddy_ctx *c;
-    REQUIRE(eddy_model_load(test_data_path(file), &m, NULL) == EDDY_OK);
-    eddy_ctx_params p = {.n_ctx = 128, .n_threads = 2, KV_F32};
-    REQUIRE(eddy_ctx_new(m, &p, &c, NULL) == EDDY_OK);
-    float *part = malloc(sizeof(float) * 70 * QWEN_VOCAB);
-    REQUIRE(eddy_ctx_eval(c, ids, 70, part, 1, NULL) == EDDY_OK);
-    for (int64_t t = 0; t < QWEN_N_IDS; t++) {
-        float row[QWEN_VOCAB];
-        const float *got = part + t * QWEN_VOCAB;
-        if (t >= 70) {
-            REQUIRE(eddy_ctx_eval(c, ids + t, 1, row, 0, NULL) == EDDY_OK);
-            got = row;
-        }
-        double e = sqrt(test_nmse(got, all + t * QWEN_VOCAB, QWEN_VOCAB));
-        CHECKF(e <= 1e-5, "position %lld: %g", (long long)t, e);
-    }
-    free(part);
-    eddy_ctx_free(c);
-    eddy_model_free(m);
-    free(all);
+    check_prefill_then_decode("models/granitehybrid-tiny-f32.gguf", "granitehybrid", 2);
 }
 
 /* ==== Bad model files ==== */
