@@ -27,6 +27,7 @@ void bench_conv1d_step_cases(bench_env *env);
 void bench_conv1d_prefill_cases(bench_env *env);
 void bench_gated_norm_cases(bench_env *env);
 void bench_attention_cases(bench_env *env);
+void bench_pool_cases(bench_env *env);
 
 static const bench_case cases[] = {
     {"vec_dot", bench_vec_cases},
@@ -40,6 +41,7 @@ static const bench_case cases[] = {
     {"conv1d_prefill", bench_conv1d_prefill_cases},
     {"gated_norm", bench_gated_norm_cases},
     {"attention", bench_attention_cases},
+    {"pool_run", bench_pool_cases},
 };
 
 /* ==== Timing ==== */
