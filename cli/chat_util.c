@@ -2,6 +2,7 @@
  * chat_util.c — what `eddy run --chat` and `eddy chat` share: turning a conversation
  * into prompt tokens with the model's chat template, and the --chat-template flag.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,21 +60,11 @@ int cli_chat_template(const char *arg, const char **tmpl, char **owned) {
         *tmpl = arg;
         return 0;
     }
-    FILE *f = fopen(arg, "rb");
-    if (!f) return cli_error("--chat-template: \"%s\" is neither a built-in template (chatml, llama3) nor a readable file", arg);
-    size_t cap = 1 << 14, len = 0, got;
-    char *buf = malloc(cap);
-    while (buf && (got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += got;
-        if (len + 1 == cap) {
-            char *bigger = realloc(buf, cap *= 2);
-            if (!bigger) free(buf);
-            buf = bigger;
-        }
-    }
-    fclose(f);
-    if (!buf) return cli_error("out of memory");
-    buf[len] = '\0';
+    char *buf = cli_read_file(arg, NULL);
+    if (!buf && errno == ENOMEM) return cli_error("out of memory");
+    if (!buf)
+        return cli_error("--chat-template: \"%s\" is neither a built-in template (chatml, llama3) nor a readable file",
+                         arg);
     *tmpl = *owned = buf;
     return 0;
 }

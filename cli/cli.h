@@ -13,6 +13,10 @@
 __attribute__((format(printf, 1, 2)))
 #endif
 int cli_error(const char *fmt, ...); /* prints "eddy: error: ..." and returns 1 */
+/* A whole file ("-": stdin), NUL-terminated; *len (may be NULL) gets its size. NULL,
+ * with errno set, when it cannot be opened or read or memory runs out; prints nothing
+ * (each caller says what the file was for). */
+char *cli_read_file(const char *path, size_t *len);
 
 /* Parses a non-negative integer argument; on failure prints an error naming flag. */
 int cli_parse_int(const char *flag, const char *s, long long lo, long long hi, long long *out);

@@ -19,24 +19,6 @@
 
 #include "cli.h"
 
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 20, n = 0, got;
-    char *buf = malloc(cap);
-    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            char *bigger = realloc(buf, cap *= 2);
-            if (!bigger) free(buf);
-            buf = bigger;
-        }
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 int cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *file = NULL;
     long long n_ctx = 512, chunks = -1, threads = 0;
@@ -69,7 +51,7 @@ int cmd_perplexity(int argc, char **argv) {
     if (!model) return cli_error("perplexity: no model given (-m MODEL.gguf)");
     if (!file) return cli_error("perplexity: no text given (-f FILE)");
     size_t len;
-    char *text = read_all(file, &len);
+    char *text = cli_read_file(file, &len);
     if (!text) return cli_error("%s: cannot read the text file", file);
 
     eddy_error err;

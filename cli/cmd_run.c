@@ -24,24 +24,6 @@ static int on_token(void *user, eddy_token t, const char *text, size_t len) {
     return 0;
 }
 
-static char *read_text_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0, got;
-    char *buf = malloc(cap);
-    while (buf && (got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += got;
-        if (len + 1 == cap) {
-            char *bigger = realloc(buf, cap *= 2);
-            if (!bigger) free(buf);
-            buf = bigger;
-        }
-    }
-    fclose(f);
-    if (buf) buf[len] = '\0';
-    return buf;
-}
-
 /* The prompt's tokens: plain text (BOS as the file asks), or a chat turn. */
 static int prompt_tokens(gen_session *g, const char *prompt, bool chat, const char *system, eddy_token **ids,
                          int64_t *n) {
@@ -92,7 +74,7 @@ int cmd_run(int argc, char **argv) {
     if (prompt_arg && prompt_file) return cli_error("run: give -p or -f, not both");
     if (system && !chat) return cli_error("run: --system needs --chat");
     char *file_text = NULL;
-    if (prompt_file && !(file_text = read_text_file(prompt_file)))
+    if (prompt_file && !(file_text = cli_read_file(prompt_file, NULL)))
         return cli_error("%s: cannot read the prompt file", prompt_file);
 
     gen_session g;

@@ -19,33 +19,11 @@
 
 /* Reads a whole file (or stdin for "-"); NUL-terminates. NULL with a message printed. */
 static char *read_all(const char *path, size_t *len) {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) {
-        cli_error("%s: cannot open file (%s)", path, strerror(errno));
-        return NULL;
+    char *buf = cli_read_file(path, len);
+    if (!buf) {
+        if (errno == ENOMEM || errno == EIO) cli_error("%s: cannot read file", path);
+        else cli_error("%s: cannot open file (%s)", path, strerror(errno));
     }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n + 1 >= cap) {
-            char *bigger = realloc(buf, cap * 2);
-            if (!bigger) break;
-            buf = bigger;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0) break;
-    }
-    int failed = !buf || ferror(f);
-    if (f != stdin) fclose(f);
-    if (failed) {
-        free(buf);
-        cli_error("%s: cannot read file", path);
-        return NULL;
-    }
-    buf[n] = '\0';
-    *len = n;
     return buf;
 }
 

@@ -9,6 +9,39 @@
 
 #include "cli.h"
 
+char *cli_read_file(const char *path, size_t *len) {
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n + 1 >= cap) {
+            char *bigger = realloc(buf, cap * 2);
+            if (!bigger) {
+                free(buf);
+                buf = NULL;
+                errno = ENOMEM;
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) break;
+    }
+    if (buf && ferror(f)) {
+        free(buf);
+        buf = NULL;
+        errno = EIO;
+    }
+    if (f != stdin) fclose(f);
+    if (!buf) return NULL;
+    buf[n] = '\0';
+    if (len) *len = n;
+    return buf;
+}
+
 int cli_error(const char *fmt, ...) {
     fputs("eddy: error: ", stderr);
     va_list ap;
