@@ -30,7 +30,7 @@ eddy_status seq_state_new(seq_state **out, const state_layer_shape *shapes, int6
     /* total bytes, overflow-checked */
     size_t bytes = 0;
     for (int64_t il = 0; il < n_layer; il++) {
-        size_t k, v, r;
+        size_t k = 0, v = 0, r = 0;
         bool ok = region_bytes(n_ctx, shapes[il].kv_k, elem_bytes(type_k), &k) &&
                   region_bytes(n_ctx, shapes[il].kv_v, elem_bytes(type_v), &v) &&
                   region_bytes(1, shapes[il].rec_floats, sizeof(float), &r);
