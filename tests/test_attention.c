@@ -138,6 +138,7 @@ static const attn_case fast_cases[] = {
     {1, 40, 64, 64, 2, 50, F32, F32, 1},    /* 40 rows per query: more than ATTN_ROWS */
     {2, 2, 24, 40, 37, 9, F16, F16, 1},     /* dims AVX-512 cannot take (multiples of 8) */
     {2, 2, 20, 12, 5, 3, F32, F32, 1},      /* multiples of 4 only: the reference on x86 */
+    {1, 1, 64, 64, 1, 600, F16, F16, 1},    /* a small decode split over 3 chunks on fewer threads than the pool */
 };
 #undef F16
 #undef F32
@@ -194,10 +195,13 @@ static void run_case(const attn_case *cs, int ci, threadpool **pools, int n_pool
 
 TEST(attention_fast_matches_ref) {
     test_rng r = test_rng_new();
-    threadpool *pools[4];
-    for (int i = 0; i < 4; i++) REQUIRE(pool_create(&pools[i], i + 1, NULL) == EDDY_OK);
-    for (int c = 0; c < (int)(sizeof fast_cases / sizeof fast_cases[0]); c++) run_case(&fast_cases[c], c, pools, 4, &r);
-    for (int i = 0; i < 4; i++) pool_destroy(pools[i]);
+    for (int c = 0; c < (int)(sizeof fast_cases / sizeof fast_cases[0]); c++) {
+        /* fresh pools: each case runs with exactly the scratch ops_attention_scratch asks for */
+        threadpool *pools[4];
+        for (int i = 0; i < 4; i++) REQUIRE(pool_create(&pools[i], i + 1, NULL) == EDDY_OK);
+        run_case(&fast_cases[c], c, pools, 4, &r);
+        for (int i = 0; i < 4; i++) pool_destroy(pools[i]);
+    }
 }
 
 /* A row's arithmetic depends neither on the other queries of its batch nor on the

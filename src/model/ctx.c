@@ -118,7 +118,7 @@ eddy_status eddy_ctx_new(const eddy_model *m, const eddy_ctx_params *p, eddy_ctx
     if (s == EDDY_OK) {
         /* per-thread scratch: attention's blocks and partials, the Mamba-2 chunked scan's buffers */
         attn_shape as = {hp->n_head, hp->n_head_kv, hp->head_dim_k, hp->head_dim_v, 1.0f};
-        size_t need = hp->n_head_kv > 0 ? ops_attention_scratch(&as, n_ctx, n_threads) : 0;
+        size_t need = hp->n_head > 0 && hp->n_head_kv > 0 ? ops_attention_scratch(&as, n_ctx, n_threads) : 0;
         if (hp->ssm_n_head > 0) {
             mamba2_params mp = {hp->ssm_n_head, hp->ssm_d_inner / hp->ssm_n_head, hp->ssm_n_group, hp->ssm_d_state,
                                 NULL, NULL, NULL, 0.0f, 0.0f};

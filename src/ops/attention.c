@@ -172,8 +172,16 @@ static void plan_units(fast_job *j, int pool_n) {
     int64_t nth = 1 + work / ATTN_MIN_WORK;
     if (nth > pool_n) nth = pool_n;
     j->n_split = a->n_q == 1 && nth > 1 ? n_chunks(a->pos0 + 1) : 1;
+    /* a split takes every thread of the pool: ops_attention_scratch sized the partial
+     * slots for that (ceil(units / pool threads) per thread) */
+    if (j->n_split > 1) nth = pool_n;
     j->n_units = j->n_qb * s->n_head_kv * j->n_split;
     j->nth = (int)(nth < j->n_units ? nth : j->n_units);
+    if (j->n_split > 1) {
+        const int64_t slots = (j->n_units + j->nth - 1) / j->nth;
+        EDDY_ASSERT((size_t)(attn_work_floats(s, j->rows) + slots * part_floats(s)) * sizeof(float) <=
+                    pool_scratch_size(j->pool));
+    }
 }
 
 static int snake(int64_t k, int nth) {

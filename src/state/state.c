@@ -34,7 +34,7 @@ eddy_status seq_state_new(seq_state **out, const state_layer_shape *shapes, int6
         bool ok = region_bytes(n_ctx, shapes[il].kv_k, elem_bytes(type_k), &k) &&
                   region_bytes(n_ctx, shapes[il].kv_v, elem_bytes(type_v), &v) &&
                   region_bytes(1, shapes[il].rec_floats, sizeof(float), &r);
-        size_t layer = k + v;
+        const size_t layer = k + v;
         ok = ok && layer >= k && layer + r >= layer && bytes + layer + r >= bytes;
         if (!ok)
             return eddy_error_set(err, EDDY_ERR_NOMEM, "sequence state for a context of %lld tokens is too large",
