@@ -9,14 +9,6 @@
 #include "model/linear.h"
 #include "ops/norm.h"
 
-void block_ffn_dense(ctx *c, const model_layer *l, int64_t n) {
-    const int64_t F = c->m->hp.n_ff;
-    linear(c->pool, &l->ffn_gate, c->xn, n, c->ff_a, c->act);
-    linear(c->pool, &l->ffn_up, c->xn, n, c->ff_b, c->act);
-    ops_swiglu(c->ff_a, c->ff_a, c->ff_b, n * F);
-    linear(c->pool, &l->ffn_down, c->ff_a, n, c->mix, c->act);
-}
-
 void block_ffn_relu2(ctx *c, const model_layer *l, int64_t n) {
     const int64_t F = c->m->hp.n_ff;
     linear(c->pool, &l->ffn_up, c->xn, n, c->ff_a, c->act);
@@ -35,6 +27,10 @@ static void swiglu_expert(ctx *c, const tensor *gate, const tensor *up, const te
     linear(c->pool, up, x, m, c->ff_b, c->act);
     ops_swiglu(c->ff_a, c->ff_a, c->ff_b, m * F);
     linear(c->pool, down, c->ff_a, m, out, c->act);
+}
+
+void block_ffn_dense(ctx *c, const model_layer *l, int64_t n) {
+    swiglu_expert(c, &l->ffn_gate, &l->ffn_up, &l->ffn_down, c->xn, n, c->mix);
 }
 
 /* Token t's top-k experts by router probability (ties: lower index) into sel[t*k..],
