@@ -13,6 +13,7 @@
  * checks nothing.
  */
 #include "test.h"
+#include "test_blocks.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -25,8 +26,7 @@
 
 static float bf16_round(float v) { return bf16_to_f32(f32_to_bf16(v)); }
 
-/* Random weight rows: random bytes with fp16 scales in a sane range (the block's
- * first fp16 field; K-quants' d and dmin). */
+/* Random weight rows: random bytes with every fp16 scale field in a sane range. */
 static void fill_weights(test_rng *r, qtype t, uint8_t *w, size_t rb, int64_t n_in, int64_t n_out) {
     const qtype_traits *tr = qtype_info(t);
     for (int64_t o = 0; o < n_out; o++) {
@@ -38,14 +38,9 @@ static void fill_weights(test_rng *r, qtype t, uint8_t *w, size_t rb, int64_t n_
         for (size_t i = 0; i < rb; i++) row[i] = (uint8_t)test_rng_u64(r);
         for (int64_t b = 0; b < n_in / tr->block_size; b++) {
             uint8_t *blk = row + b * tr->type_size;
-            int offs[2] = {0, -1};
-            if (t == QTYPE_Q4_1) offs[1] = 2;
-            if (t == QTYPE_Q4_K || t == QTYPE_Q5_K) offs[1] = 2;
-            if (t == QTYPE_Q6_K) offs[0] = 208;
-            if (t == QTYPE_Q2_K) offs[0] = 80, offs[1] = 82;
-            for (int f = 0; f < 2 && offs[f] >= 0; f++) {
+            for (const int *f = test_fp16_fields(t); *f >= 0; f++) {
                 uint16_t h = f32_to_fp16(test_rng_uniform(r, -0.05f, 0.05f));
-                memcpy(blk + offs[f], &h, 2);
+                memcpy(blk + *f, &h, 2);
             }
         }
     }

@@ -7,6 +7,7 @@
  * described there and in tests/data/quant/README.md).
  */
 #include "test.h"
+#include "test_blocks.h"
 
 #include <float.h>
 #include <stdlib.h>
@@ -441,28 +442,6 @@ TEST(quant_q8_K_properties) {
 
 /* ==== Dot products ==== */
 
-/* Byte offsets of the fp16 scale fields of a block, -1 terminated (as in
- * scripts/gen_quant_golden.py). */
-static const int *fp16_fields(qtype t) {
-    static const int d0[] = {0, -1}, dm0[] = {0, 2, -1}, q2k[] = {80, 82, -1}, q3k[] = {108, -1},
-                     q6k[] = {208, -1}, none[] = {-1};
-    switch (t) {
-    case QTYPE_Q4_0:
-    case QTYPE_Q5_0:
-    case QTYPE_Q8_0:
-    case QTYPE_IQ4_NL:
-    case QTYPE_IQ4_XS: return d0;
-    case QTYPE_Q4_1:
-    case QTYPE_Q5_1:
-    case QTYPE_Q4_K:
-    case QTYPE_Q5_K: return dm0;
-    case QTYPE_Q2_K: return q2k;
-    case QTYPE_Q3_K: return q3k;
-    case QTYPE_Q6_K: return q6k;
-    default: return none;
-    }
-}
-
 /* A random weight row: floats for F32/F16/BF16; random bytes with moderate random
  * fp16 scales (|s| in [2^-8, 2^2]) for block types. */
 static void random_weights(test_rng *r, qtype t, void *w, int64_t n) {
@@ -481,7 +460,7 @@ static void random_weights(test_rng *r, qtype t, void *w, int64_t n) {
     uint8_t *p = w;
     for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)test_rng_u64(r);
     for (int64_t b = 0; b < n / tr->block_size; b++) {
-        for (const int *f = fp16_fields(t); *f >= 0; f++) {
+        for (const int *f = test_fp16_fields(t); *f >= 0; f++) {
             float s = ldexpf(test_rng_uniform(r, 1.0f, 2.0f), (int)test_rng_uniform(r, -8, 2));
             if (test_rng_below(r, 2)) s = -s;
             uint16_t h = f32_to_fp16(s);

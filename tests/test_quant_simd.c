@@ -17,6 +17,7 @@
  *   so |fast - ref| <= (n / 8 + 16) u sum |w_i a_i| + 2^-140 n.
  */
 #include "test.h"
+#include "test_blocks.h"
 
 #include <float.h>
 #include <stdlib.h>
@@ -33,27 +34,6 @@ static const qtype all_types[] = {QTYPE_F32,  QTYPE_F16,    QTYPE_BF16, QTYPE_Q4
 enum { N_TYPES = sizeof all_types / sizeof all_types[0] };
 
 static bool is_float_type(qtype t) { return t == QTYPE_F32 || t == QTYPE_F16 || t == QTYPE_BF16; }
-
-/* Byte offsets of a block's fp16 scale fields, -1 terminated. */
-static const int *fp16_fields(qtype t) {
-    static const int d0[] = {0, -1}, dm0[] = {0, 2, -1}, q2k[] = {80, 82, -1}, q3k[] = {108, -1},
-                     q6k[] = {208, -1}, none[] = {-1};
-    switch (t) {
-    case QTYPE_Q4_0:
-    case QTYPE_Q5_0:
-    case QTYPE_Q8_0:
-    case QTYPE_IQ4_NL:
-    case QTYPE_IQ4_XS: return d0;
-    case QTYPE_Q4_1:
-    case QTYPE_Q5_1:
-    case QTYPE_Q4_K:
-    case QTYPE_Q5_K: return dm0;
-    case QTYPE_Q2_K: return q2k;
-    case QTYPE_Q3_K: return q3k;
-    case QTYPE_Q6_K: return q6k;
-    default: return none;
-    }
-}
 
 static size_t row_bytes(qtype t, int64_t n) {
     size_t b = 0;
@@ -81,7 +61,7 @@ static void rand_weights(test_rng *r, qtype t, void *w, int64_t n, bool extreme)
     size_t bytes = row_bytes(t, n);
     for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)test_rng_u64(r);
     for (int64_t b = 0; b < n / tr->block_size; b++) {
-        for (const int *f = fp16_fields(t); *f >= 0; f++) {
+        for (const int *f = test_fp16_fields(t); *f >= 0; f++) {
             int e = extreme ? (int)test_rng_uniform(r, -24, 15.99f) : (int)test_rng_uniform(r, -8, 2);
             float s = ldexpf(test_rng_uniform(r, 1.0f, 1.99f), e);
             if (test_rng_below(r, 2)) s = -s;
