@@ -47,16 +47,12 @@ void load_granitehybrid(loader *L) {
         return;
     }
     for (int il = 0; il < hp->n_layer && L->status == EDDY_OK; il++) {
-        const int64_t v = gguf_arr_int(kv, (uint64_t)il);
+        const int64_t v = hp_layer_int(L, "attention.head_count_kv", il, hp->n_head);
         attention[il] = v != 0;
-        if (v < 0 || v > hp->n_head || (v > 0 && hp->n_head % v != 0))
+        if (v > 0 && hp->n_head % v != 0)
             loader_fail(L, "%sattention.head_count_kv[%d] = %" PRId64 " does not divide head_count %" PRId64, L->prefix,
                         il, v, hp->n_head);
-        else if (v > 0 && hp->n_head_kv > 0 && v != hp->n_head_kv)
-            loader_fail(L, "%sattention.head_count_kv[%d] = %" PRId64 " differs from an earlier layer's %" PRId64
-                        " (per-layer sizes are not supported)", L->prefix, il, v, hp->n_head_kv);
-        else if (v > 0)
-            hp->n_head_kv = v;
+        hp_same_in_layers(L, &hp->n_head_kv, v, "attention.head_count_kv", il);
     }
     if (L->status != EDDY_OK) return;
     hp->head_dim_k = hp_int(L, "attention.key_length", hp->n_embd / hp->n_head, 1, 4096);

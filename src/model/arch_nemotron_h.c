@@ -13,37 +13,6 @@
 
 #include "model/model_loader.h"
 
-/* Value for layer il of a key written either per layer (an array) or once (a scalar). */
-static int64_t per_layer(loader *L, const char *key, int il, int64_t hi) {
-    const gguf_value *arr = hp_array(L, key);
-    if (!arr) return hp_int(L, key, -1, 0, hi);
-    if (!gguf_type_is_int(arr->arr.elem_type)) {
-        loader_fail(L, "%s%s holds %s, expected integers", L->prefix, key, gguf_type_name(arr->arr.elem_type));
-        return 0;
-    }
-    if ((int64_t)arr->arr.n < L->m->hp.n_layer) {
-        loader_fail(L, "%s%s has %" PRIu64 " entries for %" PRId64 " layers", L->prefix, key, arr->arr.n,
-                    L->m->hp.n_layer);
-        return 0;
-    }
-    int64_t v = gguf_arr_int(arr, (uint64_t)il);
-    if (v < 0 || v > hi) {
-        loader_fail(L, "%s%s[%d] = %" PRId64 " is out of range 0..%" PRId64, L->prefix, key, il, v, hi);
-        return 0;
-    }
-    return v;
-}
-
-/* Keeps the first nonzero value seen for a size that must be the same in every layer
- * that has it (eddy sizes its buffers and caches once per model). */
-static void same_in_every_layer(loader *L, int64_t *kept, int64_t v, const char *key, int il) {
-    if (v == 0 || L->status != EDDY_OK) return;
-    if (*kept == 0) *kept = v;
-    else if (*kept != v)
-        loader_fail(L, "%s%s[%d] = %" PRId64 " differs from an earlier layer's %" PRId64
-                    " (per-layer sizes are not supported)", L->prefix, key, il, v, *kept);
-}
-
 void load_nemotron_h(loader *L) {
     model *m = L->m;
     model_hparams *hp = &m->hp;
@@ -60,10 +29,10 @@ void load_nemotron_h(loader *L) {
     /* (n_layer) kinds from the per-layer arrays */
     mixer_kind kinds[4096];
     for (int il = 0; il < hp->n_layer && L->status == EDDY_OK; il++) {
-        const int64_t kv = per_layer(L, "attention.head_count_kv", il, hp->n_head);
-        const int64_t ff = per_layer(L, "feed_forward_length", il, big);
-        same_in_every_layer(L, &hp->n_head_kv, kv, "attention.head_count_kv", il);
-        same_in_every_layer(L, &hp->n_ff, ff, "feed_forward_length", il);
+        const int64_t kv = hp_layer_int(L, "attention.head_count_kv", il, hp->n_head);
+        const int64_t ff = hp_layer_int(L, "feed_forward_length", il, big);
+        hp_same_in_layers(L, &hp->n_head_kv, kv, "attention.head_count_kv", il);
+        hp_same_in_layers(L, &hp->n_ff, ff, "feed_forward_length", il);
         if (kv > 0 && ff > 0)
             loader_fail(L, "layer %d has both attention heads and a feed-forward length; a Nemotron-H layer is one "
                         "of the two", il);

@@ -96,6 +96,37 @@ const gguf_value *hp_array(loader *L, const char *key) {
     return gguf_get_array(L->m->file, full, GGUF_TYPE_COUNT);
 }
 
+/* Value for layer il of a key written either per layer (an array) or once (a scalar). */
+int64_t hp_layer_int(loader *L, const char *key, int il, int64_t hi) {
+    const gguf_value *arr = hp_array(L, key);
+    if (!arr) return hp_int(L, key, -1, 0, hi);
+    if (!gguf_type_is_int(arr->arr.elem_type)) {
+        loader_fail(L, "%s%s holds %s, expected integers", L->prefix, key, gguf_type_name(arr->arr.elem_type));
+        return 0;
+    }
+    if ((int64_t)arr->arr.n < L->m->hp.n_layer) {
+        loader_fail(L, "%s%s has %" PRIu64 " entries for %" PRId64 " layers", L->prefix, key, arr->arr.n,
+                    L->m->hp.n_layer);
+        return 0;
+    }
+    int64_t v = gguf_arr_int(arr, (uint64_t)il);
+    if (v < 0 || v > hi) {
+        loader_fail(L, "%s%s[%d] = %" PRId64 " is out of range 0..%" PRId64, L->prefix, key, il, v, hi);
+        return 0;
+    }
+    return v;
+}
+
+/* Keeps the first nonzero value seen for a size that must be the same in every layer
+ * that has it (eddy sizes its buffers and caches once per model). */
+void hp_same_in_layers(loader *L, int64_t *kept, int64_t v, const char *key, int il) {
+    if (v == 0 || L->status != EDDY_OK) return;
+    if (*kept == 0) *kept = v;
+    else if (*kept != v)
+        loader_fail(L, "%s%s[%d] = %" PRId64 " differs from an earlier layer's %" PRId64
+                    " (per-layer sizes are not supported)", L->prefix, key, il, v, *kept);
+}
+
 /* ==== Tensors ==== */
 
 static void format_shape(char *buf, size_t n, const int64_t *ne, int n_dims) {

@@ -21,6 +21,12 @@ bool loader_nomem(loader *L, const char *what);
 int64_t hp_int(loader *L, const char *key, int64_t def, int64_t lo, int64_t hi);
 /* "<arch>.<key>" as a float in [lo, hi]; def when absent. */
 double hp_float(loader *L, const char *key, double def, double lo, double hi);
+/* "<arch>.<key>" for layer il in 0..hi, written per layer (an integer array with an
+ * entry per layer) or once (a scalar). */
+int64_t hp_layer_int(loader *L, const char *key, int il, int64_t hi);
+/* A per-layer size that must be the same in every layer that has one (nonzero):
+ * keeps the first in *kept, fails naming key[il] on a different one. */
+void hp_same_in_layers(loader *L, int64_t *kept, int64_t v, const char *key, int il);
 /* "<arch>.<key>" as an array (any element type) or NULL. */
 const gguf_value *hp_array(loader *L, const char *key);
 
