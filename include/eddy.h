@@ -32,6 +32,7 @@ typedef enum {
     EDDY_ERR_NOMEM,       /* an allocation failed */
     EDDY_ERR_ARG,         /* a caller passed an invalid argument */
     EDDY_ERR_NOT_FOUND,   /* a named key or tensor does not exist */
+    EDDY_ERR_CANCELLED,   /* the caller's abort callback stopped the work */
 } eddy_status;
 
 typedef struct {
@@ -118,8 +119,8 @@ eddy_status eddy_gguf_tensor_to_f32(const eddy_gguf *f, int64_t i, float *dst, e
  * so several contexts may share one. */
 typedef struct eddy_model eddy_model;
 
-/* A context: one sequence's state (KV cache, recurrent state), a thread pool and
- * work buffers, all allocated when the context is made. */
+/* A context: an engine holding one sequence — the simple interface for one stream
+ * of tokens (eddy_engine below runs many). */
 typedef struct eddy_ctx eddy_ctx;
 
 /* Element type of the attention layers' key/value cache. F16 (the default, as
@@ -158,6 +159,105 @@ eddy_status eddy_ctx_eval(eddy_ctx *c, const int32_t *tokens, int64_t n, float *
 int64_t eddy_ctx_n_pos(const eddy_ctx *c); /* tokens the sequence holds */
 int64_t eddy_ctx_n_ctx(const eddy_ctx *c);
 void eddy_ctx_reset(eddy_ctx *c);           /* back to an empty sequence */
+
+/* ==== Engines and sequences ====
+ *
+ * An engine holds one model, a thread pool and a state pool sized once: slots for
+ * n_seq_max sequences of up to n_ctx positions each, and for n_snapshots further
+ * states (snapshots, and the positions of a verify awaiting accept). Sequences
+ * advance together: one forward step evaluates the tokens of many sequences,
+ * reading each weight once for all of them. A sequence's state can be forked,
+ * snapshotted, restored and rolled back (docs/sequences.md).
+ *
+ * Every function below takes the engine's lock: one thread may drive an engine
+ * while others tokenize or sample. An exhausted pool, a position beyond n_ctx or a
+ * sequence of another engine is an error (EDDY_ERR_NOMEM / EDDY_ERR_ARG) that
+ * changes nothing. */
+/* A token id. */
+typedef int32_t eddy_token;
+
+typedef struct eddy_engine eddy_engine;
+typedef struct eddy_seq eddy_seq;
+typedef struct eddy_snapshot eddy_snapshot;
+
+typedef struct {
+    int64_t n_ctx;       /* positions each sequence can hold (0: the model's training context, at most 4096) */
+    int n_seq_max;       /* sequences at once (0: 1) */
+    int n_snapshots;     /* states beyond one per sequence: each snapshot takes one, and so does each
+                          * position of a verify until it is accepted (0: none) */
+    int n_threads;       /* 0: the CPUs this process may run on */
+    int64_t n_batch;     /* tokens per forward step (0: 512); longer batches are split */
+    eddy_kv_type type_k, type_v; /* key / value cache elements (0: F16) */
+} eddy_engine_params;
+
+eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, eddy_engine **out, eddy_error *err);
+/* Frees the engine with its sequences and snapshots. */
+void eddy_engine_free(eddy_engine *e);
+const eddy_model *eddy_engine_model(const eddy_engine *e);
+int64_t eddy_engine_n_ctx(const eddy_engine *e);
+int eddy_engine_n_threads(const eddy_engine *e);
+/* Bytes of one sequence's recurrent state and of its KV cache per position (all layers). */
+size_t eddy_engine_state_bytes(const eddy_engine *e);
+size_t eddy_engine_kv_bytes_per_pos(const eddy_engine *e);
+
+/* Called between forward steps of a long evaluation; non-zero stops it with
+ * EDDY_ERR_CANCELLED (the sequences keep the steps already done). NULL: none. */
+void eddy_engine_set_abort(eddy_engine *e, int (*cb)(void *user), void *user);
+
+/* A new empty sequence. */
+eddy_status eddy_seq_new(eddy_engine *e, eddy_seq **out, eddy_error *err);
+void eddy_seq_free(eddy_seq *s);
+int64_t eddy_seq_n_pos(const eddy_seq *s);
+/* The tokens the sequence holds, [0, n_pos); valid until it changes. */
+const eddy_token *eddy_seq_tokens(const eddy_seq *s);
+
+/* A new sequence holding what src holds: the recurrent state copied, the KV cache
+ * shared until either writes to it (copy-on-write blocks). */
+eddy_status eddy_seq_fork(eddy_seq *src, eddy_seq **out, eddy_error *err);
+/* Back to an empty sequence. */
+void eddy_seq_clear(eddy_seq *s);
+/* Rolls back to n_pos positions (0 <= n_pos <= eddy_seq_n_pos): attention layers
+ * drop the KV rows past it; recurrent layers restore the latest snapshot of the
+ * same tokens at or before n_pos and replay the tokens after it (from the start
+ * when there is none). The result is that of a sequence that never went past n_pos. */
+eddy_status eddy_seq_truncate(eddy_seq *s, int64_t n_pos, eddy_error *err);
+
+/* A copy of the sequence's state as it is now; restoring it is exact (bit for bit). */
+eddy_status eddy_seq_snapshot(eddy_seq *s, eddy_snapshot **out, eddy_error *err);
+eddy_status eddy_seq_restore(eddy_seq *s, const eddy_snapshot *snap, eddy_error *err);
+int64_t eddy_snapshot_n_pos(const eddy_snapshot *snap);
+void eddy_snapshot_free(eddy_snapshot *snap);
+
+/* A batch of tokens of one or more sequences. Each sequence's tokens come together
+ * and in order; they follow what the sequence holds. */
+typedef struct {
+    int64_t n_tokens;
+    const eddy_token *tokens; /* (n_tokens) */
+    eddy_seq *const *seq;     /* (n_tokens) the sequence of each token */
+    const int8_t *logits;     /* (n_tokens) non-zero: this token's logits are wanted;
+                               * NULL: the last token of each sequence */
+} eddy_batch;
+
+/* Evaluates the batch in one forward step (split into steps of n_batch tokens when
+ * longer). logits receives one row of n_vocab floats per wanted token, in batch
+ * order (NULL: none). Checks everything before changing anything. */
+eddy_status eddy_engine_decode(eddy_engine *e, const eddy_batch *b, float *logits, eddy_error *err);
+
+/* Speculative verification: like eddy_engine_decode (at most n_batch tokens), but
+ * every sequence of the batch keeps the state after each of its tokens until
+ * eddy_seq_accept says how many to keep. Each token takes a state slot meanwhile. */
+eddy_status eddy_engine_verify(eddy_engine *e, const eddy_batch *b, float *logits, eddy_error *err);
+/* Keeps the first n_keep tokens of the sequence's last verify (0 <= n_keep <= their
+ * count): exactly the state that feeding those n_keep tokens would have given. */
+eddy_status eddy_seq_accept(eddy_seq *s, int64_t n_keep, eddy_error *err);
+
+/* One sequence's tokens as one batch (its logits: all, or the last row only). */
+eddy_status eddy_seq_eval(eddy_seq *s, const eddy_token *tokens, int64_t n, float *logits, int all_logits,
+                          eddy_error *err);
+
+/* The engine and the sequence a context is made of (owned by the context). */
+eddy_engine *eddy_ctx_engine(eddy_ctx *c);
+eddy_seq *eddy_ctx_seq(eddy_ctx *c);
 
 /* ==== Sampling ==== */
 
@@ -253,7 +353,6 @@ eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, ed
  * once loaded: any number of threads may use one vocabulary at the same time.
  * It does not refer to the eddy_gguf it came from, which may be closed. */
 typedef struct eddy_vocab eddy_vocab;
-typedef int32_t eddy_token;
 
 /* Buffers the text functions return (token arrays, strings) are freed with this. */
 void eddy_buffer_free(void *p);

@@ -20,29 +20,38 @@
  * goes to the even 1; 1 + 3 * 2^-11 goes up to 1 + 2^-9; in subnormals (units of
  * 2^-24) 2^-25 goes to 0 and 3 * 2^-25 to 2 units. */
 TEST(kv_cache_stores_rounded_rows) {
-    const state_layer_shape shapes[2] = {{8, 8, 0}, {0, 0, 5}};
+    const state_layer_shape shapes[2] = {{8, 8, 0, 0}, {0, 0, 3, 5}};
     const float k[8] = {1.0f + 0x1p-11f, 1.0f + 0x3p-11f, -2.5f, 65519.0f, 65520.0f, 0x1p-25f, 0x3p-25f, 0.1f};
     const uint16_t want[8] = {0x3c00, 0x3c02, 0xc100, 0x7bff, 0x7c00, 0x0000, 0x0002, 0x2e66};
     float v[8];
     for (int i = 0; i < 8; i++) v[i] = -k[i];
-    seq_state *s16, *s32;
-    REQUIRE(seq_state_new(&s16, shapes, 2, 4, QTYPE_F16, QTYPE_F16, NULL) == EDDY_OK);
-    REQUIRE(seq_state_new(&s32, shapes, 2, 4, QTYPE_F32, QTYPE_F32, NULL) == EDDY_OK);
-    seq_state_store_kv(s16, 0, 3, k, v);
-    seq_state_store_kv(s32, 0, 3, k, v);
-    const uint16_t *hk = (const uint16_t *)s16->k[0] + 3 * 8, *hv = (const uint16_t *)s16->v[0] + 3 * 8;
+    state_pool *p16, *p32;
+    REQUIRE(state_pool_new(&p16, shapes, 2, 1, 2, QTYPE_F16, QTYPE_F16, NULL) == EDDY_OK);
+    REQUIRE(state_pool_new(&p32, shapes, 2, 1, 2, QTYPE_F32, QTYPE_F32, NULL) == EDDY_OK);
+    seq_state s16, s32;
+    REQUIRE(seq_state_init(p16, &s16, 4, "sequence", NULL) == EDDY_OK);
+    REQUIRE(seq_state_init(p32, &s32, 4, "sequence", NULL) == EDDY_OK);
+    REQUIRE(seq_state_reserve_kv(p16, &s16, 0, 4) && seq_state_reserve_kv(p32, &s32, 0, 4));
+    state_store_kv(p16, 0, s16.blocks[0], 3, k, v);
+    state_store_kv(p32, 0, s32.blocks[0], 3, k, v);
+    const int64_t at = ((int64_t)s16.blocks[0] * STATE_KV_BLOCK + 3) * 8;
+    const uint16_t *hk = (const uint16_t *)p16->k[0] + at, *hv = (const uint16_t *)p16->v[0] + at;
     for (int i = 0; i < 8; i++) {
         CHECKF(hk[i] == want[i], "k[%d] = %a: stored 0x%04x, want 0x%04x", i, k[i], hk[i], want[i]);
         CHECKF(hk[i] == f32_to_fp16(k[i]) && hv[i] == f32_to_fp16(v[i]), "element %d", i);
         CHECK(hv[i] == (uint16_t)(want[i] ^ 0x8000u));
     }
-    CHECK(memcmp((const float *)s32->k[0] + 3 * 8, k, sizeof k) == 0);
-    CHECK(memcmp((const float *)s32->v[0] + 3 * 8, v, sizeof v) == 0);
-    /* the recurrent block is still there, and the f16 cache takes half the bytes */
-    CHECK(s16->rec[1] != NULL && s16->k[1] == NULL);
-    CHECKF(s16->mem_bytes < s32->mem_bytes, "%zu vs %zu bytes", s16->mem_bytes, s32->mem_bytes);
-    seq_state_free(s16);
-    seq_state_free(s32);
+    const int64_t at32 = ((int64_t)s32.blocks[0] * STATE_KV_BLOCK + 3) * 8;
+    CHECK(memcmp((const float *)p32->k[0] + at32, k, sizeof k) == 0);
+    CHECK(memcmp((const float *)p32->v[0] + at32, v, sizeof v) == 0);
+    /* the recurrent slabs are there, and the f16 cache takes half the bytes */
+    CHECK(p16->conv[1] != NULL && p16->rec[1] != NULL && p16->k[1] == NULL);
+    CHECKF(p16->bytes < p32->bytes, "%zu vs %zu bytes", p16->bytes, p32->bytes);
+    CHECK_EQ(state_block_bytes(p16) * 2, state_block_bytes(p32));
+    seq_state_release(p16, &s16);
+    seq_state_release(p32, &s32);
+    state_pool_free(p16);
+    state_pool_free(p32);
 }
 
 TEST(kv_cache_refuses_bad_types) {

@@ -164,7 +164,7 @@ TEST(model_ctx_refuses_bad_input) {
     CHECK_EQ(eddy_ctx_n_pos(c), 0);
     int32_t ids[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
     CHECK_EQ(eddy_ctx_eval(c, ids, 9, NULL, 0, &err), EDDY_ERR_ARG);
-    CHECK_CONTAINS(err.msg, "9 tokens do not fit: the context holds 0 of 8 positions");
+    CHECK_CONTAINS(err.msg, "9 tokens do not fit: the sequence holds 0 of 8 positions");
     CHECK_EQ(eddy_ctx_eval(c, ids, 8, NULL, 0, &err), EDDY_OK);
     CHECK_EQ(eddy_ctx_eval(c, ids, 1, NULL, 0, &err), EDDY_ERR_ARG);
     CHECK_EQ(eddy_ctx_eval(c, ids, 0, NULL, 0, &err), EDDY_ERR_ARG);

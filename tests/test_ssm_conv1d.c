@@ -167,13 +167,14 @@ TEST(conv1d_verify_matches_ref) {
         ssm_test_normal(&rng, s0, 3 * ns, 1.0f);
         memcpy(sr, s0, (size_t)(3 * ns) * sizeof(float));
         conv1d_verify_ref(&c.p, n_seq, T, c.x, c.x_stride, c.y_ref, c.y_stride, sr, slot, pr);
+        CHECKF(!memcmp(sr, s0, (size_t)(3 * ns) * sizeof(float)), "conv1d_verify_ref changed its input states");
         for (int ii = 0; ii < n_isa; ii++) {
             memcpy(sg, s0, (size_t)(3 * ns) * sizeof(float));
             conv1d_verify_isa(isas[ii], pool, &c.p, n_seq, T, c.x, c.x_stride, c.y_got, c.y_stride, sg, slot, pg);
             char what[160];
             describe(what, sizeof what, "verify", isas[ii], &c);
             CLOSE_ROWS(what, c.y_got, c.y_ref, n_seq * T, c.p.conv_dim, c.y_stride, BOUND_OUT);
-            CHECKF(!memcmp(sg, sr, (size_t)(3 * ns) * sizeof(float)), "%s: states differ", what);
+            CHECKF(!memcmp(sg, s0, (size_t)(3 * ns) * sizeof(float)), "%s: the input states changed", what);
             bool same = true;
             for (int64_t i = 0; i < n_snap; i++) same &= !memcmp(pg[i], pr[i], (size_t)ns * sizeof(float));
             CHECKF(same, "%s: snapshots differ", what);

@@ -336,6 +336,7 @@ TEST(gdn_verify_matches_ref) {
             memcpy(sr, s0, (size_t)(n_seq * ns) * sizeof(float));
             gdn_rows rr = rows_of(&c, c.o_ref);
             gdn_verify_ref(&p, n_seq, T, &rr, sr, slot, pr);
+            CHECKF(!memcmp(sr, s0, (size_t)(n_seq * ns) * sizeof(float)), "verify_ref changed its input state");
             for (int ii = 0; ii < n_isa; ii++) {
                 memcpy(sg, s0, (size_t)(n_seq * ns) * sizeof(float));
                 gdn_rows rg = rows_of(&c, c.o_got);
@@ -345,7 +346,7 @@ TEST(gdn_verify_matches_ref) {
                          ssm_isa_name(isas[ii]), (long long)p.n_v_heads, (long long)p.d_k, (long long)n_seq,
                          (long long)T, map_name(p.head_map), (unsigned long long)c.seed);
                 CLOSE_ROWS(what, c.o_got, c.o_ref, n_seq * T, p.n_v_heads * p.d_v, c.o_stride, BOUND_RECURRENT);
-                CLOSE(what, sg, sr, n_seq * ns, BOUND_RECURRENT);
+                CHECKF(!memcmp(sg, s0, (size_t)(n_seq * ns) * sizeof(float)), "%s: the input state changed", what);
                 CLOSE(what, sng, snr, n_snap * ns, BOUND_RECURRENT);
             }
             free(s0), free(sr), free(sg), free(snr), free(sng);
@@ -375,7 +376,7 @@ TEST(gdn_verify_snapshots_are_scan_states) {
         gdn_scan_ref(&p, 1, &rt, s1);
         CLOSE("snapshot", ptr[t], s1, ns, BOUND_RECURRENT);
     }
-    CLOSE("final state", s0, s1, ns, BOUND_RECURRENT);
+    CLOSE("last snapshot", ptr[T - 1], s1, ns, BOUND_RECURRENT);
     free(s0), free(s1), free(snaps);
     free_case(&c);
 }

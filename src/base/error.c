@@ -16,6 +16,7 @@ const char *eddy_status_name(eddy_status s) {
     case EDDY_ERR_NOMEM: return "out of memory";
     case EDDY_ERR_ARG: return "invalid argument";
     case EDDY_ERR_NOT_FOUND: return "not found";
+    case EDDY_ERR_CANCELLED: return "cancelled";
     }
     return "unknown status";
 }

@@ -59,7 +59,7 @@ static void one_shape(bench_env *env, const char *model, attn_shape s, int64_t n
     }
     if (ok && pool_reserve_scratch(env->pool, ops_attention_scratch(&s, n_kv, pool_size(env->pool)), NULL) == EDDY_OK) {
         j.a = (attn_args){out, q, j.k[0], j.v[0], s.n_head * s.head_dim_v, s.n_head * s.head_dim_k, K, V, n_q,
-                          pos0, t, t};
+                          pos0, t, t, NULL, 0, 0};
         const attn_kernel *ks[4];
         int nk = attn_kernels_available(ks, 4);
         const double elem = t == QTYPE_F16 ? 2.0 : 4.0;

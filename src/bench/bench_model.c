@@ -20,7 +20,7 @@
 #include "base/alloc.h"
 #include "base/timer.h"
 #include "bench.h"
-#include "model/ctx.h"
+#include "model/engine.h"
 
 /* ==== Inputs ==== */
 
@@ -63,7 +63,7 @@ static eddy_status run_pp(eddy_ctx *c, const int32_t *prompt, int64_t n, float *
 
 /* tg: n single-token steps from an empty sequence, each feeding the last argmax. */
 static eddy_status run_tg(eddy_ctx *c, int32_t first, int64_t n, float *logits, double *secs, eddy_error *err) {
-    const int64_t n_vocab = c->m->hp.n_vocab;
+    const int64_t n_vocab = eddy_engine_model(eddy_ctx_engine(c))->hp.n_vocab;
     eddy_ctx_reset(c);
     int32_t tok = first;
     eddy_status s = EDDY_OK;
@@ -144,7 +144,7 @@ eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, ed
     for (int64_t i = 0; i < p->n_prompt; i++) prompt[i] = random_token(&rng, n_vocab, p->vocab);
     const int32_t first = random_token(&rng, n_vocab, p->vocab);
 
-    *r = (eddy_bench_result){.n_threads = pool_size(c->pool)};
+    *r = (eddy_bench_result){.n_threads = eddy_engine_n_threads(eddy_ctx_engine(c))};
     double secs;
     if (p->n_prompt > 0) {
         s = run_pp(c, prompt, p->n_prompt, logits, &secs, err); /* warm-up */
@@ -167,7 +167,7 @@ eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, ed
 
     /* the peak resident set first: the bandwidth probe's buffer would dwarf it */
     r->peak_rss = peak_rss_bytes();
-    r->read_bw = bench_measure_read_bw(c->pool, r->n_threads);
+    r->read_bw = bench_measure_read_bw(eddy_ctx_engine(c)->pool, r->n_threads);
     if (r->read_bw <= 0) {
         s = eddy_error_set(err, EDDY_ERR_NOMEM, "bench: cannot allocate the 1 GiB buffer of the bandwidth probe");
         goto done;

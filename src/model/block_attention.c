@@ -1,21 +1,24 @@
 /*
  * block_attention.c — the attention mixer: projections, optional per-head q/k
- * RMSNorm, rotary embeddings (when n_rot > 0), the key/value cache of the sequence, causal GQA
- * attention, optional sigmoid output gate (Qwen's gated attention), output projection.
+ * RMSNorm, rotary embeddings (when n_rot > 0), the key/value cache of each sequence,
+ * causal GQA attention, optional sigmoid output gate (Qwen's gated attention), output
+ * projection. The products run over all rows of the step; the cache and attention
+ * itself go sequence by sequence (each run of the plan: its rows see its own cache,
+ * through its block table).
  */
 #include <math.h>
 #include <string.h>
 
-#include "model/ctx.h"
+#include "model/engine.h"
 #include "model/linear.h"
 #include "ops/attention.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
 
-void block_attention(ctx *c, const model_layer *l, int64_t il, int64_t n) {
+void block_attention(engine *c, const model_layer *l, int64_t il, const step_plan *plan) {
     const model_hparams *hp = &c->m->hp;
-    seq_state *s = c->seq;
-    const int64_t pos0 = s->n_pos, hd = hp->head_dim_k;
+    state_pool *sp = c->sp;
+    const int64_t n = plan->n, hd = hp->head_dim_k;
     const int64_t Q = hp->n_head * hd, K = hp->n_head_kv * hd, V = hp->n_head_kv * hp->head_dim_v;
     const int64_t O = hp->n_head * hp->head_dim_v;
 
@@ -34,21 +37,34 @@ void block_attention(ctx *c, const model_layer *l, int64_t il, int64_t n) {
         ops_rmsnorm_rows(c->q, hd, c->q, hd, (const float *)l->q_norm.data, hd, n * hp->n_head, hp->rms_eps);
         ops_rmsnorm_rows(c->k, hd, c->k, hd, (const float *)l->k_norm.data, hd, n * hp->n_head_kv, hp->rms_eps);
     }
-    for (int64_t t = 0; t < n; t++) {
-        if (hp->n_rot > 0) {
-            ops_rope_table(c->rope, pos0 + t, hp->n_rot, hp->rope_base);
-            ops_rope_apply(c->q + t * Q, hp->n_head, hd, hp->n_rot, c->rope, hp->rope_style);
-            ops_rope_apply(c->k + t * K, hp->n_head_kv, hd, hp->n_rot, c->rope, hp->rope_style);
+    /* rotary embeddings at each row's own position, then its key and value rows into
+     * its sequence's cache block (reserved by the engine before the step) */
+    for (int64_t r = 0; r < plan->n_runs; r++) {
+        const step_run *run = &plan->runs[r];
+        const int32_t *blocks = run->seq->st.blocks;
+        for (int64_t t = run->row0; t < run->row0 + run->n; t++) {
+            const int64_t pos = plan->pos[t];
+            if (hp->n_rot > 0) {
+                ops_rope_table(c->rope, pos, hp->n_rot, hp->rope_base);
+                ops_rope_apply(c->q + t * Q, hp->n_head, hd, hp->n_rot, c->rope, hp->rope_style);
+                ops_rope_apply(c->k + t * K, hp->n_head_kv, hd, hp->n_rot, c->rope, hp->rope_style);
+            }
+            state_store_kv(sp, il, blocks[pos / STATE_KV_BLOCK], pos % STATE_KV_BLOCK, c->k + t * K, c->v + t * V);
         }
-        seq_state_store_kv(s, il, pos0 + t, c->k + t * K, c->v + t * V);
     }
     const float scale = hp->attn_scale > 0 ? hp->attn_scale : 1.0f / sqrtf((float)hd);
     attn_shape shape = {hp->n_head, hp->n_head_kv, hd, hp->head_dim_v, scale};
     /* the gate (when any) sits in c->attn; attention writes into c->qg, free by now */
     float *out = hp->attn_gated ? c->qg : c->attn;
-    /* the cache's rows: K (n_ctx, K), V (n_ctx, V) in s->type_k / s->type_v */
-    attn_args a = {out, c->q, s->k[il], s->v[il], O, Q, K, V, n, pos0, s->type_k, s->type_v};
-    ops_attention(c->pool, &shape, &a);
+    for (int64_t r = 0; r < plan->n_runs; r++) {
+        const step_run *run = &plan->runs[r];
+        /* the cache's rows, block by block: K (STATE_KV_BLOCK, K) and V (STATE_KV_BLOCK, V) in
+         * the pool's types, the run's queries at positions pos0 .. pos0 + n - 1 */
+        attn_args a = {out + run->row0 * O, c->q + run->row0 * Q, sp->k[il], sp->v[il], O, Q, K, V, run->n,
+                       run->pos0, sp->type_k, sp->type_v, run->seq->st.blocks, state_block_elems_k(sp, il),
+                       state_block_elems_v(sp, il)};
+        ops_attention(c->pool, &shape, &a);
+    }
     if (hp->attn_gated)
         for (int64_t i = 0; i < n * O; i++) out[i] *= ops_sigmoid(c->attn[i]);
     linear(c->pool, &l->wo, out, n, c->mix, c->act);

@@ -5,11 +5,11 @@
  */
 #include <string.h>
 
-#include "model/ctx.h"
+#include "model/engine.h"
 #include "model/linear.h"
 #include "ops/norm.h"
 
-void block_ffn_relu2(ctx *c, const model_layer *l, int64_t n) {
+void block_ffn_relu2(engine *c, const model_layer *l, int64_t n) {
     const int64_t F = c->m->hp.n_ff;
     linear(c->pool, &l->ffn_up, c->xn, n, c->ff_a, c->act);
     for (int64_t i = 0; i < n * F; i++) {
@@ -20,7 +20,7 @@ void block_ffn_relu2(ctx *c, const model_layer *l, int64_t n) {
 }
 
 /* out (m, n_embd) = down(silu(gate x) * up(x)) for m token rows x (m, n_embd), with the given matrices. */
-static void swiglu_expert(ctx *c, const tensor *gate, const tensor *up, const tensor *down, const float *x, int64_t m,
+static void swiglu_expert(engine *c, const tensor *gate, const tensor *up, const tensor *down, const float *x, int64_t m,
                           float *out) {
     const int64_t F = gate->ne[1];
     linear(c->pool, gate, x, m, c->ff_a, c->act);
@@ -29,7 +29,7 @@ static void swiglu_expert(ctx *c, const tensor *gate, const tensor *up, const te
     linear(c->pool, down, c->ff_a, m, out, c->act);
 }
 
-void block_ffn_dense(ctx *c, const model_layer *l, int64_t n) {
+void block_ffn_dense(engine *c, const model_layer *l, int64_t n) {
     swiglu_expert(c, &l->ffn_gate, &l->ffn_up, &l->ffn_down, c->xn, n, c->mix);
 }
 
@@ -56,7 +56,7 @@ static void route(float *p, int64_t X, int64_t k, int32_t *sel, float *w) {
 /* Prefill runs each expert once over all the tokens routed to it (gathered into
  * moe_x), so its weights are read once per step and the product can use the
  * many-token kernels; decode is the same with one token. */
-void block_ffn_moe(ctx *c, const model_layer *l, int64_t n) {
+void block_ffn_moe(engine *c, const model_layer *l, int64_t n) {
     const model_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd, X = hp->n_expert, k = hp->n_expert_used;
     linear(c->pool, &l->moe_router, c->xn, n, c->router, c->act);

@@ -8,22 +8,35 @@
  *     S = exp(g) S;  u = beta (v - S^T k);  S += k u^T;  o = S^T q
  *   out = Wout (rmsnorm(o) * norm_w * silu(z)) per value head
  *
- * State of the layer in the sequence's recurrent block: conv window (d_conv - 1,
- * conv_dim), oldest row first, then S (n_v, d_k, d_v), row i of head h contiguous.
+ * State of the layer in each recurrent slot of the pool: the conv window
+ * (d_conv - 1, conv_dim), oldest row first, and S (n_v, d_k, d_v), row i of head h
+ * contiguous. The products and gates run over all rows of the step; the conv and the
+ * delta rule go by the plan's runs: consecutive one-token runs as one decode step
+ * over their slots, a longer run as one sequence's prefill, a verify run from its
+ * slot into its snapshot slots.
  */
 #include <math.h>
 
-#include "model/ctx.h"
+#include "model/engine.h"
 #include "model/linear.h"
 #include "ops/norm.h"
 #include "ssm/gdn.h"
 #include "ssm/ssm.h"
 
-void block_gdn(ctx *c, const model_layer *l, int64_t il, int64_t n) {
+/* Rows [row0, ..) of the step's q, k, v, gates and output. */
+static gdn_rows rows_from(const engine *c, int64_t row0, int64_t conv_dim, int64_t key_dim, int64_t n_v,
+                          int64_t V) {
+    const float *qkv = c->gdn_qkv + row0 * conv_dim;
+    return (gdn_rows){qkv, qkv + key_dim, qkv + 2 * key_dim, c->gdn_g + row0 * n_v, c->gdn_beta + row0 * n_v,
+                      conv_dim, conv_dim, conv_dim, n_v, n_v, c->gdn_o + row0 * V, V};
+}
+
+void block_gdn(engine *c, const model_layer *l, int64_t il, const step_plan *plan) {
     const model_hparams *hp = &c->m->hp;
+    state_pool *sp = c->sp;
+    const int64_t n = plan->n;
     const int64_t n_k = hp->ssm_n_k, n_v = hp->ssm_n_v, d_k = hp->ssm_d_k, d_v = hp->ssm_d_v;
     const int64_t conv_dim = model_gdn_conv_dim(hp), key_dim = n_k * d_k, V = n_v * d_v, r = n_v / n_k;
-    float *win = c->seq->rec[il], *S_all = win + (hp->ssm_d_conv - 1) * conv_dim;
 
     linear(c->pool, &l->ssm_qkv, c->xn, n, c->conv_in, c->act);
     linear(c->pool, &l->ssm_z, c->xn, n, c->gdn_z, c->act);
@@ -35,10 +48,6 @@ void block_gdn(ctx *c, const model_layer *l, int64_t il, int64_t n) {
         linear(c->pool, &l->ssm_alpha, c->xn, n, c->gdn_a, c->act);
     }
     const float *a_log_neg = (const float *)l->ssm_a.data, *dt_bias = (const float *)l->ssm_dt_bias.data;
-    /* conv + SiLU, then q and k L2-normed per key head (1e-6 as the reference models) */
-    conv1d_params cp = {conv_dim, (int)hp->ssm_d_conv, l->conv_w, NULL, 2 * key_dim, d_k, 1e-6f};
-    if (n == 1) conv1d_step(NULL, &cp, 1, c->conv_in, conv_dim, c->gdn_qkv, conv_dim, win, NULL);
-    else conv1d_prefill(c->pool, &cp, n, c->conv_in, conv_dim, c->gdn_qkv, conv_dim, win);
     /* each value head's beta and decay */
     for (int64_t t = 0; t < n; t++) {
         for (int64_t h = 0; h < n_v; h++) {
@@ -56,13 +65,37 @@ void block_gdn(ctx *c, const model_layer *l, int64_t il, int64_t n) {
             c->gdn_g[t * n_v + h] = a_log_neg[h] * ops_softplus(a_raw + dt_bias[h]);
         }
     }
-    /* the delta rule over the n tokens: one step when decoding, else the prefill
+    /* conv + SiLU, q and k L2-normed per key head (1e-6 as the reference models), then
+     * the delta rule: one step for a group of decoding sequences, else the prefill
      * kernel (chunked WY form past its crossover, the scan below it) */
+    conv1d_params cp = {conv_dim, (int)hp->ssm_d_conv, l->conv_w, NULL, 2 * key_dim, d_k, 1e-6f};
     gdn_params p = {n_k, n_v, d_k, d_v, hp->ssm_head_map, 1.0f / sqrtf((float)d_k)};
-    gdn_rows rows = {c->gdn_qkv, c->gdn_qkv + key_dim, c->gdn_qkv + 2 * key_dim, c->gdn_g, c->gdn_beta,
-                     conv_dim, conv_dim, conv_dim, n_v, n_v, c->gdn_o, V};
-    if (n == 1) gdn_step(c->pool, &p, 1, &rows, S_all, NULL);
-    else gdn_prefill(c->pool, &p, n, &rows, S_all, NULL);
+    for (int64_t i = 0; i < plan->n_runs;) {
+        const step_run *run = &plan->runs[i];
+        const float *x = c->conv_in + run->row0 * conv_dim;
+        float *y = c->gdn_qkv + run->row0 * conv_dim;
+        gdn_rows rows = rows_from(c, run->row0, conv_dim, key_dim, n_v, V);
+        const int64_t g = step_decode_group(plan, i);
+        if (g > 0) {
+            conv1d_step(g > 1 ? c->pool : NULL, &cp, g, x, conv_dim, y, conv_dim, sp->conv[il], plan->slots);
+            gdn_step(c->pool, &p, g, &rows, sp->rec[il], plan->slots);
+            i += g;
+            continue;
+        }
+        if (run->snap) { /* verify: the slot is only read; the state after each row goes to its snapshot */
+            float **conv_snap = plan->ptrs, **rec_snap = plan->ptrs + run->n;
+            for (int64_t t = 0; t < run->n; t++) {
+                conv_snap[t] = state_conv(sp, il, run->snap[t]);
+                rec_snap[t] = state_rec(sp, il, run->snap[t]);
+            }
+            conv1d_verify(c->pool, &cp, 1, run->n, x, conv_dim, y, conv_dim, sp->conv[il], &run->slot, conv_snap);
+            gdn_verify(c->pool, &p, 1, run->n, &rows, sp->rec[il], &run->slot, rec_snap);
+        } else {
+            conv1d_prefill(c->pool, &cp, run->n, x, conv_dim, y, conv_dim, state_conv(sp, il, run->slot));
+            gdn_prefill(c->pool, &p, run->n, &rows, state_rec(sp, il, run->slot), NULL);
+        }
+        i++;
+    }
 
     /* gated RMSNorm of each head's output */
     gated_rmsnorm(n == 1 ? NULL : c->pool, n, n_v, d_v, c->gdn_o, V, c->gdn_z, V, (const float *)l->ssm_norm.data,

@@ -6,39 +6,62 @@
  *   x, B, C = xBC;  y = selective scan (src/ssm/mamba2.h) with the D skip
  *   out = Wout (grouped_rmsnorm(y * silu(z)) * norm_w)
  *
- * State of the layer in the sequence's recurrent block: conv window (d_conv - 1,
- * conv_dim), oldest row first, then the scan state (n_head, d_state, d_head).
+ * State of the layer in each recurrent slot of the pool: the conv window
+ * (d_conv - 1, conv_dim), oldest row first, and the scan state (n_head, d_state,
+ * d_head). The products run over all rows of the step; the conv and the scan go by
+ * the plan's runs, as in block_gdn.c.
  */
 #include <math.h>
 
-#include "model/ctx.h"
+#include "model/engine.h"
 #include "model/linear.h"
 #include "ssm/mamba2.h"
 #include "ssm/ssm.h"
 
-void block_mamba2(ctx *c, const model_layer *l, int64_t il, int64_t n) {
+void block_mamba2(engine *c, const model_layer *l, int64_t il, const step_plan *plan) {
     const model_hparams *hp = &c->m->hp;
+    state_pool *sp = c->sp;
+    const int64_t n = plan->n;
     const int64_t DI = hp->ssm_d_inner, CD = mamba2_conv_dim(hp), IN = mamba2_in_dim(hp);
     const int64_t GS = hp->ssm_n_group * hp->ssm_d_state, gsize = DI / hp->ssm_n_group;
-    float *win = c->seq->rec[il], *state = win + (hp->ssm_d_conv - 1) * CD;
 
     /* zxbcdt: (n, IN); the conv output goes to gdn_qkv (n, CD) */
     linear(c->pool, &l->ssm_in, c->xn, n, c->mb_in, c->act);
     conv1d_params cp = {CD, (int)hp->ssm_d_conv, l->conv_w, (const float *)l->ssm_conv_bias.data, 0, 0, 0.0f};
-    if (n == 1) conv1d_step(NULL, &cp, 1, c->mb_in + DI, IN, c->gdn_qkv, CD, win, NULL);
-    else conv1d_prefill(c->pool, &cp, n, c->mb_in + DI, IN, c->gdn_qkv, CD, win);
-
     mamba2_params p = {hp->ssm_n_head, DI / hp->ssm_n_head, hp->ssm_n_group, hp->ssm_d_state,
                        (const float *)l->ssm_a.data, (const float *)l->ssm_dt_bias.data,
                        (const float *)l->ssm_d.data, 0.0f, INFINITY};
-    mamba2_io io = {c->gdn_qkv, CD, c->gdn_qkv + DI, CD, c->gdn_qkv + DI + GS, CD, c->mb_in + DI + CD, IN,
-                    c->gdn_o, DI};
-    float *states[1] = {state};
-    if (n == 1) {
-        mamba2_step(&p, &io, states, 1, c->pool);
-    } else {
-        int64_t seq_start[2] = {0, n};
-        mamba2_scan(&p, &io, seq_start, states, 1, c->pool, NULL);
+    for (int64_t i = 0; i < plan->n_runs;) {
+        const step_run *run = &plan->runs[i];
+        const int64_t r0 = run->row0;
+        const float *x = c->mb_in + r0 * IN + DI;
+        float *y = c->gdn_qkv + r0 * CD;
+        mamba2_io io = {y, CD, y + DI, CD, y + DI + GS, CD, c->mb_in + r0 * IN + DI + CD, IN, c->gdn_o + r0 * DI, DI};
+        float **states = plan->ptrs;
+        const int64_t g = step_decode_group(plan, i);
+        if (g > 0) { /* one step for a group of decoding sequences */
+            conv1d_step(g > 1 ? c->pool : NULL, &cp, g, x, IN, y, CD, sp->conv[il], plan->slots);
+            for (int64_t k = 0; k < g; k++) states[k] = state_rec(sp, il, plan->slots[k]);
+            mamba2_step(&p, &io, states, g, c->pool);
+            i += g;
+            continue;
+        }
+        if (run->snap) { /* verify: the slot is only read; the state after each row goes to its snapshot */
+            float **conv_snap = plan->ptrs, **rec_snap = plan->ptrs + run->n;
+            for (int64_t t = 0; t < run->n; t++) {
+                conv_snap[t] = state_conv(sp, il, run->snap[t]);
+                rec_snap[t] = state_rec(sp, il, run->snap[t]);
+            }
+            conv1d_verify(c->pool, &cp, 1, run->n, x, IN, y, CD, sp->conv[il], &run->slot, conv_snap);
+            const float *from[1] = {state_rec(sp, il, run->slot)};
+            mamba2_verify(&p, &io, from, rec_snap, 1, run->n, c->pool);
+        } else {
+            conv1d_prefill(c->pool, &cp, run->n, x, IN, y, CD, state_conv(sp, il, run->slot));
+            const int64_t seq_start[2] = {0, run->n};
+            states[0] = state_rec(sp, il, run->slot);
+            mamba2_scan(&p, &io, seq_start, states, 1, c->pool, NULL);
+        }
+        i++;
     }
     /* gate, then RMSNorm per group */
     gated_rmsnorm_group(n == 1 ? NULL : c->pool, n, hp->ssm_n_group, gsize, c->gdn_o, DI, c->mb_in, IN,

@@ -1,91 +1,18 @@
 /*
- * ctx.c — contexts and evaluation: the eddy_model / eddy_ctx functions of
- * include/eddy.h. Checks every caller input, sizes every buffer up front, and hands
- * token batches to the architecture's forward pass.
+ * ctx.c — contexts: the eddy_ctx functions of include/eddy.h. A context is an engine
+ * (engine.c) holding one sequence, the simple interface for one stream of tokens.
  */
-#include "ctx.h"
-
-#include <inttypes.h>
-#include <string.h>
-
 #include "base/alloc.h"
-#include "model/linear.h"
-#include "ops/attention.h"
-#include "ssm/mamba2.h"
+#include "model/engine.h"
 
-/* ==== Models ==== */
-
-eddy_status eddy_model_load(const char *path, eddy_model **out, eddy_error *err) {
-    if (!path || !out) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_model_load: NULL argument");
-    return model_load(out, path, err);
-}
-
-void eddy_model_free(eddy_model *m) { model_free(m); }
-const char *eddy_model_arch(const eddy_model *m) { return m->arch_name; }
-int64_t eddy_model_n_vocab(const eddy_model *m) { return m->hp.n_vocab; }
-int64_t eddy_model_n_ctx_train(const eddy_model *m) { return m->hp.n_ctx_train; }
-const eddy_gguf *eddy_model_gguf(const eddy_model *m) { return m->file; }
-
-/* ==== Contexts ==== */
-
-/* The cache element type of a public KV type; false for a value outside the enum. */
-static bool kv_qtype(eddy_kv_type t, qtype *out) {
-    switch (t) {
-    case EDDY_KV_DEFAULT:
-    case EDDY_KV_F16: *out = QTYPE_F16; return true;
-    case EDDY_KV_F32: *out = QTYPE_F32; return true;
-    }
-    return false;
-}
-
-/* The largest activation scratch any weight's linear() needs for n_batch rows. */
-static size_t max_linear_scratch(const model *m, int64_t n_batch) {
-    size_t best = linear_scratch_bytes(&m->output, n_batch);
-    for (int64_t il = 0; il < m->hp.n_layer; il++) {
-        const model_layer *l = &m->layers[il];
-        const tensor *ts[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down,
-                              &l->ssm_qkv, &l->ssm_z, &l->ssm_beta, &l->ssm_alpha, &l->ssm_ba, &l->ssm_out,
-                              &l->moe_router, &l->moe_gate, &l->moe_up, &l->moe_down, &l->shexp_gate,
-                              &l->shexp_up, &l->shexp_down, &l->shexp_router, &l->ssm_in};
-        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
-            if (!ts[i]->name) continue;
-            size_t b = linear_scratch_bytes(ts[i], n_batch);
-            if (b > best) best = b;
-        }
-    }
-    return best;
-}
-
-/* (rows, cols) floats, or NULL when cols is 0 (a buffer this model does not use). */
-static float *alloc_rows(int64_t rows, int64_t cols, bool *ok) {
-    if (cols <= 0) return NULL;
-    float *p = eddy_malloc_aligned((size_t)(rows * cols) * sizeof(float), 64);
-    *ok = *ok && p != NULL;
-    return p;
-}
-
-/* n int32, or NULL when n is 0. */
-static int32_t *alloc_ints(int64_t n, bool *ok) {
-    if (n <= 0) return NULL;
-    int32_t *p = eddy_malloc((size_t)n * sizeof(int32_t));
-    *ok = *ok && p != NULL;
-    return p;
-}
-
-static int64_t max3(int64_t a, int64_t b, int64_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+struct eddy_ctx {
+    eddy_engine *e;
+    eddy_seq *s;
+};
 
 void eddy_ctx_free(eddy_ctx *c) {
     if (!c) return;
-    pool_destroy(c->pool);
-    seq_state_free(c->seq);
-    float *bufs[] = {c->x,     c->xn,    c->mix,   c->qg,    c->q,     c->k,      c->v,      c->attn,
-                     c->rope,  c->gdn_qkv, c->gdn_z, c->gdn_b, c->gdn_a, c->gdn_o, c->conv_in, c->ff_a,
-                     c->ff_b,  c->router, c->ff_out, c->mb_in, c->gdn_g, c->gdn_beta, c->moe_x, c->moe_w};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) eddy_free_aligned(bufs[i]);
-    eddy_free(c->moe_sel);
-    eddy_free(c->moe_order);
-    eddy_free(c->moe_start);
-    eddy_free_aligned(c->act);
+    eddy_engine_free(c->e); /* frees the sequence too */
     eddy_free(c);
 }
 
@@ -94,124 +21,28 @@ eddy_status eddy_ctx_new(const eddy_model *m, const eddy_ctx_params *p, eddy_ctx
     *out = NULL;
     eddy_ctx_params d = {0};
     if (!p) p = &d;
-    const model_hparams *hp = &m->hp;
-    int64_t n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
-    int64_t n_batch = p->n_batch > 0 ? p->n_batch : 512;
-    if (n_ctx > ((int64_t)1 << 24))
-        return eddy_error_set(err, EDDY_ERR_ARG, "context of %" PRId64 " tokens is too large", n_ctx);
-    if (n_batch > n_ctx) n_batch = n_ctx;
-    if (p->n_threads < 0 || p->n_threads > 1024)
-        return eddy_error_set(err, EDDY_ERR_ARG, "thread count %d out of range 1..1024", p->n_threads);
-    int n_threads = p->n_threads > 0 ? p->n_threads : pool_default_threads();
-    qtype type_k, type_v;
-    if (!kv_qtype(p->type_k, &type_k))
-        return eddy_error_set(err, EDDY_ERR_ARG, "key cache type %d is not an eddy_kv_type", (int)p->type_k);
-    if (!kv_qtype(p->type_v, &type_v))
-        return eddy_error_set(err, EDDY_ERR_ARG, "value cache type %d is not an eddy_kv_type", (int)p->type_v);
-
+    eddy_engine_params ep = {.n_ctx = p->n_ctx, .n_seq_max = 1, .n_threads = p->n_threads, .n_batch = p->n_batch,
+                             .type_k = p->type_k, .type_v = p->type_v};
     eddy_ctx *c = eddy_calloc(1, sizeof *c);
     if (!c) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
-    c->m = m;
-    c->n_ctx = n_ctx;
-    c->n_batch = n_batch;
-    eddy_status s = pool_create(&c->pool, n_threads, err);
-    if (s == EDDY_OK) {
-        /* per-thread scratch: attention's blocks and partials, the Mamba-2 chunked scan's buffers */
-        attn_shape as = {hp->n_head, hp->n_head_kv, hp->head_dim_k, hp->head_dim_v, 1.0f};
-        size_t need = hp->n_head > 0 && hp->n_head_kv > 0 ? ops_attention_scratch(&as, n_ctx, n_threads) : 0;
-        if (hp->ssm_n_head > 0) {
-            mamba2_params mp = {hp->ssm_n_head, hp->ssm_d_inner / hp->ssm_n_head, hp->ssm_n_group, hp->ssm_d_state,
-                                NULL, NULL, NULL, 0.0f, 0.0f};
-            size_t mb = mamba2_scan_scratch_bytes(&mp, MAMBA2_CHUNK, 1);
-            if (mb > need) need = mb;
-        }
-        if (hp->ssm_n_v > 0) {
-            gdn_params gp = {hp->ssm_n_k, hp->ssm_n_v, hp->ssm_d_k, hp->ssm_d_v, hp->ssm_head_map, 1.0f};
-            size_t gb = gdn_chunked_scratch_size(&gp);
-            if (gb > need) need = gb;
-        }
-        s = pool_reserve_scratch(c->pool, need, err);
-    }
-    if (s == EDDY_OK) {
-        state_layer_shape *shapes = eddy_calloc((size_t)hp->n_layer, sizeof *shapes);
-        if (!shapes) {
-            s = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
-        } else {
-            for (int64_t il = 0; il < hp->n_layer; il++) shapes[il] = model_state_shape(m, il);
-            s = seq_state_new(&c->seq, shapes, hp->n_layer, n_ctx, type_k, type_v, err);
-            eddy_free(shapes);
-        }
-    }
+    eddy_status s = eddy_engine_new(m, &ep, &c->e, err);
+    if (s == EDDY_OK) s = eddy_seq_new(c->e, &c->s, err);
     if (s != EDDY_OK) {
         eddy_ctx_free(c);
         return s;
-    }
-    bool ok = true;
-    const int64_t B = n_batch, E = hp->n_embd, Q = hp->n_head * hp->head_dim_k;
-    const bool gdn = hp->ssm_n_v > 0, mamba = hp->ssm_n_head > 0;
-    const int64_t conv_dim = gdn ? model_gdn_conv_dim(hp) : mamba ? mamba2_conv_dim(hp) : 0;
-    c->x = alloc_rows(B, E, &ok);
-    c->xn = alloc_rows(B, E, &ok);
-    c->mix = alloc_rows(B, E, &ok);
-    c->qg = alloc_rows(B, hp->attn_gated ? 2 * Q : 0, &ok);
-    c->q = alloc_rows(B, Q, &ok);
-    c->k = alloc_rows(B, hp->n_head_kv * hp->head_dim_k, &ok);
-    c->v = alloc_rows(B, hp->n_head_kv * hp->head_dim_v, &ok);
-    c->attn = alloc_rows(B, hp->n_head * hp->head_dim_v, &ok);
-    c->rope = alloc_rows(1, hp->n_rot, &ok);
-    c->gdn_qkv = alloc_rows(B, conv_dim, &ok);
-    c->gdn_z = alloc_rows(B, hp->ssm_n_v * hp->ssm_d_v, &ok);
-    c->mb_in = alloc_rows(B, mamba ? mamba2_in_dim(hp) : 0, &ok);
-    c->gdn_b = alloc_rows(B, 2 * hp->ssm_n_v, &ok);
-    c->gdn_a = alloc_rows(B, hp->ssm_n_v, &ok);
-    c->gdn_g = alloc_rows(B, hp->ssm_n_v, &ok);
-    c->gdn_beta = alloc_rows(B, hp->ssm_n_v, &ok);
-    c->gdn_o = alloc_rows(B, gdn ? hp->ssm_n_v * hp->ssm_d_v : hp->ssm_d_inner, &ok);
-    c->conv_in = alloc_rows(B, gdn ? model_gdn_conv_dim(hp) : 0, &ok);
-    c->ff_a = alloc_rows(B, max3(hp->n_ff, hp->n_ff_exp, hp->n_ff_shexp), &ok);
-    c->ff_b = alloc_rows(B, max3(hp->n_ff, hp->n_ff_exp, hp->n_ff_shexp), &ok);
-    c->router = alloc_rows(B, hp->n_expert, &ok);
-    const int64_t X = hp->n_expert, K = hp->n_expert_used;
-    c->ff_out = alloc_rows(B, X ? E : 0, &ok);
-    c->moe_x = alloc_rows(B, X ? E : 0, &ok);
-    c->moe_w = alloc_rows(B, K, &ok);
-    c->moe_sel = alloc_ints(X ? B * K : 0, &ok);
-    c->moe_order = alloc_ints(X ? B * K : 0, &ok);
-    c->moe_start = alloc_ints(X ? X + 1 : 0, &ok);
-    c->act = eddy_malloc_aligned(max_linear_scratch(m, B), 64);
-    if (!ok || !c->act) {
-        eddy_ctx_free(c);
-        return eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate work buffers for a batch of %" PRId64 " tokens",
-                              B);
     }
     *out = c;
     return EDDY_OK;
 }
 
-int64_t eddy_ctx_n_pos(const eddy_ctx *c) { return c->seq->n_pos; }
-int64_t eddy_ctx_n_ctx(const eddy_ctx *c) { return c->n_ctx; }
-void eddy_ctx_reset(eddy_ctx *c) { seq_state_reset(c->seq); }
+int64_t eddy_ctx_n_pos(const eddy_ctx *c) { return eddy_seq_n_pos(c->s); }
+int64_t eddy_ctx_n_ctx(const eddy_ctx *c) { return eddy_engine_n_ctx(c->e); }
+void eddy_ctx_reset(eddy_ctx *c) { eddy_seq_clear(c->s); }
+eddy_engine *eddy_ctx_engine(eddy_ctx *c) { return c->e; }
+eddy_seq *eddy_ctx_seq(eddy_ctx *c) { return c->s; }
 
 eddy_status eddy_ctx_eval(eddy_ctx *c, const int32_t *tokens, int64_t n, float *logits, int all_logits,
                           eddy_error *err) {
-    if (!c || (!tokens && n > 0)) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_ctx_eval: NULL argument");
-    if (n <= 0) return eddy_error_set(err, EDDY_ERR_ARG, "no tokens to evaluate");
-    const int64_t n_vocab = c->m->hp.n_vocab;
-    for (int64_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= n_vocab)
-            return eddy_error_set(err, EDDY_ERR_ARG, "token id %" PRId32 " at index %" PRId64
-                                  " is outside the vocabulary (0..%" PRId64 ")", tokens[i], i, n_vocab - 1);
-    if (c->seq->n_pos + n > c->n_ctx)
-        return eddy_error_set(err, EDDY_ERR_ARG, "%" PRId64 " tokens do not fit: the context holds %" PRId64
-                              " of %" PRId64 " positions", n, c->seq->n_pos, c->n_ctx);
-    for (int64_t done = 0; done < n; done += c->n_batch) {
-        int64_t chunk = n - done < c->n_batch ? n - done : c->n_batch;
-        bool last = done + chunk == n;
-        /* all logits: every chunk writes its rows; otherwise only the last chunk's last row */
-        float *dst = NULL;
-        if (logits && all_logits) dst = logits + done * n_vocab;
-        else if (logits && last) dst = logits;
-        forward(c, tokens + done, chunk, dst, all_logits);
-    }
-    return EDDY_OK;
+    if (!c) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_ctx_eval: NULL argument");
+    return eddy_seq_eval(c->s, tokens, n, logits, all_logits, err);
 }

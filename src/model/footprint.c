@@ -16,14 +16,20 @@
 
 state_layer_shape model_state_shape(const model *m, int64_t il) {
     const model_hparams *hp = &m->hp;
-    state_layer_shape s = {0, 0, 0};
+    state_layer_shape s = {0, 0, 0, 0};
     switch (m->layers[il].mixer) {
     case MIXER_ATTENTION:
         s.kv_k = hp->n_head_kv * hp->head_dim_k;
         s.kv_v = hp->n_head_kv * hp->head_dim_v;
         break;
-    case MIXER_GDN: s.rec_floats = model_gdn_state_floats(hp); break;
-    case MIXER_MAMBA2: s.rec_floats = mamba2_layer_state_floats(hp); break;
+    case MIXER_GDN:
+        s.conv_floats = (hp->ssm_d_conv - 1) * model_gdn_conv_dim(hp);
+        s.rec_floats = hp->ssm_n_v * hp->ssm_d_k * hp->ssm_d_v;
+        break;
+    case MIXER_MAMBA2:
+        s.conv_floats = (hp->ssm_d_conv - 1) * mamba2_conv_dim(hp);
+        s.rec_floats = hp->ssm_n_head * hp->ssm_d_state * (hp->ssm_d_inner / hp->ssm_n_head);
+        break;
     case MIXER_NONE: break;
     }
     return s;
@@ -71,7 +77,7 @@ void eddy_model_decode_bytes(const eddy_model *m, eddy_decode_bytes *out) {
     uint64_t state = 0, kv = 0;
     for (int64_t il = 0; il < hp->n_layer; il++) {
         state_layer_shape s = model_state_shape(m, il);
-        state += 2 * (uint64_t)s.rec_floats * sizeof(float);
+        state += 2 * (uint64_t)(s.conv_floats + s.rec_floats) * sizeof(float);
         kv += (uint64_t)(s.kv_k + s.kv_v) * sizeof(float);
     }
     out->weights = weights;

@@ -1,13 +1,17 @@
 /*
- * forward.c — the forward pass shared by every architecture:
+ * forward.c — the forward pass shared by every architecture, over one step's rows
+ * (tokens of one or many sequences, step_plan in engine.h):
  *   x = embed(tokens)
  *   per layer: x += mixer(norm(x))      mixer: attention, Gated DeltaNet or Mamba-2
  *              x += ffn(norm(x))        ffn: SwiGLU, squared-ReLU MLP or mixture of experts
  *   (a layer may have only one of the two)
- *   logits = output(norm(x))
+ *   logits = output(norm(x)) for the rows asked for
  * (Granite scales the embeddings, each block's output and the logits by constants.)
+ * Every product runs over all rows of the step at once, so each weight is read once
+ * per step whatever the number of sequences; only the mixers' recurrences and
+ * attention look at which sequence a row belongs to.
  */
-#include "model/ctx.h"
+#include "model/engine.h"
 #include "model/linear.h"
 #include "ops/norm.h"
 
@@ -23,10 +27,11 @@ static void scale_rows(float *x, int64_t n, float scale) {
     for (int64_t i = 0; i < n; i++) x[i] *= scale;
 }
 
-void forward(ctx *c, const int32_t *tokens, int64_t n, float *logits, bool all) {
+void forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits, const int64_t *out_rows,
+             int64_t n_out) {
     const model *m = c->m;
     const model_hparams *hp = &m->hp;
-    const int64_t E = hp->n_embd;
+    const int64_t E = hp->n_embd, n = plan->n;
     for (int64_t t = 0; t < n; t++) tensor_row_f32(&m->tok_embd, tokens[t], c->x + t * E);
     if (hp->embd_scale != 1.0f) scale_rows(c->x, n * E, hp->embd_scale);
 
@@ -35,9 +40,9 @@ void forward(ctx *c, const int32_t *tokens, int64_t n, float *logits, bool all) 
         if (l->mixer != MIXER_NONE) {
             ops_rmsnorm_rows(c->xn, E, c->x, E, (const float *)l->attn_norm.data, E, n, hp->rms_eps);
             switch (l->mixer) {
-            case MIXER_ATTENTION: block_attention(c, l, il, n); break;
-            case MIXER_GDN: block_gdn(c, l, il, n); break;
-            case MIXER_MAMBA2: block_mamba2(c, l, il, n); break;
+            case MIXER_ATTENTION: block_attention(c, l, il, plan); break;
+            case MIXER_GDN: block_gdn(c, l, il, plan); break;
+            case MIXER_MAMBA2: block_mamba2(c, l, il, plan); break;
             case MIXER_NONE: break;
             }
             add_rows(c->x, c->mix, n * E, hp->residual_scale);
@@ -53,12 +58,12 @@ void forward(ctx *c, const int32_t *tokens, int64_t n, float *logits, bool all) 
             add_rows(c->x, c->mix, n * E, hp->residual_scale);
         }
     }
-    c->seq->n_pos += n;
 
-    /* output: only the rows whose logits are wanted */
-    if (!logits) return;
-    const int64_t first = all ? 0 : n - 1, rows = n - first;
-    ops_rmsnorm_rows(c->xn, E, c->x + first * E, E, (const float *)m->output_norm.data, E, rows, hp->rms_eps);
-    linear(c->pool, &m->output, c->xn, rows, logits, c->act);
-    if (hp->logit_scale != 1.0f) scale_rows(logits, rows * hp->n_vocab, 1.0f / hp->logit_scale);
+    /* output: only the rows whose logits are wanted, gathered into xn */
+    if (!logits || n_out == 0) return;
+    for (int64_t i = 0; i < n_out; i++)
+        ops_rmsnorm_rows(c->xn + i * E, E, c->x + out_rows[i] * E, E, (const float *)m->output_norm.data, E, 1,
+                         hp->rms_eps);
+    linear(c->pool, &m->output, c->xn, n_out, logits, c->act);
+    if (hp->logit_scale != 1.0f) scale_rows(logits, n_out * hp->n_vocab, 1.0f / hp->logit_scale);
 }

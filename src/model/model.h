@@ -141,19 +141,17 @@ void tensor_row_f32(const tensor *t, int64_t row, float *dst);
 /* The 2-D view of expert e of a 3-D tensor (ne[0] x ne[1] x n_expert). */
 tensor tensor_expert(const tensor *t, int64_t e);
 
-/* Floats of recurrent state one Gated DeltaNet layer keeps: the conv window
- * (d_conv - 1, conv_dim) and the state matrices (n_v, d_k, d_v). */
-int64_t model_gdn_state_floats(const model_hparams *hp);
+/* Conv channels of a Gated DeltaNet layer (q | k | v). */
 int64_t model_gdn_conv_dim(const model_hparams *hp);
 
-/* Mamba-2: conv channels (x, B, C), in-projection width, and the recurrent floats of
- * one layer: conv window (d_conv - 1, conv_dim) then the state (n_head, d_state, d_head). */
+/* Mamba-2: conv channels (x, B, C) and in-projection width. */
 int64_t mamba2_conv_dim(const model_hparams *hp);
 int64_t mamba2_in_dim(const model_hparams *hp);
-int64_t mamba2_layer_state_floats(const model_hparams *hp);
 
-/* What layer il keeps per sequence (footprint.c): key/value row sizes for attention,
- * recurrent floats for Gated DeltaNet and Mamba-2; zeros for a layer with no mixer. */
+/* What layer il keeps per sequence (footprint.c): key/value row sizes for attention;
+ * for Gated DeltaNet and Mamba-2 the conv window (d_conv - 1, conv_dim) and the
+ * recurrent matrices (GDN: (n_v, d_k, d_v); Mamba-2: (n_head, d_state, d_head));
+ * zeros for a layer with no mixer. */
 state_layer_shape model_state_shape(const model *m, int64_t il);
 
 #endif

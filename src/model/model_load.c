@@ -282,13 +282,6 @@ int64_t model_gdn_conv_dim(const model_hparams *hp) { return 2 * hp->ssm_n_k * h
 
 int64_t mamba2_conv_dim(const model_hparams *hp) { return hp->ssm_d_inner + 2 * hp->ssm_n_group * hp->ssm_d_state; }
 int64_t mamba2_in_dim(const model_hparams *hp) { return hp->ssm_d_inner + mamba2_conv_dim(hp) + hp->ssm_n_head; }
-int64_t mamba2_layer_state_floats(const model_hparams *hp) {
-    return (hp->ssm_d_conv - 1) * mamba2_conv_dim(hp) + hp->ssm_n_head * hp->ssm_d_state * (hp->ssm_d_inner / hp->ssm_n_head);
-}
-
-int64_t model_gdn_state_floats(const model_hparams *hp) {
-    return (hp->ssm_d_conv - 1) * model_gdn_conv_dim(hp) + hp->ssm_n_v * hp->ssm_d_k * hp->ssm_d_v;
-}
 
 /* ==== Entry ==== */
 

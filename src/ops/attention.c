@@ -26,7 +26,7 @@ static void one_query_ref(const attn_shape *s, const attn_args *a, int64_t t, in
     const float *q = a->q + t * a->sq + h * s->head_dim_k;
     float max = -INFINITY;
     for (int64_t j = 0; j < n_keys; j++) {
-        const int64_t k0 = j * a->sk + hk * s->head_dim_k;
+        const int64_t k0 = attn_k_row(a, j) + hk * s->head_dim_k;
         float dot = 0.0f;
         for (int64_t d = 0; d < s->head_dim_k; d++) dot += q[d] * kv_at(a->k, a->type_k, k0 + d);
         scores[j] = dot * s->scale;
@@ -42,7 +42,7 @@ static void one_query_ref(const attn_shape *s, const attn_args *a, int64_t t, in
     memset(out, 0, (size_t)s->head_dim_v * sizeof(float));
     for (int64_t j = 0; j < n_keys; j++) {
         const float p = scores[j] * inv;
-        const int64_t v0 = j * a->sv + hk * s->head_dim_v;
+        const int64_t v0 = attn_v_row(a, j) + hk * s->head_dim_v;
         for (int64_t d = 0; d < s->head_dim_v; d++) out[d] += p * kv_at(a->v, a->type_v, v0 + d);
     }
 }

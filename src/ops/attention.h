@@ -55,7 +55,16 @@ typedef struct {
     int64_t so, sq, sk, sv; /* row strides, in elements */
     int64_t n_q, pos0;
     qtype type_k, type_v;   /* QTYPE_F32 (0, the default) or QTYPE_F16 */
+    /* NULL: rows j at k + j*sk (and v + j*sv). Else the rows are in blocks of
+     * ATTN_CHUNK positions: row j at k + blocks[j / ATTN_CHUNK] * k_block + (j % ATTN_CHUNK) * sk,
+     * k_block / v_block elements from one block to the next (the KV cache's paging) */
+    const int32_t *blocks;
+    int64_t k_block, v_block;
 } attn_args;
+
+/* Element offsets of key row j and value row j from a->k / a->v. */
+static inline int64_t attn_k_row(const attn_args *a, int64_t j);
+static inline int64_t attn_v_row(const attn_args *a, int64_t j);
 
 /* Bytes of per-thread pool scratch ops_attention needs on a pool of n_threads for
  * any call with pos0 + n_q <= n_ctx (reserve with pool_reserve_scratch). */
@@ -79,6 +88,13 @@ const char *ops_attention_variant(const attn_shape *s);
 #define ATTN_CHUNK 256
 /* Query rows (query x head of one group) per unit, when the group is smaller. */
 #define ATTN_ROWS 32
+
+static inline int64_t attn_k_row(const attn_args *a, int64_t j) {
+    return a->blocks ? a->blocks[j / ATTN_CHUNK] * a->k_block + j % ATTN_CHUNK * a->sk : j * a->sk;
+}
+static inline int64_t attn_v_row(const attn_args *a, int64_t j) {
+    return a->blocks ? a->blocks[j / ATTN_CHUNK] * a->v_block + j % ATTN_CHUNK * a->sv : j * a->sv;
+}
 
 /* One unit of work: query rows of KV head hk against keys [j0, j1), j0 a multiple
  * of ATTN_CHUNK. Rows: r = (t - t0) * group + g for queries t0 <= t < t0 + nt and

@@ -45,7 +45,8 @@ _Static_assert(PV_RB == 4 && (SC_RB == 4 || SC_RB == 8), "the row cases of score
 AI void load_keys_as(const bool HALF, const bool FULL, const attn_unit *u, int64_t jb, int64_t nk, float *kt) {
     const attn_args *a = u->a;
     const int64_t dk = u->s->head_dim_k, sk = a->sk;
-    const int64_t first = jb * sk + u->hk * dk; /* element index of key jb's slice */
+    const int64_t first = attn_k_row(a, jb) + u->hk * dk; /* element index of key jb's slice; the
+                                                            * block's keys are in one KV block */
     const uint16_t *kh = (const uint16_t *)a->k + first;
     const float *kf = (const float *)a->k + first;
     for (int64_t j0 = 0; j0 < ATTN_KB; j0 += VW)
@@ -75,10 +76,10 @@ AI const float *load_values(const attn_unit *u, int64_t jb, int64_t nk, float *v
     const int64_t dv = u->s->head_dim_v, off = u->hk * dv;
     if (a->type_v != QTYPE_F16) {
         *stride = a->sv;
-        return (const float *)a->v + jb * a->sv + off;
+        return (const float *)a->v + attn_v_row(a, jb) + off;
     }
     for (int64_t j = 0; j < nk; j++) {
-        const uint16_t *src = (const uint16_t *)a->v + (jb + j) * a->sv + off;
+        const uint16_t *src = (const uint16_t *)a->v + attn_v_row(a, jb) + j * a->sv + off;
         for (int64_t d = 0; d < dv; d += VW) V_STORE(vb + j * dv + d, V_LOAD_H(src + d));
     }
     *stride = dv;
@@ -255,7 +256,7 @@ static void attn_unit_kernel(const attn_unit *u, float *work) {
             /* f16 values: read directly when one pass of PV_RB rows covers the unit, else converted once */
             const bool direct = a->type_v == QTYPE_F16 && rows <= PV_RB;
             int64_t sv = a->sv;
-            const void *v = direct ? (const void *)((const uint16_t *)a->v + jb * a->sv + u->hk * dv)
+            const void *v = direct ? (const void *)((const uint16_t *)a->v + attn_v_row(a, jb) + u->hk * dv)
                                    : load_values(u, jb, nk, w.vb, &sv);
             score_block(u, rows, w.kt, w.p);
             for (int64_t r = 0; r < rows; r++) {

@@ -72,14 +72,14 @@ void conv1d_step_ref(const conv1d_params *p, int64_t n_seq, const float *x, int6
 }
 
 void conv1d_verify_ref(const conv1d_params *p, int64_t n_seq, int64_t T, const float *x, int64_t x_stride,
-                       float *y, int64_t y_stride, float *state, const int64_t *slot, float *const *snap) {
+                       float *y, int64_t y_stride, const float *state, const int64_t *slot, float *const *snap) {
     const int64_t n = conv1d_state_floats(p);
     for (int64_t s = 0; s < n_seq; s++) {
-        float *st = state + (slot ? slot[s] : s) * n;
         for (int64_t t = 0; t < T; t++) {
-            int64_t r = s * T + t;
-            conv1d_scan_ref(p, 1, x + r * x_stride, x_stride, y + r * y_stride, y_stride, st);
-            memcpy(snap[r], st, (size_t)n * sizeof(float));
+            const int64_t r = s * T + t;
+            const float *prev = t == 0 ? state + (slot ? slot[s] : s) * n : snap[r - 1];
+            memcpy(snap[r], prev, (size_t)n * sizeof(float));
+            conv1d_scan_ref(p, 1, x + r * x_stride, x_stride, y + r * y_stride, y_stride, snap[r]);
         }
     }
 }
@@ -258,10 +258,11 @@ static void scan_task(void *ctx, int ith, int nth) {
         float *y = j->y + s * j->T * j->y_stride, *st = slot_state(j, s);
         j->kk->scan(j->p, c0, c1, j->T, x, j->x_stride, st, y, j->y_stride);
         normalize_rows(j->kk, j->p, c0, c1, y, j->y_stride, 0, j->T);
-        if (j->snap)
+        if (j->snap) /* verify: the live window is only read */
             for (int64_t t = 0; t < j->T; t++)
                 window_after(j->p, c0, c1, t + 1, x, j->x_stride, st, j->snap[s * j->T + t]);
-        window_after(j->p, c0, c1, j->T, x, j->x_stride, st, st);
+        else
+            window_after(j->p, c0, c1, j->T, x, j->x_stride, st, st);
     }
 }
 
@@ -276,13 +277,13 @@ void conv1d_scan_isa(ssm_isa isa, threadpool *pool, const conv1d_params *p, int6
 }
 
 void conv1d_verify_isa(ssm_isa isa, threadpool *pool, const conv1d_params *p, int64_t n_seq, int64_t T,
-                       const float *x, int64_t x_stride, float *y, int64_t y_stride, float *state,
+                       const float *x, int64_t x_stride, float *y, int64_t y_stride, const float *state,
                        const int64_t *slot, float *const *snap) {
     check_params(p);
     if (T <= 0) return;
     int64_t block = block_channels(p);
     conv_job j = {kernels_for(isa), p, n_seq, T, block, (p->conv_dim + block - 1) / block, 0,
-                  x, x_stride, y, y_stride, state, slot, snap};
+                  x, x_stride, y, y_stride, (float *)state, slot, snap}; /* only read: see scan_task */
     pool_run(pool, scan_task, &j, threads_for(pool, n_seq * j.n_blocks, (double)block * T * p->K));
 }
 
@@ -304,7 +305,7 @@ void conv1d_prefill(threadpool *pool, const conv1d_params *p, int64_t T, const f
 }
 
 void conv1d_verify(threadpool *pool, const conv1d_params *p, int64_t n_seq, int64_t T, const float *x,
-                   int64_t x_stride, float *y, int64_t y_stride, float *state, const int64_t *slot,
+                   int64_t x_stride, float *y, int64_t y_stride, const float *state, const int64_t *slot,
                    float *const *snap) {
     conv1d_verify_isa(ssm_isa_best(), pool, p, n_seq, T, x, x_stride, y, y_stride, state, slot, snap);
 }

@@ -69,15 +69,16 @@ void gdn_step_ref(const gdn_params *p, int64_t n_seq, const gdn_rows *rows, floa
     }
 }
 
-void gdn_verify_ref(const gdn_params *p, int64_t n_seq, int64_t T, const gdn_rows *rows, float *state,
+void gdn_verify_ref(const gdn_params *p, int64_t n_seq, int64_t T, const gdn_rows *rows, const float *state,
                     const int64_t *slot, float *const *snap) {
     const int64_t n = gdn_state_floats(p);
     for (int64_t s = 0; s < n_seq; s++) {
-        float *st = state + (slot ? slot[s] : s) * n;
         for (int64_t t = 0; t < T; t++) {
-            gdn_rows x = rows_at(rows, s * T + t);
-            gdn_scan_ref(p, 1, &x, st);
-            memcpy(snap[s * T + t], st, (size_t)n * sizeof(float));
+            const int64_t r = s * T + t;
+            const float *prev = t == 0 ? state + (slot ? slot[s] : s) * n : snap[r - 1];
+            memcpy(snap[r], prev, (size_t)n * sizeof(float));
+            gdn_rows x = rows_at(rows, r);
+            gdn_scan_ref(p, 1, &x, snap[r]);
         }
     }
 }
@@ -196,11 +197,6 @@ static void step_task(void *ctx, int ith, int nth) {
             j->kk->head_step(r.q + kh * dk, r.k + kh * dk, r.v + h * dv, r.g[h], r.beta[h], p->scale, S_in, S_out, dk,
                              dv, j0, j1, r.o + h * dv);
         }
-        if (j->snap) { /* the live slot ends holding the last snapshot */
-            const float *last = j->snap[s * j->T + j->T - 1] + h * head;
-            for (int64_t i = 0; i < dk; i++)
-                memcpy(live + i * dv + j0, last + i * dv + j0, (size_t)(j1 - j0) * sizeof(float));
-        }
     }
 }
 
@@ -214,13 +210,14 @@ void gdn_step_isa(ssm_isa isa, threadpool *pool, const gdn_params *p, int64_t n_
 }
 
 void gdn_verify_isa(ssm_isa isa, threadpool *pool, const gdn_params *p, int64_t n_seq, int64_t T,
-                    const gdn_rows *rows, float *state, const int64_t *slot, float *const *snap) {
+                    const gdn_rows *rows, const float *state, const int64_t *slot, float *const *snap) {
     check_params(p);
     EDDY_ASSERT(snap != NULL);
     if (T <= 0) return;
     const gdn_kernels *kk = gdn_kernels_for(isa, p);
     int nth = threads_for(pool, n_seq * p->n_v_heads, (double)p->d_k * p->d_v * T);
-    step_job j = {kk, p, n_seq, T, gdn_column_blocks(p, kk, n_seq * p->n_v_heads, nth), rows, state, slot, snap};
+    /* with snapshots the live slots are only read (step_task writes to snap) */
+    step_job j = {kk, p, n_seq, T, gdn_column_blocks(p, kk, n_seq * p->n_v_heads, nth), rows, (float *)state, slot, snap};
     pool_run(pool, step_task, &j, nth);
 }
 
@@ -271,6 +268,6 @@ void gdn_scan(threadpool *pool, const gdn_params *p, int64_t T, const gdn_rows *
 }
 
 void gdn_verify(threadpool *pool, const gdn_params *p, int64_t n_seq, int64_t T, const gdn_rows *rows,
-                float *state, const int64_t *slot, float *const *snap) {
+                const float *state, const int64_t *slot, float *const *snap) {
     gdn_verify_isa(ssm_isa_best(), pool, p, n_seq, T, rows, state, slot, snap);
 }

@@ -98,11 +98,12 @@ void gdn_prefill(threadpool *pool, const gdn_params *p, int64_t T, const gdn_row
 int gdn_prefill_uses_chunked(const gdn_params *p, int64_t T);
 
 /* (d) Speculative verify: n_seq sequences of T positions, row s*T + t. Each sequence
- * runs the scan from slot[s] (NULL: slot s), which ends holding the state after
- * position T-1, and the state after position t is also written to snap[s*T + t], a
- * caller-owned slot of gdn_state_floats(p) floats. */
+ * runs the scan from slot[s] (NULL: slot s), which is only read: the state after
+ * position t is written to snap[s*T + t], a caller-owned slot of gdn_state_floats(p)
+ * floats, so accepting t + 1 positions is taking snap[s*T + t] as the new state
+ * (the verify contract every recurrent kernel shares: conv1d_verify, mamba2_verify). */
 void gdn_verify(threadpool *pool, const gdn_params *p, int64_t n_seq, int64_t T, const gdn_rows *rows,
-                float *state, const int64_t *slot, float *const *snap);
+                const float *state, const int64_t *slot, float *const *snap);
 
 /* The same with an explicit ISA's kernels (tests, benchmarks). */
 void gdn_step_isa(ssm_isa isa, threadpool *pool, const gdn_params *p, int64_t n_seq, const gdn_rows *rows,
@@ -112,14 +113,14 @@ void gdn_scan_isa(ssm_isa isa, threadpool *pool, const gdn_params *p, int64_t T,
 void gdn_chunked_isa(ssm_isa isa, threadpool *pool, const gdn_params *p, int64_t T, const gdn_rows *rows,
                      float *state, void *scratch);
 void gdn_verify_isa(ssm_isa isa, threadpool *pool, const gdn_params *p, int64_t n_seq, int64_t T,
-                    const gdn_rows *rows, float *state, const int64_t *slot, float *const *snap);
+                    const gdn_rows *rows, const float *state, const int64_t *slot, float *const *snap);
 
 /* Scalar oracles, single-threaded, written as the equations read. gdn_scan_ref is the
  * reference for every other variant; gdn_step_ref is gdn_scan_ref over one token per
  * sequence. */
 void gdn_step_ref(const gdn_params *p, int64_t n_seq, const gdn_rows *rows, float *state, const int64_t *slot);
 void gdn_scan_ref(const gdn_params *p, int64_t T, const gdn_rows *rows, float *state);
-void gdn_verify_ref(const gdn_params *p, int64_t n_seq, int64_t T, const gdn_rows *rows, float *state,
+void gdn_verify_ref(const gdn_params *p, int64_t n_seq, int64_t T, const gdn_rows *rows, const float *state,
                     const int64_t *slot, float *const *snap);
 
 #endif

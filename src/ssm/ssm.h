@@ -108,11 +108,11 @@ void conv1d_prefill(threadpool *pool, const conv1d_params *p, int64_t T, const f
                     float *y, int64_t y_stride, float *state);
 
 /* Speculative verify: n_seq sequences of T positions each, row s*T + t of x and y.
- * Like a scan per sequence (slot[s] ends holding the window after position T-1), and
- * the window after position t is also written to snap[s*T + t], a caller-owned
- * (K-1, conv_dim) slot. */
+ * Like a scan per sequence, except that slot[s] is only read: the window after
+ * position t is written to snap[s*T + t], a caller-owned (K-1, conv_dim) slot, so
+ * accepting t + 1 positions is taking that snapshot as the window. */
 void conv1d_verify(threadpool *pool, const conv1d_params *p, int64_t n_seq, int64_t T, const float *x,
-                   int64_t x_stride, float *y, int64_t y_stride, float *state, const int64_t *slot,
+                   int64_t x_stride, float *y, int64_t y_stride, const float *state, const int64_t *slot,
                    float *const *snap);
 
 /* The same with an explicit ISA (tests, benchmarks). */
@@ -123,7 +123,7 @@ void conv1d_scan_isa(ssm_isa isa, threadpool *pool, const conv1d_params *p, int6
 void conv1d_prefill_isa(ssm_isa isa, threadpool *pool, const conv1d_params *p, int64_t T, const float *x,
                         int64_t x_stride, float *y, int64_t y_stride, float *state);
 void conv1d_verify_isa(ssm_isa isa, threadpool *pool, const conv1d_params *p, int64_t n_seq, int64_t T,
-                       const float *x, int64_t x_stride, float *y, int64_t y_stride, float *state,
+                       const float *x, int64_t x_stride, float *y, int64_t y_stride, const float *state,
                        const int64_t *slot, float *const *snap);
 
 /* Scalar oracles (single-threaded). conv1d_scan_ref is the rolling-window recurrence. */
@@ -132,7 +132,7 @@ void conv1d_step_ref(const conv1d_params *p, int64_t n_seq, const float *x, int6
 void conv1d_scan_ref(const conv1d_params *p, int64_t T, const float *x, int64_t x_stride, float *y,
                      int64_t y_stride, float *state);
 void conv1d_verify_ref(const conv1d_params *p, int64_t n_seq, int64_t T, const float *x, int64_t x_stride,
-                       float *y, int64_t y_stride, float *state, const int64_t *slot, float *const *snap);
+                       float *y, int64_t y_stride, const float *state, const int64_t *slot, float *const *snap);
 
 /* ==== Gated RMSNorm ====
  *

@@ -1,6 +1,6 @@
 /*
- * state.c — allocation and reset of a sequence's state, and the conversion of
- * key/value rows into its cache.
+ * state.c — the state pool (recurrent slots, reference-counted KV blocks) and the
+ * sequence states that hold them: allocation, copy, copy-on-write, release.
  */
 #include "state.h"
 
@@ -11,83 +11,176 @@
 
 static size_t elem_bytes(qtype t) { return t == QTYPE_F16 ? sizeof(uint16_t) : sizeof(float); }
 
-/* Each region starts on a cache line. */
-static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
+/* ==== The pool ==== */
 
-/* Bytes of an (n_ctx, n) cache or a block of n floats, rounded to a cache line;
- * false on overflow. */
+/* rows * n * elem bytes, rounded up to a cache line; false on overflow. */
 static bool region_bytes(int64_t rows, int64_t n, size_t elem, size_t *out) {
     size_t b;
-    if (!eddy_mul_size((size_t)rows, (size_t)n, &b) || !eddy_mul_size(b, elem, &b) || b > SIZE_MAX - 63) return false;
-    *out = round64(b);
+    if (rows < 0 || n < 0 || !eddy_mul_size((size_t)rows, (size_t)n, &b) || !eddy_mul_size(b, elem, &b) ||
+        b > SIZE_MAX - 63)
+        return false;
+    *out = (b + 63) & ~(size_t)63;
     return true;
 }
 
-eddy_status seq_state_new(seq_state **out, const state_layer_shape *shapes, int64_t n_layer, int64_t n_ctx,
-                          qtype type_k, qtype type_v, eddy_error *err) {
+/* Bytes of layer il's four regions (conv, rec, k, v); false on overflow. */
+static bool layer_bytes(const state_layer_shape *sh, int64_t n_slots, int64_t n_blocks, qtype tk, qtype tv,
+                        size_t out[4]) {
+    return region_bytes(n_slots, sh->conv_floats, sizeof(float), &out[0]) &&
+           region_bytes(n_slots, sh->rec_floats, sizeof(float), &out[1]) &&
+           region_bytes(n_blocks * STATE_KV_BLOCK, sh->kv_k, elem_bytes(tk), &out[2]) &&
+           region_bytes(n_blocks * STATE_KV_BLOCK, sh->kv_v, elem_bytes(tv), &out[3]);
+}
+
+void state_pool_free(state_pool *p) {
+    if (!p) return;
+    for (int64_t il = 0; il < p->n_layer; il++) {
+        if (p->conv) eddy_free_aligned(p->conv[il]);
+        if (p->rec) eddy_free_aligned(p->rec[il]);
+        if (p->k) eddy_free_aligned(p->k[il]);
+        if (p->v) eddy_free_aligned(p->v[il]);
+    }
+    eddy_free(p->conv);
+    eddy_free(p->rec);
+    eddy_free(p->k);
+    eddy_free(p->v);
+    eddy_free(p->shape);
+    eddy_free(p->slot_used);
+    eddy_free(p->block_refs);
+    eddy_free(p);
+}
+
+eddy_status state_pool_new(state_pool **out, const state_layer_shape *shapes, int64_t n_layer, int64_t n_slots,
+                           int64_t n_blocks, qtype type_k, qtype type_v, eddy_error *err) {
     *out = NULL;
     EDDY_ASSERT((type_k == QTYPE_F32 || type_k == QTYPE_F16) && (type_v == QTYPE_F32 || type_v == QTYPE_F16));
-    /* total bytes, overflow-checked */
-    size_t bytes = 0;
+    EDDY_ASSERT(n_layer >= 0 && n_slots >= 1 && n_blocks >= 0 && n_blocks <= INT32_MAX);
+    bool any_kv = false;
+    for (int64_t il = 0; il < n_layer; il++) any_kv |= shapes[il].kv_k > 0 || shapes[il].kv_v > 0;
+    if (!any_kv) n_blocks = 0;
+    size_t total = 0;
     for (int64_t il = 0; il < n_layer; il++) {
-        size_t k = 0, v = 0, r = 0;
-        bool ok = region_bytes(n_ctx, shapes[il].kv_k, elem_bytes(type_k), &k) &&
-                  region_bytes(n_ctx, shapes[il].kv_v, elem_bytes(type_v), &v) &&
-                  region_bytes(1, shapes[il].rec_floats, sizeof(float), &r);
-        const size_t layer = k + v;
-        ok = ok && layer >= k && layer + r >= layer && bytes + layer + r >= bytes;
-        if (!ok)
-            return eddy_error_set(err, EDDY_ERR_NOMEM, "sequence state for a context of %lld tokens is too large",
-                                  (long long)n_ctx);
-        bytes += layer + r;
+        size_t b[4];
+        if (!layer_bytes(&shapes[il], n_slots, n_blocks, type_k, type_v, b))
+            return eddy_error_set(err, EDDY_ERR_NOMEM, "the state of %lld sequences is too large", (long long)n_slots);
+        for (int i = 0; i < 4; i++) {
+            if (total > SIZE_MAX - b[i])
+                return eddy_error_set(err, EDDY_ERR_NOMEM, "the state of %lld sequences is too large",
+                                      (long long)n_slots);
+            total += b[i];
+        }
     }
-    seq_state *s = eddy_calloc(1, sizeof *s);
-    if (!s) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
-    s->n_layer = n_layer;
-    s->n_ctx = n_ctx;
-    s->type_k = type_k;
-    s->type_v = type_v;
-    s->k = eddy_calloc((size_t)n_layer, sizeof *s->k);
-    s->v = eddy_calloc((size_t)n_layer, sizeof *s->v);
-    s->rec = eddy_calloc((size_t)n_layer, sizeof *s->rec);
-    s->shape = eddy_calloc((size_t)n_layer, sizeof *s->shape);
-    s->mem = eddy_malloc_aligned(bytes ? bytes : 64, 64);
-    if (!s->k || !s->v || !s->rec || !s->shape || !s->mem) {
-        seq_state_free(s);
+    state_pool *p = eddy_calloc(1, sizeof *p);
+    if (!p) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+    p->n_layer = n_layer;
+    p->type_k = type_k, p->type_v = type_v;
+    p->n_slots = p->n_slots_free = n_slots;
+    p->n_blocks = p->n_blocks_free = n_blocks;
+    p->bytes = total;
+    const size_t nl = (size_t)(n_layer > 0 ? n_layer : 1);
+    p->shape = eddy_calloc(nl, sizeof *p->shape);
+    p->conv = eddy_calloc(nl, sizeof *p->conv);
+    p->rec = eddy_calloc(nl, sizeof *p->rec);
+    p->k = eddy_calloc(nl, sizeof *p->k);
+    p->v = eddy_calloc(nl, sizeof *p->v);
+    p->slot_used = eddy_calloc((size_t)n_slots, 1);
+    p->block_refs = eddy_calloc((size_t)(n_blocks > 0 ? n_blocks : 1), sizeof *p->block_refs);
+    bool ok = p->shape && p->conv && p->rec && p->k && p->v && p->slot_used && p->block_refs;
+    for (int64_t il = 0; ok && il < n_layer; il++) {
+        p->shape[il] = shapes[il];
+        size_t b[4];
+        layer_bytes(&shapes[il], n_slots, n_blocks, type_k, type_v, b); /* checked above */
+        void **dst[4] = {(void **)&p->conv[il], (void **)&p->rec[il], &p->k[il], &p->v[il]};
+        for (int i = 0; i < 4 && ok; i++)
+            if (b[i]) ok = (*dst[i] = eddy_malloc_aligned(b[i], 64)) != NULL;
+    }
+    if (!ok) {
+        state_pool_free(p);
         return eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate %.1f MiB of sequence state",
-                              (double)bytes / (1 << 20));
+                              (double)total / (1 << 20));
     }
-    s->mem_bytes = bytes;
-    memcpy(s->shape, shapes, (size_t)n_layer * sizeof *shapes);
-    char *p = s->mem;
-    for (int64_t il = 0; il < n_layer; il++) {
-        size_t k = 0, v = 0, r = 0; /* sizes checked above */
-        region_bytes(n_ctx, shapes[il].kv_k, elem_bytes(type_k), &k);
-        region_bytes(n_ctx, shapes[il].kv_v, elem_bytes(type_v), &v);
-        region_bytes(1, shapes[il].rec_floats, sizeof(float), &r);
-        if (k) s->k[il] = p, p += k;
-        if (v) s->v[il] = p, p += v;
-        if (r) s->rec[il] = (float *)p, p += r;
-    }
-    seq_state_reset(s);
-    *out = s;
+    *out = p;
     return EDDY_OK;
 }
 
-void seq_state_free(seq_state *s) {
-    if (!s) return;
-    eddy_free(s->k);
-    eddy_free(s->v);
-    eddy_free(s->rec);
-    eddy_free(s->shape);
-    eddy_free_aligned(s->mem);
-    eddy_free(s);
+size_t state_slot_bytes(const state_pool *p) {
+    size_t b = 0;
+    for (int64_t il = 0; il < p->n_layer; il++)
+        b += (size_t)(p->shape[il].conv_floats + p->shape[il].rec_floats) * sizeof(float);
+    return b;
 }
 
-void seq_state_reset(seq_state *s) {
-    s->n_pos = 0;
-    for (int64_t il = 0; il < s->n_layer; il++)
-        if (s->rec[il]) memset(s->rec[il], 0, (size_t)s->shape[il].rec_floats * sizeof(float));
+size_t state_block_bytes(const state_pool *p) {
+    size_t b = 0;
+    for (int64_t il = 0; il < p->n_layer; il++)
+        b += (size_t)STATE_KV_BLOCK *
+             ((size_t)p->shape[il].kv_k * elem_bytes(p->type_k) + (size_t)p->shape[il].kv_v * elem_bytes(p->type_v));
+    return b;
+}
+
+/* ==== Recurrent slots ==== */
+
+int64_t state_slot_alloc(state_pool *p, bool zero) {
+    for (int64_t s = 0; s < p->n_slots; s++) {
+        if (p->slot_used[s]) continue;
+        p->slot_used[s] = 1;
+        p->n_slots_free--;
+        for (int64_t il = 0; zero && il < p->n_layer; il++) {
+            if (p->conv[il]) memset(state_conv(p, il, s), 0, (size_t)p->shape[il].conv_floats * sizeof(float));
+            if (p->rec[il]) memset(state_rec(p, il, s), 0, (size_t)p->shape[il].rec_floats * sizeof(float));
+        }
+        return s;
+    }
+    return -1;
+}
+
+void state_slot_free(state_pool *p, int64_t slot) {
+    EDDY_ASSERT(slot >= 0 && slot < p->n_slots && p->slot_used[slot]);
+    p->slot_used[slot] = 0;
+    p->n_slots_free++;
+}
+
+void state_slot_copy(state_pool *p, int64_t dst, int64_t src) {
+    if (dst == src) return;
+    for (int64_t il = 0; il < p->n_layer; il++) {
+        if (p->conv[il])
+            memcpy(state_conv(p, il, dst), state_conv(p, il, src), (size_t)p->shape[il].conv_floats * sizeof(float));
+        if (p->rec[il])
+            memcpy(state_rec(p, il, dst), state_rec(p, il, src), (size_t)p->shape[il].rec_floats * sizeof(float));
+    }
+}
+
+/* ==== KV blocks ==== */
+
+static int32_t block_alloc(state_pool *p) {
+    for (int64_t b = 0; b < p->n_blocks; b++)
+        if (p->block_refs[b] == 0) {
+            p->block_refs[b] = 1;
+            p->n_blocks_free--;
+            return (int32_t)b;
+        }
+    return -1;
+}
+
+static void block_unref(state_pool *p, int32_t b) {
+    EDDY_ASSERT(b >= 0 && b < p->n_blocks && p->block_refs[b] > 0);
+    if (--p->block_refs[b] == 0) p->n_blocks_free++;
+}
+
+/* Rows [0, rows) of block src copied into block dst, in every attention layer. */
+static void block_copy_rows(state_pool *p, int32_t dst, int32_t src, int64_t rows) {
+    for (int64_t il = 0; il < p->n_layer; il++) {
+        if (p->k[il]) {
+            const size_t row = (size_t)p->shape[il].kv_k * elem_bytes(p->type_k);
+            memcpy((char *)p->k[il] + (size_t)dst * STATE_KV_BLOCK * row,
+                   (const char *)p->k[il] + (size_t)src * STATE_KV_BLOCK * row, (size_t)rows * row);
+        }
+        if (p->v[il]) {
+            const size_t row = (size_t)p->shape[il].kv_v * elem_bytes(p->type_v);
+            memcpy((char *)p->v[il] + (size_t)dst * STATE_KV_BLOCK * row,
+                   (const char *)p->v[il] + (size_t)src * STATE_KV_BLOCK * row, (size_t)rows * row);
+        }
+    }
 }
 
 /* dst[i] = src[i] in type t (f16: round to nearest, ties to even). */
@@ -100,9 +193,97 @@ static void store_row(void *dst, qtype t, const float *src, int64_t n) {
     }
 }
 
-void seq_state_store_kv(seq_state *s, int64_t il, int64_t pos, const float *k, const float *v) {
-    const state_layer_shape *sh = &s->shape[il];
-    EDDY_ASSERT(s->k[il] && s->v[il] && pos >= 0 && pos < s->n_ctx);
-    store_row((char *)s->k[il] + (size_t)(pos * sh->kv_k) * elem_bytes(s->type_k), s->type_k, k, sh->kv_k);
-    store_row((char *)s->v[il] + (size_t)(pos * sh->kv_v) * elem_bytes(s->type_v), s->type_v, v, sh->kv_v);
+void state_store_kv(state_pool *p, int64_t il, int32_t block, int64_t row, const float *k, const float *v) {
+    const state_layer_shape *sh = &p->shape[il];
+    EDDY_ASSERT(p->k[il] && p->v[il] && block >= 0 && block < p->n_blocks && p->block_refs[block] == 1);
+    EDDY_ASSERT(row >= 0 && row < STATE_KV_BLOCK);
+    const int64_t rk = (int64_t)block * STATE_KV_BLOCK + row;
+    store_row((char *)p->k[il] + (size_t)(rk * sh->kv_k) * elem_bytes(p->type_k), p->type_k, k, sh->kv_k);
+    store_row((char *)p->v[il] + (size_t)(rk * sh->kv_v) * elem_bytes(p->type_v), p->type_v, v, sh->kv_v);
+}
+
+/* ==== Sequence states ==== */
+
+eddy_status seq_state_init(state_pool *p, seq_state *s, int64_t n_ctx, const char *what, eddy_error *err) {
+    memset(s, 0, sizeof *s);
+    s->slot = -1;
+    const int64_t nb = seq_state_n_blocks(n_ctx);
+    s->blocks = eddy_malloc((size_t)(nb > 0 ? nb : 1) * sizeof *s->blocks);
+    s->tokens = eddy_malloc((size_t)(n_ctx > 0 ? n_ctx : 1) * sizeof *s->tokens);
+    if (!s->blocks || !s->tokens) {
+        seq_state_release(p, s);
+        return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+    }
+    s->slot = state_slot_alloc(p, true);
+    if (s->slot < 0) {
+        seq_state_release(p, s);
+        return eddy_error_set(err, EDDY_ERR_NOMEM,
+                              "no free state slot for a new %s: all %lld hold sequences, snapshots or "
+                              "verified positions (free one, or make the engine with more)",
+                              what, (long long)p->n_slots);
+    }
+    s->n_ctx = n_ctx;
+    for (int64_t i = 0; i < nb; i++) s->blocks[i] = -1;
+    return EDDY_OK;
+}
+
+void seq_state_release(state_pool *p, seq_state *s) {
+    if (s->blocks && s->tokens) seq_state_drop_kv(p, s, 0);
+    if (s->slot >= 0) state_slot_free(p, s->slot);
+    eddy_free(s->blocks);
+    eddy_free(s->tokens);
+    memset(s, 0, sizeof *s);
+    s->slot = -1;
+}
+
+void seq_state_copy(state_pool *p, seq_state *dst, const seq_state *src) {
+    if (dst == src) return;
+    EDDY_ASSERT(dst->n_ctx == src->n_ctx);
+    state_slot_copy(p, dst->slot, src->slot);
+    const int64_t nb = seq_state_n_blocks(src->n_ctx);
+    for (int64_t i = 0; i < nb; i++) /* take the new references before dropping the old */
+        if (src->blocks[i] >= 0) p->block_refs[src->blocks[i]]++;
+    for (int64_t i = 0; i < nb; i++)
+        if (dst->blocks[i] >= 0) block_unref(p, dst->blocks[i]);
+    memcpy(dst->blocks, src->blocks, (size_t)nb * sizeof *dst->blocks);
+    memcpy(dst->tokens, src->tokens, (size_t)src->n_pos * sizeof *dst->tokens);
+    dst->n_pos = src->n_pos;
+}
+
+void seq_state_clear(state_pool *p, seq_state *s) {
+    seq_state_drop_kv(p, s, 0);
+    for (int64_t il = 0; il < p->n_layer; il++) {
+        if (p->conv[il]) memset(state_conv(p, il, s->slot), 0, (size_t)p->shape[il].conv_floats * sizeof(float));
+        if (p->rec[il]) memset(state_rec(p, il, s->slot), 0, (size_t)p->shape[il].rec_floats * sizeof(float));
+    }
+}
+
+void seq_state_drop_kv(state_pool *p, seq_state *s, int64_t n_pos) {
+    EDDY_ASSERT(n_pos >= 0 && n_pos <= s->n_ctx);
+    const int64_t nb = seq_state_n_blocks(s->n_ctx), keep = seq_state_n_blocks(n_pos);
+    for (int64_t i = keep; i < nb; i++)
+        if (s->blocks[i] >= 0) block_unref(p, s->blocks[i]), s->blocks[i] = -1;
+    s->n_pos = n_pos;
+}
+
+bool seq_state_reserve_kv(state_pool *p, seq_state *s, int64_t pos0, int64_t n) {
+    EDDY_ASSERT(pos0 >= 0 && n >= 0 && pos0 + n <= s->n_ctx);
+    if (p->n_blocks == 0 || n == 0) return true;
+    const int64_t b0 = pos0 / STATE_KV_BLOCK, b1 = (pos0 + n - 1) / STATE_KV_BLOCK;
+    int64_t need = 0;
+    for (int64_t i = b0; i <= b1; i++) need += s->blocks[i] < 0 || p->block_refs[s->blocks[i]] > 1;
+    if (need > p->n_blocks_free) return false;
+    for (int64_t i = b0; i <= b1; i++) {
+        const int32_t old = s->blocks[i];
+        if (old >= 0 && p->block_refs[old] == 1) continue;
+        const int32_t b = block_alloc(p);
+        EDDY_ASSERT(b >= 0);
+        if (old >= 0) { /* shared: copy the rows written before pos0, then let go of it */
+            const int64_t rows = pos0 - i * STATE_KV_BLOCK;
+            if (rows > 0) block_copy_rows(p, b, old, rows < STATE_KV_BLOCK ? rows : STATE_KV_BLOCK);
+            block_unref(p, old);
+        }
+        s->blocks[i] = b;
+    }
+    return true;
 }

@@ -1,53 +1,130 @@
 /*
- * state.h — everything a sequence carries from one call to the next.
+ * state.h — the state pool: the memory of everything an engine's sequences carry
+ * from one call to the next, and the sequence states that index it.
  *
- * Owns: the memory of a sequence's state and its position. Per layer:
- *   attention layers: key rows K (n_ctx, kv_k) in type_k and value rows
- *                     V (n_ctx, kv_v) in type_v (f32, or f16 rounded to nearest
- *                     even as llama.cpp stores its F16 cache); rows [0, n_pos) are valid
- *   recurrent layers: a fixed-size block of rec_floats f32 (conv window and
- *                     recurrent matrices; their layout belongs to the layer's kernels)
- * One allocation per sequence. The model reads and writes a sequence's state only
- * through this struct, so snapshots, rollback and saving can be added here once for
- * every architecture.
+ * Owns: two kinds of storage, both sized once when the engine is made.
+ *   recurrent slots  per layer with a recurrent mixer, two slabs indexed by slot:
+ *                    conv (n_slots, conv_floats) — the conv window — and
+ *                    rec (n_slots, rec_floats) — the delta-rule / SSM matrices;
+ *                    their layouts belong to the layer's kernels (src/ssm). A slot
+ *                    index means the same slot in every layer.
+ *   KV blocks        per attention layer, key rows (n_blocks, STATE_KV_BLOCK, kv_k)
+ *                    in type_k and value rows (n_blocks, STATE_KV_BLOCK, kv_v) in
+ *                    type_v (f32, or f16 rounded to nearest even as llama.cpp stores
+ *                    its F16 cache). A block holds STATE_KV_BLOCK consecutive
+ *                    positions of one sequence in every attention layer; blocks are
+ *                    reference-counted, so a fork or a snapshot shares its prefix's
+ *                    blocks and a write to a shared block copies it first.
+ * A seq_state is one sequence's view: its slot, its block table, its position and
+ * the tokens it holds. Snapshots are seq_states too, frozen. Copying a seq_state
+ * copies the recurrent slot (a few MiB at most) and shares the KV blocks.
+ *
+ * Does not own: what the model computes (src/model), locking (the engine's).
  */
 #ifndef EDDY_STATE_H
 #define EDDY_STATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "base/error.h"
 #include "quant/qtypes.h"
 
+/* Positions per KV block: one chunk of the attention kernels (ATTN_CHUNK), so a
+ * chunk's keys never straddle two blocks. */
+#define STATE_KV_BLOCK 256
+
 typedef struct {
-    int64_t kv_k, kv_v; /* elements per key / value row; 0 for a layer without attention */
-    int64_t rec_floats; /* floats of recurrent state; 0 for a layer without */
+    int64_t kv_k, kv_v;    /* elements per key / value row; 0 for a layer without attention */
+    int64_t conv_floats;   /* conv window floats; 0 for a layer without recurrence */
+    int64_t rec_floats;    /* recurrent matrix floats; 0 for a layer without recurrence */
 } state_layer_shape;
 
 typedef struct {
     int64_t n_layer;
-    int64_t n_ctx; /* rows of each key/value cache */
-    int64_t n_pos; /* tokens consumed */
-    qtype type_k, type_v; /* key / value elements: QTYPE_F32 or QTYPE_F16 */
-    void **k, **v;  /* (n_layer) each (n_ctx, kv_k / kv_v) in type_k / type_v, or NULL */
-    float **rec;    /* (n_layer) each (rec_floats) or NULL */
     state_layer_shape *shape; /* (n_layer) */
-    void *mem;
-    size_t mem_bytes;
+    qtype type_k, type_v;     /* QTYPE_F32 or QTYPE_F16 */
+    int64_t n_slots, n_blocks;
+    float **conv, **rec;      /* (n_layer) each (n_slots, conv_floats / rec_floats), or NULL */
+    void **k, **v;            /* (n_layer) each (n_blocks, STATE_KV_BLOCK, kv_k / kv_v), or NULL */
+    uint8_t *slot_used;       /* (n_slots) */
+    int32_t *block_refs;      /* (n_blocks) holders of each block; 0: free */
+    int64_t n_slots_free, n_blocks_free;
+    size_t bytes;             /* of every slab and block together */
+} state_pool;
+
+/* shapes: (n_layer). The memory is reserved, not touched: pages a sequence never
+ * reaches cost address space only. Fails with NOMEM naming the bytes. */
+eddy_status state_pool_new(state_pool **out, const state_layer_shape *shapes, int64_t n_layer, int64_t n_slots,
+                           int64_t n_blocks, qtype type_k, qtype type_v, eddy_error *err);
+void state_pool_free(state_pool *p);
+
+/* Bytes of one recurrent slot (all layers) and one KV block (all layers). */
+size_t state_slot_bytes(const state_pool *p);
+size_t state_block_bytes(const state_pool *p);
+
+/* ==== Recurrent slots ==== */
+
+/* A free slot, zeroed when asked (a slot about to be overwritten need not be); -1
+ * when none is free. */
+int64_t state_slot_alloc(state_pool *p, bool zero);
+void state_slot_free(state_pool *p, int64_t slot);
+void state_slot_copy(state_pool *p, int64_t dst, int64_t src);
+
+static inline float *state_conv(const state_pool *p, int64_t il, int64_t slot) {
+    return p->conv[il] + slot * p->shape[il].conv_floats;
+}
+static inline float *state_rec(const state_pool *p, int64_t il, int64_t slot) {
+    return p->rec[il] + slot * p->shape[il].rec_floats;
+}
+
+/* ==== KV blocks ==== */
+
+/* Elements from one block to the next in layer il's key / value slab. */
+static inline int64_t state_block_elems_k(const state_pool *p, int64_t il) {
+    return STATE_KV_BLOCK * p->shape[il].kv_k;
+}
+static inline int64_t state_block_elems_v(const state_pool *p, int64_t il) {
+    return STATE_KV_BLOCK * p->shape[il].kv_v;
+}
+
+/* Stores the key and value rows (kv_k, kv_v floats) of layer il at row `row` of
+ * block `block`, converted to the cache's types. */
+void state_store_kv(state_pool *p, int64_t il, int32_t block, int64_t row, const float *k, const float *v);
+
+/* ==== Sequence states ==== */
+
+typedef struct {
+    int64_t slot;     /* recurrent slot */
+    int64_t n_pos;    /* positions held */
+    int64_t n_ctx;    /* positions it may hold */
+    int32_t *blocks;  /* (ceil(n_ctx / STATE_KV_BLOCK)) block of positions [i*B, (i+1)*B), -1: none */
+    int32_t *tokens;  /* (n_ctx) the token at each position held */
 } seq_state;
 
-/* shapes: (n_layer); type_k, type_v: QTYPE_F32 or QTYPE_F16. Fails with NOMEM
- * naming the bytes needed. */
-eddy_status seq_state_new(seq_state **out, const state_layer_shape *shapes, int64_t n_layer, int64_t n_ctx,
-                          qtype type_k, qtype type_v, eddy_error *err);
-void seq_state_free(seq_state *s);
+static inline int64_t seq_state_n_blocks(int64_t n_ctx) { return (n_ctx + STATE_KV_BLOCK - 1) / STATE_KV_BLOCK; }
 
-/* Back to an empty sequence: n_pos = 0, recurrent state zeroed. */
-void seq_state_reset(seq_state *s);
+/* An empty state on a fresh (zeroed) slot. Fails with EDDY_ERR_NOMEM when the pool
+ * has no free slot or memory runs out; `what` names the holder in the message. */
+eddy_status seq_state_init(state_pool *p, seq_state *s, int64_t n_ctx, const char *what, eddy_error *err);
+/* Gives back the slot and the block references. */
+void seq_state_release(state_pool *p, seq_state *s);
 
-/* Stores the key and value rows of position pos of layer il (k: kv_k floats,
- * v: kv_v floats), converted to the cache's types. */
-void seq_state_store_kv(seq_state *s, int64_t il, int64_t pos, const float *k, const float *v);
+/* dst (initialized) becomes a copy of src: recurrent slot copied, KV blocks shared,
+ * tokens and position copied. */
+void seq_state_copy(state_pool *p, seq_state *dst, const seq_state *src);
+
+/* Back to an empty sequence on the same slot (zeroed), all blocks released. */
+void seq_state_clear(state_pool *p, seq_state *s);
+
+/* Drops the KV positions from n_pos on (blocks past it released) and sets n_pos.
+ * The recurrent slot is left as it is: the caller restores it. */
+void seq_state_drop_kv(state_pool *p, seq_state *s, int64_t n_pos);
+
+/* Makes positions [pos0, pos0 + n) writable: each block they touch allocated, or
+ * copied when shared. All or nothing: false (nothing changed) when the pool lacks
+ * the free blocks. */
+bool seq_state_reserve_kv(state_pool *p, seq_state *s, int64_t pos0, int64_t n);
 
 #endif

@@ -1,0 +1,261 @@
+/*
+ * engine.c — engines: the eddy_model and eddy_engine functions of include/eddy.h.
+ * Checks the caller's parameters, sizes every buffer and the state pool up front
+ * (evaluation allocates nothing), and frees it all. Sequences and snapshots are in
+ * engine_seq.c, forward steps in engine_step.c.
+ */
+#include "model/engine.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "model/linear.h"
+#include "ops/attention.h"
+#include "ssm/mamba2.h"
+
+_Static_assert(STATE_KV_BLOCK == ATTN_CHUNK, "a KV block is one chunk of the attention kernels");
+
+/* ==== Models ==== */
+
+eddy_status eddy_model_load(const char *path, eddy_model **out, eddy_error *err) {
+    if (!path || !out) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_model_load: NULL argument");
+    return model_load(out, path, err);
+}
+
+void eddy_model_free(eddy_model *m) { model_free(m); }
+const char *eddy_model_arch(const eddy_model *m) { return m->arch_name; }
+int64_t eddy_model_n_vocab(const eddy_model *m) { return m->hp.n_vocab; }
+int64_t eddy_model_n_ctx_train(const eddy_model *m) { return m->hp.n_ctx_train; }
+const eddy_gguf *eddy_model_gguf(const eddy_model *m) { return m->file; }
+
+/* ==== Work buffers ==== */
+
+/* The cache element type of a public KV type; false for a value outside the enum. */
+static bool kv_qtype(eddy_kv_type t, qtype *out) {
+    switch (t) {
+    case EDDY_KV_DEFAULT:
+    case EDDY_KV_F16: *out = QTYPE_F16; return true;
+    case EDDY_KV_F32: *out = QTYPE_F32; return true;
+    }
+    return false;
+}
+
+/* The largest activation scratch any weight's linear() needs for n_batch rows. */
+static size_t max_linear_scratch(const model *m, int64_t n_batch) {
+    size_t best = linear_scratch_bytes(&m->output, n_batch);
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        const model_layer *l = &m->layers[il];
+        const tensor *ts[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down,
+                              &l->ssm_qkv, &l->ssm_z, &l->ssm_beta, &l->ssm_alpha, &l->ssm_ba, &l->ssm_out,
+                              &l->moe_router, &l->moe_gate, &l->moe_up, &l->moe_down, &l->shexp_gate,
+                              &l->shexp_up, &l->shexp_down, &l->shexp_router, &l->ssm_in};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+            if (!ts[i]->name) continue;
+            size_t b = linear_scratch_bytes(ts[i], n_batch);
+            if (b > best) best = b;
+        }
+    }
+    return best;
+}
+
+/* (rows, cols) floats, or NULL when cols is 0 (a buffer this model does not use). */
+static float *alloc_rows(int64_t rows, int64_t cols, bool *ok) {
+    if (cols <= 0) return NULL;
+    float *p = eddy_malloc_aligned((size_t)(rows * cols) * sizeof(float), 64);
+    *ok = *ok && p != NULL;
+    return p;
+}
+
+/* n int32, or NULL when n is 0. */
+static int32_t *alloc_ints(int64_t n, bool *ok) {
+    if (n <= 0) return NULL;
+    int32_t *p = eddy_malloc((size_t)n * sizeof(int32_t));
+    *ok = *ok && p != NULL;
+    return p;
+}
+
+static int64_t max3(int64_t a, int64_t b, int64_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
+
+/* Per-thread scratch: attention's blocks and partials, the chunked scans' buffers. */
+static size_t thread_scratch_bytes(const model_hparams *hp, int64_t n_ctx, int n_threads) {
+    attn_shape as = {hp->n_head, hp->n_head_kv, hp->head_dim_k, hp->head_dim_v, 1.0f};
+    size_t need = hp->n_head > 0 && hp->n_head_kv > 0 ? ops_attention_scratch(&as, n_ctx, n_threads) : 0;
+    if (hp->ssm_n_head > 0) {
+        mamba2_params mp = {hp->ssm_n_head, hp->ssm_d_inner / hp->ssm_n_head, hp->ssm_n_group, hp->ssm_d_state,
+                            NULL, NULL, NULL, 0.0f, 0.0f};
+        size_t mb = mamba2_scan_scratch_bytes(&mp, MAMBA2_CHUNK, 1);
+        if (mb > need) need = mb;
+    }
+    if (hp->ssm_n_v > 0) {
+        gdn_params gp = {hp->ssm_n_k, hp->ssm_n_v, hp->ssm_d_k, hp->ssm_d_v, hp->ssm_head_map, 1.0f};
+        size_t gb = gdn_chunked_scratch_size(&gp);
+        if (gb > need) need = gb;
+    }
+    return need;
+}
+
+static void free_buffers(engine *c) {
+    float *bufs[] = {c->x,     c->xn,    c->mix,   c->qg,    c->q,     c->k,      c->v,      c->attn,
+                     c->rope,  c->gdn_qkv, c->gdn_z, c->gdn_b, c->gdn_a, c->gdn_o, c->conv_in, c->ff_a,
+                     c->ff_b,  c->router, c->ff_out, c->mb_in, c->gdn_g, c->gdn_beta, c->moe_x, c->moe_w};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) eddy_free_aligned(bufs[i]);
+    eddy_free(c->moe_sel);
+    eddy_free(c->moe_order);
+    eddy_free(c->moe_start);
+    eddy_free_aligned(c->act);
+    eddy_free(c->plan.runs);
+    eddy_free(c->plan.pos);
+    eddy_free(c->plan.slots);
+    eddy_free(c->plan.out);
+    eddy_free(c->one_seq);
+    eddy_free(c->all_rows);
+    eddy_free(c->plan.ptrs);
+}
+
+static bool alloc_buffers(engine *c) {
+    const model *m = c->m;
+    const model_hparams *hp = &m->hp;
+    bool ok = true;
+    const int64_t B = c->n_batch, E = hp->n_embd, Q = hp->n_head * hp->head_dim_k;
+    const bool gdn = hp->ssm_n_v > 0, mamba = hp->ssm_n_head > 0;
+    const int64_t conv_dim = gdn ? model_gdn_conv_dim(hp) : mamba ? mamba2_conv_dim(hp) : 0;
+    c->x = alloc_rows(B, E, &ok);
+    c->xn = alloc_rows(B, E, &ok);
+    c->mix = alloc_rows(B, E, &ok);
+    c->qg = alloc_rows(B, hp->attn_gated ? 2 * Q : 0, &ok);
+    c->q = alloc_rows(B, Q, &ok);
+    c->k = alloc_rows(B, hp->n_head_kv * hp->head_dim_k, &ok);
+    c->v = alloc_rows(B, hp->n_head_kv * hp->head_dim_v, &ok);
+    c->attn = alloc_rows(B, hp->n_head * hp->head_dim_v, &ok);
+    c->rope = alloc_rows(1, hp->n_rot, &ok);
+    c->gdn_qkv = alloc_rows(B, conv_dim, &ok);
+    c->gdn_z = alloc_rows(B, hp->ssm_n_v * hp->ssm_d_v, &ok);
+    c->mb_in = alloc_rows(B, mamba ? mamba2_in_dim(hp) : 0, &ok);
+    c->gdn_b = alloc_rows(B, 2 * hp->ssm_n_v, &ok);
+    c->gdn_a = alloc_rows(B, hp->ssm_n_v, &ok);
+    c->gdn_g = alloc_rows(B, hp->ssm_n_v, &ok);
+    c->gdn_beta = alloc_rows(B, hp->ssm_n_v, &ok);
+    c->gdn_o = alloc_rows(B, gdn ? hp->ssm_n_v * hp->ssm_d_v : hp->ssm_d_inner, &ok);
+    c->conv_in = alloc_rows(B, gdn ? model_gdn_conv_dim(hp) : 0, &ok);
+    c->ff_a = alloc_rows(B, max3(hp->n_ff, hp->n_ff_exp, hp->n_ff_shexp), &ok);
+    c->ff_b = alloc_rows(B, max3(hp->n_ff, hp->n_ff_exp, hp->n_ff_shexp), &ok);
+    c->router = alloc_rows(B, hp->n_expert, &ok);
+    const int64_t X = hp->n_expert, K = hp->n_expert_used;
+    c->ff_out = alloc_rows(B, X ? E : 0, &ok);
+    c->moe_x = alloc_rows(B, X ? E : 0, &ok);
+    c->moe_w = alloc_rows(B, K, &ok);
+    c->moe_sel = alloc_ints(X ? B * K : 0, &ok);
+    c->moe_order = alloc_ints(X ? B * K : 0, &ok);
+    c->moe_start = alloc_ints(X ? X + 1 : 0, &ok);
+    c->act = eddy_malloc_aligned(max_linear_scratch(m, B), 64);
+    c->plan.runs = eddy_malloc((size_t)B * sizeof *c->plan.runs);
+    c->plan.pos = eddy_malloc((size_t)B * sizeof *c->plan.pos);
+    c->plan.slots = eddy_malloc((size_t)B * sizeof *c->plan.slots);
+    c->plan.out = eddy_malloc((size_t)B * sizeof *c->plan.out);
+    c->one_seq = eddy_malloc((size_t)B * sizeof *c->one_seq);
+    c->all_rows = eddy_malloc((size_t)B);
+    if (c->all_rows) memset(c->all_rows, 1, (size_t)B);
+    c->plan.ptrs = eddy_malloc((size_t)(2 * B) * sizeof *c->plan.ptrs);
+    return ok && c->act && c->plan.runs && c->plan.pos && c->plan.slots && c->plan.out && c->plan.ptrs && c->one_seq &&
+           c->all_rows;
+}
+
+/* ==== Engines ==== */
+
+static eddy_status new_state_pool(engine *c, int64_t n_states, qtype type_k, qtype type_v, eddy_error *err) {
+    const model_hparams *hp = &c->m->hp;
+    state_layer_shape *shapes = eddy_calloc((size_t)(hp->n_layer > 0 ? hp->n_layer : 1), sizeof *shapes);
+    if (!shapes) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+    for (int64_t il = 0; il < hp->n_layer; il++) shapes[il] = model_state_shape(c->m, il);
+    /* every holder of a slot (sequence or snapshot) may hold a whole context of
+     * blocks of its own: the KV pool never runs out before the slots do; pages of
+     * blocks never used are never touched */
+    const int64_t n_blocks = n_states * seq_state_n_blocks(c->n_ctx);
+    eddy_status s = n_blocks > INT32_MAX
+                        ? eddy_error_set(err, EDDY_ERR_ARG, "%" PRId64 " states of %" PRId64 " positions are too many",
+                                         n_states, c->n_ctx)
+                        : state_pool_new(&c->sp, shapes, hp->n_layer, n_states, n_blocks, type_k, type_v, err);
+    eddy_free(shapes);
+    return s;
+}
+
+void eddy_engine_free(eddy_engine *c) {
+    if (!c) return;
+    for (int64_t i = 0; c->seqs && i < c->n_seq_max; i++) eddy_seq_free(c->seqs[i]);
+    for (int64_t i = 0; c->snaps && i < c->n_snap_max; i++) eddy_snapshot_free(c->snaps[i]);
+    eddy_free(c->seqs);
+    eddy_free(c->snaps);
+    pool_destroy(c->pool);
+    state_pool_free(c->sp);
+    free_buffers(c);
+    pthread_mutex_destroy(&c->lock);
+    eddy_free(c);
+}
+
+eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, eddy_engine **out, eddy_error *err) {
+    if (!m || !out) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_engine_new: NULL argument");
+    *out = NULL;
+    eddy_engine_params d = {0};
+    if (!p) p = &d;
+    const model_hparams *hp = &m->hp;
+    int64_t n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
+    int64_t n_batch = p->n_batch > 0 ? p->n_batch : 512;
+    if (p->n_ctx < 0 || n_ctx > ((int64_t)1 << 24))
+        return eddy_error_set(err, EDDY_ERR_ARG, "context of %" PRId64 " tokens out of range 1..%d", p->n_ctx,
+                              1 << 24);
+    if (p->n_batch < 0 || n_batch > ((int64_t)1 << 20))
+        return eddy_error_set(err, EDDY_ERR_ARG, "batch of %" PRId64 " tokens out of range 1..%d", p->n_batch,
+                              1 << 20);
+    if (n_batch > n_ctx) n_batch = n_ctx; /* a step never holds more than one context */
+    if (p->n_threads < 0 || p->n_threads > 1024)
+        return eddy_error_set(err, EDDY_ERR_ARG, "thread count %d out of range 1..1024", p->n_threads);
+    if (p->n_seq_max < 0 || p->n_seq_max > 65536)
+        return eddy_error_set(err, EDDY_ERR_ARG, "%d sequences out of range 1..65536", p->n_seq_max);
+    if (p->n_snapshots < 0 || p->n_snapshots > 65536)
+        return eddy_error_set(err, EDDY_ERR_ARG, "%d snapshot states out of range 0..65536", p->n_snapshots);
+    int n_threads = p->n_threads > 0 ? p->n_threads : pool_default_threads();
+    qtype type_k, type_v;
+    if (!kv_qtype(p->type_k, &type_k))
+        return eddy_error_set(err, EDDY_ERR_ARG, "key cache type %d is not an eddy_kv_type", (int)p->type_k);
+    if (!kv_qtype(p->type_v, &type_v))
+        return eddy_error_set(err, EDDY_ERR_ARG, "value cache type %d is not an eddy_kv_type", (int)p->type_v);
+
+    eddy_engine *c = eddy_calloc(1, sizeof *c);
+    if (!c) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&c->lock, NULL);
+    c->m = m;
+    c->n_ctx = n_ctx;
+    c->n_batch = n_batch;
+    c->n_seq_max = p->n_seq_max > 0 ? p->n_seq_max : 1;
+    c->n_snap_max = p->n_snapshots;
+    c->seqs = eddy_calloc((size_t)c->n_seq_max, sizeof *c->seqs);
+    c->snaps = eddy_calloc((size_t)(c->n_snap_max > 0 ? c->n_snap_max : 1), sizeof *c->snaps);
+    eddy_status s = c->seqs && c->snaps ? pool_create(&c->pool, n_threads, err)
+                                        : eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+    if (s == EDDY_OK) s = pool_reserve_scratch(c->pool, thread_scratch_bytes(hp, n_ctx, n_threads), err);
+    if (s == EDDY_OK) s = new_state_pool(c, c->n_seq_max + c->n_snap_max, type_k, type_v, err);
+    if (s == EDDY_OK && !alloc_buffers(c))
+        s = eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate work buffers for a batch of %" PRId64 " tokens",
+                           n_batch);
+    if (s != EDDY_OK) {
+        eddy_engine_free(c);
+        return s;
+    }
+    *out = c;
+    return EDDY_OK;
+}
+
+const eddy_model *eddy_engine_model(const eddy_engine *c) { return c->m; }
+int64_t eddy_engine_n_ctx(const eddy_engine *c) { return c->n_ctx; }
+int eddy_engine_n_threads(const eddy_engine *c) { return pool_size(c->pool); }
+size_t eddy_engine_state_bytes(const eddy_engine *c) { return state_slot_bytes(c->sp); }
+size_t eddy_engine_kv_bytes_per_pos(const eddy_engine *c) { return state_block_bytes(c->sp) / STATE_KV_BLOCK; }
+
+void eddy_engine_set_abort(eddy_engine *c, int (*cb)(void *user), void *user) {
+    pthread_mutex_lock(&c->lock);
+    c->abort_cb = cb;
+    c->abort_user = user;
+    pthread_mutex_unlock(&c->lock);
+}

@@ -1,0 +1,156 @@
+/*
+ * engine.h — an engine (one model, a thread pool, the work buffers of a forward
+ * step, the state pool) and the sequences, snapshots and forward steps it runs.
+ *
+ * Owns: the internal forms of eddy_engine, eddy_seq and eddy_snapshot
+ * (include/eddy.h); the plan of a forward step (which rows belong to which
+ * sequence, at which positions, from which recurrent slot); the forward pass
+ * (forward.c) and its blocks (block_*.c), which read their buffers from here (a
+ * buffer an architecture does not use is NULL).
+ * Does not own: the state's memory (src/state), the weights (model.h).
+ *
+ * Every public engine, sequence and snapshot function takes the engine's lock, so
+ * one thread may drive the engine while others tokenize or read results.
+ */
+#ifndef EDDY_MODEL_ENGINE_H
+#define EDDY_MODEL_ENGINE_H
+
+#include <pthread.h>
+
+#include "base/threadpool.h"
+#include "model/model.h"
+#include "state/state.h"
+
+/* A sequence: its state in the pool, and the slots of a verify awaiting accept. */
+struct eddy_seq {
+    struct eddy_engine *e;
+    int64_t index;        /* in e->seqs */
+    seq_state st;
+    int64_t n_pending;    /* positions of a verify awaiting eddy_seq_accept; 0: none */
+    int64_t *pending;     /* (n_batch) slot holding the state after each pending position */
+    uint64_t stamp;       /* the engine's batch stamp when last seen in a batch being checked */
+};
+
+struct eddy_snapshot {
+    struct eddy_engine *e;
+    int64_t index;        /* in e->snaps */
+    seq_state st;
+};
+
+/* One sequence's tokens in a forward step: rows [row0, row0 + n) at positions
+ * pos0 .. pos0 + n - 1, starting from recurrent slot `slot`. With `snap` (a verify),
+ * the slot is only read and the state after row row0 + t goes to slot snap[t]. */
+typedef struct {
+    eddy_seq *seq;
+    int64_t row0, n, pos0;
+    int64_t slot;
+    const int64_t *snap;
+} step_run;
+
+typedef struct {
+    int64_t n;         /* rows */
+    int64_t n_runs;
+    step_run *runs;    /* (n_batch) in row order */
+    int64_t *pos;      /* (n_batch) the position of each row */
+    int64_t *slots;    /* (n_batch) scratch: the slots of a group of decode rows */
+    int64_t *out;      /* (n_batch) the rows whose logits are wanted, ascending */
+    float **ptrs;      /* (2 * n_batch) scratch: state pointers handed to the kernels */
+} step_plan;
+
+struct eddy_engine {
+    const model *m;
+    threadpool *pool;
+    state_pool *sp;
+    pthread_mutex_t lock;
+    int64_t n_ctx;        /* positions a sequence may hold */
+    int64_t n_batch;      /* rows per forward step; longer batches are split */
+    int64_t n_seq_max;    /* sequences at once */
+    int64_t n_snap_max;   /* snapshots at once */
+    eddy_seq **seqs;      /* (n_seq_max) NULL: free */
+    eddy_snapshot **snaps; /* (n_snap_max) NULL: free */
+    step_plan plan;
+    eddy_seq **one_seq;   /* (n_batch) scratch: one sequence's rows as a batch */
+    int8_t *all_rows;     /* (n_batch) all 1: every row's logits wanted */
+    uint64_t stamp;       /* counts the batches checked */
+    int (*abort_cb)(void *user);
+    void *abort_user;
+
+    /* work buffers, rows of n_batch tokens */
+    float *x;    /* (n_batch, n_embd) residual stream */
+    float *xn;   /* (n_batch, n_embd) normalized input of a block */
+    float *mix;  /* (n_batch, n_embd) output of a block, added to x */
+    /* attention */
+    float *qg;   /* (n_batch, n_head * head_dim_k * (gated ? 2 : 1)) q projection */
+    float *q;    /* (n_batch, n_head * head_dim_k) */
+    float *k;    /* (n_batch, n_head_kv * head_dim_k) */
+    float *v;    /* (n_batch, n_head_kv * head_dim_v) */
+    float *attn; /* (n_batch, n_head * head_dim_v) */
+    float *rope; /* (n_rot) cos/sin table of one position */
+    /* Gated DeltaNet */
+    float *gdn_qkv; /* (n_batch, conv_dim) projection, then conv output */
+    float *gdn_z;   /* (n_batch, n_v * d_v) output gate */
+    float *gdn_b;   /* (n_batch, n_v) beta logits (or interleaved b|a, 2 n_v, for qwen3next) */
+    float *gdn_a;   /* (n_batch, n_v) decay logits */
+    float *gdn_o;   /* (n_batch, n_v * d_v) mixer output before out projection */
+    float *gdn_g;   /* (n_batch, n_v) log decay per value head */
+    float *gdn_beta; /* (n_batch, n_v) */
+    float *conv_in; /* (n_batch, conv_dim) the projection the conv reads */
+    /* Mamba-2 (the conv output reuses gdn_qkv, the scan output gdn_o) */
+    float *mb_in;   /* (n_batch, in_dim) z | xBC | dt */
+    /* feed-forward */
+    float *ff_a, *ff_b; /* (n_batch, max(n_ff, n_ff_exp, n_ff_shexp)) */
+    float *router;      /* (n_batch, n_expert) */
+    float *ff_out;      /* (n_batch, n_embd) one expert's outputs for the tokens routed to it */
+    float *moe_x;       /* (n_batch, n_embd) the inputs of the tokens routed to one expert */
+    int32_t *moe_sel;   /* (n_batch, n_expert_used) each token's experts */
+    float *moe_w;       /* (n_batch, n_expert_used) their weights */
+    int32_t *moe_order; /* (n_batch * n_expert_used) token slots sorted by expert */
+    int32_t *moe_start; /* (n_expert + 1) where each expert's slots begin in moe_order */
+    void *act;          /* activations converted for linear(): the largest need */
+};
+
+typedef struct eddy_engine engine;
+
+/* Runs the plan's rows (tokens (plan->n), each sequence's rows consecutive) through
+ * the model: KV rows written to the runs' blocks (reserved beforehand), recurrent
+ * slots advanced (or, for a verify run, its snapshot slots written). Writes logits
+ * for the rows listed in out_rows (n_out of them, ascending) into logits
+ * (n_out, n_vocab); n_out 0 skips the output layer. Positions and tokens of the
+ * sequences are the caller's to update. */
+void forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits, const int64_t *out_rows,
+             int64_t n_out);
+
+/* The blocks: each reads c->xn (plan->n rows of n_embd) and writes c->mix. */
+void block_attention(engine *c, const model_layer *l, int64_t il, const step_plan *plan);
+void block_gdn(engine *c, const model_layer *l, int64_t il, const step_plan *plan);
+void block_mamba2(engine *c, const model_layer *l, int64_t il, const step_plan *plan);
+void block_ffn_dense(engine *c, const model_layer *l, int64_t n);
+void block_ffn_moe(engine *c, const model_layer *l, int64_t n);
+void block_ffn_relu2(engine *c, const model_layer *l, int64_t n);
+
+/* Of the runs from index i on: how many consecutive single-row runs without
+ * snapshots (a group the decode-step kernels take in one call, their slots in
+ * plan->slots), or 0 when run i is a prefill or verify run. */
+int64_t step_decode_group(const step_plan *plan, int64_t i);
+
+/* ==== Engine internals (engine.c, engine_step.c) ==== */
+
+/* Evaluates a validated batch (the lock held): rows in order, split into steps of
+ * n_batch rows; with verify, every sequence of the batch keeps per-position states. */
+eddy_status engine_run(engine *c, const int32_t *tokens, eddy_seq *const *seqs, int64_t n, const int8_t *want,
+                       float *logits, bool verify, eddy_error *err);
+
+/* n tokens of sequence s (the lock held), checked whole first, run in steps of
+ * n_batch; logits of every token (all) or of the last. */
+eddy_status engine_run_seq(engine *c, eddy_seq *s, const int32_t *tokens, int64_t n, float *logits, bool all,
+                           eddy_error *err);
+
+/* Puts sequence s back to position n_pos (<= its n_pos; the lock held): KV rows
+ * dropped, the recurrent state restored from the latest snapshot on its path and
+ * the rest replayed. */
+eddy_status engine_truncate(engine *c, eddy_seq *s, int64_t n_pos, eddy_error *err);
+
+/* Gives back the slots of a pending verify; keep_slot (or -1) is kept. */
+void engine_release_pending(engine *c, eddy_seq *s, int64_t keep_slot);
+
+#endif

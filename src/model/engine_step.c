@@ -1,0 +1,207 @@
+/*
+ * engine_step.c — evaluating batches: the checks a batch must pass before anything
+ * changes, its split into forward steps of at most n_batch rows, the plan of each
+ * step (runs of one sequence's rows), and the bookkeeping after it (positions,
+ * tokens, a verify's pending slots). Also the one-sequence entry eddy_seq_eval.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "model/engine.h"
+
+/* ==== Checks ==== */
+
+static bool seq_of_engine(const engine *c, const eddy_seq *s) {
+    return s && s->e == c && s->index >= 0 && s->index < c->n_seq_max && c->seqs[s->index] == s;
+}
+
+/* Everything that could make the batch fail, before anything changes: ids, owners,
+ * order, room in each sequence and, for a verify, in the pool. */
+static eddy_status check_batch(engine *c, const eddy_token *tokens, eddy_seq *const *seqs, int64_t n, bool verify,
+                               eddy_error *err) {
+    const int64_t n_vocab = c->m->hp.n_vocab;
+    if (n <= 0) return eddy_error_set(err, EDDY_ERR_ARG, "no tokens to evaluate");
+    if (verify && n > c->n_batch)
+        return eddy_error_set(err, EDDY_ERR_ARG, "a verify of %" PRId64 " tokens exceeds the batch of %" PRId64, n,
+                              c->n_batch);
+    const uint64_t stamp = ++c->stamp;
+    int64_t run_start = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            return eddy_error_set(err, EDDY_ERR_ARG, "token id %" PRId32 " at index %" PRId64
+                                  " is outside the vocabulary (0..%" PRId64 ")", tokens[i], i, n_vocab - 1);
+        eddy_seq *s = seqs[i];
+        if (i > 0 && s == seqs[i - 1]) continue;
+        if (!seq_of_engine(c, s))
+            return eddy_error_set(err, EDDY_ERR_ARG, "token %" PRId64 " names no sequence of this engine", i);
+        if (s->stamp == stamp)
+            return eddy_error_set(err, EDDY_ERR_ARG, "the tokens of sequence %" PRId64 " are not together: it appears "
+                                  "again at index %" PRId64, s->index, i);
+        if (s->n_pending)
+            return eddy_error_set(err, EDDY_ERR_ARG, "sequence %" PRId64 " has a verify of %" PRId64
+                                  " tokens awaiting eddy_seq_accept", s->index, s->n_pending);
+        s->stamp = stamp;
+        run_start = i;
+        int64_t len = 1;
+        while (run_start + len < n && seqs[run_start + len] == s) len++;
+        if (s->st.n_pos + len > c->n_ctx)
+            return eddy_error_set(err, EDDY_ERR_ARG, "%" PRId64 " tokens do not fit in sequence %" PRId64
+                                  ": it holds %" PRId64 " of %" PRId64 " positions", len, s->index, s->st.n_pos,
+                                  c->n_ctx);
+    }
+    if (verify && n > c->sp->n_slots_free)
+        return eddy_error_set(err, EDDY_ERR_NOMEM, "a verify of %" PRId64 " tokens needs as many free states; the "
+                              "engine has %" PRId64 " (raise its snapshot states)", n, c->sp->n_slots_free);
+    return EDDY_OK;
+}
+
+/* Reserves each sequence's KV blocks for its rows; on failure gives back what was
+ * taken. */
+static eddy_status reserve_blocks(engine *c, eddy_seq *const *seqs, int64_t n, eddy_error *err) {
+    for (int64_t i = 0; i < n;) {
+        int64_t len = 1;
+        while (i + len < n && seqs[i + len] == seqs[i]) len++;
+        seq_state *st = &seqs[i]->st;
+        if (!seq_state_reserve_kv(c->sp, st, st->n_pos, len)) {
+            for (int64_t j = 0; j < i; j++) seq_state_drop_kv(c->sp, &seqs[j]->st, seqs[j]->st.n_pos);
+            return eddy_error_set(err, EDDY_ERR_NOMEM, "the KV cache has no free block for sequence %" PRId64,
+                                  seqs[i]->index);
+        }
+        i += len;
+    }
+    return EDDY_OK;
+}
+
+/* ==== Steps ==== */
+
+int64_t step_decode_group(const step_plan *plan, int64_t i) {
+    int64_t g = 0;
+    while (i + g < plan->n_runs && plan->runs[i + g].n == 1 && !plan->runs[i + g].snap) {
+        plan->slots[g] = plan->runs[i + g].slot;
+        g++;
+    }
+    return g;
+}
+
+/* The plan of rows [r0, r1) of the batch: runs of one sequence's consecutive rows,
+ * each from its sequence's position and slot. A verify's runs read their sequence's
+ * slot and write the state after each row to its pending slots. */
+static void plan_step(engine *c, eddy_seq *const *seqs, int64_t r0, int64_t r1, bool verify) {
+    step_plan *p = &c->plan;
+    p->n = r1 - r0;
+    p->n_runs = 0;
+    for (int64_t i = r0; i < r1;) {
+        eddy_seq *s = seqs[i];
+        int64_t len = 1;
+        while (i + len < r1 && seqs[i + len] == s) len++;
+        step_run *run = &p->runs[p->n_runs++];
+        *run = (step_run){s, i - r0, len, s->st.n_pos, s->st.slot, verify ? s->pending : NULL};
+        for (int64_t t = 0; t < len; t++) p->pos[i - r0 + t] = run->pos0 + t;
+        i += len;
+    }
+}
+
+eddy_status engine_run(engine *c, const eddy_token *tokens, eddy_seq *const *seqs, int64_t n, const int8_t *want,
+                       float *logits, bool verify, eddy_error *err) {
+    eddy_status st = check_batch(c, tokens, seqs, n, verify, err);
+    if (st == EDDY_OK) st = reserve_blocks(c, seqs, n, err);
+    if (st != EDDY_OK) return st;
+    if (verify) /* every token's state gets a slot (counted free above); one step holds the batch */
+        for (int64_t i = 0; i < n; i++) {
+            eddy_seq *s = seqs[i];
+            s->pending[s->n_pending++] = state_slot_alloc(c->sp, false);
+        }
+    const int64_t n_vocab = c->m->hp.n_vocab;
+    int64_t done_out = 0;
+    for (int64_t r0 = 0; r0 < n; r0 += c->n_batch) {
+        if (r0 > 0 && c->abort_cb && c->abort_cb(c->abort_user)) {
+            for (int64_t i = r0; i < n; i++) /* blocks reserved for the rows not run */
+                seq_state_drop_kv(c->sp, &seqs[i]->st, seqs[i]->st.n_pos);
+            return eddy_error_set(err, EDDY_ERR_CANCELLED, "evaluation cancelled after %" PRId64 " of %" PRId64
+                                  " tokens", r0, n);
+        }
+        const int64_t r1 = n - r0 < c->n_batch ? n : r0 + c->n_batch;
+        step_plan *p = &c->plan;
+        plan_step(c, seqs, r0, r1, verify);
+        /* the rows whose logits are wanted: by flag, or each sequence's last token */
+        int64_t n_out = 0;
+        for (int64_t i = r0; i < r1; i++) {
+            const bool last = i == n - 1 || seqs[i + 1] != seqs[i];
+            if (want ? want[i] != 0 : last) p->out[n_out++] = i - r0;
+        }
+        forward(c, tokens + r0, p, logits ? logits + done_out * n_vocab : NULL, p->out, logits ? n_out : 0);
+        done_out += n_out;
+        for (int64_t k = 0; k < p->n_runs; k++) {
+            step_run *run = &p->runs[k];
+            seq_state *ss = &run->seq->st;
+            memcpy(ss->tokens + run->pos0, tokens + r0 + run->row0, (size_t)run->n * sizeof *tokens);
+            if (!verify) ss->n_pos += run->n;
+        }
+    }
+    return EDDY_OK;
+}
+
+/* ==== One sequence ==== */
+
+eddy_status engine_run_seq(engine *c, eddy_seq *s, const int32_t *tokens, int64_t n, float *logits, bool all,
+                           eddy_error *err) {
+    if (!seq_of_engine(c, s)) return eddy_error_set(err, EDDY_ERR_ARG, "the sequence belongs to no engine");
+    if (n <= 0) return eddy_error_set(err, EDDY_ERR_ARG, "no tokens to evaluate");
+    if (s->n_pending)
+        return eddy_error_set(err, EDDY_ERR_ARG, "the sequence has a verify of %" PRId64
+                              " tokens awaiting eddy_seq_accept", s->n_pending);
+    /* everything checked before the first step, so a failure changes nothing */
+    const int64_t n_vocab = c->m->hp.n_vocab;
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            return eddy_error_set(err, EDDY_ERR_ARG, "token id %" PRId32 " at index %" PRId64
+                                  " is outside the vocabulary (0..%" PRId64 ")", tokens[i], i, n_vocab - 1);
+    if (s->st.n_pos + n > c->n_ctx)
+        return eddy_error_set(err, EDDY_ERR_ARG, "%" PRId64 " tokens do not fit: the sequence holds %" PRId64
+                              " of %" PRId64 " positions", n, s->st.n_pos, c->n_ctx);
+    for (int64_t i = 0; i < c->n_batch; i++) c->one_seq[i] = s;
+    for (int64_t done = 0; done < n; done += c->n_batch) {
+        if (done > 0 && c->abort_cb && c->abort_cb(c->abort_user))
+            return eddy_error_set(err, EDDY_ERR_CANCELLED, "evaluation cancelled after %" PRId64 " of %" PRId64
+                                  " tokens", done, n);
+        const int64_t chunk = n - done < c->n_batch ? n - done : c->n_batch;
+        const bool last = done + chunk == n;
+        /* all logits: every chunk writes its rows; otherwise only the last chunk's last row */
+        float *dst = logits && all ? logits + done * n_vocab : logits && last ? logits : NULL;
+        eddy_status st = engine_run(c, tokens + done, c->one_seq, chunk, all ? c->all_rows : NULL, dst, false, err);
+        if (st != EDDY_OK) return st;
+    }
+    return EDDY_OK;
+}
+
+eddy_status eddy_seq_eval(eddy_seq *s, const int32_t *tokens, int64_t n, float *logits, int all_logits,
+                          eddy_error *err) {
+    if (!s || (!tokens && n > 0)) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_seq_eval: NULL argument");
+    engine *c = s->e;
+    pthread_mutex_lock(&c->lock);
+    eddy_status st = engine_run_seq(c, s, tokens, n, logits, all_logits != 0, err);
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+/* ==== Public entries ==== */
+
+static eddy_status decode_or_verify(eddy_engine *c, const eddy_batch *b, float *logits, bool verify,
+                                    eddy_error *err) {
+    if (!c || !b || (b->n_tokens > 0 && (!b->tokens || !b->seq)))
+        return eddy_error_set(err, EDDY_ERR_ARG, "%s: NULL argument", verify ? "eddy_engine_verify"
+                                                                             : "eddy_engine_decode");
+    pthread_mutex_lock(&c->lock);
+    eddy_status s = engine_run(c, b->tokens, b->seq, b->n_tokens, b->logits, logits, verify, err);
+    pthread_mutex_unlock(&c->lock);
+    return s;
+}
+
+eddy_status eddy_engine_decode(eddy_engine *c, const eddy_batch *b, float *logits, eddy_error *err) {
+    return decode_or_verify(c, b, logits, false, err);
+}
+
+eddy_status eddy_engine_verify(eddy_engine *c, const eddy_batch *b, float *logits, eddy_error *err) {
+    return decode_or_verify(c, b, logits, true, err);
+}
