@@ -2,11 +2,14 @@
  * cmd_bench.c — `eddy bench`: benchmarks.
  *
  *   eddy bench -m MODEL.gguf [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]
+ *   eddy bench -m MODEL.gguf --npl 1,2,4,8,16 [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]
  *   eddy bench --kernels [--json] [-t THREADS] [--filter NAME]
  *
  * A model benchmark (eddy_bench_model) prints a table like llama-bench's, then the
  * read bandwidth, bytes per decode token, roofline fraction and peak RSS; with
- * --json one line holding all of them. The two kinds take separate runs.
+ * --json one line holding all of them. With --npl, the batched benchmark
+ * (eddy_bench_batched) for each count of sequences: a table like llama-batched-bench's,
+ * or one JSON line per count. The kinds take separate runs.
  */
 #include <stdio.h>
 #include <string.h>
@@ -146,12 +149,79 @@ static int bench_model(const char *path, eddy_bench_params *p, int json) {
     return rc;
 }
 
+/* ==== Batched benchmark ==== */
+
+/* "1,2,4": up to max counts in 1..4096; false after printing an error. */
+static bool parse_npl(const char *s, long long *out, int max, int *n) {
+    *n = 0;
+    if (!s) return cli_error("--npl needs a list of sequence counts, e.g. 1,2,4,8"), false;
+    const char *p = s;
+    while (*p) {
+        char buf[32];
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= sizeof buf || *n == max)
+            return cli_error("--npl: \"%s\" is not a list of at most %d counts", s, max), false;
+        memcpy(buf, p, len);
+        buf[len] = '\0';
+        if (cli_parse_int("--npl", buf, 1, 4096, &out[(*n)++])) return false;
+        p += len + (p[len] == ',');
+    }
+    return *n > 0 || (cli_error("--npl needs at least one count"), false);
+}
+
+static int bench_batched(const char *path, eddy_bench_params *p, const long long *npl, int n_npl, int json) {
+    eddy_error err;
+    eddy_model *m;
+    if (eddy_model_load(path, &m, &err) != EDDY_OK) return cli_error("%s", err.msg);
+    eddy_vocab *v = NULL;
+    if (eddy_vocab_load(eddy_model_gguf(m), &v, &err) != EDDY_OK) v = NULL;
+    p->vocab = v;
+    const char *slash = strrchr(path, '/');
+    const char *name = slash ? slash + 1 : path;
+    int rc = 0;
+    if (!json) {
+        printf("%s (%s): %lld prompt + %lld generated tokens per sequence, median of %d runs after a warm-up\n\n",
+               name, eddy_model_arch(m), (long long)p->n_prompt, (long long)p->n_gen, p->n_reps);
+        printf("|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s | S_TG/seq t/s |\n");
+        printf("|------:|-------:|-----:|-------:|---------:|---------:|---------:|---------:|-------------:|\n");
+    }
+    for (int i = 0; i < n_npl && !rc; i++) {
+        eddy_bench_batched_result r;
+        if (eddy_bench_batched(m, p, npl[i], &r, &err) != EDDY_OK) {
+            rc = cli_error("%s", err.msg);
+            break;
+        }
+        if (json) {
+            printf("{\"model\": \"");
+            json_string(stdout, name);
+            printf("\", \"arch\": \"");
+            json_string(stdout, eddy_model_arch(m));
+            printf("\", \"threads\": %d, \"n_seq\": %lld, \"pp_tokens\": %lld, \"tg_tokens\": %lld, "
+                   "\"pp_seconds\": %.6g, \"pp_tps\": %.6g, \"tg_seconds\": %.6g, \"tg_tps\": %.6g, "
+                   "\"tg_tps_per_seq\": %.6g, \"reps\": %d}\n",
+                   r.n_threads, (long long)r.n_seq, (long long)p->n_prompt, (long long)p->n_gen, r.pp_seconds,
+                   r.pp_tps, r.tg_seconds, r.tg_tps, r.tg_tps / (double)r.n_seq, p->n_reps);
+        } else {
+            printf("| %5lld | %6lld | %4lld | %6lld | %8.3f | %8.2f | %8.3f | %8.2f | %12.2f |\n",
+                   (long long)p->n_prompt, (long long)p->n_gen, (long long)r.n_seq,
+                   (long long)(r.n_seq * (p->n_prompt + p->n_gen)), r.pp_seconds, r.pp_tps, r.tg_seconds, r.tg_tps,
+                   r.tg_tps / (double)r.n_seq);
+        }
+        fflush(stdout);
+    }
+    eddy_vocab_free(v);
+    eddy_model_free(m);
+    return rc;
+}
+
 /* ==== Entry ==== */
 
 int cmd_bench(int argc, char **argv) {
     int kernels = 0, json = 0, model_only = 0;
     long long threads = 0, n_prompt = 512, n_gen = 128, reps = 5;
     const char *filter = NULL, *model = NULL;
+    long long npl[64];
+    int n_npl = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--kernels")) kernels = 1;
@@ -171,6 +241,9 @@ int cmd_bench(int argc, char **argv) {
         } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
             if (cli_parse_int(a, val, 0, 1 << 20, &n_gen)) return 1;
             i++, model_only = 1;
+        } else if (!strcmp(a, "--npl") || !strcmp(a, "-npl")) {
+            if (!parse_npl(val, npl, 64, &n_npl)) return 1;
+            i++, model_only = 1;
         } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
             if (cli_parse_int(a, val, 1, 1000, &reps)) return 1;
             i++, model_only = 1;
@@ -181,7 +254,7 @@ int cmd_bench(int argc, char **argv) {
     if (kernels && model) return cli_error("bench: --kernels and -m are separate benchmarks: run one at a time");
     if (!kernels && !model) return cli_error("bench: nothing to run (use -m MODEL.gguf or --kernels)");
     if (kernels) {
-        if (model_only) return cli_error("bench: -p, -n and -r apply to model benchmarks (-m), not --kernels");
+        if (model_only) return cli_error("bench: -p, -n, -r and --npl apply to model benchmarks (-m), not --kernels");
         eddy_error err;
         if (eddy_bench_kernels(filter, threads > 0 ? (int)threads : 2, json, &err) != EDDY_OK)
             return cli_error("%s", err.msg);
@@ -191,5 +264,5 @@ int cmd_bench(int argc, char **argv) {
     if (n_prompt == 0 && n_gen == 0) return cli_error("bench: nothing to run: -p and -n are both 0");
     eddy_bench_params p = {.n_prompt = n_prompt, .n_gen = n_gen, .n_threads = (int)threads, .n_reps = (int)reps,
                            .seed = 42};
-    return bench_model(model, &p, json);
+    return n_npl ? bench_batched(model, &p, npl, n_npl, json) : bench_model(model, &p, json);
 }

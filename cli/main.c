@@ -99,6 +99,8 @@ static void usage(FILE *out) {
             "      [--top-p P] [--min-p P] [--seed S] [--repeat-penalty R] [-t THREADS] [-c CTX]\n"
             "      [-ctk f16|f32] [-ctv f16|f32]\n"
             "                                          generate a continuation, streamed to stdout\n"
+            "  batch -m MODEL.gguf -f PROMPTS.txt [-np N] [-n N] [--jsonl] [options of run]\n"
+            "                                          many prompts (one per line) decoded together\n"
             "  chat -m MODEL.gguf [--system TEXT] [options of run]\n"
             "                                          interactive chat (Ctrl-D quits, /reset starts over)\n"
             "  perplexity -m MODEL.gguf -f TEXT [-c CTX] [--chunks N] [-t N] [-ctk T] [-ctv T]\n"
@@ -107,6 +109,8 @@ static void usage(FILE *out) {
             "                                          float32 logits for every position\n"
             "  bench -m MODEL.gguf [-p 512] [-n 128] [-t N] [-r REPS] [--json]\n"
             "                                          prefill and decode t/s, roofline fraction, peak RSS\n"
+            "  bench -m MODEL.gguf --npl 1,2,4,8 [-p 512] [-n 128] [-t N] [-r REPS] [--json]\n"
+            "                                          many sequences at once, as llama-batched-bench\n"
             "  bench --kernels [--json] [-t N] [--filter NAME]\n"
             "                                          kernel benchmarks against this machine's limits\n"
             "  tokenize -m MODEL.gguf [--file PATH | TEXT] [--no-special] [--no-bos]\n"
@@ -133,6 +137,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "logits")) return cmd_logits(argc - 1, argv + 1);
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "batch")) return cmd_batch(argc - 1, argv + 1);
     if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
     if (!strcmp(cmd, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);

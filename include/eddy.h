@@ -347,6 +347,21 @@ typedef struct {
 eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, eddy_bench_result *r,
                              eddy_error *err);
 
+/* Many sequences at once, as llama.cpp's llama-batched-bench measures them: n_seq
+ * sequences of n_prompt random tokens prefilled in one batch (pp), then n_gen steps
+ * each decoding one token of every sequence in one batch (tg), from empty sequences;
+ * one warm-up, then the median of n_reps timed runs. Rates count the tokens of all
+ * sequences (aggregate); per sequence, divide by n_seq. */
+typedef struct {
+    int64_t n_seq;
+    int n_threads;
+    double pp_seconds, tg_seconds; /* medians */
+    double pp_tps, tg_tps;         /* n_seq * n_prompt / pp_seconds, n_seq * n_gen / tg_seconds */
+} eddy_bench_batched_result;
+
+eddy_status eddy_bench_batched(const eddy_model *m, const eddy_bench_params *p, int64_t n_seq,
+                               eddy_bench_batched_result *r, eddy_error *err);
+
 /* ==== Text: vocabulary, tokenizer, detokenizer, chat templates ==== */
 
 /* A model's tokenizer, loaded from a GGUF file's tokenizer.* metadata. Immutable

@@ -1,0 +1,363 @@
+/*
+ * cmd_batch.c — `eddy batch`: many prompts decoded together on one engine.
+ *
+ *   eddy batch -m MODEL.gguf -f PROMPTS.txt [-np N] [-n N] [--jsonl] [--chat [--system TEXT]]
+ *              [the sampling, context, thread and cache flags of run]
+ *
+ * One prompt per line of PROMPTS.txt (empty lines are skipped). Up to N sequences run
+ * at once (-np, default: the number of prompts, at most 8); each forward step carries
+ * the new prompts' tokens and one token of every running sequence, so the weights are
+ * read once per step for all of them. When a sequence ends, the next prompt takes its
+ * slot. Each prompt gets its own sampler with the same seed, and the kernels compute
+ * a row the same way whatever else is in the batch, so each output is the one
+ * `eddy run` gives for that prompt alone. Outputs go to stdout in input order once all
+ * are done (--jsonl: one JSON object per line); per-sequence and aggregate speeds go
+ * to stderr. A prompt that cannot run (too long for the context) is reported and the
+ * others carry on.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+typedef struct {
+    const char *text;    /* the prompt line, NUL-terminated in the file's buffer */
+    eddy_token *ids;     /* (n_ids) */
+    int64_t n_ids;
+    eddy_seq *seq;       /* while running */
+    eddy_sampler *s;
+    eddy_detok *d;
+    char *out;           /* the continuation, (out_len) bytes */
+    size_t out_len, out_cap;
+    int64_t n_gen;
+    eddy_token next;     /* the token to feed in the next step */
+    bool started, done;
+    const char *stop;    /* why it ended: "eog", "length", "context", or an error */
+    double t_first, t_end; /* first sampled token, end */
+} job;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static bool append(job *j, const char *text, size_t len) {
+    if (j->out_len + len + 1 > j->out_cap) {
+        size_t cap = j->out_cap ? j->out_cap : 256;
+        while (cap < j->out_len + len + 1) cap *= 2;
+        char *bigger = realloc(j->out, cap);
+        if (!bigger) return false;
+        j->out = bigger, j->out_cap = cap;
+    }
+    memcpy(j->out + j->out_len, text, len);
+    j->out_len += len;
+    j->out[j->out_len] = '\0';
+    return true;
+}
+
+/* ==== Prompts ==== */
+
+/* Splits text into its non-empty lines (a trailing '\r' dropped), in place. */
+static int64_t split_lines(char *text, size_t len, job **out) {
+    int64_t n = 0, cap = 16;
+    job *jobs = calloc((size_t)cap, sizeof *jobs);
+    for (size_t i = 0; jobs && i < len;) {
+        size_t e = i;
+        while (e < len && text[e] != '\n') e++;
+        size_t end = e > i && text[e - 1] == '\r' ? e - 1 : e;
+        text[end] = '\0';
+        if (end > i) {
+            if (n == cap) {
+                job *bigger = realloc(jobs, (size_t)(cap *= 2) * sizeof *jobs);
+                if (!bigger) {
+                    free(jobs);
+                    return -1;
+                }
+                jobs = bigger;
+            }
+            memset(&jobs[n], 0, sizeof jobs[n]);
+            jobs[n++].text = text + i;
+        }
+        i = e + 1;
+    }
+    *out = jobs;
+    return jobs ? n : -1;
+}
+
+static int tokenize_prompt(gen_session *g, job *j, bool chat, const char *system) {
+    if (chat) {
+        eddy_chat_message msgs[2];
+        int64_t k = 0;
+        if (system) msgs[k++] = (eddy_chat_message){"system", system};
+        msgs[k++] = (eddy_chat_message){"user", j->text};
+        return cli_chat_tokens(g->v, msgs, k, &g->chat, &j->ids, &j->n_ids);
+    }
+    eddy_error err;
+    eddy_token *t;
+    if (eddy_tokenize(g->v, j->text, strlen(j->text), EDDY_TOKENIZE_ADD_SPECIAL, &t, &j->n_ids, &err) != EDDY_OK)
+        return cli_error("%s", err.msg);
+    j->ids = malloc((size_t)(j->n_ids ? j->n_ids : 1) * sizeof *j->ids);
+    if (j->ids) memcpy(j->ids, t, (size_t)j->n_ids * sizeof *t);
+    eddy_buffer_free(t);
+    return j->ids ? 0 : cli_error("out of memory");
+}
+
+/* ==== The loop ==== */
+
+typedef struct {
+    eddy_engine *e;
+    const eddy_model *m;
+    const eddy_vocab *v;
+    const eddy_sampler_params *sp;
+    int64_t n_predict, n_ctx, n_vocab;
+    job **active;        /* (np) the running jobs, in batch order */
+    int64_t n_active;
+    eddy_token *tokens;  /* batch buffers, grown as needed */
+    eddy_seq **owner;
+    int64_t cap;
+    float *logits;       /* (np, n_vocab) */
+} sched;
+
+static void finish(sched *sc, job *j, const char *stop) {
+    if (j->d) {
+        const char *text;
+        size_t len;
+        eddy_detok_flush(j->d, &text, &len);
+        if (len && !append(j, text, len)) stop = "out of memory";
+    }
+    j->stop = stop;
+    j->done = true;
+    j->t_end = now_s();
+    eddy_detok_free(j->d);
+    eddy_sampler_free(j->s);
+    eddy_seq_free(j->seq);
+    j->d = NULL, j->s = NULL, j->seq = NULL;
+    (void)sc;
+}
+
+/* Gives job j a sequence, a sampler and a detokenizer; false (j finished with the
+ * reason) when it cannot run. */
+static bool start(sched *sc, job *j) {
+    eddy_error err;
+    j->started = true;
+    if (j->n_ids == 0) return finish(sc, j, "empty prompt"), false;
+    if (j->n_ids >= sc->n_ctx) return finish(sc, j, "prompt longer than the context (raise -c)"), false;
+    if (eddy_seq_new(sc->e, &j->seq, &err) != EDDY_OK || eddy_sampler_new(sc->sp, sc->n_vocab, &j->s, &err) != EDDY_OK ||
+        eddy_detok_new(sc->v, EDDY_DETOK_SKIP_CONTROL, &j->d, &err) != EDDY_OK) {
+        cli_error("%s", err.msg);
+        return finish(sc, j, "could not start"), false;
+    }
+    return true;
+}
+
+static bool reserve(sched *sc, int64_t n) {
+    if (n <= sc->cap) return true;
+    int64_t cap = sc->cap ? sc->cap : 256;
+    while (cap < n) cap *= 2;
+    eddy_token *t = realloc(sc->tokens, (size_t)cap * sizeof *t);
+    if (t) sc->tokens = t;
+    eddy_seq **o = realloc(sc->owner, (size_t)cap * sizeof *o);
+    if (o) sc->owner = o;
+    if (!t || !o) return false;
+    sc->cap = cap;
+    return true;
+}
+
+/* One forward step over every active job, then one sampled token for each. */
+static int step(sched *sc) {
+    int64_t n = 0;
+    for (int64_t k = 0; k < sc->n_active; k++) {
+        job *j = sc->active[k];
+        const bool prefill = j->n_gen == 0 && j->t_first == 0;
+        const int64_t len = prefill ? j->n_ids : 1;
+        if (!reserve(sc, n + len)) return cli_error("out of memory");
+        memcpy(sc->tokens + n, prefill ? j->ids : &j->next, (size_t)len * sizeof *sc->tokens);
+        for (int64_t t = 0; t < len; t++) sc->owner[n + t] = j->seq;
+        n += len;
+    }
+    eddy_batch b = {n, sc->tokens, sc->owner, NULL}; /* logits: each sequence's last token */
+    eddy_error err;
+    if (eddy_engine_decode(sc->e, &b, sc->logits, &err) != EDDY_OK) return cli_error("%s", err.msg);
+    for (int64_t k = 0; k < sc->n_active; k++) {
+        job *j = sc->active[k];
+        if (j->t_first == 0) { /* the prompt went in: the sampler sees it, as eddy run's */
+            for (int64_t i = 0; i < j->n_ids; i++) eddy_sampler_accept(j->s, j->ids[i]);
+            j->t_first = now_s();
+        }
+        if (sc->n_predict >= 0 && j->n_gen >= sc->n_predict) {
+            finish(sc, j, "length");
+            continue;
+        }
+        const eddy_token t = eddy_sampler_sample(j->s, sc->logits + k * sc->n_vocab);
+        if (eddy_vocab_is_eog(sc->v, t)) {
+            finish(sc, j, "eog");
+            continue;
+        }
+        eddy_sampler_accept(j->s, t);
+        j->n_gen++;
+        const char *text;
+        size_t len;
+        if (eddy_detok_push(j->d, t, &text, &len, &err) != EDDY_OK || !append(j, text, len)) {
+            finish(sc, j, "out of memory");
+            continue;
+        }
+        if (sc->n_predict >= 0 && j->n_gen >= sc->n_predict) finish(sc, j, "length");
+        else if (eddy_seq_n_pos(j->seq) >= sc->n_ctx) finish(sc, j, "context");
+        else j->next = t;
+    }
+    return 0;
+}
+
+/* ==== Output ==== */
+
+static void print_json_string(const char *s, size_t n) {
+    putchar('"');
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c == '\n') fputs("\\n", stdout);
+        else if (c == '\t') fputs("\\t", stdout);
+        else if (c == '\r') fputs("\\r", stdout);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+static void print_results(const job *jobs, int64_t n, bool jsonl) {
+    for (int64_t i = 0; i < n; i++) {
+        const job *j = &jobs[i];
+        if (jsonl) {
+            printf("{\"index\":%lld,\"prompt\":", (long long)i);
+            print_json_string(j->text, strlen(j->text));
+            fputs(",\"text\":", stdout);
+            print_json_string(j->out ? j->out : "", j->out_len);
+            printf(",\"tokens_prompt\":%lld,\"tokens_generated\":%lld,\"stop\":", (long long)j->n_ids,
+                   (long long)j->n_gen);
+            print_json_string(j->stop, strlen(j->stop));
+            fputs("}\n", stdout);
+        } else {
+            printf("=== %lld ===\n", (long long)i + 1);
+            if (j->out_len) fwrite(j->out, 1, j->out_len, stdout);
+            fputc('\n', stdout);
+        }
+    }
+}
+
+static void print_stats(const job *jobs, int64_t n, int64_t np, double t_prefill0, double t_end) {
+    int64_t n_prompt = 0, n_gen = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const job *j = &jobs[i];
+        const double dt = j->t_end - j->t_first;
+        fprintf(stderr, "eddy: [%lld] prompt %lld tokens, generated %lld tokens in %.2f s (%.1f t/s), stop: %s\n",
+                (long long)i + 1, (long long)j->n_ids, (long long)j->n_gen, dt > 0 ? dt : 0,
+                dt > 0 ? j->n_gen / dt : 0, j->stop);
+        n_prompt += j->n_gen || j->t_first ? j->n_ids : 0;
+        n_gen += j->n_gen;
+    }
+    const double dt = t_end - t_prefill0;
+    fprintf(stderr, "eddy: %lld prompts, %lld at a time: %lld prompt + %lld generated tokens in %.2f s "
+            "(%.1f generated t/s aggregate)\n", (long long)n, (long long)np, (long long)n_prompt, (long long)n_gen,
+            dt, dt > 0 ? n_gen / dt : 0);
+}
+
+int cmd_batch(int argc, char **argv) {
+    gen_opts o;
+    gen_opts_init(&o);
+    const char *file = NULL, *system = NULL;
+    long long np = 0;
+    bool jsonl = false, chat = false;
+    for (int i = 1; i < argc; i++) {
+        int r = gen_opts_parse(&o, argc, argv, &i);
+        if (r > 0) return 1;
+        if (r == 0) continue;
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+            if (!val) return cli_error("%s needs a file name", a);
+            file = val, i++;
+        } else if (!strcmp(a, "-np") || !strcmp(a, "--parallel")) {
+            if (cli_parse_int(a, val, 1, 4096, &np)) return 1;
+            i++;
+        } else if (!strcmp(a, "--system")) {
+            if (!val) return cli_error("%s needs a text", a);
+            system = val, i++;
+        } else if (!strcmp(a, "--chat")) {
+            chat = true;
+        } else if (!strcmp(a, "--jsonl")) {
+            jsonl = true;
+        } else {
+            return cli_error("batch: unknown option \"%s\"", a);
+        }
+    }
+    if (!o.model) return cli_error("batch: no model given (-m MODEL.gguf)");
+    if (!file) return cli_error("batch: no prompt file given (-f PROMPTS.txt, one prompt per line)");
+    if (system && !chat) return cli_error("batch: --system needs --chat");
+    size_t len;
+    char *text = cli_read_file(file, &len);
+    if (!text) return cli_error("%s: cannot read the prompt file", file);
+    job *jobs = NULL;
+    const int64_t n_jobs = split_lines(text, len, &jobs);
+    if (n_jobs <= 0) {
+        free(text), free(jobs);
+        return n_jobs < 0 ? cli_error("out of memory") : cli_error("%s: no prompts (one per line)", file);
+    }
+    if (np == 0) np = n_jobs < 8 ? n_jobs : 8;
+    if (np > n_jobs) np = n_jobs;
+
+    gen_session g;
+    int rc = gen_session_open(&o, &g); /* model, vocabulary, template (its one-sequence context goes unused) */
+    for (int64_t i = 0; !rc && i < n_jobs; i++) rc = tokenize_prompt(&g, &jobs[i], chat, system);
+    sched sc = {0};
+    if (!rc) {
+        eddy_error err;
+        eddy_engine_params ep = {.n_ctx = o.n_ctx, .n_seq_max = (int)np, .n_threads = (int)o.threads,
+                                 .type_k = o.type_k, .type_v = o.type_v};
+        eddy_ctx_free(g.c); /* its memory goes to the engine's sequences */
+        g.c = NULL;
+        if (eddy_engine_new(g.m, &ep, &sc.e, &err) != EDDY_OK) rc = cli_error("%s", err.msg);
+    }
+    if (!rc) {
+        sc.m = g.m, sc.v = g.v, sc.sp = &o.sp, sc.n_predict = o.n_predict;
+        sc.n_ctx = eddy_engine_n_ctx(sc.e), sc.n_vocab = eddy_model_n_vocab(g.m);
+        sc.active = calloc((size_t)np, sizeof *sc.active);
+        sc.logits = malloc((size_t)(np * sc.n_vocab) * sizeof(float));
+        if (!sc.active || !sc.logits) rc = cli_error("out of memory");
+    }
+    const double t0 = now_s();
+    int64_t next = 0;
+    while (!rc) {
+        /* finished jobs leave, waiting ones take their slots */
+        int64_t kept = 0;
+        for (int64_t k = 0; k < sc.n_active; k++)
+            if (!sc.active[k]->done) sc.active[kept++] = sc.active[k];
+        sc.n_active = kept;
+        while (sc.n_active < np && next < n_jobs) {
+            job *j = &jobs[next++];
+            if (start(&sc, j)) sc.active[sc.n_active++] = j;
+        }
+        if (sc.n_active == 0) break;
+        rc = step(&sc);
+    }
+    const double t1 = now_s();
+    for (int64_t k = 0; rc && k < sc.n_active; k++)
+        if (!sc.active[k]->done) finish(&sc, sc.active[k], "error");
+    if (!rc) {
+        print_results(jobs, n_jobs, jsonl);
+        if (fflush(stdout) != 0 || ferror(stdout)) rc = cli_error("writing standard output failed");
+        print_stats(jobs, n_jobs, np, t0, t1);
+    }
+    for (int64_t i = 0; i < n_jobs; i++) {
+        if (jobs[i].started && !jobs[i].done) finish(&sc, &jobs[i], "error");
+        free(jobs[i].ids);
+        free(jobs[i].out);
+    }
+    eddy_engine_free(sc.e);
+    free(sc.active), free(sc.logits), free(sc.tokens), free(sc.owner);
+    gen_session_close(&g);
+    free(jobs);
+    free(text);
+    return rc;
+}

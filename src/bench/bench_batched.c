@@ -1,0 +1,138 @@
+/*
+ * bench_batched.c — `eddy bench -m --npl`: the speed of many sequences in one engine,
+ * measured as llama.cpp's llama-batched-bench measures it.
+ *
+ * Owns: the two phases (pp: n_seq random prompts of n_prompt tokens in one batch from
+ * empty sequences, the logits of each sequence's last token; tg: n_gen steps, each
+ * one batch holding one token of every sequence, each feeding that sequence's argmax),
+ * their warm-up and timed repetitions, and the medians.
+ * Does not own: the single-sequence benchmark (bench_model.c) or the output
+ * (cli/cmd_bench.c).
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "base/timer.h"
+#include "eddy.h"
+
+static uint64_t rng_next(uint64_t *s) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
+}
+
+static int32_t argmax(const float *x, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return (int32_t)best;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+typedef struct {
+    eddy_engine *e;
+    eddy_seq **seqs;   /* (n_seq) */
+    int64_t n_seq, n_prompt, n_gen, n_vocab;
+    int32_t *tokens;   /* (n_seq * n_prompt) the prompts, then the step's tokens */
+    eddy_seq **owner;  /* (n_seq * max(n_prompt, 1)) */
+    float *logits;     /* (n_seq, n_vocab) */
+    const int32_t *prompts;
+} run;
+
+/* One pp phase then one tg phase from empty sequences; their times. */
+static eddy_status run_once(run *r, double *t_pp, double *t_tg, eddy_error *err) {
+    for (int64_t s = 0; s < r->n_seq; s++) eddy_seq_clear(r->seqs[s]);
+    eddy_status st = EDDY_OK;
+    double t0 = timer_s();
+    if (r->n_prompt > 0) {
+        for (int64_t s = 0; s < r->n_seq; s++)
+            for (int64_t i = 0; i < r->n_prompt; i++) r->owner[s * r->n_prompt + i] = r->seqs[s];
+        eddy_batch b = {r->n_seq * r->n_prompt, r->prompts, r->owner, NULL};
+        st = eddy_engine_decode(r->e, &b, r->logits, err);
+    }
+    *t_pp = timer_s() - t0;
+    for (int64_t s = 0; s < r->n_seq; s++) { /* each sequence's first token: its argmax, or 0 without a prompt */
+        r->owner[s] = r->seqs[s];
+        r->tokens[s] = r->n_prompt > 0 ? argmax(r->logits + s * r->n_vocab, r->n_vocab) : 0;
+    }
+    t0 = timer_s();
+    for (int64_t i = 0; i < r->n_gen && st == EDDY_OK; i++) {
+        eddy_batch b = {r->n_seq, r->tokens, r->owner, NULL};
+        st = eddy_engine_decode(r->e, &b, r->logits, err);
+        for (int64_t s = 0; s < r->n_seq; s++) r->tokens[s] = argmax(r->logits + s * r->n_vocab, r->n_vocab);
+    }
+    *t_tg = timer_s() - t0;
+    return st;
+}
+
+eddy_status eddy_bench_batched(const eddy_model *m, const eddy_bench_params *p, int64_t n_seq,
+                               eddy_bench_batched_result *res, eddy_error *err) {
+    if (!m || !p || !res) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_bench_batched: NULL argument");
+    const int64_t max_tokens = (int64_t)1 << 20;
+    if (n_seq < 1 || n_seq > 4096)
+        return eddy_error_set(err, EDDY_ERR_ARG, "bench: %" PRId64 " sequences out of range 1..4096", n_seq);
+    if (p->n_prompt < 0 || p->n_gen < 0 || p->n_prompt > max_tokens || p->n_gen > max_tokens ||
+        n_seq * p->n_prompt > max_tokens)
+        return eddy_error_set(err, EDDY_ERR_ARG, "bench: %" PRId64 " sequences of %" PRId64 " + %" PRId64
+                              " tokens: too many", n_seq, p->n_prompt, p->n_gen);
+    if (p->n_prompt + p->n_gen == 0)
+        return eddy_error_set(err, EDDY_ERR_ARG, "bench: nothing to run: the prompt and decode tokens are both 0");
+    if (p->n_reps < 0 || p->n_reps > 1000)
+        return eddy_error_set(err, EDDY_ERR_ARG, "bench: %d repetitions out of range 1..1000", p->n_reps);
+    const int reps = p->n_reps > 0 ? p->n_reps : 5;
+    eddy_engine_params ep = {.n_ctx = p->n_prompt + p->n_gen, .n_seq_max = (int)n_seq, .n_threads = p->n_threads};
+    run r = {.n_seq = n_seq, .n_prompt = p->n_prompt, .n_gen = p->n_gen, .n_vocab = eddy_model_n_vocab(m)};
+    eddy_status st = eddy_engine_new(m, &ep, &r.e, err);
+    if (st != EDDY_OK) return st;
+    const int64_t n_rows = n_seq * (p->n_prompt > 0 ? p->n_prompt : 1);
+    r.seqs = eddy_calloc((size_t)n_seq, sizeof *r.seqs);
+    int32_t *prompts = eddy_malloc((size_t)n_rows * sizeof *prompts);
+    r.tokens = eddy_malloc((size_t)n_seq * sizeof *r.tokens);
+    r.owner = eddy_malloc((size_t)n_rows * sizeof *r.owner);
+    r.logits = eddy_malloc((size_t)(n_seq * r.n_vocab) * sizeof *r.logits);
+    double *pp = eddy_malloc((size_t)reps * sizeof *pp), *tg = eddy_malloc((size_t)reps * sizeof *tg);
+    if (!r.seqs || !prompts || !r.tokens || !r.owner || !r.logits || !pp || !tg)
+        st = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+    for (int64_t s = 0; st == EDDY_OK && s < n_seq; s++) st = eddy_seq_new(r.e, &r.seqs[s], err);
+    if (st == EDDY_OK) {
+        /* random ordinary tokens: the vocabulary's, when given, keeps control tokens out */
+        uint64_t rng = p->seed * 0x9e3779b97f4a7c15ull + 7;
+        if (!rng) rng = 1;
+        int64_t n = r.n_vocab;
+        if (p->vocab && eddy_vocab_n_tokens(p->vocab) > 0 && eddy_vocab_n_tokens(p->vocab) < n)
+            n = eddy_vocab_n_tokens(p->vocab);
+        for (int64_t i = 0; i < n_rows; i++) {
+            int32_t t = 0;
+            for (int tries = 0; tries < 64; tries++) {
+                t = (int32_t)(rng_next(&rng) % (uint64_t)n);
+                if (!p->vocab || !(eddy_vocab_is_control(p->vocab, t) || eddy_vocab_is_eog(p->vocab, t))) break;
+            }
+            prompts[i] = t;
+        }
+        r.prompts = prompts;
+        double a, b;
+        st = run_once(&r, &a, &b, err); /* warm-up */
+        for (int i = 0; i < reps && st == EDDY_OK; i++) st = run_once(&r, &pp[i], &tg[i], err);
+    }
+    if (st == EDDY_OK) {
+        *res = (eddy_bench_batched_result){.n_seq = n_seq, .n_threads = eddy_engine_n_threads(r.e)};
+        res->pp_seconds = median(pp, reps);
+        res->tg_seconds = median(tg, reps);
+        res->pp_tps = p->n_prompt > 0 ? (double)(n_seq * p->n_prompt) / (res->pp_seconds > 1e-9 ? res->pp_seconds : 1e-9) : 0;
+        res->tg_tps = p->n_gen > 0 ? (double)(n_seq * p->n_gen) / (res->tg_seconds > 1e-9 ? res->tg_seconds : 1e-9) : 0;
+    }
+    eddy_engine_free(r.e);
+    eddy_free(r.seqs), eddy_free(prompts), eddy_free(r.tokens), eddy_free(r.owner), eddy_free(r.logits);
+    eddy_free(pp), eddy_free(tg);
+    return st;
+}
