@@ -47,6 +47,8 @@ suite "unit tests, ASan+UBSan" env ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 
 suite "unit tests, aarch64 build under qemu" qemu-aarch64 "$B/aarch64/eddy-tests"
 suite "CLI tests" tests/cli/run.sh "$B/eddy"
 suite "CLI tests, ASan+UBSan" env ASAN_OPTIONS=detect_leaks=1 tests/cli/run.sh "$B/asan/eddy"
+suite "CLI batch tests" tests/cli/batch.sh "$B/eddy"
+suite "CLI batch tests, ASan+UBSan" env ASAN_OPTIONS=detect_leaks=1 tests/cli/batch.sh "$B/asan/eddy"
 
 # Fuzz smoke: a clean exit after the time limit is a pass.
 for fz in "$B"/fuzz/fuzz_*; do

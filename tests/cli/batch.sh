@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# tests/cli/batch.sh EDDY_BINARY — `eddy batch`: many prompts decoded together give,
+# prompt by prompt, exactly what `eddy run` gives for that prompt alone (greedy and
+# sampled with a seed), whatever -np; outputs in input order; a prompt that cannot
+# run is reported while the others carry on; bad arguments are one-line errors.
+# Prints "N passed, M failed".
+set -u
+EDDY=${1:?usage: batch.sh EDDY_BINARY}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+
+# expect_err NAME PATTERN ARGS...: exit 1, stderr one line "eddy: error: ...PATTERN..."
+expect_err() {
+  local name=$1 pat=$2; shift 2
+  local rc
+  "$EDDY" "$@" >"$TMP/out" 2>"$TMP/err"; rc=$?
+  if [ $rc -ne 1 ]; then bad "$name: exit status $rc (expected 1): $(head -5 "$TMP/err")"; return; fi
+  if [ "$(wc -l <"$TMP/err")" -ne 1 ]; then bad "$name: stderr is not one line: $(cat "$TMP/err")"; return; fi
+  if ! grep -qF -- "$pat" "$TMP/err"; then bad "$name: stderr lacks: $pat: $(cat "$TMP/err")"; return; fi
+  ok
+}
+
+printf 'Once upon a time\nThe cat sat on the\n\nIn the beginning\nhello world, this is a longer prompt than the others\nx\n' \
+  >"$TMP/prompts.txt"
+
+# The outputs `eddy run` gives for each non-empty line, in the block format of batch.
+expected() { # MODEL ARGS...
+  local model=$1; shift
+  local i=0
+  while IFS= read -r line; do
+    [ -n "$line" ] || continue
+    i=$((i + 1))
+    echo "=== $i ==="
+    "$EDDY" run -m "$model" -p "$line" -t 1 "$@" 2>/dev/null || echo "(run failed)"
+  done <"$TMP/prompts.txt"
+}
+
+# Small f32 models: their products never take the AMX bf16 path, whatever the batch.
+for m in qwen35-tiny-f32 mamba2-tiny-f32 llama-tiny-f32 granitehybrid-tiny-f32; do
+  M=tests/data/models/$m.gguf
+  for mode in "--temp 0" "--seed 7"; do
+    # shellcheck disable=SC2086
+    expected "$M" -n 10 $mode >"$TMP/want"
+    for np in 1 2 4; do
+      # shellcheck disable=SC2086
+      if "$EDDY" batch -m "$M" -f "$TMP/prompts.txt" -np $np -n 10 -t 2 $mode >"$TMP/got" 2>"$TMP/err" &&
+         cmp -s "$TMP/want" "$TMP/got"; then ok
+      else bad "$m batch -np $np $mode differs from run: $(diff "$TMP/want" "$TMP/got" | head -5) $(tail -2 "$TMP/err")"; fi
+    done
+  done
+done
+
+# Speeds per sequence and in aggregate on stderr; JSON lines in input order.
+M=tests/data/models/qwen35-tiny-f32.gguf
+if "$EDDY" batch -m $M -f "$TMP/prompts.txt" -n 4 --jsonl -t 1 >"$TMP/j" 2>"$TMP/err" &&
+   [ "$(wc -l <"$TMP/j")" -eq 5 ] && head -1 "$TMP/j" | grep -q '^{"index":0,"prompt":"Once upon a time","text":' &&
+   grep -q '"tokens_generated":4,"stop":"length"}' "$TMP/j" && grep -q '\[5\] prompt [0-9]* tokens, generated 4 tokens' "$TMP/err" &&
+   grep -q "5 prompts, 5 at a time: .* generated t/s aggregate" "$TMP/err"; then ok
+else bad "batch --jsonl and its statistics: $(head -3 "$TMP/j") $(cat "$TMP/err")"; fi
+
+# A prompt longer than the context is reported; the others run.
+if "$EDDY" batch -m $M -f "$TMP/prompts.txt" -n 2 -c 8 --jsonl -t 1 >"$TMP/j" 2>"$TMP/err" &&
+   grep -q '"index":3,.*"stop":"prompt longer than the context (raise -c)"' "$TMP/j" &&
+   grep -q '"index":4,.*"tokens_generated":2,"stop":"length"' "$TMP/j"; then ok
+else bad "batch with a prompt longer than the context: $(cat "$TMP/j") $(cat "$TMP/err")"; fi
+
+# --chat wraps each prompt in the template, as run --chat.
+if "$EDDY" run -m $M --chat -p "hi there" -n 5 --temp 0 -t 1 >"$TMP/want1" 2>/dev/null &&
+   printf 'hi there\n' >"$TMP/one.txt" && "$EDDY" batch -m $M --chat -f "$TMP/one.txt" -n 5 --temp 0 -t 1 >"$TMP/got1" 2>/dev/null &&
+   [ "$(tail -n +2 "$TMP/got1")" = "$(cat "$TMP/want1")" ]; then ok
+else bad "batch --chat differs from run --chat"; fi
+
+expect_err "batch no file" "no prompt file given" batch -m $M
+expect_err "batch no model" "no model given" batch -f "$TMP/prompts.txt"
+expect_err "batch missing file" "cannot read the prompt file" batch -m $M -f "$TMP/none.txt"
+printf '\n\n' >"$TMP/empty.txt"
+expect_err "batch no prompts" "no prompts (one per line)" batch -m $M -f "$TMP/empty.txt"
+expect_err "batch -np 0" "-np: 0 is out of range" batch -m $M -f "$TMP/prompts.txt" -np 0
+expect_err "batch unknown option" 'batch: unknown option "--bogus"' batch -m $M -f "$TMP/prompts.txt" --bogus
+expect_err "batch system without chat" "--system needs --chat" batch -m $M -f "$TMP/prompts.txt" --system x
+
+# eddy bench --npl: one row per count of sequences; bad lists refused.
+if "$EDDY" bench -m tests/data/models/qwen35-tiny-q8_0.gguf --npl 1,3 -p 8 -n 4 -r 1 -t 1 --json >"$TMP/b" 2>"$TMP/err" &&
+   [ "$(wc -l <"$TMP/b")" -eq 2 ] && grep -q '"n_seq": 3, "pp_tokens": 8, "tg_tokens": 4' "$TMP/b"; then ok
+else bad "bench --npl: $(cat "$TMP/b") $(cat "$TMP/err")"; fi
+expect_err "bench --npl bad list" '--npl: "1,,2" is not a list' bench -m $M --npl 1,,2
+expect_err "bench --npl zero" "--npl: 0 is out of range 1..4096" bench -m $M --npl 0
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
