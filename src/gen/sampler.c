@@ -118,6 +118,54 @@ void sampler_accept(sampler *s, int32_t token) {
     s->hist_pos = (s->hist_pos + 1) % s->p.repeat_last_n;
 }
 
+/* ==== State ==== */
+
+size_t sampler_state_bytes(const sampler *s) { return 16 + 4 * (size_t)s->hist_len; }
+
+static void put_u64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_u64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+void sampler_state_write(const sampler *s, uint8_t *out) {
+    put_u64(out, s->rng);
+    put_u64(out + 8, (uint64_t)s->hist_len);
+    /* oldest first: the ring starts at hist_pos once full, at 0 before */
+    const int64_t start = s->hist_len == s->p.repeat_last_n ? s->hist_pos : 0;
+    for (int64_t i = 0; i < s->hist_len; i++) {
+        const uint32_t t = (uint32_t)s->history[(start + i) % (s->p.repeat_last_n > 0 ? s->p.repeat_last_n : 1)];
+        for (int b = 0; b < 4; b++) out[16 + 4 * i + b] = (uint8_t)(t >> (8 * b));
+    }
+}
+
+bool sampler_state_valid(const sampler *s, const uint8_t *in, size_t n) {
+    if (n < 16) return false;
+    const uint64_t count = get_u64(in + 8);
+    if (count > (n - 16) / 4 || n != 16 + 4 * count) return false;
+    for (uint64_t i = 0; i < count; i++) {
+        const int32_t t = (int32_t)((uint32_t)in[16 + 4 * i] | (uint32_t)in[17 + 4 * i] << 8 |
+                                    (uint32_t)in[18 + 4 * i] << 16 | (uint32_t)in[19 + 4 * i] << 24);
+        if (t < 0 || t >= s->n_vocab) return false;
+    }
+    return true;
+}
+
+bool sampler_state_read(sampler *s, const uint8_t *in, size_t n) {
+    if (!sampler_state_valid(s, in, n)) return false;
+    const uint64_t count = get_u64(in + 8);
+    sampler_reset(s);
+    s->rng = get_u64(in);
+    for (uint64_t i = 0; i < count; i++)
+        sampler_accept(s, (int32_t)((uint32_t)in[16 + 4 * i] | (uint32_t)in[17 + 4 * i] << 8 |
+                                    (uint32_t)in[18 + 4 * i] << 16 | (uint32_t)in[19 + 4 * i] << 24));
+    return true;
+}
+
 /* ==== The chain ==== */
 
 static int by_logit_desc(const void *a, const void *b) {

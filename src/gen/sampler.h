@@ -11,6 +11,8 @@
 #ifndef EDDY_GEN_SAMPLER_H
 #define EDDY_GEN_SAMPLER_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "eddy.h"
@@ -26,5 +28,14 @@ int32_t sampler_sample(sampler *s, const float *logits);
 /* Records a token of the sequence (prompt or generated) for the penalties. */
 void sampler_accept(sampler *s, int32_t token);
 void sampler_reset(sampler *s); /* forgets the history; the generator restarts from the seed */
+
+/* The sampler's state as bytes, for session files: the generator (u64), the count of
+ * tokens in the history (u64), then those tokens oldest first (int32 each), all
+ * little-endian. sampler_state_read restores it (a shorter window keeps the newest
+ * tokens); false, changing nothing, when the bytes are not such a state. */
+size_t sampler_state_bytes(const sampler *s);
+void sampler_state_write(const sampler *s, uint8_t *out);
+bool sampler_state_read(sampler *s, const uint8_t *in, size_t n);
+bool sampler_state_valid(const sampler *s, const uint8_t *in, size_t n);
 
 #endif

@@ -29,6 +29,8 @@ struct eddy_seq {
     int64_t n_pending;    /* positions of a verify awaiting eddy_seq_accept; 0: none */
     int64_t *pending;     /* (n_batch) slot holding the state after each pending position */
     uint64_t stamp;       /* the engine's batch stamp when last seen in a batch being checked */
+    float *logits;        /* (n_vocab) after the last token, when has_logits */
+    bool has_logits;
 };
 
 struct eddy_snapshot {

@@ -32,9 +32,11 @@ static eddy_status seq_alloc(engine *c, eddy_seq **out, eddy_error *err) {
     eddy_seq *s = eddy_calloc(1, sizeof *s);
     if (!s) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     s->pending = eddy_malloc((size_t)c->n_batch * sizeof *s->pending);
-    eddy_status st = s->pending ? seq_state_init(c->sp, &s->st, c->n_ctx, "sequence", err)
-                                : eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+    s->logits = eddy_malloc((size_t)c->m->hp.n_vocab * sizeof *s->logits);
+    eddy_status st = s->pending && s->logits ? seq_state_init(c->sp, &s->st, c->n_ctx, "sequence", err)
+                                             : eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     if (st != EDDY_OK) {
+        eddy_free(s->logits);
         eddy_free(s->pending);
         eddy_free(s);
         return st;
@@ -68,12 +70,14 @@ void eddy_seq_free(eddy_seq *s) {
     seq_state_release(c->sp, &s->st);
     c->seqs[s->index] = NULL;
     eddy_free(s->pending);
+    eddy_free(s->logits);
     eddy_free(s);
     pthread_mutex_unlock(&c->lock);
 }
 
 int64_t eddy_seq_n_pos(const eddy_seq *s) { return s->st.n_pos; }
-const int32_t *eddy_seq_tokens(const eddy_seq *s) { return s->st.tokens; }
+const eddy_token *eddy_seq_tokens(const eddy_seq *s) { return s->st.tokens; }
+const float *eddy_seq_logits(const eddy_seq *s) { return s->has_logits ? s->logits : NULL; }
 
 eddy_status eddy_seq_fork(eddy_seq *src, eddy_seq **out, eddy_error *err) {
     if (!src || !out) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_seq_fork: NULL argument");
@@ -82,7 +86,7 @@ eddy_status eddy_seq_fork(eddy_seq *src, eddy_seq **out, eddy_error *err) {
     eddy_status s = src->n_pending ? eddy_error_set(err, EDDY_ERR_ARG, "cannot fork a sequence whose verify of %"
                                                     PRId64 " tokens awaits eddy_seq_accept", src->n_pending)
                                    : seq_alloc(c, out, err);
-    if (s == EDDY_OK) seq_state_copy(c->sp, &(*out)->st, &src->st);
+    if (s == EDDY_OK) seq_state_copy(c->sp, &(*out)->st, &src->st); /* its logits: none yet */
     pthread_mutex_unlock(&c->lock);
     return s;
 }
@@ -92,6 +96,7 @@ void eddy_seq_clear(eddy_seq *s) {
     pthread_mutex_lock(&c->lock);
     engine_release_pending(c, s, -1);
     seq_state_clear(c->sp, &s->st);
+    s->has_logits = false;
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -147,6 +152,7 @@ eddy_status eddy_seq_restore(eddy_seq *s, const eddy_snapshot *snap, eddy_error 
     pthread_mutex_lock(&c->lock);
     engine_release_pending(c, s, -1);
     seq_state_copy(c->sp, &s->st, &snap->st);
+    s->has_logits = false;
     pthread_mutex_unlock(&c->lock);
     return EDDY_OK;
 }
@@ -175,6 +181,7 @@ static const eddy_snapshot *latest_on_path(const engine *c, const eddy_seq *s, i
 eddy_status engine_truncate(engine *c, eddy_seq *s, int64_t n_pos, eddy_error *err) {
     engine_release_pending(c, s, -1);
     if (n_pos == s->st.n_pos) return EDDY_OK;
+    s->has_logits = false;
     if (!has_recurrent(c)) {
         seq_state_drop_kv(c->sp, &s->st, n_pos);
         return EDDY_OK;
@@ -228,7 +235,10 @@ eddy_status eddy_seq_accept(eddy_seq *s, int64_t n_keep, eddy_error *err) {
         s->st.slot = keep;
         s->st.n_pos += n_keep;
     }
-    if (st == EDDY_OK) seq_state_drop_kv(c->sp, &s->st, s->st.n_pos); /* blocks only the rejected tokens used */
+    if (st == EDDY_OK) {
+        seq_state_drop_kv(c->sp, &s->st, s->st.n_pos); /* blocks only the rejected tokens used */
+        s->has_logits = false;
+    }
     pthread_mutex_unlock(&c->lock);
     return st;
 }

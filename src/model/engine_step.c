@@ -130,13 +130,22 @@ eddy_status engine_run(engine *c, const eddy_token *tokens, eddy_seq *const *seq
             const bool last = i == n - 1 || seqs[i + 1] != seqs[i];
             if (want ? want[i] != 0 : last) p->out[n_out++] = i - r0;
         }
-        forward(c, tokens + r0, p, logits ? logits + done_out * n_vocab : NULL, p->out, logits ? n_out : 0);
+        float *step_logits = logits ? logits + done_out * n_vocab : NULL;
+        forward(c, tokens + r0, p, step_logits, p->out, logits ? n_out : 0);
         done_out += n_out;
+        /* each sequence keeps the logits of its last token when they were computed */
+        int64_t o = 0;
         for (int64_t k = 0; k < p->n_runs; k++) {
             step_run *run = &p->runs[k];
             seq_state *ss = &run->seq->st;
             memcpy(ss->tokens + run->pos0, tokens + r0 + run->row0, (size_t)run->n * sizeof *tokens);
-            if (!verify) ss->n_pos += run->n;
+            if (verify) continue;
+            ss->n_pos += run->n;
+            const int64_t last = run->row0 + run->n - 1;
+            while (o < n_out && p->out[o] < last) o++;
+            run->seq->has_logits = step_logits && o < n_out && p->out[o] == last;
+            if (run->seq->has_logits)
+                memcpy(run->seq->logits, step_logits + o * n_vocab, (size_t)n_vocab * sizeof *logits);
         }
     }
     return EDDY_OK;

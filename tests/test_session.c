@@ -1,0 +1,264 @@
+/*
+ * test_session.c — session files (eddy_seq_save / eddy_seq_load, src/state/session.c):
+ *   - save -> load -> continue gives the logits of never stopping, bit for bit, on the
+ *     tiny model of every architecture, through a file and through memory, into the
+ *     same engine and into another one; the sampler's state goes with it;
+ *   - damaged, truncated, other-version, other-model, other-cache-type and too-long
+ *     sessions are refused with a message naming the problem, and the sequence they
+ *     were loaded into is left as it was;
+ *   - a process killed at random moments of a save leaves at the path either nothing
+ *     or a whole session file, never a torn one.
+ */
+#include "test.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "eddy.h"
+
+static const char *const models[] = {
+    "models/llama-tiny-f32.gguf",         "models/qwen35-tiny-f32.gguf",    "models/qwen35moe-tiny-q8_0.gguf",
+    "models/qwen3next-tiny-f32.gguf",     "models/mamba2-tiny-f32.gguf",    "models/nemotron_h-tiny-f32.gguf",
+    "models/granitehybrid-tiny-f32.gguf", "models/qwen35-tiny-q4_k_m.gguf",
+};
+
+static eddy_model *load(const char *file) {
+    eddy_model *m = NULL;
+    eddy_error err;
+    CHECKF(eddy_model_load(test_data_path(file), &m, &err) == EDDY_OK, "%s: %s", file, err.msg);
+    return m;
+}
+
+static eddy_engine *new_engine(const eddy_model *m, int64_t n_ctx, eddy_kv_type kv) {
+    eddy_engine_params p = {.n_ctx = n_ctx, .n_seq_max = 3, .n_threads = 2, .type_k = kv, .type_v = kv};
+    eddy_engine *e = NULL;
+    eddy_error err;
+    CHECKF(eddy_engine_new(m, &p, &e, &err) == EDDY_OK, "%s", err.msg);
+    return e;
+}
+
+static eddy_seq *new_seq(eddy_engine *e) {
+    eddy_seq *s = NULL;
+    eddy_error err;
+    CHECKF(eddy_seq_new(e, &s, &err) == EDDY_OK, "%s", err.msg);
+    return s;
+}
+
+static bool feed(eddy_seq *s, const int32_t *ids, int64_t n, float *out) {
+    eddy_error err;
+    return CHECKF(eddy_seq_eval(s, ids, n, out, 0, &err) == EDDY_OK, "eval: %s", err.msg);
+}
+
+/* ==== Save, load, continue ==== */
+
+#define P_LEN 21
+#define X_LEN 6
+
+/* After P, the sequence is saved; one copy loaded into a fresh sequence of the same
+ * engine (from memory), one into another engine (from the file); all three then take
+ * X token by token and must agree bit for bit. */
+static void check_roundtrip(const char *file) {
+    eddy_model *m = load(file);
+    eddy_engine *e = m ? new_engine(m, 64, EDDY_KV_DEFAULT) : NULL, *e2 = m ? new_engine(m, 64, EDDY_KV_DEFAULT) : NULL;
+    if (!e || !e2) {
+        eddy_engine_free(e), eddy_engine_free(e2);
+        return eddy_model_free(m);
+    }
+    const int64_t V = eddy_model_n_vocab(m);
+    test_rng r = test_rng_new();
+    int32_t p[P_LEN], x[X_LEN];
+    for (int i = 0; i < P_LEN; i++) p[i] = (int32_t)test_rng_below(&r, (uint32_t)V);
+    for (int i = 0; i < X_LEN; i++) x[i] = (int32_t)test_rng_below(&r, (uint32_t)V);
+    float *la = malloc((size_t)V * 4), *lb = malloc((size_t)V * 4), *lc = malloc((size_t)V * 4);
+    eddy_seq *a = new_seq(e), *b = new_seq(e), *c = new_seq(e2);
+    const char *path = test_tmp_path("roundtrip.session");
+    eddy_error err;
+    void *buf = NULL;
+    size_t len = 0;
+    if (a && b && c && feed(a, p, P_LEN, la) && CHECK(eddy_seq_save(a, NULL, path, &err) == EDDY_OK) &&
+        CHECK(eddy_seq_save_buffer(a, NULL, &buf, &len, &err) == EDDY_OK)) {
+        feed(b, x, 2, NULL); /* b held something else: a load replaces it */
+        CHECKF(eddy_seq_load_buffer(b, NULL, buf, len, &err) == EDDY_OK, "%s: %s", file, err.msg);
+        CHECKF(eddy_seq_load(c, NULL, path, &err) == EDDY_OK, "%s: %s", file, err.msg);
+        CHECK_EQ(eddy_seq_n_pos(b), P_LEN);
+        CHECK_EQ(eddy_seq_n_pos(c), P_LEN);
+        CHECK(!memcmp(eddy_seq_tokens(c), p, sizeof p));
+        const float *lgb = eddy_seq_logits(b), *lgc = eddy_seq_logits(c);
+        CHECKF(lgb && lgc && !memcmp(lgb, la, (size_t)V * 4) && !memcmp(lgc, la, (size_t)V * 4),
+               "%s: the last logits did not come back", file);
+        for (int t = 0; t < X_LEN; t++) {
+            feed(a, &x[t], 1, la), feed(b, &x[t], 1, lb), feed(c, &x[t], 1, lc);
+            CHECKF(!memcmp(la, lb, (size_t)V * 4) && !memcmp(la, lc, (size_t)V * 4),
+                   "%s: step %d after a load differs from never stopping", file, t);
+        }
+    }
+    eddy_buffer_free(buf);
+    eddy_engine_free(e), eddy_engine_free(e2);
+    eddy_model_free(m);
+    free(la), free(lb), free(lc);
+}
+
+TEST(session_save_load_continue_is_exact) {
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) check_roundtrip(models[i]);
+}
+
+/* The sampler's generator and history come back: the same draws follow. */
+TEST(session_keeps_the_sampler) {
+    eddy_model *m = load("models/qwen35-tiny-f32.gguf");
+    eddy_engine *e = m ? new_engine(m, 64, EDDY_KV_DEFAULT) : NULL;
+    if (!e) return eddy_model_free(m);
+    const int64_t V = eddy_model_n_vocab(m);
+    eddy_sampler_params sp = eddy_sampler_default_params();
+    sp.seed = 99, sp.repeat_penalty = 1.3f, sp.repeat_last_n = 8;
+    eddy_sampler *s1, *s2;
+    REQUIRE(eddy_sampler_new(&sp, V, &s1, NULL) == EDDY_OK);
+    sp.seed = 1; /* another seed: the loaded state must override it */
+    REQUIRE(eddy_sampler_new(&sp, V, &s2, NULL) == EDDY_OK);
+    const int32_t p[12] = {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+    eddy_seq *a = new_seq(e), *b = new_seq(e);
+    float *logits = malloc((size_t)V * 4);
+    eddy_error err;
+    void *buf = NULL;
+    size_t len;
+    if (a && b && feed(a, p, 12, logits)) {
+        for (int i = 0; i < 12; i++) eddy_sampler_accept(s1, p[i]);
+        for (int i = 0; i < 3; i++) eddy_sampler_accept(s1, eddy_sampler_sample(s1, logits));
+        REQUIRE(eddy_seq_save_buffer(a, s1, &buf, &len, &err) == EDDY_OK);
+        REQUIRE(eddy_seq_load_buffer(b, s2, buf, len, &err) == EDDY_OK);
+        for (int i = 0; i < 20; i++) {
+            const int32_t t1 = eddy_sampler_sample(s1, logits), t2 = eddy_sampler_sample(s2, logits);
+            CHECKF(t1 == t2, "draw %d: %d vs %d", i, t1, t2);
+            eddy_sampler_accept(s1, t1), eddy_sampler_accept(s2, t2);
+        }
+    }
+    eddy_buffer_free(buf);
+    eddy_sampler_free(s1), eddy_sampler_free(s2);
+    eddy_engine_free(e);
+    eddy_model_free(m);
+    free(logits);
+}
+
+/* ==== Refused files ==== */
+
+static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24; }
+
+/* Loading bytes into s must fail with want in the message and leave s as it was. */
+static void expect_refused(eddy_seq *s, const void *bytes, size_t n, const char *want, const char *what) {
+    eddy_error err;
+    const int64_t before = eddy_seq_n_pos(s);
+    const eddy_status st = eddy_seq_load_buffer(s, NULL, bytes, n, &err);
+    if (CHECKF(st != EDDY_OK, "%s: accepted", what)) CHECKF(strstr(err.msg, want) != NULL, "%s: \"%s\" lacks \"%s\"", what, err.msg, want);
+    CHECKF(eddy_seq_n_pos(s) == before, "%s: the sequence changed", what);
+}
+
+TEST(session_refuses_bad_files) {
+    eddy_model *m = load("models/qwen35-tiny-f32.gguf"), *other = load("models/qwen3next-tiny-f32.gguf");
+    eddy_engine *e = m ? new_engine(m, 64, EDDY_KV_DEFAULT) : NULL, *eo = other ? new_engine(other, 64, EDDY_KV_DEFAULT) : NULL;
+    eddy_engine *e32 = m ? new_engine(m, 64, EDDY_KV_F32) : NULL, *small = m ? new_engine(m, 8, EDDY_KV_DEFAULT) : NULL;
+    if (!e || !eo || !e32 || !small) goto done;
+    const int32_t p[P_LEN] = {5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25};
+    eddy_seq *a = new_seq(e), *b = new_seq(e);
+    eddy_error err;
+    uint8_t *buf = NULL;
+    size_t len;
+    if (!a || !b || !feed(a, p, P_LEN, NULL) || !feed(b, p, 3, NULL) ||
+        !CHECK(eddy_seq_save_buffer(a, NULL, (void **)&buf, &len, &err) == EDDY_OK))
+        goto done;
+    uint8_t *bad = malloc(len);
+    /* another model, other cache types, a context too small */
+    eddy_seq *so = new_seq(eo), *s32 = new_seq(e32), *ss = new_seq(small);
+    if (so) expect_refused(so, buf, len, "saved with another model", "other model");
+    if (s32) expect_refused(s32, buf, len, "KV cache is f16/f16, this engine's f32/f32", "other cache type");
+    if (ss) expect_refused(ss, buf, len, "holds 21 positions, the context 8", "context too small");
+    /* not a session, truncated, extended, another version */
+    expect_refused(b, "hello", 5, "not a session file", "5 bytes");
+    memcpy(bad, buf, len);
+    bad[0] = 'X';
+    expect_refused(b, bad, len, "bad magic", "magic");
+    for (size_t cut = 1; cut < len; cut += len / 13 + 1) expect_refused(b, buf, len - cut, "", "truncated");
+    expect_refused(b, buf, len - 1, "truncated or extended", "one byte short");
+    memcpy(bad, buf, len);
+    bad[8] = 2; /* another version: said before the checksum (another version's header may differ) */
+    expect_refused(b, bad, len, "session format version 2, this eddy reads version 1", "version");
+    /* every byte region flipped in turn: header, table, each section */
+    const uint32_t n_sec = rd32(buf + 60);
+    memcpy(bad, buf, len);
+    bad[100] ^= 1;
+    expect_refused(b, bad, len, "header is damaged", "header");
+    memcpy(bad, buf, len);
+    bad[128 + 5] ^= 1;
+    expect_refused(b, bad, len, "section table is damaged", "table");
+    for (uint32_t i = 0; i < n_sec; i++) {
+        const uint8_t *entry = buf + 128 + 32 * i;
+        uint64_t off = 0, bytes = 0;
+        for (int k = 7; k >= 0; k--) off = off << 8 | entry[8 + k], bytes = bytes << 8 | entry[16 + k];
+        if (bytes == 0) continue;
+        memcpy(bad, buf, len);
+        bad[off + bytes / 2] ^= 0x40;
+        char what[64];
+        snprintf(what, sizeof what, "section %u", i);
+        expect_refused(b, bad, len, "is damaged (checksum mismatch)", what);
+    }
+    /* b was never changed: it still continues as a 3-token sequence does */
+    CHECK_EQ(eddy_seq_n_pos(b), 3);
+    free(bad);
+    eddy_buffer_free(buf);
+    const char *missing = test_tmp_path("no-such.session");
+    CHECK_EQ(eddy_seq_load(b, NULL, missing, &err), EDDY_ERR_IO);
+    CHECK_CONTAINS(err.msg, "cannot open the session");
+done:
+    eddy_engine_free(e), eddy_engine_free(eo), eddy_engine_free(e32), eddy_engine_free(small);
+    eddy_model_free(m), eddy_model_free(other);
+}
+
+/* ==== Atomic saves ==== */
+
+/* A child saves two states of different lengths in turn to one path, forever; it is
+ * killed (SIGKILL) after a random delay, 40 times. Each time the file at the path is
+ * absent (killed before the first rename) or a whole session of one of the two
+ * states. */
+TEST(session_save_survives_kill) {
+    eddy_model *m = load("models/qwen35-tiny-f32.gguf");
+    eddy_engine *e = m ? new_engine(m, 256, EDDY_KV_F32) : NULL;
+    if (!e) return eddy_model_free(m);
+    int32_t p[200];
+    for (int i = 0; i < 200; i++) p[i] = (int32_t)(i * 7 % 500);
+    eddy_seq *a = new_seq(e), *b = new_seq(e), *check = new_seq(e);
+    REQUIRE(a && b && check && feed(a, p, 200, NULL) && feed(b, p, 150, NULL));
+    const char *path0 = test_tmp_path("killed.session");
+    char path[4096];
+    snprintf(path, sizeof path, "%s", path0);
+    test_rng r = test_rng_new();
+    int whole = 0;
+    for (int round = 0; round < 40; round++) {
+        unlink(path);
+        const pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            for (;;) {
+                eddy_seq_save(a, NULL, path, NULL);
+                eddy_seq_save(b, NULL, path, NULL);
+            }
+        }
+        const struct timespec ts = {0, (long)test_rng_below(&r, 20000000)}; /* 0-20 ms */
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        int status;
+        waitpid(pid, &status, 0);
+        eddy_error err;
+        if (access(path, F_OK) != 0) continue;
+        const bool loaded = eddy_seq_load(check, NULL, path, &err) == EDDY_OK;
+        CHECKF(loaded, "round %d: a killed save left a bad file: %s", round, err.msg);
+        if (loaded) {
+            CHECKF(eddy_seq_n_pos(check) == 200 || eddy_seq_n_pos(check) == 150, "round %d: %lld positions", round,
+                   (long long)eddy_seq_n_pos(check));
+            whole++;
+        }
+    }
+    CHECKF(whole > 0, "no round got as far as a whole file");
+    eddy_engine_free(e);
+    eddy_model_free(m);
+}
