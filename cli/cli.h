@@ -18,6 +18,9 @@ int cli_error(const char *fmt, ...); /* prints "eddy: error: ..." and returns 1 
  * (each caller says what the file was for). */
 char *cli_read_file(const char *path, size_t *len);
 
+/* Seconds on a monotonic clock. */
+double cli_now_s(void);
+
 /* Parses a non-negative integer argument; on failure prints an error naming flag. */
 int cli_parse_int(const char *flag, const char *s, long long lo, long long hi, long long *out);
 

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 
@@ -37,12 +36,6 @@ typedef struct {
     const char *stop;    /* why it ended: "eog", "length", "context", or an error */
     double t_first, t_end; /* first sampled token, end */
 } job;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static bool append(job *j, const char *text, size_t len) {
     if (j->out_len + len + 1 > j->out_cap) {
@@ -130,7 +123,7 @@ static void finish(sched *sc, job *j, const char *stop) {
     }
     j->stop = stop;
     j->done = true;
-    j->t_end = now_s();
+    j->t_end = cli_now_s();
     eddy_detok_free(j->d);
     eddy_sampler_free(j->s);
     eddy_seq_free(j->seq);
@@ -185,7 +178,7 @@ static int step(sched *sc) {
         job *j = sc->active[k];
         if (j->t_first == 0) { /* the prompt went in: the sampler sees it, as eddy run's */
             for (int64_t i = 0; i < j->n_ids; i++) eddy_sampler_accept(j->s, j->ids[i]);
-            j->t_first = now_s();
+            j->t_first = cli_now_s();
         }
         if (sc->n_predict >= 0 && j->n_gen >= sc->n_predict) {
             finish(sc, j, "length");
@@ -326,7 +319,7 @@ int cmd_batch(int argc, char **argv) {
         sc.logits = malloc((size_t)(np * sc.n_vocab) * sizeof(float));
         if (!sc.active || !sc.logits) rc = cli_error("out of memory");
     }
-    const double t0 = now_s();
+    const double t0 = cli_now_s();
     int64_t next = 0;
     while (!rc) {
         /* finished jobs leave, waiting ones take their slots */
@@ -341,7 +334,7 @@ int cmd_batch(int argc, char **argv) {
         if (sc.n_active == 0) break;
         rc = step(&sc);
     }
-    const double t1 = now_s();
+    const double t1 = cli_now_s();
     for (int64_t k = 0; rc && k < sc.n_active; k++)
         if (!sc.active[k]->done) finish(&sc, sc.active[k], "error");
     if (!rc) {

@@ -1,11 +1,13 @@
 /*
  * main.c — the eddy command: dispatches to a subcommand.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
@@ -40,6 +42,12 @@ char *cli_read_file(const char *path, size_t *len) {
     buf[n] = '\0';
     if (len) *len = n;
     return buf;
+}
+
+double cli_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 int cli_error(const char *fmt, ...) {

@@ -516,9 +516,10 @@ typedef int (*eddy_token_callback)(void *user, eddy_token token, const char *tex
  * such as <|im_end|>, <|endoftext|>, <|eot_id|>, <end_of_turn>. */
 bool eddy_vocab_is_eog(const eddy_vocab *v, eddy_token t);
 
-/* Feeds prompt (n_prompt >= 1 tokens) to the context's sequence after what it holds,
+/* Feeds prompt (n_prompt tokens) to the context's sequence after what it holds,
  * then samples up to n_predict tokens (< 0: until the context is full), each fed back
- * to the model, calling cb for each. An end-of-generation token stops the loop and
+ * to the model, calling cb for each. With n_prompt 0 it goes on from the logits the
+ * sequence holds (eddy_seq_logits: after a session load, say). An end-of-generation token stops the loop and
  * is not fed to the model (nor passed to cb), so the sequence can continue with the
  * next turn. The sampler sees the prompt and every generated token. */
 eddy_status eddy_generate(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, const eddy_token *prompt,

@@ -49,6 +49,8 @@ suite "CLI tests" tests/cli/run.sh "$B/eddy"
 suite "CLI tests, ASan+UBSan" env ASAN_OPTIONS=detect_leaks=1 tests/cli/run.sh "$B/asan/eddy"
 suite "CLI batch tests" tests/cli/batch.sh "$B/eddy"
 suite "CLI batch tests, ASan+UBSan" env ASAN_OPTIONS=detect_leaks=1 tests/cli/batch.sh "$B/asan/eddy"
+suite "CLI session tests" tests/cli/session.sh "$B/eddy"
+suite "CLI session tests, ASan+UBSan" env ASAN_OPTIONS=detect_leaks=1 tests/cli/session.sh "$B/asan/eddy"
 
 # Fuzz smoke: a clean exit after the time limit is a pass.
 for fz in "$B"/fuzz/fuzz_*; do

@@ -33,8 +33,13 @@ eddy_status eddy_generate(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, con
                           int64_t n_prompt, int64_t n_predict, eddy_token_callback cb, void *user,
                           eddy_gen_stats *stats, eddy_error *err) {
     eddy_gen_stats st = {.n_prompt = n_prompt};
-    if (!c || !v || !s || !prompt || n_prompt < 1)
-        return eddy_error_set(err, EDDY_ERR_ARG, "eddy_generate: no prompt tokens");
+    if (!c || !v || !s || (!prompt && n_prompt > 0) || n_prompt < 0)
+        return eddy_error_set(err, EDDY_ERR_ARG, "eddy_generate: NULL argument");
+    /* no prompt: go on from the logits the sequence holds (after a session load, say) */
+    const float *held = n_prompt == 0 ? eddy_seq_logits(eddy_ctx_seq(c)) : NULL;
+    if (n_prompt == 0 && !held)
+        return eddy_error_set(err, EDDY_ERR_ARG, "eddy_generate: no prompt tokens, and the sequence holds no logits "
+                              "to go on from");
     int64_t n_vocab = eddy_vocab_n_tokens(v);
     float *logits = eddy_malloc((size_t)n_vocab * sizeof(float));
     eddy_detok *d = NULL;
@@ -45,7 +50,8 @@ eddy_status eddy_generate(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, con
         return rc;
     }
     double t0 = timer_s();
-    rc = eddy_ctx_eval(c, prompt, n_prompt, logits, 0, err);
+    if (held) memcpy(logits, held, (size_t)n_vocab * sizeof(float));
+    else rc = eddy_ctx_eval(c, prompt, n_prompt, logits, 0, err);
     for (int64_t i = 0; i < n_prompt && rc == EDDY_OK; i++) eddy_sampler_accept(s, prompt[i]);
     st.prompt_seconds = timer_s() - t0;
     st.stop = EDDY_STOP_LENGTH;

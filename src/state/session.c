@@ -208,9 +208,15 @@ static void dir_of(const char *path, char *dir, size_t n) {
 static eddy_status write_atomic(const char *path, const uint8_t *buf, size_t len, eddy_error *err) {
     const size_t plen = strlen(path);
     if (plen == 0 || plen > 4000) return eddy_error_set(err, EDDY_ERR_ARG, "session: bad file name");
-    char tmp[4096 + 16], dir[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", path);
-    int fd = mkstemp(tmp);
+    char tmp[4096 + 64], dir[4096];
+    /* a fresh name beside path, created with the mode a new file gets (umask applies) */
+    static _Atomic unsigned counter;
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 100; tries++) {
+        snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST) break;
+    }
     if (fd < 0) return eddy_error_set(err, EDDY_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
     bool ok = write_all(fd, buf, len) && fsync(fd) == 0;
     const int saved = errno;
@@ -251,6 +257,13 @@ typedef struct {
 } parsed;
 
 #define BAD(...) eddy_error_set(err, EDDY_ERR_FORMAT, __VA_ARGS__)
+
+/* True when the n bytes at p are all zero (the padding between sections). */
+static bool zeros(const uint8_t *p, uint64_t n) {
+    for (uint64_t i = 0; i < n; i++)
+        if (p[i]) return false;
+    return true;
+}
 
 /* Checks everything in buf against the engine and fills p; nothing is changed. */
 static eddy_status check_file(const engine *c, const char *what, const uint8_t *buf, size_t len, parsed *p,
@@ -299,6 +312,8 @@ static eddy_status check_file(const engine *c, const char *what, const uint8_t *
         if (bytes != want || (want == 0 && kind != SEC_TOKENS))
             return BAD("%s: section %" PRIu32 " (%s, layer %" PRIu32 ") has %" PRIu64 " bytes, the model needs %" PRIu64,
                        what, i, name, layer, bytes, want);
+        if (!zeros(buf + end, off - end))
+            return BAD("%s: the padding before section %s of layer %" PRIu32 " is damaged (not zero)", what, name, layer);
         if (XXH3_64bits(buf + off, (size_t)bytes) != sum)
             return BAD("%s: section %s of layer %" PRIu32 " is damaged (checksum mismatch)", what, name, layer);
         end = off + bytes;
@@ -308,6 +323,7 @@ static eddy_status check_file(const engine *c, const char *what, const uint8_t *
         *slot = buf + off;
         if (kind == SEC_SAMPLER) p->sampler_bytes = bytes;
     }
+    if (!zeros(buf + end, len - end)) return BAD("%s: the padding at the end is damaged (not zero)", what);
     if (!p->sec[SEC_TOKENS]) return BAD("%s: the session has no tokens section", what);
     for (int64_t i = 0; i < (int64_t)n_pos; i++) {
         const int32_t t = (int32_t)get32(p->sec[SEC_TOKENS] + 4 * i);

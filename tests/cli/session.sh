@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# tests/cli/session.sh EDDY_BINARY — `eddy run --session FILE` (--prompt-cache): a
+# second run of the same prompt restores it and evaluates nothing, with the same
+# output as a run without the file; a longer prompt evaluates only its new tokens;
+# read-only sessions are not written; damaged or other-model files are refused with
+# one line and left as they were. Prints "N passed, M failed".
+set -u
+EDDY=${1:?usage: session.sh EDDY_BINARY}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+
+expect_err() { # NAME PATTERN ARGS...: exit 1, one line on stderr containing PATTERN
+  local name=$1 pat=$2; shift 2
+  local rc
+  "$EDDY" "$@" >"$TMP/out" 2>"$TMP/err"; rc=$?
+  if [ $rc -ne 1 ]; then bad "$name: exit status $rc (expected 1): $(head -5 "$TMP/err")"; return; fi
+  if [ "$(wc -l <"$TMP/err")" -ne 1 ]; then bad "$name: stderr is not one line: $(cat "$TMP/err")"; return; fi
+  if ! grep -qF -- "$pat" "$TMP/err"; then bad "$name: stderr lacks: $pat: $(cat "$TMP/err")"; return; fi
+  ok
+}
+
+P="Once upon a time there was a cat"
+for m in qwen35-tiny-f32 mamba2-tiny-f32 llama-tiny-f32 granitehybrid-tiny-f32; do
+  M=tests/data/models/$m.gguf
+  S="$TMP/$m.session"
+  "$EDDY" run -m $M -p "$P" -n 8 --temp 0 -t 1 >"$TMP/plain" 2>/dev/null
+  if "$EDDY" run -m $M -p "$P" -n 8 --temp 0 -t 1 --session "$S" >"$TMP/first" 2>"$TMP/err1" && [ -s "$S" ] &&
+     grep -q ": 0 restored from" "$TMP/err1" && cmp -s "$TMP/plain" "$TMP/first"; then ok
+  else bad "$m: first run with --session: $(cat "$TMP/err1")"; fi
+  n=$(grep -o "prompt [0-9]* tokens:" "$TMP/err1" | grep -o "[0-9]*")
+  if "$EDDY" run -m $M -p "$P" -n 8 --temp 0 -t 1 --prompt-cache "$S" >"$TMP/second" 2>"$TMP/err2" &&
+     grep -q ": $n restored from .*, 0 evaluated" "$TMP/err2" && cmp -s "$TMP/plain" "$TMP/second"; then ok
+  else bad "$m: the same prompt again restores it all, same output: $(cat "$TMP/err2") $(diff "$TMP/plain" "$TMP/second")"; fi
+  cp "$S" "$TMP/before"
+  if "$EDDY" run -m $M -p "$P and a dog" -n 4 --temp 0 -t 1 --session "$S" --session-ro >/dev/null 2>"$TMP/err3" &&
+     grep -q ": $n restored from" "$TMP/err3" && ! grep -q ", 0 evaluated" "$TMP/err3" && cmp -s "$S" "$TMP/before"; then ok
+  else bad "$m: a longer prompt evaluates only its new tokens; -ro writes nothing: $(cat "$TMP/err3")"; fi
+  # --session-all keeps the generated text too: the next turn restores prompt + reply
+  "$EDDY" run -m $M -p "$P" -n 4 --temp 0 -t 1 --session "$TMP/all.session" --session-all >"$TMP/reply" 2>/dev/null
+  n_all=$(( n + 4 ))
+  if "$EDDY" run -m $M -p "$P$(head -c -1 "$TMP/reply")" -n 2 --temp 0 -t 1 --session "$TMP/all.session" \
+       --session-ro >/dev/null 2>"$TMP/err4" && grep -q "restored from" "$TMP/err4"; then ok
+  else bad "$m: --session-all: $(cat "$TMP/err4")"; fi
+  rm -f "$TMP/all.session"
+done
+
+M=tests/data/models/qwen35-tiny-f32.gguf
+S="$TMP/qwen35-tiny-f32.session"
+# a session of another model, or a damaged one, is refused and left as it was
+cp "$S" "$TMP/keep"
+expect_err "session of another model" "saved with another model" run -m tests/data/models/qwen3next-tiny-f32.gguf -p "$P" -n 2 --session "$S"
+if cmp -s "$S" "$TMP/keep"; then ok; else bad "a refused session was overwritten"; fi
+printf 'garbage' | dd of="$S" bs=1 seek=5000 conv=notrunc 2>/dev/null
+cp "$S" "$TMP/keep"
+expect_err "damaged session" "is damaged" run -m $M -p "$P" -n 2 --session "$S"
+if cmp -s "$S" "$TMP/keep"; then ok; else bad "a damaged session was overwritten"; fi
+head -c 300 "$TMP/keep" >"$S"
+expect_err "truncated session" "truncated or extended" run -m $M -p "$P" -n 2 --session "$S"
+expect_err "session flags without a session" "--session-ro and --session-all need --session FILE" run -m $M -p "$P" --session-ro
+expect_err "session in a missing directory" "cannot create a temporary file beside it" run -m $M -p "$P" -n 1 --session "$TMP/no/such/dir/s"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
