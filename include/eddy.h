@@ -188,6 +188,13 @@ typedef struct {
     int n_threads;       /* 0: the CPUs this process may run on */
     int64_t n_batch;     /* tokens per forward step (0: 512); longer batches are split */
     eddy_kv_type type_k, type_v; /* key / value cache elements (0: F16) */
+    /* Prefix cache: checkpoints of sequences' states at every multiple of cache_every
+     * positions (and where eddy_seq_cache_put says), kept under a budget of
+     * cache_bytes, least recently used first out; 0: no cache. */
+    size_t cache_bytes;
+    int64_t cache_every; /* a multiple of 256 (0: 512). Recurrent layers evaluate a prompt in
+                          * pieces that end at its multiples, cache or not, so the logits with
+                          * and without the cache are the same bits */
 } eddy_engine_params;
 
 eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, eddy_engine **out, eddy_error *err);
@@ -226,6 +233,28 @@ void eddy_seq_clear(eddy_seq *s);
  * same tokens at or before n_pos and replay the tokens after it (from the start
  * when there is none). The result is that of a sequence that never went past n_pos. */
 eddy_status eddy_seq_truncate(eddy_seq *s, int64_t n_pos, eddy_error *err);
+
+/* ==== Prefix cache ====
+ * When the engine has a cache (eddy_engine_params.cache_bytes), a sequence about to
+ * take tokens[0, n) restores the deepest cached state whose tokens begin them (at
+ * most n - 1 of them, so the last token is evaluated and gives logits), unless what
+ * it holds already begins them and is deeper: *n_restored (may be NULL) says how many
+ * it holds afterwards, and only tokens[*n_restored, n) remain to evaluate. A sequence
+ * holding something else is cleared. The KV blocks of a restored prefix are shared. */
+eddy_status eddy_seq_restore_prefix(eddy_seq *s, const eddy_token *tokens, int64_t n, int64_t *n_restored,
+                                    eddy_error *err);
+/* Caches the sequence's state as it is now (a chat turn's end, say); nothing when the
+ * engine has no cache or the state is cached already. */
+eddy_status eddy_seq_cache_put(eddy_seq *s, eddy_error *err);
+
+typedef struct {
+    int64_t entries;         /* states held */
+    int64_t lookups, hits;   /* eddy_seq_restore_prefix calls, and those that restored a cached state */
+    int64_t tokens_restored; /* positions those hits did not have to evaluate */
+    size_t bytes, budget;    /* charged to the held states (recurrent slot + KV blocks each), and the budget */
+} eddy_cache_stats;
+
+void eddy_engine_cache_stats(eddy_engine *e, eddy_cache_stats *out);
 
 /* A copy of the sequence's state as it is now; restoring it is exact (bit for bit). */
 eddy_status eddy_seq_snapshot(eddy_seq *s, eddy_snapshot **out, eddy_error *err);

@@ -12,10 +12,12 @@
  * (d_conv - 1, conv_dim), oldest row first, and S (n_v, d_k, d_v), row i of head h
  * contiguous. The products and gates run over all rows of the step; the conv and the
  * delta rule go by the plan's runs: consecutive one-token runs as one decode step
- * over their slots, a longer run as one sequence's prefill, a verify run from its
- * slot into its snapshot slots.
+ * over their slots, a longer run as one sequence's prefill (in pieces that end at the
+ * multiples of cache_every, where the prefix cache may copy the state), a verify run
+ * from its slot into its snapshot slots.
  */
 #include <math.h>
+#include <string.h>
 
 #include "model/engine.h"
 #include "model/linear.h"
@@ -90,9 +92,20 @@ void block_gdn(engine *c, const model_layer *l, int64_t il, const step_plan *pla
             }
             conv1d_verify(c->pool, &cp, 1, run->n, x, conv_dim, y, conv_dim, sp->conv[il], &run->slot, conv_snap);
             gdn_verify(c->pool, &p, 1, run->n, &rows, sp->rec[il], &run->slot, rec_snap);
-        } else {
-            conv1d_prefill(c->pool, &cp, run->n, x, conv_dim, y, conv_dim, state_conv(sp, il, run->slot));
-            gdn_prefill(c->pool, &p, run->n, &rows, state_rec(sp, il, run->slot), NULL);
+        } else { /* in pieces ending at multiples of cache_every, where checkpoints may be taken */
+            float *conv = state_conv(sp, il, run->slot), *S = state_rec(sp, il, run->slot);
+            for (int64_t t0 = 0; t0 < run->n;) {
+                const int64_t t1 = step_piece_end(c, run->pos0 + t0, run->pos0 + run->n) - run->pos0;
+                gdn_rows piece = rows_from(c, run->row0 + t0, conv_dim, key_dim, n_v, V);
+                conv1d_prefill(c->pool, &cp, t1 - t0, x + t0 * conv_dim, conv_dim, y + t0 * conv_dim, conv_dim, conv);
+                gdn_prefill(c->pool, &p, t1 - t0, &piece, S, NULL);
+                const int64_t ck = step_ckpt_slot(run, run->pos0 + t1);
+                if (ck >= 0) {
+                    memcpy(state_conv(sp, il, ck), conv, (size_t)sp->shape[il].conv_floats * sizeof(float));
+                    memcpy(state_rec(sp, il, ck), S, (size_t)sp->shape[il].rec_floats * sizeof(float));
+                }
+                t0 = t1;
+            }
         }
         i++;
     }

@@ -12,6 +12,7 @@
  * the plan's runs, as in block_gdn.c.
  */
 #include <math.h>
+#include <string.h>
 
 #include "model/engine.h"
 #include "model/linear.h"
@@ -55,11 +56,23 @@ void block_mamba2(engine *c, const model_layer *l, int64_t il, const step_plan *
             conv1d_verify(c->pool, &cp, 1, run->n, x, IN, y, CD, sp->conv[il], &run->slot, conv_snap);
             const float *from[1] = {state_rec(sp, il, run->slot)};
             mamba2_verify(&p, &io, from, rec_snap, 1, run->n, c->pool);
-        } else {
-            conv1d_prefill(c->pool, &cp, run->n, x, IN, y, CD, state_conv(sp, il, run->slot));
-            const int64_t seq_start[2] = {0, run->n};
+        } else { /* in pieces ending at multiples of cache_every, where checkpoints may be taken */
+            float *conv = state_conv(sp, il, run->slot);
             states[0] = state_rec(sp, il, run->slot);
-            mamba2_scan(&p, &io, seq_start, states, 1, c->pool, NULL);
+            for (int64_t t0 = 0; t0 < run->n;) {
+                const int64_t t1 = step_piece_end(c, run->pos0 + t0, run->pos0 + run->n) - run->pos0;
+                conv1d_prefill(c->pool, &cp, t1 - t0, x + t0 * IN, IN, y + t0 * CD, CD, conv);
+                const mamba2_io piece = {io.x + t0 * CD, CD, io.B + t0 * CD, CD, io.C + t0 * CD, CD,
+                                         io.dt + t0 * IN, IN, io.y + t0 * DI, DI};
+                const int64_t seq_start[2] = {0, t1 - t0};
+                mamba2_scan(&p, &piece, seq_start, states, 1, c->pool, NULL);
+                const int64_t ck = step_ckpt_slot(run, run->pos0 + t1);
+                if (ck >= 0) {
+                    memcpy(state_conv(sp, il, ck), conv, (size_t)sp->shape[il].conv_floats * sizeof(float));
+                    memcpy(state_rec(sp, il, ck), states[0], (size_t)sp->shape[il].rec_floats * sizeof(float));
+                }
+                t0 = t1;
+            }
         }
         i++;
     }

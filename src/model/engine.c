@@ -109,6 +109,8 @@ static void free_buffers(engine *c) {
     eddy_free(c->plan.pos);
     eddy_free(c->plan.slots);
     eddy_free(c->plan.out);
+    eddy_free(c->plan.ckpt_pos);
+    eddy_free(c->plan.ckpt_slot);
     eddy_free(c->one_seq);
     eddy_free(c->all_rows);
     eddy_free(c->plan.ptrs);
@@ -154,11 +156,14 @@ static bool alloc_buffers(engine *c) {
     c->plan.pos = eddy_malloc((size_t)B * sizeof *c->plan.pos);
     c->plan.slots = eddy_malloc((size_t)B * sizeof *c->plan.slots);
     c->plan.out = eddy_malloc((size_t)B * sizeof *c->plan.out);
+    c->plan.ckpt_pos = eddy_malloc((size_t)B * sizeof *c->plan.ckpt_pos);
+    c->plan.ckpt_slot = eddy_malloc((size_t)B * sizeof *c->plan.ckpt_slot);
     c->one_seq = eddy_malloc((size_t)B * sizeof *c->one_seq);
     c->all_rows = eddy_malloc((size_t)B);
     if (c->all_rows) memset(c->all_rows, 1, (size_t)B);
     c->plan.ptrs = eddy_malloc((size_t)(2 * B) * sizeof *c->plan.ptrs);
     return ok && c->act && c->plan.runs && c->plan.pos && c->plan.slots && c->plan.out && c->plan.ptrs && c->one_seq &&
+           c->plan.ckpt_pos && c->plan.ckpt_slot &&
            c->all_rows;
 }
 
@@ -187,6 +192,7 @@ void eddy_engine_free(eddy_engine *c) {
     for (int64_t i = 0; c->snaps && i < c->n_snap_max; i++) eddy_snapshot_free(c->snaps[i]);
     eddy_free(c->seqs);
     eddy_free(c->snaps);
+    cache_free(c);
     pool_destroy(c->pool);
     state_pool_free(c->sp);
     free_buffers(c);
@@ -215,6 +221,9 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
         return eddy_error_set(err, EDDY_ERR_ARG, "%d sequences out of range 1..65536", p->n_seq_max);
     if (p->n_snapshots < 0 || p->n_snapshots > 65536)
         return eddy_error_set(err, EDDY_ERR_ARG, "%d snapshot states out of range 0..65536", p->n_snapshots);
+    if (p->cache_every < 0 || p->cache_every % STATE_KV_BLOCK != 0 || p->cache_every > ((int64_t)1 << 24))
+        return eddy_error_set(err, EDDY_ERR_ARG, "cache interval %" PRId64 " is not a multiple of %d in 0..%d",
+                              p->cache_every, STATE_KV_BLOCK, 1 << 24);
     int n_threads = p->n_threads > 0 ? p->n_threads : pool_default_threads();
     qtype type_k, type_v;
     if (!kv_qtype(p->type_k, &type_k))
@@ -235,7 +244,12 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
     eddy_status s = c->seqs && c->snaps ? pool_create(&c->pool, n_threads, err)
                                         : eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     if (s == EDDY_OK) s = pool_reserve_scratch(c->pool, thread_scratch_bytes(hp, n_ctx, n_threads), err);
-    if (s == EDDY_OK) s = new_state_pool(c, c->n_seq_max + c->n_snap_max, type_k, type_v, err);
+    if (s == EDDY_OK) {
+        size_t slot_bytes, block_bytes;
+        cache_sizes(m, type_k, type_v, &slot_bytes, &block_bytes);
+        s = cache_init(c, p->cache_bytes, p->cache_every, slot_bytes, block_bytes, err);
+    }
+    if (s == EDDY_OK) s = new_state_pool(c, c->n_seq_max + c->n_snap_max + c->n_cache_max, type_k, type_v, err);
     if (s == EDDY_OK && !alloc_buffers(c))
         s = eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate work buffers for a batch of %" PRId64 " tokens",
                            n_batch);

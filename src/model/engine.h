@@ -47,7 +47,20 @@ typedef struct {
     int64_t row0, n, pos0;
     int64_t slot;
     const int64_t *snap;
+    /* prefix-cache checkpoints inside the run: after position ckpt_pos[k] (ascending,
+     * each a multiple of cache_every, < pos0 + n) the recurrent blocks copy their
+     * state into slot ckpt_slot[k] */
+    int64_t n_ckpt;
+    const int64_t *ckpt_pos, *ckpt_slot;
 } step_run;
+
+/* One cached state: frozen like a snapshot, found by its tokens. */
+typedef struct {
+    seq_state st;      /* slot -1: the entry is free */
+    uint64_t hash;     /* XXH3-64 of tokens [0, st.n_pos) */
+    uint64_t last_use; /* the cache's clock when last made or restored */
+    size_t cost;       /* bytes charged: the slot and the KV blocks it holds */
+} cache_entry;
 
 typedef struct {
     int64_t n;         /* rows */
@@ -56,6 +69,8 @@ typedef struct {
     int64_t *pos;      /* (n_batch) the position of each row */
     int64_t *slots;    /* (n_batch) scratch: the slots of a group of decode rows */
     int64_t *out;      /* (n_batch) the rows whose logits are wanted, ascending */
+    int64_t *ckpt_pos, *ckpt_slot; /* (n_batch) the runs' checkpoints, run after run */
+    int64_t n_ckpt;
     float **ptrs;      /* (2 * n_batch) scratch: state pointers handed to the kernels */
 } step_plan;
 
@@ -74,6 +89,20 @@ struct eddy_engine {
     eddy_seq **one_seq;   /* (n_batch) scratch: one sequence's rows as a batch */
     int8_t *all_rows;     /* (n_batch) all 1: every row's logits wanted */
     uint64_t stamp;       /* counts the batches checked */
+    /* the prefix cache (engine_cache.c) */
+    int64_t cache_every;  /* checkpoints at its multiples */
+    /* A sequence's tokens go through the recurrent layers in pieces that end at the
+     * multiples of piece (cache_every, or n_batch when smaller), and a step never cuts
+     * a piece: a sequence gets the same bits whatever its batches and calls were,
+     * and a checkpoint at a multiple of cache_every exists whenever piece is it. */
+    int64_t piece;
+    size_t cache_budget;  /* 0: no cache */
+    size_t cache_used;
+    int64_t n_cache_max;
+    cache_entry *cache;   /* (n_cache_max) */
+    uint64_t cache_clock;
+    uint64_t cache_step_start; /* the clock when the step being run was planned */
+    int64_t cache_lookups, cache_hits, cache_tokens;
     int (*abort_cb)(void *user);
     void *abort_user;
 
@@ -151,6 +180,37 @@ eddy_status engine_run_seq(engine *c, eddy_seq *s, const int32_t *tokens, int64_
  * dropped, the recurrent state restored from the latest snapshot on its path and
  * the rest replayed. */
 eddy_status engine_truncate(engine *c, eddy_seq *s, int64_t n_pos, eddy_error *err);
+
+/* The end of the next piece of a recurrent prefill from position pos: the next
+ * multiple of piece, or end. */
+static inline int64_t step_piece_end(const engine *c, int64_t pos, int64_t end) {
+    const int64_t next = (pos / c->piece + 1) * c->piece;
+    return next < end ? next : end;
+}
+
+/* The checkpoint slot a run wants filled after position pos, or -1. */
+static inline int64_t step_ckpt_slot(const step_run *run, int64_t pos) {
+    for (int64_t k = 0; k < run->n_ckpt; k++)
+        if (run->ckpt_pos[k] == pos) return run->ckpt_slot[k];
+    return -1;
+}
+
+/* ==== Prefix cache (engine_cache.c) ==== */
+
+/* Bytes of one recurrent slot and one KV block of a model, from its shapes (before the
+ * pool exists). */
+void cache_sizes(const model *m, qtype tk, qtype tv, size_t *slot_bytes, size_t *block_bytes);
+/* Sizes and allocates the cache's entries (at engine creation, c->n_ctx set): as many
+ * as the budget holds at the smallest cost, 1..1024; the pool gets a slot for each. */
+eddy_status cache_init(engine *c, size_t budget, int64_t every, size_t slot_bytes, size_t block_bytes,
+                       eddy_error *err);
+void cache_free(engine *c);
+/* Plans the checkpoints of run (its tokens already in its sequence): a slot for each
+ * multiple of cache_every inside it that is not cached yet. */
+void cache_plan_run(engine *c, step_run *run);
+/* After the step: the planned checkpoints and, when the run ends on a multiple of
+ * cache_every, the state at its end become cache entries. */
+void cache_commit_run(engine *c, const step_run *run);
 
 /* Gives back the slots of a pending verify; keep_slot (or -1) is kept. */
 void engine_release_pending(engine *c, eddy_seq *s, int64_t keep_slot);

@@ -75,6 +75,35 @@ static eddy_status reserve_blocks(engine *c, eddy_seq *const *seqs, int64_t n, e
 
 /* ==== Steps ==== */
 
+/* Of a sequence's len rows from position pos, those a step with room rows left takes:
+ * all when they fit, else up to the last multiple of c->piece that fits (0: none).
+ * Cutting only there keeps a sequence's arithmetic independent of what else is in
+ * its batches and of how its tokens came in calls (see engine.h, piece). */
+static int64_t step_take(const engine *c, int64_t pos, int64_t len, int64_t room) {
+    if (len <= room) return len;
+    const int64_t cut = (pos + room) / c->piece * c->piece - pos;
+    return cut > 0 ? cut : 0;
+}
+
+/* The end of the step that starts at row r0: as many rows as n_batch holds, a
+ * sequence cut only where step_take allows. A verify is one step. */
+static int64_t step_end(const engine *c, eddy_seq *const *seqs, int64_t r0, int64_t n, bool verify) {
+    if (verify) return n;
+    int64_t i = r0, room = c->n_batch;
+    while (i < n && room > 0) {
+        const eddy_seq *s = seqs[i];
+        int64_t len = 1;
+        while (i + len < n && seqs[i + len] == s) len++;
+        /* the rows of s before i ran in earlier steps: s's position is its next row's */
+        const int64_t take = step_take(c, s->st.n_pos, len, room);
+        if (take == 0) break;
+        i += take, room -= take;
+        if (take < len) break;
+    }
+    EDDY_ASSERT(i > r0); /* a piece is at most n_batch rows: an empty step always takes one */
+    return i;
+}
+
 int64_t step_decode_group(const step_plan *plan, int64_t i) {
     int64_t g = 0;
     while (i + g < plan->n_runs && plan->runs[i + g].n == 1 && !plan->runs[i + g].snap) {
@@ -87,17 +116,23 @@ int64_t step_decode_group(const step_plan *plan, int64_t i) {
 /* The plan of rows [r0, r1) of the batch: runs of one sequence's consecutive rows,
  * each from its sequence's position and slot. A verify's runs read their sequence's
  * slot and write the state after each row to its pending slots. */
-static void plan_step(engine *c, eddy_seq *const *seqs, int64_t r0, int64_t r1, bool verify) {
+static void plan_step(engine *c, const int32_t *tokens, eddy_seq *const *seqs, int64_t r0, int64_t r1, bool verify) {
     step_plan *p = &c->plan;
     p->n = r1 - r0;
     p->n_runs = 0;
+    p->n_ckpt = 0;
+    c->cache_step_start = c->cache_clock + 1;
     for (int64_t i = r0; i < r1;) {
         eddy_seq *s = seqs[i];
         int64_t len = 1;
         while (i + len < r1 && seqs[i + len] == s) len++;
         step_run *run = &p->runs[p->n_runs++];
-        *run = (step_run){s, i - r0, len, s->st.n_pos, s->st.slot, verify ? s->pending : NULL};
+        *run = (step_run){s, i - r0, len, s->st.n_pos, s->st.slot, verify ? s->pending : NULL, 0, NULL, NULL};
         for (int64_t t = 0; t < len; t++) p->pos[i - r0 + t] = run->pos0 + t;
+        /* the run's tokens join the sequence's now (its position moves after the step):
+         * the cache keys its checkpoints by them */
+        memcpy(s->st.tokens + run->pos0, tokens + i, (size_t)len * sizeof *tokens);
+        cache_plan_run(c, run);
         i += len;
     }
 }
@@ -114,16 +149,16 @@ eddy_status engine_run(engine *c, const eddy_token *tokens, eddy_seq *const *seq
         }
     const int64_t n_vocab = c->m->hp.n_vocab;
     int64_t done_out = 0;
-    for (int64_t r0 = 0; r0 < n; r0 += c->n_batch) {
+    for (int64_t r0 = 0, r1; r0 < n; r0 = r1) {
         if (r0 > 0 && c->abort_cb && c->abort_cb(c->abort_user)) {
             for (int64_t i = r0; i < n; i++) /* blocks reserved for the rows not run */
                 seq_state_drop_kv(c->sp, &seqs[i]->st, seqs[i]->st.n_pos);
             return eddy_error_set(err, EDDY_ERR_CANCELLED, "evaluation cancelled after %" PRId64 " of %" PRId64
                                   " tokens", r0, n);
         }
-        const int64_t r1 = n - r0 < c->n_batch ? n : r0 + c->n_batch;
+        r1 = step_end(c, seqs, r0, n, verify);
         step_plan *p = &c->plan;
-        plan_step(c, seqs, r0, r1, verify);
+        plan_step(c, tokens, seqs, r0, r1, verify);
         /* the rows whose logits are wanted: by flag, or each sequence's last token */
         int64_t n_out = 0;
         for (int64_t i = r0; i < r1; i++) {
@@ -138,9 +173,9 @@ eddy_status engine_run(engine *c, const eddy_token *tokens, eddy_seq *const *seq
         for (int64_t k = 0; k < p->n_runs; k++) {
             step_run *run = &p->runs[k];
             seq_state *ss = &run->seq->st;
-            memcpy(ss->tokens + run->pos0, tokens + r0 + run->row0, (size_t)run->n * sizeof *tokens);
             if (verify) continue;
             ss->n_pos += run->n;
+            cache_commit_run(c, run);
             const int64_t last = run->row0 + run->n - 1;
             while (o < n_out && p->out[o] < last) o++;
             run->seq->has_logits = step_logits && o < n_out && p->out[o] == last;
@@ -170,11 +205,11 @@ eddy_status engine_run_seq(engine *c, eddy_seq *s, const int32_t *tokens, int64_
         return eddy_error_set(err, EDDY_ERR_ARG, "%" PRId64 " tokens do not fit: the sequence holds %" PRId64
                               " of %" PRId64 " positions", n, s->st.n_pos, c->n_ctx);
     for (int64_t i = 0; i < c->n_batch; i++) c->one_seq[i] = s;
-    for (int64_t done = 0; done < n; done += c->n_batch) {
+    for (int64_t done = 0, chunk; done < n; done += chunk) {
         if (done > 0 && c->abort_cb && c->abort_cb(c->abort_user))
             return eddy_error_set(err, EDDY_ERR_CANCELLED, "evaluation cancelled after %" PRId64 " of %" PRId64
                                   " tokens", done, n);
-        const int64_t chunk = n - done < c->n_batch ? n - done : c->n_batch;
+        chunk = step_take(c, s->st.n_pos, n - done, c->n_batch);
         const bool last = done + chunk == n;
         /* all logits: every chunk writes its rows; otherwise only the last chunk's last row */
         float *dst = logits && all ? logits + done * n_vocab : logits && last ? logits : NULL;
