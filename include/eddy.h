@@ -417,6 +417,25 @@ typedef struct {
 eddy_status eddy_bench_batched(const eddy_model *m, const eddy_bench_params *p, int64_t n_seq,
                                eddy_bench_batched_result *r, eddy_error *err);
 
+/* The next turn of a conversation of n_prompt tokens, n_gen new tokens long, three
+ * ways (best of n_reps after a warm-up): evaluating the whole conversation again;
+ * loading a session file of it from disk (its pages dropped from the page cache
+ * first) and evaluating the new tokens; restoring it from the engine's prefix cache
+ * and evaluating the new tokens. The disk's sequential read speed is measured in the
+ * same run on a file of the session's size in dir, also cold. */
+typedef struct {
+    int64_t n_prompt, n_turn;
+    double file_bytes;
+    double t_reprocess;          /* seconds: n_prompt + n_turn tokens from an empty sequence */
+    double t_load, t_file_turn;  /* the session load alone; load + the turn */
+    double t_cache_turn;         /* prefix-cache restore + the turn */
+    double t_save;               /* writing the session (atomic, with fsync) */
+    double disk_read_bps;        /* sequential read, cold, this run */
+} eddy_bench_session_result;
+
+eddy_status eddy_bench_session(const eddy_model *m, const eddy_bench_params *p, const char *dir,
+                               eddy_bench_session_result *r, eddy_error *err);
+
 /* ==== Text: vocabulary, tokenizer, detokenizer, chat templates ==== */
 
 /* A model's tokenizer, loaded from a GGUF file's tokenizer.* metadata. Immutable
