@@ -1,7 +1,8 @@
 # eddy — build, test, demo.
 #
 #   make            build/eddy, build/libeddy.a, build/libeddy.so
-#   make test       every test: unit tests, the same under ASan+UBSan, fuzz smoke, CLI tests
+#   make test       every test: unit tests, the same under ASan+UBSan, fuzz smoke, CLI and
+#                   library tests
 #   make demo       build and run eddy on a model it fetches by itself
 #   make fuzz       run the GGUF fuzzer (FUZZ_SECONDS=600 by default)
 #
@@ -21,7 +22,13 @@ WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla
 ifeq ($(WERROR),1)
 WARN    += -Werror
 endif
-CFLAGS_ALL := -std=c11 $(WARN) $(OPT) -fPIC -pthread -Iinclude -Isrc $(CFLAGS)
+# Everything is compiled with hidden visibility: include/eddy.h switches it back to default
+# around its declarations, so libeddy.so exports the public eddy_* API and nothing else
+# (an internal name such as bind or matmul must never meet a program's or libc's).
+CFLAGS_ALL := -std=c11 $(WARN) $(OPT) -fPIC -fvisibility=hidden -pthread $(CFLAGS)
+# The library and its tests see the internal headers; the CLI gets only the public one
+# (its rule below overrides this), which keeps it a plain user of libeddy.
+INCLUDES   := -Iinclude -Isrc
 LDLIBS_ALL := -lm -lpthread $(LDLIBS)
 
 FLAGS_AVX2   := -mavx2 -mfma -mf16c
@@ -43,6 +50,9 @@ FUZZ_SRCS := $(sort $(wildcard tests/fuzz/*.c))
 
 isa_flags = $(if $(filter %_avx2.c,$1),$(FLAGS_AVX2),$(if $(filter %_avx512.c,$1),$(FLAGS_AVX512),$(if $(filter %_amx.c,$1),$(FLAGS_AMX),$(if $(filter %_neon.c,$1),$(FLAGS_NEON)))))
 
+# objcopy for the target's objects (cross-aarch64 passes the cross one)
+OBJCOPY ?= objcopy
+
 # ==== Release build ====
 
 OBJ      := $(BUILD)/obj
@@ -55,28 +65,47 @@ all: $(BUILD)/eddy $(BUILD)/libeddy.a $(BUILD)/libeddy.so
 
 lib: $(BUILD)/libeddy.a $(BUILD)/libeddy.so
 
+$(CLI_OBJS): INCLUDES := -Iinclude
+
 $(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(call isa_flags,$<) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(INCLUDES) $(call isa_flags,$<) -MMD -MP -c $< -o $@
 
-$(BUILD)/libeddy.a: $(LIB_OBJS)
+# libeddy.a holds one object: all library objects linked together (-r), then every
+# hidden symbol made local. Hidden visibility alone does not protect a static link: the
+# linker still resolves a program's bind() to a hidden global bind. A local symbol
+# cannot be reached from outside its object, so a program linking libeddy.a sees only
+# eddy_*.
+$(OBJ)/libeddy.o: $(LIB_OBJS)
+	$(CC) -r -nostdlib -o $@.tmp $^
+	$(OBJCOPY) --localize-hidden $@.tmp $@
+	@rm -f $@.tmp
+
+$(BUILD)/libeddy.a: $(OBJ)/libeddy.o
+	@rm -f $@
+	ar rcs $@ $^
+
+# The tests call internal functions; they link this archive of the plain objects.
+$(OBJ)/libeddy-internal.a: $(LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
 $(BUILD)/libeddy.so: $(LIB_OBJS)
 	$(CC) -shared -pthread $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
+# The CLI links the public archive, as any program would.
 $(BUILD)/eddy: $(CLI_OBJS) $(BUILD)/libeddy.a
 	$(CC) -pthread $(LDFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libeddy.a $(LDLIBS_ALL)
 
-$(BUILD)/eddy-tests: $(TEST_OBJS) $(BUILD)/libeddy.a
-	$(CC) -pthread $(LDFLAGS) -o $@ $(TEST_OBJS) $(BUILD)/libeddy.a $(LDLIBS_ALL)
+$(BUILD)/eddy-tests: $(TEST_OBJS) $(OBJ)/libeddy-internal.a
+	$(CC) -pthread $(LDFLAGS) -o $@ $(TEST_OBJS) $(OBJ)/libeddy-internal.a $(LDLIBS_ALL)
 
 # ==== aarch64 cross build (NEON code paths), run under qemu-user by make test ====
 
 CROSS_CC ?= aarch64-linux-gnu-gcc
+CROSS_OBJCOPY ?= $(CROSS_CC:%gcc=%objcopy)
 cross-aarch64:
-	@$(MAKE) --no-print-directory CC=$(CROSS_CC) BUILD=$(BUILD)/aarch64 LDFLAGS=-static \
+	@$(MAKE) --no-print-directory CC=$(CROSS_CC) OBJCOPY=$(CROSS_OBJCOPY) BUILD=$(BUILD)/aarch64 LDFLAGS=-static \
 	  $(BUILD)/aarch64/eddy $(BUILD)/aarch64/eddy-tests
 
 # ==== Sanitizer build (ASan + UBSan): same sources, own object tree ====
@@ -84,14 +113,16 @@ cross-aarch64:
 SAN_CC    ?= $(shell command -v clang >/dev/null 2>&1 && echo clang || echo $(CC))
 SAN       := $(BUILD)/asan
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-SAN_CFLAGS := -std=c11 $(WARN) -O1 -g $(SAN_FLAGS) -pthread -Iinclude -Isrc -DEDDY_SANITIZE=1 $(CFLAGS)
+SAN_CFLAGS := -std=c11 $(WARN) -O1 -g $(SAN_FLAGS) -pthread -DEDDY_SANITIZE=1 $(CFLAGS)
 SAN_LIB_OBJS  := $(LIB_SRCS:%.c=$(SAN)/%.o)
 SAN_TEST_OBJS := $(TEST_SRCS:%.c=$(SAN)/%.o)
 SAN_CLI_OBJS  := $(CLI_SRCS:%.c=$(SAN)/%.o)
 
+$(SAN_CLI_OBJS): INCLUDES := -Iinclude
+
 $(SAN)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(SAN_CC) $(SAN_CFLAGS) $(call isa_flags,$<) -MMD -MP -c $< -o $@
+	$(SAN_CC) $(SAN_CFLAGS) $(INCLUDES) $(call isa_flags,$<) -MMD -MP -c $< -o $@
 
 $(SAN)/eddy-tests: $(SAN_TEST_OBJS) $(SAN_LIB_OBJS)
 	$(SAN_CC) $(SAN_FLAGS) -pthread -o $@ $^ $(LDLIBS_ALL)

@@ -6,6 +6,8 @@
 #   3. unit tests under ASan + UBSan
 #   3b. unit tests of the aarch64 build (NEON paths) under qemu-user
 #   4. CLI tests against the release binary and the sanitizer binary
+#   4b. library tests: exported symbols, a program with sockets linked against
+#       libeddy.a and libeddy.so, make install + pkg-config
 #   5. fuzz smoke: each fuzzer for FUZZ_SMOKE_SECONDS (default 20) from its seeds
 set -u
 B=${1:-build}
@@ -47,6 +49,7 @@ suite "unit tests, ASan+UBSan" env ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 
 suite "unit tests, aarch64 build under qemu" qemu-aarch64 "$B/aarch64/eddy-tests"
 suite "CLI tests" tests/cli/run.sh "$B/eddy"
 suite "CLI tests, ASan+UBSan" env ASAN_OPTIONS=detect_leaks=1 tests/cli/run.sh "$B/asan/eddy"
+suite "library tests" tests/lib/run.sh "$B"
 
 # Fuzz smoke: a clean exit after the time limit is a pass.
 for fz in "$B"/fuzz/fuzz_*; do
