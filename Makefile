@@ -3,6 +3,8 @@
 #   make            build/eddy, build/libeddy.a, build/libeddy.so
 #   make test       every test: unit tests, the same under ASan+UBSan, fuzz smoke, CLI and
 #                   library tests
+#   make install    PREFIX=/usr/local (default) [DESTDIR=staging dir]: binary, libraries,
+#                   header, pkg-config file
 #   make demo       build and run eddy on a model it fetches by itself
 #   make fuzz       run the GGUF fuzzer (FUZZ_SECONDS=600 by default)
 #
@@ -50,6 +52,12 @@ FUZZ_SRCS := $(sort $(wildcard tests/fuzz/*.c))
 
 isa_flags = $(if $(filter %_avx2.c,$1),$(FLAGS_AVX2),$(if $(filter %_avx512.c,$1),$(FLAGS_AVX512),$(if $(filter %_amx.c,$1),$(FLAGS_AMX),$(if $(filter %_neon.c,$1),$(FLAGS_NEON)))))
 
+# The library's version is the header's EDDY_VERSION_STRING; SOMAJOR is the ABI's: a
+# program linked with -leddy records libeddy.so.$(SOMAJOR) (the SONAME) and keeps
+# running against any later libeddy.so.$(SOMAJOR).*. Raise it when the ABI breaks.
+VERSION := $(shell sed -n 's/^\#define EDDY_VERSION_STRING "\(.*\)"/\1/p' include/eddy.h)
+SOMAJOR := 0
+
 # objcopy for the target's objects (cross-aarch64 passes the cross one)
 OBJCOPY ?= objcopy
 
@@ -60,7 +68,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(OBJ)/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(OBJ)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(OBJ)/%.o)
 
-.PHONY: all lib test unit-tests demo fuzz clean deps asan-tests fuzz-build cross-aarch64
+.PHONY: all lib test unit-tests demo fuzz clean deps asan-tests fuzz-build cross-aarch64 install
 all: $(BUILD)/eddy $(BUILD)/libeddy.a $(BUILD)/libeddy.so
 
 lib: $(BUILD)/libeddy.a $(BUILD)/libeddy.so
@@ -90,8 +98,16 @@ $(OBJ)/libeddy-internal.a: $(LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/libeddy.so: $(LIB_OBJS)
-	$(CC) -shared -pthread $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
+# libeddy.so.VERSION is the file, libeddy.so.SOMAJOR (the SONAME, what the dynamic
+# loader looks for) and libeddy.so (what -leddy finds when linking) link to it.
+$(BUILD)/libeddy.so.$(VERSION): $(LIB_OBJS)
+	$(CC) -shared -pthread -Wl,-soname,libeddy.so.$(SOMAJOR) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
+$(BUILD)/libeddy.so.$(SOMAJOR): $(BUILD)/libeddy.so.$(VERSION)
+	ln -sf $(notdir $<) $@
+
+$(BUILD)/libeddy.so: $(BUILD)/libeddy.so.$(SOMAJOR)
+	ln -sf $(notdir $<) $@
 
 # The CLI links the public archive, as any program would.
 $(BUILD)/eddy: $(CLI_OBJS) $(BUILD)/libeddy.a
@@ -99,6 +115,27 @@ $(BUILD)/eddy: $(CLI_OBJS) $(BUILD)/libeddy.a
 
 $(BUILD)/eddy-tests: $(TEST_OBJS) $(OBJ)/libeddy-internal.a
 	$(CC) -pthread $(LDFLAGS) -o $@ $(TEST_OBJS) $(OBJ)/libeddy-internal.a $(LDLIBS_ALL)
+
+# ==== Install ====
+
+# `make install PREFIX=/usr DESTDIR=/tmp/pkg`: files go to DESTDIR/PREFIX/..., and the
+# paths written into eddy.pc are PREFIX's (DESTDIR is only a staging root).
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PCDIR      ?= $(LIBDIR)/pkgconfig
+
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PCDIR)
+	install -m 755 $(BUILD)/eddy $(DESTDIR)$(BINDIR)/eddy
+	install -m 644 include/eddy.h $(DESTDIR)$(INCLUDEDIR)/eddy.h
+	install -m 644 $(BUILD)/libeddy.a $(DESTDIR)$(LIBDIR)/libeddy.a
+	install -m 755 $(BUILD)/libeddy.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libeddy.so.$(VERSION)
+	ln -sf libeddy.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libeddy.so.$(SOMAJOR)
+	ln -sf libeddy.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libeddy.so
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	  -e 's|@VERSION@|$(VERSION)|' eddy.pc.in >$(DESTDIR)$(PCDIR)/eddy.pc
 
 # ==== aarch64 cross build (NEON code paths), run under qemu-user by make test ====
 
