@@ -1,7 +1,10 @@
 # eddy — build, test, demo.
 #
 #   make            build/eddy, build/libeddy.a, build/libeddy.so
-#   make test       every test: unit tests, the same under ASan+UBSan, fuzz smoke, CLI tests
+#   make test       every test: unit tests, the same under ASan+UBSan, fuzz smoke, CLI and
+#                   library tests
+#   make install    PREFIX=/usr/local (default) [DESTDIR=staging dir]: binary, libraries,
+#                   header, pkg-config file
 #   make demo       build and run eddy on a model it fetches by itself
 #   make fuzz       run the GGUF fuzzer (FUZZ_SECONDS=600 by default)
 #
@@ -21,7 +24,13 @@ WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla
 ifeq ($(WERROR),1)
 WARN    += -Werror
 endif
-CFLAGS_ALL := -std=c11 $(WARN) $(OPT) -fPIC -pthread -Iinclude -Isrc $(CFLAGS)
+# Everything is compiled with hidden visibility: include/eddy.h switches it back to default
+# around its declarations, so libeddy.so exports the public eddy_* API and nothing else
+# (an internal name such as bind or matmul must never meet a program's or libc's).
+CFLAGS_ALL := -std=c11 $(WARN) $(OPT) -fPIC -fvisibility=hidden -pthread $(CFLAGS)
+# The library and its tests see the internal headers; the CLI gets only the public one
+# (its rule below overrides this), which keeps it a plain user of libeddy.
+INCLUDES   := -Iinclude -Isrc
 LDLIBS_ALL := -lm -lpthread $(LDLIBS)
 
 FLAGS_AVX2   := -mavx2 -mfma -mf16c
@@ -43,6 +52,15 @@ FUZZ_SRCS := $(sort $(wildcard tests/fuzz/*.c))
 
 isa_flags = $(if $(filter %_avx2.c,$1),$(FLAGS_AVX2),$(if $(filter %_avx512.c,$1),$(FLAGS_AVX512),$(if $(filter %_amx.c,$1),$(FLAGS_AMX),$(if $(filter %_neon.c,$1),$(FLAGS_NEON)))))
 
+# The library's version is the header's EDDY_VERSION_STRING; SOMAJOR is the ABI's: a
+# program linked with -leddy records libeddy.so.$(SOMAJOR) (the SONAME) and keeps
+# running against any later libeddy.so.$(SOMAJOR).*. Raise it when the ABI breaks.
+VERSION := $(shell sed -n 's/^\#define EDDY_VERSION_STRING "\(.*\)"/\1/p' include/eddy.h)
+SOMAJOR := 0
+
+# objcopy for the target's objects (cross-aarch64 passes the cross one)
+OBJCOPY ?= objcopy
+
 # ==== Release build ====
 
 OBJ      := $(BUILD)/obj
@@ -50,33 +68,81 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(OBJ)/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(OBJ)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(OBJ)/%.o)
 
-.PHONY: all lib test unit-tests demo fuzz clean deps asan-tests fuzz-build cross-aarch64
+.PHONY: all lib test unit-tests demo fuzz clean deps asan-tests fuzz-build cross-aarch64 install
 all: $(BUILD)/eddy $(BUILD)/libeddy.a $(BUILD)/libeddy.so
 
 lib: $(BUILD)/libeddy.a $(BUILD)/libeddy.so
 
+$(CLI_OBJS): INCLUDES := -Iinclude
+
 $(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(call isa_flags,$<) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(INCLUDES) $(call isa_flags,$<) -MMD -MP -c $< -o $@
 
-$(BUILD)/libeddy.a: $(LIB_OBJS)
+# libeddy.a holds one object: all library objects linked together (-r), then every
+# hidden symbol made local. Hidden visibility alone does not protect a static link: the
+# linker still resolves a program's bind() to a hidden global bind. A local symbol
+# cannot be reached from outside its object, so a program linking libeddy.a sees only
+# eddy_*.
+$(OBJ)/libeddy.o: $(LIB_OBJS)
+	$(CC) -r -nostdlib -o $@.tmp $^
+	$(OBJCOPY) --localize-hidden $@.tmp $@
+	@rm -f $@.tmp
+
+$(BUILD)/libeddy.a: $(OBJ)/libeddy.o
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/libeddy.so: $(LIB_OBJS)
-	$(CC) -shared -pthread $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
+# The tests call internal functions; they link this archive of the plain objects.
+$(OBJ)/libeddy-internal.a: $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
 
+# libeddy.so.VERSION is the file, libeddy.so.SOMAJOR (the SONAME, what the dynamic
+# loader looks for) and libeddy.so (what -leddy finds when linking) link to it.
+$(BUILD)/libeddy.so.$(VERSION): $(LIB_OBJS)
+	$(CC) -shared -pthread -Wl,-soname,libeddy.so.$(SOMAJOR) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
+$(BUILD)/libeddy.so.$(SOMAJOR): $(BUILD)/libeddy.so.$(VERSION)
+	ln -sf $(notdir $<) $@
+
+$(BUILD)/libeddy.so: $(BUILD)/libeddy.so.$(SOMAJOR)
+	ln -sf $(notdir $<) $@
+
+# The CLI links the public archive, as any program would.
 $(BUILD)/eddy: $(CLI_OBJS) $(BUILD)/libeddy.a
 	$(CC) -pthread $(LDFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libeddy.a $(LDLIBS_ALL)
 
-$(BUILD)/eddy-tests: $(TEST_OBJS) $(BUILD)/libeddy.a
-	$(CC) -pthread $(LDFLAGS) -o $@ $(TEST_OBJS) $(BUILD)/libeddy.a $(LDLIBS_ALL)
+$(BUILD)/eddy-tests: $(TEST_OBJS) $(OBJ)/libeddy-internal.a
+	$(CC) -pthread $(LDFLAGS) -o $@ $(TEST_OBJS) $(OBJ)/libeddy-internal.a $(LDLIBS_ALL)
+
+# ==== Install ====
+
+# `make install PREFIX=/usr DESTDIR=/tmp/pkg`: files go to DESTDIR/PREFIX/..., and the
+# paths written into eddy.pc are PREFIX's (DESTDIR is only a staging root).
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PCDIR      ?= $(LIBDIR)/pkgconfig
+
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PCDIR)
+	install -m 755 $(BUILD)/eddy $(DESTDIR)$(BINDIR)/eddy
+	install -m 644 include/eddy.h $(DESTDIR)$(INCLUDEDIR)/eddy.h
+	install -m 644 $(BUILD)/libeddy.a $(DESTDIR)$(LIBDIR)/libeddy.a
+	install -m 755 $(BUILD)/libeddy.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libeddy.so.$(VERSION)
+	ln -sf libeddy.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libeddy.so.$(SOMAJOR)
+	ln -sf libeddy.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libeddy.so
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	  -e 's|@VERSION@|$(VERSION)|' eddy.pc.in >$(DESTDIR)$(PCDIR)/eddy.pc
 
 # ==== aarch64 cross build (NEON code paths), run under qemu-user by make test ====
 
 CROSS_CC ?= aarch64-linux-gnu-gcc
+CROSS_OBJCOPY ?= $(CROSS_CC:%gcc=%objcopy)
 cross-aarch64:
-	@$(MAKE) --no-print-directory CC=$(CROSS_CC) BUILD=$(BUILD)/aarch64 LDFLAGS=-static \
+	@$(MAKE) --no-print-directory CC=$(CROSS_CC) OBJCOPY=$(CROSS_OBJCOPY) BUILD=$(BUILD)/aarch64 LDFLAGS=-static \
 	  $(BUILD)/aarch64/eddy $(BUILD)/aarch64/eddy-tests
 
 # ==== Sanitizer build (ASan + UBSan): same sources, own object tree ====
@@ -84,14 +150,16 @@ cross-aarch64:
 SAN_CC    ?= $(shell command -v clang >/dev/null 2>&1 && echo clang || echo $(CC))
 SAN       := $(BUILD)/asan
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-SAN_CFLAGS := -std=c11 $(WARN) -O1 -g $(SAN_FLAGS) -pthread -Iinclude -Isrc -DEDDY_SANITIZE=1 $(CFLAGS)
+SAN_CFLAGS := -std=c11 $(WARN) -O1 -g $(SAN_FLAGS) -pthread -DEDDY_SANITIZE=1 $(CFLAGS)
 SAN_LIB_OBJS  := $(LIB_SRCS:%.c=$(SAN)/%.o)
 SAN_TEST_OBJS := $(TEST_SRCS:%.c=$(SAN)/%.o)
 SAN_CLI_OBJS  := $(CLI_SRCS:%.c=$(SAN)/%.o)
 
+$(SAN_CLI_OBJS): INCLUDES := -Iinclude
+
 $(SAN)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(SAN_CC) $(SAN_CFLAGS) $(call isa_flags,$<) -MMD -MP -c $< -o $@
+	$(SAN_CC) $(SAN_CFLAGS) $(INCLUDES) $(call isa_flags,$<) -MMD -MP -c $< -o $@
 
 $(SAN)/eddy-tests: $(SAN_TEST_OBJS) $(SAN_LIB_OBJS)
 	$(SAN_CC) $(SAN_FLAGS) -pthread -o $@ $^ $(LDLIBS_ALL)

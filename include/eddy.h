@@ -20,6 +20,12 @@
 extern "C" {
 #endif
 
+/* libeddy is built with hidden visibility; what is declared from here to the end of
+ * this header is its exported API. A no-op for compilers without the pragma. */
+#if defined(__GNUC__) && !defined(_WIN32) && !defined(__CYGWIN__)
+#pragma GCC visibility push(default)
+#endif
+
 #define EDDY_VERSION_STRING "0.1.0"
 
 /* ==== Status and errors ==== */
@@ -573,6 +579,10 @@ bool eddy_vocab_is_eog(const eddy_vocab *v, eddy_token t);
 eddy_status eddy_generate(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, const eddy_token *prompt,
                           int64_t n_prompt, int64_t n_predict, eddy_token_callback cb, void *user,
                           eddy_gen_stats *stats, eddy_error *err);
+
+#if defined(__GNUC__) && !defined(_WIN32) && !defined(__CYGWIN__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

