@@ -3,6 +3,7 @@
  *
  *   eddy bench -m MODEL.gguf [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]
  *   eddy bench -m MODEL.gguf --npl 1,2,4,8,16 [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]
+ *   eddy bench -m MODEL.gguf --session-turn [-p 4000] [-n 32] [--dir DIR] [-t THREADS] [-r REPS] [--json]
  *   eddy bench --kernels [--json] [-t THREADS] [--filter NAME]
  *
  * A model benchmark (eddy_bench_model) prints a table like llama-bench's, then the
@@ -214,6 +215,38 @@ static int bench_batched(const char *path, eddy_bench_params *p, const long long
     return rc;
 }
 
+/* ==== Session benchmark ==== */
+
+static int bench_session(const char *path, eddy_bench_params *p, const char *dir, int json) {
+    eddy_error err;
+    eddy_model *m;
+    if (eddy_model_load(path, &m, &err) != EDDY_OK) return cli_error("%s", err.msg);
+    eddy_bench_session_result r;
+    int rc = 0;
+    if (eddy_bench_session(m, p, dir, &r, &err) != EDDY_OK) {
+        rc = cli_error("%s", err.msg);
+    } else if (json) {
+        printf("{\"n_prompt\": %lld, \"n_turn\": %lld, \"file_bytes\": %.0f, \"t_reprocess\": %.6g, "
+               "\"t_load\": %.6g, \"t_file_turn\": %.6g, \"t_cache_turn\": %.6g, \"t_save\": %.6g, "
+               "\"disk_read_gbs\": %.6g, \"load_read_gbs\": %.6g}\n",
+               (long long)r.n_prompt, (long long)r.n_turn, r.file_bytes, r.t_reprocess, r.t_load, r.t_file_turn,
+               r.t_cache_turn, r.t_save, r.disk_read_bps / 1e9, r.file_bytes / r.t_load / 1e9);
+    } else {
+        printf("next turn (%lld new tokens) of a %lld-token conversation, best of %d after a warm-up:\n",
+               (long long)r.n_turn, (long long)r.n_prompt, p->n_reps);
+        printf("  reprocess everything        %8.3f s\n", r.t_reprocess);
+        printf("  session file (cold) + turn  %8.3f s   %6.1fx faster (load %.3f s: %.1f MB at %.2f GB/s)\n",
+               r.t_file_turn, r.t_reprocess / r.t_file_turn, r.t_load, r.file_bytes / 1e6,
+               r.file_bytes / r.t_load / 1e9);
+        printf("  prefix cache + turn         %8.3f s   %6.1fx faster\n", r.t_cache_turn, r.t_reprocess / r.t_cache_turn);
+        printf("  disk sequential read (cold) %8.2f GB/s: the load reads at %.0f%% of it\n", r.disk_read_bps / 1e9,
+               100.0 * r.file_bytes / r.t_load / r.disk_read_bps);
+        printf("  session save (fsync)        %8.3f s\n", r.t_save);
+    }
+    eddy_model_free(m);
+    return rc;
+}
+
 /* ==== Entry ==== */
 
 int cmd_bench(int argc, char **argv) {
@@ -221,7 +254,8 @@ int cmd_bench(int argc, char **argv) {
     long long threads = 0, n_prompt = 512, n_gen = 128, reps = 5;
     const char *filter = NULL, *model = NULL;
     long long npl[64];
-    int n_npl = 0;
+    int n_npl = 0, session_turn = 0, prompt_given = 0, gen_given = 0, reps_given = 0;
+    const char *dir = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--kernels")) kernels = 1;
@@ -237,16 +271,21 @@ int cmd_bench(int argc, char **argv) {
             model = argv[++i];
         } else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) {
             if (cli_parse_int(a, val, 0, 1 << 20, &n_prompt)) return 1;
-            i++, model_only = 1;
+            i++, model_only = 1, prompt_given = 1;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
             if (cli_parse_int(a, val, 0, 1 << 20, &n_gen)) return 1;
-            i++, model_only = 1;
+            i++, model_only = 1, gen_given = 1;
+        } else if (!strcmp(a, "--session-turn")) {
+            session_turn = 1, model_only = 1;
+        } else if (!strcmp(a, "--dir")) {
+            if (!val) return cli_error("--dir needs a directory");
+            dir = argv[++i];
         } else if (!strcmp(a, "--npl") || !strcmp(a, "-npl")) {
             if (!parse_npl(val, npl, 64, &n_npl)) return 1;
             i++, model_only = 1;
         } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
             if (cli_parse_int(a, val, 1, 1000, &reps)) return 1;
-            i++, model_only = 1;
+            i++, model_only = 1, reps_given = 1;
         } else {
             return cli_error("bench: unknown option \"%s\"", a);
         }
@@ -264,5 +303,13 @@ int cmd_bench(int argc, char **argv) {
     if (n_prompt == 0 && n_gen == 0) return cli_error("bench: nothing to run: -p and -n are both 0");
     eddy_bench_params p = {.n_prompt = n_prompt, .n_gen = n_gen, .n_threads = (int)threads, .n_reps = (int)reps,
                            .seed = 42};
+    if (session_turn && n_npl) return cli_error("bench: --session-turn and --npl are separate benchmarks");
+    if (session_turn) {
+        if (!prompt_given) p.n_prompt = 4000;
+        if (!gen_given) p.n_gen = 32;
+        if (!reps_given) p.n_reps = 3;
+        return bench_session(model, &p, dir ? dir : ".", json);
+    }
+    if (dir) return cli_error("bench: --dir applies to --session-turn");
     return n_npl ? bench_batched(model, &p, npl, n_npl, json) : bench_model(model, &p, json);
 }
