@@ -25,6 +25,7 @@
 #include <stdlib.h>
 
 #include "eddy.h"
+#include "test_seq.h"
 
 static const char *const models[] = {
     "models/llama-tiny-f32.gguf",         "models/qwen35-tiny-f32.gguf",    "models/qwen35moe-tiny-f32.gguf",
@@ -40,38 +41,15 @@ static const char *const quantized[] = {
 
 /* ==== Helpers ==== */
 
-static eddy_model *load(const char *file) {
-    eddy_model *m = NULL;
-    eddy_error err;
-    CHECKF(eddy_model_load(test_data_path(file), &m, &err) == EDDY_OK, "%s: %s", file, err.msg);
-    return m;
-}
+static eddy_model *load(const char *file) { return tseq_load(file); }
 
 static eddy_engine *new_engine(const eddy_model *m, int n_seq, int n_snap, int64_t n_ctx) {
-    eddy_engine_params p = {.n_ctx = n_ctx, .n_seq_max = n_seq, .n_snapshots = n_snap, .n_threads = 2};
-    eddy_engine *e = NULL;
-    eddy_error err;
-    CHECKF(eddy_engine_new(m, &p, &e, &err) == EDDY_OK, "%s", err.msg);
-    return e;
+    return tseq_engine(m, (eddy_engine_params){.n_ctx = n_ctx, .n_seq_max = n_seq, .n_snapshots = n_snap});
 }
 
-static eddy_seq *new_seq(eddy_engine *e) {
-    eddy_seq *s = NULL;
-    eddy_error err;
-    CHECKF(eddy_seq_new(e, &s, &err) == EDDY_OK, "%s", err.msg);
-    return s;
-}
-
-static void rand_ids(test_rng *r, int32_t *ids, int64_t n, int64_t n_vocab) {
-    for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)test_rng_below(r, (uint32_t)n_vocab);
-}
-
-/* Feeds ids to s as one evaluation; logits of every token into out (may be NULL). */
-static bool feed(eddy_seq *s, const int32_t *ids, int64_t n, float *out) {
-    eddy_error err;
-    return CHECKF(eddy_seq_eval(s, ids, n, out, 1, &err) == EDDY_OK, "eval of %lld tokens: %s", (long long)n,
-                  err.msg);
-}
+#define new_seq tseq_new
+#define rand_ids tseq_rand_ids
+#define feed tseq_feed
 
 /* True when a and b hold the same bits; else reports the worst difference. */
 static bool same_rows(const char *what, const char *file, const float *a, const float *b, int64_t n) {

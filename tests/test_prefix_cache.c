@@ -15,6 +15,7 @@
 
 #include "eddy.h"
 #include "model/engine.h"
+#include "test_seq.h"
 
 static const char *const models[] = {
     "models/llama-tiny-f32.gguf", "models/qwen35-tiny-f32.gguf", "models/qwen3next-tiny-f32.gguf",
@@ -22,25 +23,12 @@ static const char *const models[] = {
 };
 
 static eddy_engine *new_engine(const eddy_model *m, size_t cache_bytes, int n_seq) {
-    eddy_engine_params p = {.n_ctx = 1024, .n_seq_max = n_seq, .n_threads = 2, .cache_bytes = cache_bytes,
-                            .cache_every = 256};
-    eddy_engine *e = NULL;
-    eddy_error err;
-    CHECKF(eddy_engine_new(m, &p, &e, &err) == EDDY_OK, "%s", err.msg);
-    return e;
+    return tseq_engine(m, (eddy_engine_params){.n_ctx = 1024, .n_seq_max = n_seq, .cache_bytes = cache_bytes,
+                                               .cache_every = 256});
 }
 
-static eddy_seq *new_seq(eddy_engine *e) {
-    eddy_seq *s = NULL;
-    eddy_error err;
-    CHECKF(eddy_seq_new(e, &s, &err) == EDDY_OK, "%s", err.msg);
-    return s;
-}
-
-static bool feed(eddy_seq *s, const int32_t *ids, int64_t n, float *out) {
-    eddy_error err;
-    return CHECKF(eddy_seq_eval(s, ids, n, out, out != NULL, &err) == EDDY_OK, "eval: %s", err.msg);
-}
+#define new_seq tseq_new
+#define feed tseq_feed
 
 static bool same(const float *a, const float *b, int64_t n) { return !memcmp(a, b, (size_t)n * sizeof(float)); }
 

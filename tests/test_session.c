@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "eddy.h"
+#include "test_seq.h"
 
 static const char *const models[] = {
     "models/llama-tiny-f32.gguf",         "models/qwen35-tiny-f32.gguf",    "models/qwen35moe-tiny-q8_0.gguf",
@@ -25,28 +26,14 @@ static const char *const models[] = {
     "models/granitehybrid-tiny-f32.gguf", "models/qwen35-tiny-q4_k_m.gguf",
 };
 
-static eddy_model *load(const char *file) {
-    eddy_model *m = NULL;
-    eddy_error err;
-    CHECKF(eddy_model_load(test_data_path(file), &m, &err) == EDDY_OK, "%s: %s", file, err.msg);
-    return m;
-}
+#define load tseq_load
+#define new_seq tseq_new
 
 static eddy_engine *new_engine(const eddy_model *m, int64_t n_ctx, eddy_kv_type kv) {
-    eddy_engine_params p = {.n_ctx = n_ctx, .n_seq_max = 3, .n_threads = 2, .type_k = kv, .type_v = kv};
-    eddy_engine *e = NULL;
-    eddy_error err;
-    CHECKF(eddy_engine_new(m, &p, &e, &err) == EDDY_OK, "%s", err.msg);
-    return e;
+    return tseq_engine(m, (eddy_engine_params){.n_ctx = n_ctx, .n_seq_max = 3, .type_k = kv, .type_v = kv});
 }
 
-static eddy_seq *new_seq(eddy_engine *e) {
-    eddy_seq *s = NULL;
-    eddy_error err;
-    CHECKF(eddy_seq_new(e, &s, &err) == EDDY_OK, "%s", err.msg);
-    return s;
-}
-
+/* Feeds ids as one evaluation; the last token's logits into out (may be NULL). */
 static bool feed(eddy_seq *s, const int32_t *ids, int64_t n, float *out) {
     eddy_error err;
     return CHECKF(eddy_seq_eval(s, ids, n, out, 0, &err) == EDDY_OK, "eval: %s", err.msg);

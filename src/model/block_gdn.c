@@ -17,7 +17,6 @@
  * from its slot into its snapshot slots.
  */
 #include <math.h>
-#include <string.h>
 
 #include "model/engine.h"
 #include "model/linear.h"
@@ -100,10 +99,7 @@ void block_gdn(engine *c, const model_layer *l, int64_t il, const step_plan *pla
                 conv1d_prefill(c->pool, &cp, t1 - t0, x + t0 * conv_dim, conv_dim, y + t0 * conv_dim, conv_dim, conv);
                 gdn_prefill(c->pool, &p, t1 - t0, &piece, S, NULL);
                 const int64_t ck = step_ckpt_slot(run, run->pos0 + t1);
-                if (ck >= 0) {
-                    memcpy(state_conv(sp, il, ck), conv, (size_t)sp->shape[il].conv_floats * sizeof(float));
-                    memcpy(state_rec(sp, il, ck), S, (size_t)sp->shape[il].rec_floats * sizeof(float));
-                }
+                if (ck >= 0) state_slot_copy_layer(sp, il, ck, run->slot); /* a prefix-cache checkpoint */
                 t0 = t1;
             }
         }

@@ -12,7 +12,6 @@
  * the plan's runs, as in block_gdn.c.
  */
 #include <math.h>
-#include <string.h>
 
 #include "model/engine.h"
 #include "model/linear.h"
@@ -67,10 +66,7 @@ void block_mamba2(engine *c, const model_layer *l, int64_t il, const step_plan *
                 const int64_t seq_start[2] = {0, t1 - t0};
                 mamba2_scan(&p, &piece, seq_start, states, 1, c->pool, NULL);
                 const int64_t ck = step_ckpt_slot(run, run->pos0 + t1);
-                if (ck >= 0) {
-                    memcpy(state_conv(sp, il, ck), conv, (size_t)sp->shape[il].conv_floats * sizeof(float));
-                    memcpy(state_rec(sp, il, ck), states[0], (size_t)sp->shape[il].rec_floats * sizeof(float));
-                }
+                if (ck >= 0) state_slot_copy_layer(sp, il, ck, run->slot); /* a prefix-cache checkpoint */
                 t0 = t1;
             }
         }

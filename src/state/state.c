@@ -140,14 +140,16 @@ void state_slot_free(state_pool *p, int64_t slot) {
     p->n_slots_free++;
 }
 
-void state_slot_copy(state_pool *p, int64_t dst, int64_t src) {
+void state_slot_copy_layer(state_pool *p, int64_t il, int64_t dst, int64_t src) {
     if (dst == src) return;
-    for (int64_t il = 0; il < p->n_layer; il++) {
-        if (p->conv[il])
-            memcpy(state_conv(p, il, dst), state_conv(p, il, src), (size_t)p->shape[il].conv_floats * sizeof(float));
-        if (p->rec[il])
-            memcpy(state_rec(p, il, dst), state_rec(p, il, src), (size_t)p->shape[il].rec_floats * sizeof(float));
-    }
+    if (p->conv[il])
+        memcpy(state_conv(p, il, dst), state_conv(p, il, src), (size_t)p->shape[il].conv_floats * sizeof(float));
+    if (p->rec[il])
+        memcpy(state_rec(p, il, dst), state_rec(p, il, src), (size_t)p->shape[il].rec_floats * sizeof(float));
+}
+
+void state_slot_copy(state_pool *p, int64_t dst, int64_t src) {
+    for (int64_t il = 0; il < p->n_layer; il++) state_slot_copy_layer(p, il, dst, src);
 }
 
 /* ==== KV blocks ==== */

@@ -71,6 +71,8 @@ size_t state_block_bytes(const state_pool *p);
 int64_t state_slot_alloc(state_pool *p, bool zero);
 void state_slot_free(state_pool *p, int64_t slot);
 void state_slot_copy(state_pool *p, int64_t dst, int64_t src);
+/* The same for layer il only (its conv window and recurrent matrices). */
+void state_slot_copy_layer(state_pool *p, int64_t il, int64_t dst, int64_t src);
 
 static inline float *state_conv(const state_pool *p, int64_t il, int64_t slot) {
     return p->conv[il] + slot * p->shape[il].conv_floats;

@@ -6,23 +6,7 @@
 # Prints "N passed, M failed".
 set -u
 EDDY=${1:?usage: batch.sh EDDY_BINARY}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-
-# expect_err NAME PATTERN ARGS...: exit 1, stderr one line "eddy: error: ...PATTERN..."
-expect_err() {
-  local name=$1 pat=$2; shift 2
-  local rc
-  "$EDDY" "$@" >"$TMP/out" 2>"$TMP/err"; rc=$?
-  if [ $rc -ne 1 ]; then bad "$name: exit status $rc (expected 1): $(head -5 "$TMP/err")"; return; fi
-  if [ "$(wc -l <"$TMP/err")" -ne 1 ]; then bad "$name: stderr is not one line: $(cat "$TMP/err")"; return; fi
-  if ! grep -qF -- "$pat" "$TMP/err"; then bad "$name: stderr lacks: $pat: $(cat "$TMP/err")"; return; fi
-  ok
-}
+. "$(dirname "$0")/common.sh"
 
 printf 'Once upon a time\nThe cat sat on the\n\nIn the beginning\nhello world, this is a longer prompt than the others\nx\n' \
   >"$TMP/prompts.txt"
@@ -97,5 +81,4 @@ if "$EDDY" bench -m tests/data/models/qwen35-tiny-f32.gguf --session-turn -p 300
 else bad "bench --session-turn: $(cat "$TMP/st" "$TMP/err")"; fi
 expect_err "bench --session-turn with --npl" "separate benchmarks" bench -m $M --session-turn --npl 1
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -6,22 +6,7 @@
 # one line and left as they were. Prints "N passed, M failed".
 set -u
 EDDY=${1:?usage: session.sh EDDY_BINARY}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-
-expect_err() { # NAME PATTERN ARGS...: exit 1, one line on stderr containing PATTERN
-  local name=$1 pat=$2; shift 2
-  local rc
-  "$EDDY" "$@" >"$TMP/out" 2>"$TMP/err"; rc=$?
-  if [ $rc -ne 1 ]; then bad "$name: exit status $rc (expected 1): $(head -5 "$TMP/err")"; return; fi
-  if [ "$(wc -l <"$TMP/err")" -ne 1 ]; then bad "$name: stderr is not one line: $(cat "$TMP/err")"; return; fi
-  if ! grep -qF -- "$pat" "$TMP/err"; then bad "$name: stderr lacks: $pat: $(cat "$TMP/err")"; return; fi
-  ok
-}
+. "$(dirname "$0")/common.sh"
 
 P="Once upon a time there was a cat"
 for m in qwen35-tiny-f32 mamba2-tiny-f32 llama-tiny-f32 granitehybrid-tiny-f32; do
@@ -63,5 +48,4 @@ expect_err "truncated session" "truncated or extended" run -m $M -p "$P" -n 2 --
 expect_err "session flags without a session" "--session-ro and --session-all need --session FILE" run -m $M -p "$P" --session-ro
 expect_err "session in a missing directory" "cannot create a temporary file beside it" run -m $M -p "$P" -n 1 --session "$TMP/no/such/dir/s"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

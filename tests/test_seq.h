@@ -1,0 +1,21 @@
+/*
+ * test_seq.h — helpers the engine, session and prefix-cache tests share: load a tiny
+ * model, make an engine and a sequence, feed tokens; each records a test failure with
+ * the library's message when it fails.
+ */
+#ifndef EDDY_TEST_SEQ_H
+#define EDDY_TEST_SEQ_H
+
+#include "eddy.h"
+
+/* tests/data/<file>, or NULL (a failure recorded). */
+eddy_model *tseq_load(const char *file);
+/* An engine on 2 threads with p's fields (n_threads 0 there: 2), or NULL. */
+eddy_engine *tseq_engine(const eddy_model *m, eddy_engine_params p);
+eddy_seq *tseq_new(eddy_engine *e);
+/* Feeds ids[0, n) as one evaluation; logits of every token into out (NULL: none). */
+bool tseq_feed(eddy_seq *s, const int32_t *ids, int64_t n, float *out);
+/* n random ids below n_vocab. */
+void tseq_rand_ids(test_rng *r, int32_t *ids, int64_t n, int64_t n_vocab);
+
+#endif
