@@ -84,11 +84,8 @@ void block_gdn(engine *c, const model_layer *l, int64_t il, const step_plan *pla
             continue;
         }
         if (run->snap) { /* verify: the slot is only read; the state after each row goes to its snapshot */
-            float **conv_snap = plan->ptrs, **rec_snap = plan->ptrs + run->n;
-            for (int64_t t = 0; t < run->n; t++) {
-                conv_snap[t] = state_conv(sp, il, run->snap[t]);
-                rec_snap[t] = state_rec(sp, il, run->snap[t]);
-            }
+            float **conv_snap, **rec_snap;
+            step_snap_ptrs(c, run, il, &conv_snap, &rec_snap);
             conv1d_verify(c->pool, &cp, 1, run->n, x, conv_dim, y, conv_dim, sp->conv[il], &run->slot, conv_snap);
             gdn_verify(c->pool, &p, 1, run->n, &rows, sp->rec[il], &run->slot, rec_snap);
         } else { /* in pieces ending at multiples of cache_every, where checkpoints may be taken */

@@ -47,11 +47,8 @@ void block_mamba2(engine *c, const model_layer *l, int64_t il, const step_plan *
             continue;
         }
         if (run->snap) { /* verify: the slot is only read; the state after each row goes to its snapshot */
-            float **conv_snap = plan->ptrs, **rec_snap = plan->ptrs + run->n;
-            for (int64_t t = 0; t < run->n; t++) {
-                conv_snap[t] = state_conv(sp, il, run->snap[t]);
-                rec_snap[t] = state_rec(sp, il, run->snap[t]);
-            }
+            float **conv_snap, **rec_snap;
+            step_snap_ptrs(c, run, il, &conv_snap, &rec_snap);
             conv1d_verify(c->pool, &cp, 1, run->n, x, IN, y, CD, sp->conv[il], &run->slot, conv_snap);
             const float *from[1] = {state_rec(sp, il, run->slot)};
             mamba2_verify(&p, &io, from, rec_snap, 1, run->n, c->pool);

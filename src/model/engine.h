@@ -188,6 +188,16 @@ static inline int64_t step_piece_end(const engine *c, int64_t pos, int64_t end) 
     return next < end ? next : end;
 }
 
+/* A verify run's snapshot slots in layer il as pointers: conv windows in
+ * plan->ptrs[0, n), recurrent matrices in plan->ptrs[n, 2n). */
+static inline void step_snap_ptrs(const engine *c, const step_run *run, int64_t il, float ***conv, float ***rec) {
+    *conv = c->plan.ptrs, *rec = c->plan.ptrs + run->n;
+    for (int64_t t = 0; t < run->n; t++) {
+        (*conv)[t] = state_conv(c->sp, il, run->snap[t]);
+        (*rec)[t] = state_rec(c->sp, il, run->snap[t]);
+    }
+}
+
 /* The checkpoint slot a run wants filled after position pos, or -1. */
 static inline int64_t step_ckpt_slot(const step_run *run, int64_t pos) {
     for (int64_t k = 0; k < run->n_ckpt; k++)
