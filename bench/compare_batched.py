@@ -43,9 +43,8 @@ def run_llama(model, b, a):
     if r.returncode:
         sys.exit("llama-batched-bench: " + r.stderr.strip()[-400:])
     for line in (r.stdout + "\n" + r.stderr).splitlines():  # its results go where its log goes
-        line = line.strip()
-        if line.startswith("{") and "speed_tg" in line:
-            j = json.loads(line)
+        if "speed_tg" in line:
+            j = json.loads(line[line.find("{"):])
             return j["speed_pp"], j["speed_tg"]
     sys.exit("llama-batched-bench printed no result:\n" + r.stdout[-400:])
 
