@@ -169,15 +169,16 @@ static bool alloc_buffers(engine *c) {
 
 /* ==== Engines ==== */
 
-static eddy_status new_state_pool(engine *c, int64_t n_states, qtype type_k, qtype type_v, eddy_error *err) {
+static eddy_status new_state_pool(engine *c, int64_t n_states, int64_t n_cache_blocks, qtype type_k, qtype type_v,
+                                  eddy_error *err) {
     const model_hparams *hp = &c->m->hp;
     state_layer_shape *shapes = eddy_calloc((size_t)(hp->n_layer > 0 ? hp->n_layer : 1), sizeof *shapes);
     if (!shapes) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     for (int64_t il = 0; il < hp->n_layer; il++) shapes[il] = model_state_shape(c->m, il);
-    /* every holder of a slot (sequence or snapshot) may hold a whole context of
-     * blocks of its own: the KV pool never runs out before the slots do; pages of
-     * blocks never used are never touched */
-    const int64_t n_blocks = n_states * seq_state_n_blocks(c->n_ctx);
+    /* every sequence and snapshot may hold a whole context of blocks of its own, and
+     * the prefix cache as many as its budget pays for: the KV pool never runs out
+     * before the slots or the budget do; pages of blocks never used are never touched */
+    const int64_t n_blocks = (c->n_seq_max + c->n_snap_max) * seq_state_n_blocks(c->n_ctx) + n_cache_blocks;
     eddy_status s = n_blocks > INT32_MAX
                         ? eddy_error_set(err, EDDY_ERR_ARG, "%" PRId64 " states of %" PRId64 " positions are too many",
                                          n_states, c->n_ctx)
@@ -244,12 +245,17 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
     eddy_status s = c->seqs && c->snaps ? pool_create(&c->pool, n_threads, err)
                                         : eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     if (s == EDDY_OK) s = pool_reserve_scratch(c->pool, thread_scratch_bytes(hp, n_ctx, n_threads), err);
+    size_t slot_bytes = 0, block_bytes = 0;
     if (s == EDDY_OK) {
-        size_t slot_bytes, block_bytes;
         cache_sizes(m, type_k, type_v, &slot_bytes, &block_bytes);
         s = cache_init(c, p->cache_bytes, p->cache_every, slot_bytes, block_bytes, err);
     }
-    if (s == EDDY_OK) s = new_state_pool(c, c->n_seq_max + c->n_snap_max + c->n_cache_max, type_k, type_v, err);
+    const uint64_t cache_blocks = c->n_cache_max && block_bytes ? p->cache_bytes / block_bytes + 1 : 0;
+    if (s == EDDY_OK && cache_blocks > INT32_MAX)
+        s = eddy_error_set(err, EDDY_ERR_ARG, "a prefix cache of %zu bytes is too large", p->cache_bytes);
+    if (s == EDDY_OK)
+        s = new_state_pool(c, c->n_seq_max + c->n_snap_max + c->n_cache_max, (int64_t)cache_blocks, type_k, type_v,
+                           err);
     if (s == EDDY_OK && !alloc_buffers(c))
         s = eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate work buffers for a batch of %" PRId64 " tokens",
                            n_batch);
