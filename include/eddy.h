@@ -143,6 +143,8 @@ typedef struct {
     int n_threads;   /* 0: all online CPUs */
     int64_t n_batch; /* tokens per forward step (0: 512); longer inputs are split */
     eddy_kv_type type_k, type_v; /* key / value cache elements (0: F16) */
+    int n_snapshots;   /* snapshots of the sequence at once (eddy_seq_snapshot on eddy_ctx_seq; 0: none) */
+    size_t cache_bytes; /* prefix cache budget (eddy_engine_params; 0: none) */
 } eddy_ctx_params;
 
 eddy_status eddy_model_load(const char *path, eddy_model **out, eddy_error *err);
@@ -312,6 +314,13 @@ typedef struct eddy_sampler eddy_sampler;
 
 /* sampler may be NULL (no sampler state saved). */
 eddy_status eddy_seq_save(eddy_seq *s, const eddy_sampler *sampler, const char *path, eddy_error *err);
+/* The same with the caller's own bytes kept beside the state (a chat's messages, say:
+ * app_len bytes, checksummed like the rest); eddy_seq_load_app gives them back in *app
+ * (free with eddy_buffer_free; NULL and 0 when the file has none). */
+eddy_status eddy_seq_save_app(eddy_seq *s, const eddy_sampler *sampler, const void *app, size_t app_len,
+                              const char *path, eddy_error *err);
+eddy_status eddy_seq_load_app(eddy_seq *s, eddy_sampler *sampler, const char *path, void **app, size_t *app_len,
+                              eddy_error *err);
 /* The same into memory: *out (free with eddy_buffer_free) holds *len bytes. */
 eddy_status eddy_seq_save_buffer(eddy_seq *s, const eddy_sampler *sampler, void **out, size_t *len,
                                  eddy_error *err);

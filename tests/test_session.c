@@ -249,3 +249,28 @@ TEST(session_save_survives_kill) {
     eddy_engine_free(e);
     eddy_model_free(m);
 }
+
+/* The caller's bytes come back as they were saved; a plain load ignores them, and a
+ * file without them gives none. */
+TEST(session_keeps_app_bytes) {
+    eddy_model *m = load("models/llama-tiny-f32.gguf");
+    eddy_engine *e = m ? new_engine(m, 64, EDDY_KV_DEFAULT) : NULL;
+    if (!e) return eddy_model_free(m);
+    eddy_seq *a = new_seq(e), *b = new_seq(e);
+    const int32_t p[5] = {3, 1, 4, 1, 5};
+    const char app[] = "user\0hello\0assistant\0hi there\0";
+    const char *path = test_tmp_path("app.session"), *plain = test_tmp_path("plain.session");
+    eddy_error err;
+    void *got = NULL;
+    size_t len = 0;
+    if (a && b && feed(a, p, 5, NULL) && CHECK(eddy_seq_save_app(a, NULL, app, sizeof app, path, &err) == EDDY_OK)) {
+        CHECK(eddy_seq_load_app(b, NULL, path, &got, &len, &err) == EDDY_OK);
+        CHECK(got && len == sizeof app && !memcmp(got, app, sizeof app));
+        eddy_buffer_free(got);
+        CHECK(eddy_seq_load(b, NULL, path, &err) == EDDY_OK && eddy_seq_n_pos(b) == 5);
+        CHECK(eddy_seq_save(a, NULL, plain, &err) == EDDY_OK);
+        CHECK(eddy_seq_load_app(b, NULL, plain, &got, &len, &err) == EDDY_OK && got == NULL && len == 0);
+    }
+    eddy_engine_free(e);
+    eddy_model_free(m);
+}

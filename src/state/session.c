@@ -37,9 +37,15 @@
 #define SECTION_ALIGN 4096
 #define FINGERPRINT_SAMPLE 4096
 
-enum { SEC_TOKENS = 1, SEC_LOGITS, SEC_SAMPLER, SEC_CONV, SEC_REC, SEC_KEYS, SEC_VALUES, SEC_KIND_END };
+enum { SEC_TOKENS = 1, SEC_LOGITS, SEC_SAMPLER, SEC_CONV, SEC_REC, SEC_KEYS, SEC_VALUES, SEC_APP, SEC_KIND_END };
 
-static const char *const section_names[] = {"", "tokens", "logits", "sampler", "conv", "rec", "keys", "values"};
+static const char *const section_names[] = {"", "tokens", "logits", "sampler", "conv", "rec", "keys", "values", "app"};
+
+/* The caller's bytes saved beside the state (eddy_seq_save_app). */
+typedef struct {
+    const void *data;
+    size_t len;
+} app_bytes;
 
 /* ==== Little-endian fields ==== */
 
@@ -81,13 +87,14 @@ static size_t elem_bytes(qtype t) { return t == QTYPE_F16 ? 2 : 4; }
 
 /* The bytes a section of this kind and layer holds for n_pos positions; 0 for a kind
  * the layer does not have. */
-static uint64_t section_bytes(const engine *c, uint32_t kind, uint32_t layer, int64_t n_pos, size_t sampler_bytes) {
+static uint64_t section_bytes(const engine *c, uint32_t kind, uint32_t layer, int64_t n_pos, size_t var_bytes) {
     const state_pool *sp = c->sp;
     const state_layer_shape *sh = layer < (uint32_t)sp->n_layer ? &sp->shape[layer] : NULL;
     switch (kind) {
     case SEC_TOKENS: return (uint64_t)n_pos * 4;
     case SEC_LOGITS: return (uint64_t)c->m->hp.n_vocab * 4;
-    case SEC_SAMPLER: return sampler_bytes;
+    case SEC_SAMPLER:
+    case SEC_APP: return var_bytes; /* their own length */
     case SEC_CONV: return sh ? (uint64_t)sh->conv_floats * 4 : 0;
     case SEC_REC: return sh ? (uint64_t)sh->rec_floats * 4 : 0;
     case SEC_KEYS: return sh ? (uint64_t)n_pos * (uint64_t)sh->kv_k * elem_bytes(sp->type_k) : 0;
@@ -113,20 +120,21 @@ static void gather_kv(const engine *c, const seq_state *st, int64_t il, bool key
 }
 
 /* The whole file in memory (the lock held). */
-static eddy_status serialize(engine *c, eddy_seq *s, const sampler *smp, uint8_t **out, size_t *len,
-                             eddy_error *err) {
+static eddy_status serialize(engine *c, eddy_seq *s, const sampler *smp, app_bytes app, uint8_t **out,
+                             size_t *len, eddy_error *err) {
     if (s->n_pending)
         return eddy_error_set(err, EDDY_ERR_ARG, "cannot save a sequence whose verify of %" PRId64
                               " tokens awaits eddy_seq_accept", s->n_pending);
     const state_pool *sp = c->sp;
     const seq_state *st = &s->st;
     const size_t smp_bytes = smp ? sampler_state_bytes(smp) : 0;
-    section secs[3 + 4 * 1024];
+    section secs[4 + 4 * 1024];
     int64_t n = 0;
     if (sp->n_layer > 1024) return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "session: more than 1024 layers");
     secs[n++] = (section){SEC_TOKENS, 0, 0, 0, st->tokens};
     if (s->has_logits) secs[n++] = (section){SEC_LOGITS, 0, 0, 0, s->logits};
     if (smp) secs[n++] = (section){SEC_SAMPLER, 0, 0, 0, NULL};
+    if (app.data) secs[n++] = (section){SEC_APP, 0, 0, 0, app.data};
     for (int64_t il = 0; il < sp->n_layer; il++) {
         if (sp->conv[il]) secs[n++] = (section){SEC_CONV, (uint32_t)il, 0, 0, state_conv(sp, il, st->slot)};
         if (sp->rec[il]) secs[n++] = (section){SEC_REC, (uint32_t)il, 0, 0, state_rec(sp, il, st->slot)};
@@ -135,7 +143,8 @@ static eddy_status serialize(engine *c, eddy_seq *s, const sampler *smp, uint8_t
     }
     uint64_t at = align_up(HEADER_BYTES + (uint64_t)n * ENTRY_BYTES);
     for (int64_t i = 0; i < n; i++) {
-        secs[i].bytes = section_bytes(c, secs[i].kind, secs[i].layer, st->n_pos, smp_bytes);
+        secs[i].bytes = section_bytes(c, secs[i].kind, secs[i].layer, st->n_pos,
+                                      secs[i].kind == SEC_APP ? app.len : smp_bytes);
         secs[i].offset = at;
         at = align_up(at + secs[i].bytes);
     }
@@ -175,13 +184,18 @@ static eddy_status serialize(engine *c, eddy_seq *s, const sampler *smp, uint8_t
     return EDDY_OK;
 }
 
-eddy_status eddy_seq_save_buffer(eddy_seq *s, const eddy_sampler *smp, void **out, size_t *len, eddy_error *err) {
-    if (!s || !out || !len) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_seq_save_buffer: NULL argument");
+static eddy_status save_buffer(eddy_seq *s, const sampler *smp, app_bytes app, void **out, size_t *len,
+                               eddy_error *err) {
     engine *c = s->e;
     pthread_mutex_lock(&c->lock);
-    eddy_status st = serialize(c, s, smp, (uint8_t **)out, len, err);
+    eddy_status st = serialize(c, s, smp, app, (uint8_t **)out, len, err);
     pthread_mutex_unlock(&c->lock);
     return st;
+}
+
+eddy_status eddy_seq_save_buffer(eddy_seq *s, const eddy_sampler *smp, void **out, size_t *len, eddy_error *err) {
+    if (!s || !out || !len) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_seq_save_buffer: NULL argument");
+    return save_buffer(s, smp, (app_bytes){NULL, 0}, out, len, err);
 }
 
 /* Writes all of buf to fd; false with errno set. */
@@ -235,11 +249,23 @@ static eddy_status write_atomic(const char *path, const uint8_t *buf, size_t len
     return EDDY_OK;
 }
 
+eddy_status eddy_seq_save_app(eddy_seq *s, const eddy_sampler *smp, const void *app, size_t app_len,
+                              const char *path, eddy_error *err) {
+    if (!s || !path || (!app && app_len)) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_seq_save: NULL argument");
+    void *buf;
+    size_t len;
+    eddy_status st = save_buffer(s, smp, (app_bytes){app ? app : "", app_len}, &buf, &len, err);
+    if (st != EDDY_OK) return st;
+    st = write_atomic(path, buf, len, err);
+    eddy_free(buf);
+    return st;
+}
+
 eddy_status eddy_seq_save(eddy_seq *s, const eddy_sampler *smp, const char *path, eddy_error *err) {
     if (!s || !path) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_seq_save: NULL argument");
     void *buf;
     size_t len;
-    eddy_status st = eddy_seq_save_buffer(s, smp, &buf, &len, err);
+    eddy_status st = save_buffer(s, smp, (app_bytes){NULL, 0}, &buf, &len, err);
     if (st != EDDY_OK) return st;
     st = write_atomic(path, buf, len, err);
     eddy_free(buf);
@@ -252,7 +278,7 @@ eddy_status eddy_seq_save(eddy_seq *s, const eddy_sampler *smp, const char *path
 typedef struct {
     int64_t n_pos;
     const uint8_t *sec[SEC_KIND_END]; /* the one-per-file sections, or NULL */
-    uint64_t sampler_bytes;
+    uint64_t sampler_bytes, app_bytes;
     const uint8_t **conv, **rec, **keys, **values; /* (n_layer) */
 } parsed;
 
@@ -290,7 +316,7 @@ static eddy_status check_file(const engine *c, const char *what, const uint8_t *
                    sp->type_k == QTYPE_F16 ? "f16" : "f32", sp->type_v == QTYPE_F16 ? "f16" : "f32");
     if (n_pos > (uint64_t)c->n_ctx)
         return BAD("%s: the session holds %" PRIu64 " positions, the context %" PRId64 " (raise -c)", what, n_pos, c->n_ctx);
-    if (n_sec > 3 + 4 * n_layer || HEADER_BYTES + (uint64_t)n_sec * ENTRY_BYTES > len)
+    if (n_sec > 4 + 4 * n_layer || HEADER_BYTES + (uint64_t)n_sec * ENTRY_BYTES > len)
         return BAD("%s: %" PRIu32 " sections cannot be right", what, n_sec);
     if (get64(buf + 72) != XXH3_64bits(buf + HEADER_BYTES, (size_t)n_sec * ENTRY_BYTES))
         return BAD("%s: the section table is damaged (checksum mismatch)", what);
@@ -302,14 +328,15 @@ static eddy_status check_file(const engine *c, const char *what, const uint8_t *
         const uint64_t off = get64(e + 8), bytes = get64(e + 16), sum = get64(e + 24);
         if (kind == 0 || kind >= SEC_KIND_END) return BAD("%s: section %" PRIu32 " has unknown kind %" PRIu32, what, i, kind);
         const char *name = section_names[kind];
-        const bool per_layer = kind >= SEC_CONV;
+        const bool per_layer = kind >= SEC_CONV && kind <= SEC_VALUES;
         if ((per_layer && layer >= n_layer) || (!per_layer && layer != 0))
             return BAD("%s: section %" PRIu32 " (%s) names layer %" PRIu32, what, i, name, layer);
         if (off % SECTION_ALIGN || off < end || off > len || bytes > len - off)
             return BAD("%s: section %" PRIu32 " (%s, layer %" PRIu32 ") at offset %" PRIu64 ", %" PRIu64
                        " bytes, lies outside the file or overlaps another", what, i, name, layer, off, bytes);
-        const uint64_t want = kind == SEC_SAMPLER ? bytes : section_bytes(c, kind, layer, (int64_t)n_pos, 0);
-        if (bytes != want || (want == 0 && kind != SEC_TOKENS))
+        const bool own_length = kind == SEC_SAMPLER || kind == SEC_APP;
+        const uint64_t want = own_length ? bytes : section_bytes(c, kind, layer, (int64_t)n_pos, 0);
+        if (bytes != want || (want == 0 && kind != SEC_TOKENS && kind != SEC_APP))
             return BAD("%s: section %" PRIu32 " (%s, layer %" PRIu32 ") has %" PRIu64 " bytes, the model needs %" PRIu64,
                        what, i, name, layer, bytes, want);
         if (!zeros(buf + end, off - end))
@@ -322,6 +349,7 @@ static eddy_status check_file(const engine *c, const char *what, const uint8_t *
         if (*slot) return BAD("%s: section %s of layer %" PRIu32 " appears twice", what, name, layer);
         *slot = buf + off;
         if (kind == SEC_SAMPLER) p->sampler_bytes = bytes;
+        if (kind == SEC_APP) p->app_bytes = bytes;
     }
     if (!zeros(buf + end, len - end)) return BAD("%s: the padding at the end is damaged (not zero)", what);
     if (!p->sec[SEC_TOKENS]) return BAD("%s: the session has no tokens section", what);
@@ -371,7 +399,7 @@ static eddy_status apply(engine *c, eddy_seq *s, sampler *smp, const parsed *p, 
 }
 
 static eddy_status load_bytes(eddy_seq *s, sampler *smp, const char *what, const uint8_t *buf, size_t len,
-                              eddy_error *err) {
+                              void **app, size_t *app_len, eddy_error *err) {
     engine *c = s->e;
     const size_t nl = (size_t)(c->sp->n_layer > 0 ? c->sp->n_layer : 1);
     parsed p = {0};
@@ -385,6 +413,14 @@ static eddy_status load_bytes(eddy_seq *s, sampler *smp, const char *what, const
     /* the sampler's bytes are checked against it before anything changes */
     if (st == EDDY_OK && smp && p.sec[SEC_SAMPLER] && !sampler_state_valid(smp, p.sec[SEC_SAMPLER], (size_t)p.sampler_bytes))
         st = BAD("%s: the sampler section is not a sampler state of this vocabulary", what);
+    if (st == EDDY_OK && app) { /* the caller's bytes, copied out before anything changes */
+        *app = NULL, *app_len = 0;
+        if (p.sec[SEC_APP]) {
+            *app = eddy_malloc(p.app_bytes ? (size_t)p.app_bytes : 1);
+            if (!*app) st = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+            else memcpy(*app, p.sec[SEC_APP], (size_t)p.app_bytes), *app_len = (size_t)p.app_bytes;
+        }
+    }
     if (st == EDDY_OK) st = apply(c, s, smp, &p, err);
     pthread_mutex_unlock(&c->lock);
     eddy_free(p.conv);
@@ -393,11 +429,16 @@ static eddy_status load_bytes(eddy_seq *s, sampler *smp, const char *what, const
 
 eddy_status eddy_seq_load_buffer(eddy_seq *s, eddy_sampler *smp, const void *buf, size_t len, eddy_error *err) {
     if (!s || (!buf && len)) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_seq_load_buffer: NULL argument");
-    return load_bytes(s, smp, "session buffer", buf, len, err);
+    return load_bytes(s, smp, "session buffer", buf, len, NULL, NULL, err);
 }
 
 eddy_status eddy_seq_load(eddy_seq *s, eddy_sampler *smp, const char *path, eddy_error *err) {
-    if (!s || !path) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_seq_load: NULL argument");
+    return eddy_seq_load_app(s, smp, path, NULL, NULL, err);
+}
+
+eddy_status eddy_seq_load_app(eddy_seq *s, eddy_sampler *smp, const char *path, void **app, size_t *app_len,
+                              eddy_error *err) {
+    if (!s || !path || (app && !app_len)) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_seq_load: NULL argument");
     int fd = open(path, O_RDONLY);
     if (fd < 0) return eddy_error_set(err, EDDY_ERR_IO, "%s: cannot open the session: %s", path, strerror(errno));
     struct stat sb;
@@ -419,7 +460,7 @@ eddy_status eddy_seq_load(eddy_seq *s, eddy_sampler *smp, const char *path, eddy
         got += (size_t)r;
     }
     close(fd);
-    eddy_status st = got == len ? load_bytes(s, smp, path, buf, len, err)
+    eddy_status st = got == len ? load_bytes(s, smp, path, buf, len, app, app_len, err)
                                 : eddy_error_set(err, EDDY_ERR_IO, "%s: read %zu of %zu bytes", path, got, len);
     eddy_free(buf);
     return st;
