@@ -93,8 +93,8 @@ extern const mamba2_kernels mamba2_kernels_avx512;
 extern const mamba2_kernels mamba2_kernels_neon;
 #endif
 
-/* The set for isa; NULL when the build lacks it. */
-const mamba2_kernels *mamba2_kernels_for(mamba2_isa isa);
+/* The set of a level (ISA_REF: mamba2_kernels_scalar); NULL when the build lacks it. */
+const mamba2_kernels *mamba2_kernels_for(isa_level isa);
 
 /* Scalar kernels, also used by the SIMD sets for column remainders. The step on
  * columns [0, ncols) of state rows with stride ld (x, y: the same columns). */

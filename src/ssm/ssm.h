@@ -3,15 +3,14 @@
  * causal depthwise conv1d (+ SiLU, + per-head L2 norm) and gated RMSNorm (the
  * per-value-head form of Gated DeltaNet and the per-group form of Mamba-2).
  *
- * Owns the contracts and layouts of these ops and the ISA selection shared by
- * src/ssm/ (ssm_isa). Does not own the gated delta rule (gdn.h) or the Mamba-2
- * scans (mamba2.h).
+ * Owns the contracts and layouts of these ops. Does not own the gated delta rule
+ * (gdn.h), the Mamba-2 scans (mamba2.h) or the choice of ISA (base/isa.h).
  *
  * Every op has a scalar `_ref` (single-threaded, the permanent oracle), an
- * `_isa` entry that runs the threaded driver with one ISA's block kernels, and
- * the plain name, which picks the best ISA at run time (EDDY_FORCE_REF=1 picks
- * the scalar kernels). A threadpool may be NULL (runs on the caller). Nothing
- * here allocates.
+ * `_isa` entry that runs the threaded driver with one ISA level's block kernels
+ * (ISA_REF: the scalar ones), and the plain name, which runs the level in force,
+ * isa_active() (ISA_REF under EDDY_FORCE_REF=1). A threadpool may be NULL (runs on
+ * the caller). Nothing here allocates.
  *
  * Rows and strides: a "row" is one token or one sequence; consecutive rows of an
  * operand are `*_stride` floats apart, so inputs may be slices of wider rows
@@ -24,17 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/isa.h"
 #include "base/threadpool.h"
-
-/* ==== ISA selection ==== */
-
-typedef enum { SSM_ISA_REF = 0, SSM_ISA_AVX2, SSM_ISA_AVX512, SSM_ISA_NEON, SSM_ISA_COUNT } ssm_isa;
-
-/* The best ISA this CPU has (SSM_ISA_REF under EDDY_FORCE_REF=1). */
-ssm_isa ssm_isa_best(void);
-/* Compiled for this architecture and supported by this CPU (REF always is). */
-bool ssm_isa_available(ssm_isa isa);
-const char *ssm_isa_name(ssm_isa isa); /* "ref", "avx2", "avx512", "neon" */
 
 /* ==== Decay gate ====
  *
@@ -116,13 +106,13 @@ void conv1d_verify(threadpool *pool, const conv1d_params *p, int64_t n_seq, int6
                    float *const *snap);
 
 /* The same with an explicit ISA (tests, benchmarks). */
-void conv1d_step_isa(ssm_isa isa, threadpool *pool, const conv1d_params *p, int64_t n_seq, const float *x,
+void conv1d_step_isa(isa_level isa, threadpool *pool, const conv1d_params *p, int64_t n_seq, const float *x,
                      int64_t x_stride, float *y, int64_t y_stride, float *state, const int64_t *slot);
-void conv1d_scan_isa(ssm_isa isa, threadpool *pool, const conv1d_params *p, int64_t T, const float *x,
+void conv1d_scan_isa(isa_level isa, threadpool *pool, const conv1d_params *p, int64_t T, const float *x,
                      int64_t x_stride, float *y, int64_t y_stride, float *state);
-void conv1d_prefill_isa(ssm_isa isa, threadpool *pool, const conv1d_params *p, int64_t T, const float *x,
+void conv1d_prefill_isa(isa_level isa, threadpool *pool, const conv1d_params *p, int64_t T, const float *x,
                         int64_t x_stride, float *y, int64_t y_stride, float *state);
-void conv1d_verify_isa(ssm_isa isa, threadpool *pool, const conv1d_params *p, int64_t n_seq, int64_t T,
+void conv1d_verify_isa(isa_level isa, threadpool *pool, const conv1d_params *p, int64_t n_seq, int64_t T,
                        const float *x, int64_t x_stride, float *y, int64_t y_stride, const float *state,
                        const int64_t *slot, float *const *snap);
 
@@ -153,10 +143,10 @@ void gated_rmsnorm_group(threadpool *pool, int64_t n_rows, int64_t n_groups, int
                          int64_t y_stride, const float *z, int64_t z_stride, const float *w, float eps, float *out,
                          int64_t out_stride);
 
-void gated_rmsnorm_isa(ssm_isa isa, threadpool *pool, int64_t n_rows, int64_t n_heads, int64_t d, const float *y,
+void gated_rmsnorm_isa(isa_level isa, threadpool *pool, int64_t n_rows, int64_t n_heads, int64_t d, const float *y,
                        int64_t y_stride, const float *z, int64_t z_stride, const float *w, float eps, float *out,
                        int64_t out_stride);
-void gated_rmsnorm_group_isa(ssm_isa isa, threadpool *pool, int64_t n_rows, int64_t n_groups, int64_t group_size,
+void gated_rmsnorm_group_isa(isa_level isa, threadpool *pool, int64_t n_rows, int64_t n_groups, int64_t group_size,
                              const float *y, int64_t y_stride, const float *z, int64_t z_stride, const float *w,
                              float eps, float *out, int64_t out_stride);
 

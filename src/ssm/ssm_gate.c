@@ -1,6 +1,5 @@
 /*
- * ssm_gate.c — the decay gate (g = a * softplus(alpha + dt_bias), beta = sigmoid(b))
- * and the ISA selection shared by every kernel under src/ssm/.
+ * ssm_gate.c — the decay gate (g = a * softplus(alpha + dt_bias), beta = sigmoid(b)).
  *
  * The gate is a few hundred scalars per token (one per head), far below the cost
  * of the projections around it, so it has one scalar implementation; the plain
@@ -8,36 +7,7 @@
  */
 #include <math.h>
 
-#include "base/cpu.h"
 #include "ssm/ssm.h"
-
-/* ==== ISA selection ==== */
-
-bool ssm_isa_available(ssm_isa isa) {
-    const cpu_caps *c = cpu_features();
-    switch (isa) {
-    case SSM_ISA_REF: return true;
-#if defined(__x86_64__)
-    case SSM_ISA_AVX2: return cpu_has_avx2(c);
-    case SSM_ISA_AVX512: return cpu_has_avx512(c) && c->fma;
-#elif defined(__aarch64__)
-    case SSM_ISA_NEON: return c->neon;
-#endif
-    default: (void)c; return false;
-    }
-}
-
-ssm_isa ssm_isa_best(void) {
-    if (ssm_isa_available(SSM_ISA_AVX512)) return SSM_ISA_AVX512;
-    if (ssm_isa_available(SSM_ISA_AVX2)) return SSM_ISA_AVX2;
-    if (ssm_isa_available(SSM_ISA_NEON)) return SSM_ISA_NEON;
-    return SSM_ISA_REF;
-}
-
-const char *ssm_isa_name(ssm_isa isa) {
-    static const char *names[SSM_ISA_COUNT] = {"ref", "avx2", "avx512", "neon"};
-    return (unsigned)isa < SSM_ISA_COUNT ? names[isa] : "?";
-}
 
 /* ==== Decay gate ==== */
 
