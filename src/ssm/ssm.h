@@ -28,19 +28,26 @@
 
 /* ==== Decay gate ====
  *
- *   g[r][h]    = a[h] * softplus(alpha[r][h] + dt_bias[h])   (softplus(x) = x > 20 ? x : log1p(exp(x)))
- *   beta[r][h] = sigmoid(b[r][h])
+ *   g[r][h]    = a[h] * softplus(alpha(r, h) + dt_bias[h])   (ops_softplus: x > 20 ? x : log1p(exp(x)))
+ *   beta[r][h] = sigmoid(b(r, h))
  *
  * a is -exp(A_log) as GGUF stores it (ssm_a); g is the log-decay (<= 0), applied as exp(g).
- * alpha, b: (n_rows, n_heads) rows alpha_stride / b_stride apart.
+ * alpha, b: raw gates of n_rows rows, alpha_stride / b_stride floats apart; within a
+ *   row the heads come in runs of `group` consecutive floats, runs group_stride floats
+ *   apart: alpha(r, h) = alpha[r * alpha_stride + (h / group) * group_stride + h % group].
+ *   Contiguous heads: group = group_stride = n_heads. Qwen3-Next's fused b|a
+ *   projection (per key head: b of its r value heads, then a of them) is group = r,
+ *   group_stride = 2 r, b = the row, alpha = the row + r, both strides 2 n_heads.
  * a, dt_bias: (n_heads).
  * g, beta: (n_rows, n_heads) contiguous outputs. b and beta may both be NULL (no beta).
  * One call serves decode (n_rows = number of sequences) and prefill (n_rows = tokens).
  * Error bound of the optimized path against _ref: exact (it is the same scalar code). */
 void ssm_gate(int64_t n_rows, int64_t n_heads, const float *alpha, int64_t alpha_stride, const float *b,
-              int64_t b_stride, const float *a, const float *dt_bias, float *g, float *beta);
+              int64_t b_stride, int64_t group, int64_t group_stride, const float *a, const float *dt_bias, float *g,
+              float *beta);
 void ssm_gate_ref(int64_t n_rows, int64_t n_heads, const float *alpha, int64_t alpha_stride, const float *b,
-                  int64_t b_stride, const float *a, const float *dt_bias, float *g, float *beta);
+                  int64_t b_stride, int64_t group, int64_t group_stride, const float *a, const float *dt_bias,
+                  float *g, float *beta);
 
 /* ==== Causal depthwise conv1d + SiLU ====
  *
