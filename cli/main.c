@@ -128,7 +128,7 @@ static void usage(FILE *out) {
             "  chat-format -m MODEL.gguf [--system|--user|--assistant TEXT]... [--messages FILE.json]\n"
             "              [--chat-template NAME|FILE] [--no-generation-prompt] [--think|--no-think]\n"
             "                                          the prompt the model's chat template makes\n"
-            "  version                                 version and detected CPU features\n"
+            "  version                                 version, detected CPU features, kernel ISA level\n"
             "  help                                    this text\n"
             "\n"
             "run, chat, logits and perplexity take -ctk/--cache-type-k and -ctv/--cache-type-v\n"
@@ -152,7 +152,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "chat-format")) return cmd_chat_format(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
-        printf("eddy %s\ncpu features: %s\n", eddy_version(), eddy_cpu_features());
+        printf("eddy %s\ncpu features: %s\nkernels: %s\n", eddy_version(), eddy_cpu_features(), eddy_cpu_isa());
         return 0;
     }
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {

@@ -68,6 +68,11 @@ void eddy_log_set_level(eddy_log_level level);
  * "avx2 fma f16c avx512f avx512bw avx512vnni". "none" when EDDY_FORCE_REF=1. */
 const char *eddy_cpu_features(void);
 
+/* The instruction-set level eddy's CPU kernels run at, chosen once per process:
+ * "avx512", "avx2", "neon", or "ref" (portable C: EDDY_FORCE_REF=1, or a CPU
+ * without those). */
+const char *eddy_cpu_isa(void);
+
 /* ==== GGUF files ==== */
 
 /* An opened, fully validated GGUF file. Tensor data stays memory-mapped. */

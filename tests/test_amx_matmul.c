@@ -18,7 +18,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "base/cpu.h"
+#include "base/isa.h"
 #include "base/threadpool.h"
 #include "ops/matmul.h"
 #if defined(__x86_64__)
@@ -92,7 +92,7 @@ static void check_amx(test_rng *r, threadpool *pool, qtype t, int64_t n_in, int6
 
 TEST(matmul_amx_matches_bf16_oracle) {
 #if defined(__x86_64__)
-    if (!cpu_features()->amx_bf16) {
+    if (!isa_has(ISA_EXT_AMX_BF16)) {
         printf("  (no AMX-BF16 here, or EDDY_FORCE_REF: nothing to check)\n");
         return;
     }

@@ -1,5 +1,6 @@
 /*
- * test_base.c — the base layer: allocator hooks, errors, thread pool, CPU features, timers.
+ * test_base.c — the base layer: allocator hooks, errors, thread pool, CPU features, the
+ * kernel ISA level, timers.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "test.h"
@@ -11,6 +12,7 @@
 #include "base/alloc.h"
 #include "base/cpu.h"
 #include "base/error.h"
+#include "base/isa.h"
 #include "base/mapfile.h"
 #include "base/threadpool.h"
 #include "base/timer.h"
@@ -176,6 +178,61 @@ TEST(cpu_features_are_consistent) {
     const char *names = eddy_cpu_features();
     CHECK(names != NULL && names[0] != '\0');
     if (cpu_force_ref()) CHECK_STR(names, "none");
+}
+
+/* The level follows the features: the best level of this architecture that
+ * cpu_features() allows, every lower one available too, none above; ISA_REF alone
+ * under EDDY_FORCE_REF. */
+TEST(isa_level_follows_cpu_features) {
+    const cpu_caps *c = cpu_features();
+    isa_level want = ISA_REF;
+#if defined(__x86_64__)
+    if (cpu_has_avx2(c)) want = ISA_AVX2;
+    if (cpu_has_avx2(c) && cpu_has_avx512(c)) want = ISA_AVX512;
+    CHECK(!isa_available(ISA_NEON) && !isa_has(ISA_EXT_DOTPROD));
+    CHECK_EQ(isa_has(ISA_EXT_AVX512VNNI), want == ISA_AVX512 && c->avx512vnni);
+    CHECK_EQ(isa_has(ISA_EXT_AMX_BF16), want == ISA_AVX512 && c->amx_bf16);
+    CHECK_EQ(isa_available(ISA_AVX2), want >= ISA_AVX2);
+    CHECK_EQ(isa_available(ISA_AVX512), want == ISA_AVX512);
+#elif defined(__aarch64__)
+    if (c->neon) want = ISA_NEON;
+    CHECK(!isa_available(ISA_AVX2) && !isa_available(ISA_AVX512) && !isa_has(ISA_EXT_AVX512VNNI));
+    CHECK_EQ(isa_has(ISA_EXT_DOTPROD), want == ISA_NEON && c->dotprod);
+#endif
+    (void)c;
+    CHECK_EQ(isa_active(), want);
+    CHECK(isa_available(ISA_REF) && isa_available(isa_active()));
+    CHECK(!isa_available(ISA_COUNT) && !isa_has(ISA_EXT_COUNT));
+    CHECK_STR(eddy_cpu_isa(), isa_name(isa_active()));
+    CHECK_STR(isa_name(ISA_REF), "ref");
+    CHECK_STR(isa_name(ISA_COUNT), "?");
+    if (cpu_force_ref()) {
+        CHECK_EQ(isa_active(), ISA_REF);
+        for (int l = ISA_REF + 1; l < ISA_COUNT; l++) CHECK(!isa_available((isa_level)l));
+        for (int e = 0; e < ISA_EXT_COUNT; e++) CHECK(!isa_has((isa_ext)e));
+    }
+}
+
+typedef struct {
+    int level[8];
+    atomic_int n;
+} isa_job;
+
+static void isa_task(void *p, int ith, int nth) {
+    (void)nth;
+    isa_job *j = p;
+    j->level[ith] = (int)isa_active();
+    atomic_fetch_add(&j->n, 1);
+}
+
+TEST(isa_level_is_the_same_on_every_thread) {
+    threadpool *pool;
+    REQUIRE(pool_create(&pool, 8, NULL) == EDDY_OK);
+    isa_job job = {{-1, -1, -1, -1, -1, -1, -1, -1}, 0};
+    pool_run(pool, isa_task, &job, 8);
+    CHECK(atomic_load(&job.n) >= 1);
+    for (int i = 0; i < atomic_load(&job.n); i++) CHECK_EQ(job.level[i], isa_active());
+    pool_destroy(pool);
 }
 
 TEST(timer_is_monotonic) {

@@ -27,17 +27,17 @@ static inline void ssm_test_normal(test_rng *rng, float *x, int64_t n, float sca
  * small == false the scalar kernels are left out when a SIMD ISA exists: large
  * cases then run them only in the EDDY_FORCE_REF pass of `make test`, which keeps
  * the sanitizer and emulator passes short. */
-static inline int ssm_test_isas_for(ssm_isa *out, bool small) {
+static inline int ssm_test_isas_for(isa_level *out, bool small) {
     int n = 0;
-    for (int i = 0; i < SSM_ISA_COUNT; i++)
-        if (ssm_isa_available((ssm_isa)i)) out[n++] = (ssm_isa)i;
+    for (int i = 0; i < ISA_COUNT; i++)
+        if (isa_available((isa_level)i)) out[n++] = (isa_level)i;
     if (!small && n > 1) {
         for (int i = 1; i < n; i++) out[i - 1] = out[i];
         n--;
     }
     return n;
 }
-static inline int ssm_test_isas(ssm_isa *out) { return ssm_test_isas_for(out, true); }
+static inline int ssm_test_isas(isa_level *out) { return ssm_test_isas_for(out, true); }
 
 static inline bool ssm_test_finite(const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++)

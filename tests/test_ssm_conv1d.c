@@ -49,8 +49,8 @@ static bool make_ccase(test_rng *rng, ccase *c, int64_t C, int K, bool bias, int
 
 static void free_ccase(ccase *c) { free(c->w), free(c->bias), free(c->x), free(c->y_ref), free(c->y_got); }
 
-static void describe(char *buf, size_t n, const char *what, ssm_isa isa, const ccase *c) {
-    snprintf(buf, n, "%s %s C=%lld K=%d bias=%d l2=%lldx%lld R=%lld seed=%llu", what, ssm_isa_name(isa),
+static void describe(char *buf, size_t n, const char *what, isa_level isa, const ccase *c) {
+    snprintf(buf, n, "%s %s C=%lld K=%d bias=%d l2=%lldx%lld R=%lld seed=%llu", what, isa_name(isa),
              (long long)c->p.conv_dim, c->p.K, c->p.bias != NULL, (long long)c->p.l2_channels / (c->p.l2_dim ? c->p.l2_dim : 1),
              (long long)c->p.l2_dim, (long long)c->R, (unsigned long long)c->seed);
 }
@@ -70,7 +70,7 @@ TEST(conv1d_step_matches_ref) {
     threadpool *pool = NULL;
     REQUIRE(pool_create(&pool, 3, NULL) == EDDY_OK);
     test_rng rng = test_rng_new();
-    ssm_isa isas[SSM_ISA_COUNT];
+    isa_level isas[ISA_COUNT];
     int n_isa = ssm_test_isas(isas);
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int64_t n_seq = 1 + (int64_t)(si % 8), n_slots = n_seq + 2;
@@ -104,7 +104,7 @@ TEST(conv1d_scan_and_prefill_match_ref) {
     threadpool *pool = NULL;
     REQUIRE(pool_create(&pool, 3, NULL) == EDDY_OK);
     test_rng rng = test_rng_new();
-    ssm_isa isas[SSM_ISA_COUNT];
+    isa_level isas[ISA_COUNT];
     int n_isa = ssm_test_isas(isas);
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
@@ -148,7 +148,7 @@ TEST(conv1d_verify_matches_ref) {
     threadpool *pool = NULL;
     REQUIRE(pool_create(&pool, 3, NULL) == EDDY_OK);
     test_rng rng = test_rng_new();
-    ssm_isa isas[SSM_ISA_COUNT];
+    isa_level isas[ISA_COUNT];
     int n_isa = ssm_test_isas(isas);
     static const struct {
         int64_t C;

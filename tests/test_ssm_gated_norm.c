@@ -20,7 +20,7 @@ TEST(gated_norm_matches_ref) {
     threadpool *pool = NULL;
     REQUIRE(pool_create(&pool, 3, NULL) == EDDY_OK);
     test_rng rng = test_rng_new();
-    ssm_isa isas[SSM_ISA_COUNT];
+    isa_level isas[ISA_COUNT];
     int n_isa = ssm_test_isas(isas);
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (int grouped = 0; grouped < 2; grouped++) {
@@ -41,7 +41,7 @@ TEST(gated_norm_matches_ref) {
             for (int ii = 0; ii < n_isa; ii++) {
                 char what[128];
                 snprintf(what, sizeof what, "%s %s rows=%lld heads=%lld d=%lld seed=%llu",
-                         grouped ? "group" : "head", ssm_isa_name(isas[ii]), (long long)R, (long long)H, (long long)d,
+                         grouped ? "group" : "head", isa_name(isas[ii]), (long long)R, (long long)H, (long long)d,
                          (unsigned long long)seed);
                 memcpy(inplace, y, (size_t)(R * ys) * sizeof(float));
                 if (grouped) {

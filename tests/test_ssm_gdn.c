@@ -136,7 +136,7 @@ TEST(gdn_step_matches_ref) {
     threadpool *pool = NULL;
     REQUIRE(pool_create(&pool, 3, NULL) == EDDY_OK);
     test_rng rng = test_rng_new();
-    ssm_isa isas[SSM_ISA_COUNT];
+    isa_level isas[ISA_COUNT];
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (int map = 0; map < 2; map++) {
             gdn_params p = params(shapes[si].nk, shapes[si].nv, shapes[si].dk, shapes[si].dv, (gdn_head_map)map);
@@ -159,7 +159,7 @@ TEST(gdn_step_matches_ref) {
                 gdn_step_isa(isas[ii], pool, &p, n_seq, &rg, sg, slot);
                 char what[160];
                 snprintf(what, sizeof what, "step %s nk=%lld nv=%lld dk=%lld dv=%lld n_seq=%lld map=%s seed=%llu",
-                         ssm_isa_name(isas[ii]), (long long)p.n_k_heads, (long long)p.n_v_heads, (long long)p.d_k,
+                         isa_name(isas[ii]), (long long)p.n_k_heads, (long long)p.n_v_heads, (long long)p.d_k,
                          (long long)p.d_v, (long long)n_seq, map_name(p.head_map), (unsigned long long)c.seed);
                 CLOSE_ROWS(what, c.o_got, c.o_ref, n_seq, p.n_v_heads * p.d_v, c.o_stride, BOUND_RECURRENT);
                 CLOSE(what, sg, sr, n_slots * ns, BOUND_RECURRENT); /* includes the untouched slots */
@@ -200,7 +200,7 @@ static void run_sequence_case(threadpool *pool, test_rng *rng, const seq_shape *
     memcpy(sr, s0, (size_t)ns * sizeof(float));
     gdn_rows rr = rows_of(&c, c.o_ref);
     gdn_scan_ref(&p, T, &rr, sr);
-    ssm_isa isas[SSM_ISA_COUNT];
+    isa_level isas[ISA_COUNT];
     int n_isa = ssm_test_isas_for(isas, T * ns <= 1 << 18);
     REQUIRE(pool_reserve_scratch(pool, gdn_chunked_scratch_size(&p), NULL) == EDDY_OK);
     for (int ii = 0; ii < n_isa; ii++)
@@ -214,7 +214,7 @@ static void run_sequence_case(threadpool *pool, test_rng *rng, const seq_shape *
                 gdn_chunked_isa(isas[ii], pool, &p, T, &rg, sg, NULL);
             char what[192];
             snprintf(what, sizeof what, "%s %s nk=%lld nv=%lld dk=%lld dv=%lld T=%lld map=%s gates=%s seed=%llu",
-                     variant ? "chunked" : "scan", ssm_isa_name(isas[ii]), (long long)p.n_k_heads,
+                     variant ? "chunked" : "scan", isa_name(isas[ii]), (long long)p.n_k_heads,
                      (long long)p.n_v_heads, (long long)p.d_k, (long long)p.d_v, (long long)T, map_name(map),
                      kind == GATES_NORMAL ? "normal" : "extreme", (unsigned long long)c.seed);
             double bound = variant ? chunk_bound : BOUND_RECURRENT;
@@ -317,7 +317,7 @@ TEST(gdn_verify_matches_ref) {
     static const struct {
         int64_t nk, nv, dk, dv, n_seq, T;
     } shapes[] = {{1, 2, 32, 32, 1, 1}, {2, 4, 64, 64, 3, 4}, {1, 2, 128, 128, 2, 8}, {1, 1, 32, 64, 1, 5}};
-    ssm_isa isas[SSM_ISA_COUNT];
+    isa_level isas[ISA_COUNT];
     int n_isa = ssm_test_isas(isas);
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (int map = 0; map < 2; map++) {
@@ -343,7 +343,7 @@ TEST(gdn_verify_matches_ref) {
                 gdn_verify_isa(isas[ii], pool, &p, n_seq, T, &rg, sg, slot, pg);
                 char what[160];
                 snprintf(what, sizeof what, "verify %s nv=%lld dk=%lld n_seq=%lld T=%lld map=%s seed=%llu",
-                         ssm_isa_name(isas[ii]), (long long)p.n_v_heads, (long long)p.d_k, (long long)n_seq,
+                         isa_name(isas[ii]), (long long)p.n_v_heads, (long long)p.d_k, (long long)n_seq,
                          (long long)T, map_name(p.head_map), (unsigned long long)c.seed);
                 CLOSE_ROWS(what, c.o_got, c.o_ref, n_seq * T, p.n_v_heads * p.d_v, c.o_stride, BOUND_RECURRENT);
                 CHECKF(!memcmp(sg, s0, (size_t)(n_seq * ns) * sizeof(float)), "%s: the input state changed", what);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "base/cpu.h"
+#include "base/isa.h"
 #include "ops/vec.h"
 
 typedef float (*dot_fn)(const float *, const float *, int64_t);
@@ -19,18 +20,14 @@ typedef struct {
     bool available;
 } vec_variant_case;
 
+/* The dispatcher, then each level's table (ISA_REF's is _ref itself). */
 static int variants(vec_variant_case *out) {
-    const cpu_caps *c = cpu_features();
     int n = 0;
     out[n++] = (vec_variant_case){"dispatch", vec_dot_f32, vec_axpy_f32, true};
-#if defined(__x86_64__)
-    out[n++] = (vec_variant_case){"avx2", vec_dot_f32_avx2, vec_axpy_f32_avx2, cpu_has_avx2(c)};
-    out[n++] = (vec_variant_case){"avx512", vec_dot_f32_avx512, vec_axpy_f32_avx512,
-                                  cpu_has_avx512(c) && c->fma};
-#elif defined(__aarch64__)
-    out[n++] = (vec_variant_case){"neon", vec_dot_f32_neon, vec_axpy_f32_neon, c->neon};
-#endif
-    (void)c;
+    for (int l = ISA_REF + 1; l < ISA_COUNT; l++) {
+        const vec_kernels *k = vec_kernels_for((isa_level)l);
+        if (k) out[n++] = (vec_variant_case){isa_name((isa_level)l), k->dot, k->axpy, isa_available((isa_level)l)};
+    }
     return n;
 }
 
@@ -39,7 +36,7 @@ static const int64_t lengths[] = {0, 1, 3, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65,
 /* The dot product's error bound: float32 summation in a different order, so
  * |got - ref| <= 1e-5 * sum |x_i y_i| + 1e-30 (n up to 4099, inputs O(1)). */
 TEST(vec_dot_matches_ref) {
-    vec_variant_case v[4];
+    vec_variant_case v[ISA_COUNT];
     int nv = variants(v);
     test_rng rng = test_rng_new();
     float *x = malloc(4200 * sizeof(float)), *y = malloc(4200 * sizeof(float));
@@ -67,7 +64,7 @@ TEST(vec_dot_matches_ref) {
 /* axpy: one FMA per element versus multiply-then-add in _ref, so each element
  * may differ by one rounding: |got - ref| <= 2^-23 * (|y| + |a x|). */
 TEST(vec_axpy_matches_ref) {
-    vec_variant_case v[4];
+    vec_variant_case v[ISA_COUNT];
     int nv = variants(v);
     test_rng rng = test_rng_new();
     float *x = malloc(4200 * sizeof(float)), *y0 = malloc(4200 * sizeof(float));
@@ -95,8 +92,11 @@ TEST(vec_axpy_matches_ref) {
 }
 
 TEST(vec_dispatch_respects_force_ref) {
+    CHECK_STR(vec_variant(), isa_name(isa_active()));
     if (cpu_force_ref()) CHECK_STR(vec_variant(), "ref");
 #if defined(__x86_64__)
     else if (cpu_has_avx512(cpu_features())) CHECK_STR(vec_variant(), "avx512");
 #endif
+    CHECK(vec_kernels_for(ISA_REF) && vec_kernels_for(ISA_REF)->dot == vec_dot_f32_ref);
+    CHECK(vec_kernels_for(ISA_COUNT) == NULL);
 }

@@ -1,8 +1,9 @@
 /*
  * cpu.h — run-time CPU feature detection.
  *
- * Kernels pick their variant from cpu_features(). Setting EDDY_FORCE_REF=1 in the
- * environment clears every flag, so every op takes its scalar _ref path.
+ * Kernels do not read these flags: base/isa.h turns them into the one ISA level
+ * every dispatcher uses. Setting EDDY_FORCE_REF=1 in the environment clears every
+ * flag, which leaves that level at ISA_REF (portable C).
  */
 #ifndef EDDY_BASE_CPU_H
 #define EDDY_BASE_CPU_H

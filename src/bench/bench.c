@@ -110,14 +110,16 @@ eddy_status eddy_bench_kernels(const char *filter, int n_threads, int json, eddy
     env.read_bw = bench_measure_read_bw(env.pool, n_threads);
     env.fma_peak = bench_measure_fma_peak(env.pool, n_threads);
     if (!json) {
-        printf("eddy kernel benchmarks: %d threads, cpu features: %s\n", n_threads, eddy_cpu_features());
+        printf("eddy kernel benchmarks: %d threads, cpu features: %s, kernels: %s\n", n_threads,
+               eddy_cpu_features(), eddy_cpu_isa());
         printf("machine limits measured now: read bandwidth %.2f GB/s, f32 FMA peak %.1f GFLOP/s\n\n",
                env.read_bw / 1e9, env.fma_peak / 1e9);
         printf("%-16s %-10s %-44s %14s %14s %14s   %s\n", "op", "variant", "shape", "time/call",
                "bandwidth", "compute", "fraction of limit");
     } else {
-        printf("{\"machine\": true, \"threads\": %d, \"read_bw\": %.4g, \"fma_peak\": %.4g, \"cpu\": \"%s\"}\n",
-               n_threads, env.read_bw, env.fma_peak, eddy_cpu_features());
+        printf("{\"machine\": true, \"threads\": %d, \"read_bw\": %.4g, \"fma_peak\": %.4g, \"cpu\": \"%s\", "
+               "\"isa\": \"%s\"}\n",
+               n_threads, env.read_bw, env.fma_peak, eddy_cpu_features(), eddy_cpu_isa());
     }
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (!filter || strstr(cases[i].name, filter)) cases[i].fn(&env);

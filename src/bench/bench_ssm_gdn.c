@@ -37,10 +37,10 @@ void bench_gated_norm_cases(bench_env *env);
 static const gdn_params qwen_gdn = {NK, NV, DK, DV, GDN_KHEAD_MOD, 0.08838834764831845f};
 
 /* Every ISA the CPU has; `with_ref` adds the scalar kernels. */
-static int isas(ssm_isa *out, bool with_ref) {
+static int isas(isa_level *out, bool with_ref) {
     int n = 0;
-    for (int i = with_ref ? 0 : 1; i < SSM_ISA_COUNT; i++)
-        if (ssm_isa_available((ssm_isa)i)) out[n++] = (ssm_isa)i;
+    for (int i = with_ref ? 0 : 1; i < ISA_COUNT; i++)
+        if (isa_available((isa_level)i)) out[n++] = (isa_level)i;
     return n;
 }
 
@@ -75,7 +75,7 @@ static gdn_rows rows_of(const gdn_inputs *in) {
 /* ==== gdn_step ==== */
 
 typedef struct {
-    ssm_isa isa;
+    isa_level isa;
     threadpool *pool;
     int64_t n_seq, n_slots, next;
     int64_t slot[64];
@@ -99,16 +99,16 @@ void bench_gdn_step_cases(bench_env *env) {
         eddy_free_aligned(state);
         return;
     }
-    ssm_isa list[SSM_ISA_COUNT];
+    isa_level list[ISA_COUNT];
     int n = isas(list, true);
     static const int64_t seqs[] = {1, 8};
     for (int si = 0; si < 2; si++)
         for (int v = 0; v < n; v++) {
             step_job j = {list[v], env->pool, seqs[si], n_slots, 0, {0}, rows_of(&in), state};
-            bench_result r = {.op = "gdn_step", .variant = ssm_isa_name(list[v])};
+            bench_result r = {.op = "gdn_step", .variant = isa_name(list[v])};
             snprintf(r.shape, sizeof r.shape, "n_seq=%lld hv=%d hk=%d dk=%d dv=%d (1 GiB of states)",
                      (long long)seqs[si], NV, NK, DK, DV);
-            r.seconds = bench_median(run_gdn_step, &j, list[v] == SSM_ISA_REF ? 5 : 50, 0.5);
+            r.seconds = bench_median(run_gdn_step, &j, list[v] == ISA_REF ? 5 : 50, 0.5);
             r.bytes = 2.0 * (double)seqs[si] * (double)ns * sizeof(float);
             r.flops = 6.0 * (double)seqs[si] * NV * DK * DV;
             bench_emit(env, &r);
@@ -120,7 +120,7 @@ void bench_gdn_step_cases(bench_env *env) {
 /* ==== gdn_prefill and the crossover ==== */
 
 typedef struct {
-    ssm_isa isa;
+    isa_level isa;
     bool chunked;
     threadpool *pool;
     int64_t T;
@@ -147,14 +147,14 @@ static void prefill_cases(bench_env *env, const char *op, const int64_t *Ts, int
         eddy_free_aligned(state);
         return;
     }
-    ssm_isa list[SSM_ISA_COUNT];
+    isa_level list[ISA_COUNT];
     int n = isas(list, false);
     for (int ti = 0; ti < n_T; ti++)
         for (int v = 0; v < n; v++)
             for (int chunked = 1; chunked >= 0; chunked--) {
                 prefill_job j = {list[v], chunked != 0, env->pool, Ts[ti], rows_of(&in), state};
                 char variant[32];
-                snprintf(variant, sizeof variant, "%s-%s", chunked ? "chunked" : "scan", ssm_isa_name(list[v]));
+                snprintf(variant, sizeof variant, "%s-%s", chunked ? "chunked" : "scan", isa_name(list[v]));
                 bench_result r = {.op = op, .variant = variant};
                 snprintf(r.shape, sizeof r.shape, "T=%lld hv=%d hk=%d dk=%d dv=%d", (long long)Ts[ti], NV, NK, DK,
                          DV);
@@ -180,7 +180,7 @@ void bench_gdn_crossover_cases(bench_env *env) {
 /* ==== conv1d ==== */
 
 typedef struct {
-    ssm_isa isa;
+    isa_level isa;
     threadpool *pool;
     conv1d_params p;
     int64_t n_seq, n_slots, next, T;
@@ -225,13 +225,13 @@ void bench_conv1d_step_cases(bench_env *env) {
         conv_free(&j, w);
         return;
     }
-    ssm_isa list[SSM_ISA_COUNT];
+    isa_level list[ISA_COUNT];
     int n = isas(list, true);
     static const int64_t seqs[] = {1, 8};
     for (int si = 0; si < 2; si++)
         for (int v = 0; v < n; v++) {
             j.isa = list[v], j.pool = env->pool, j.n_seq = seqs[si], j.next = 0;
-            bench_result r = {.op = "conv1d_step", .variant = ssm_isa_name(list[v])};
+            bench_result r = {.op = "conv1d_step", .variant = isa_name(list[v])};
             snprintf(r.shape, sizeof r.shape, "n_seq=%lld conv_dim=%d K=%d +l2 (1 GiB of states)",
                      (long long)seqs[si], CONV_DIM, KTAPS);
             r.seconds = bench_median(run_conv_step, &j, 200, 0.3);
@@ -252,11 +252,11 @@ void bench_conv1d_prefill_cases(bench_env *env) {
         conv_free(&j, w);
         return;
     }
-    ssm_isa list[SSM_ISA_COUNT];
+    isa_level list[ISA_COUNT];
     int n = isas(list, true);
     for (int v = 0; v < n; v++) {
         j.isa = list[v], j.pool = env->pool, j.T = T;
-        bench_result r = {.op = "conv1d_prefill", .variant = ssm_isa_name(list[v])};
+        bench_result r = {.op = "conv1d_prefill", .variant = isa_name(list[v])};
         snprintf(r.shape, sizeof r.shape, "T=%lld conv_dim=%d K=%d +l2", (long long)T, CONV_DIM, KTAPS);
         r.seconds = bench_median(run_conv_prefill, &j, 3, 0.5);
         r.bytes = 2.0 * (double)T * CONV_DIM * sizeof(float);
@@ -269,7 +269,7 @@ void bench_conv1d_prefill_cases(bench_env *env) {
 /* ==== gated RMSNorm ==== */
 
 typedef struct {
-    ssm_isa isa;
+    isa_level isa;
     threadpool *pool;
     int64_t rows;
     const float *y, *z, *w;
@@ -286,11 +286,11 @@ void bench_gated_norm_cases(bench_env *env) {
     float *y = bench_random_floats(rows * NV * DV, 51, 1.0f), *z = bench_random_floats(rows * NV * DV, 52, 2.0f);
     float *w = bench_random_floats(DV, 53, 1.0f), *out = bench_random_floats(rows * NV * DV, 54, 1.0f);
     if (y && z && w && out) {
-        ssm_isa list[SSM_ISA_COUNT];
+        isa_level list[ISA_COUNT];
         int n = isas(list, true);
         for (int v = 0; v < n; v++) {
             norm_job j = {list[v], env->pool, rows, y, z, w, out};
-            bench_result r = {.op = "gated_norm", .variant = ssm_isa_name(list[v])};
+            bench_result r = {.op = "gated_norm", .variant = isa_name(list[v])};
             snprintf(r.shape, sizeof r.shape, "rows=%lld heads=%d d=%d", (long long)rows, NV, DV);
             r.seconds = bench_median(run_norm, &j, 3, 0.3);
             r.bytes = 3.0 * (double)rows * NV * DV * sizeof(float);

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "base/alloc.h"
-#include "base/cpu.h"
+#include "base/isa.h"
 #include "base/timer.h"
 #include "bench.h"
 #include "ops/vec.h"
@@ -67,19 +67,16 @@ typedef struct {
 static void fma_task(void *p, int ith, int nth) {
     (void)nth;
     fma_job *job = p;
-    const cpu_caps *c = cpu_features();
     double f;
+    switch (isa_active()) {
 #if defined(__x86_64__)
-    if (cpu_has_avx512(c)) f = bench_fma_loop_avx512(job->iters, &job->sink[ith % 256]);
-    else if (cpu_has_avx2(c)) f = bench_fma_loop_avx2(job->iters, &job->sink[ith % 256]);
-    else f = bench_fma_loop_ref(job->iters, &job->sink[ith % 256]);
+    case ISA_AVX512: f = bench_fma_loop_avx512(job->iters, &job->sink[ith % 256]); break;
+    case ISA_AVX2: f = bench_fma_loop_avx2(job->iters, &job->sink[ith % 256]); break;
 #elif defined(__aarch64__)
-    if (c->neon) f = bench_fma_loop_neon(job->iters, &job->sink[ith % 256]);
-    else f = bench_fma_loop_ref(job->iters, &job->sink[ith % 256]);
-#else
-    (void)c;
-    f = bench_fma_loop_ref(job->iters, &job->sink[ith % 256]);
+    case ISA_NEON: f = bench_fma_loop_neon(job->iters, &job->sink[ith % 256]); break;
 #endif
+    default: f = bench_fma_loop_ref(job->iters, &job->sink[ith % 256]); break;
+    }
     job->flops[ith % 256] = f;
 }
 

@@ -20,7 +20,6 @@
 
 #include "model/engine.h"
 #include "model/linear.h"
-#include "ops/norm.h"
 #include "ssm/gdn.h"
 #include "ssm/ssm.h"
 
@@ -48,24 +47,13 @@ void block_gdn(engine *c, const model_layer *l, int64_t il, const step_plan *pla
         linear(c->pool, &l->ssm_beta, c->xn, n, c->gdn_b, c->act);
         linear(c->pool, &l->ssm_alpha, c->xn, n, c->gdn_a, c->act);
     }
+    /* each value head's beta and decay; qwen3next's fused projection interleaves per
+     * key head: b of its r value heads, then a of them */
     const float *a_log_neg = (const float *)l->ssm_a.data, *dt_bias = (const float *)l->ssm_dt_bias.data;
-    /* each value head's beta and decay */
-    for (int64_t t = 0; t < n; t++) {
-        for (int64_t h = 0; h < n_v; h++) {
-            /* qwen3next interleaves per key head: b for its r value heads, then a */
-            float b_raw, a_raw;
-            if (ba) {
-                const int64_t grp = h / r, j = h % r;
-                b_raw = c->gdn_b[t * 2 * n_v + grp * 2 * r + j];
-                a_raw = c->gdn_b[t * 2 * n_v + grp * 2 * r + r + j];
-            } else {
-                b_raw = c->gdn_b[t * n_v + h];
-                a_raw = c->gdn_a[t * n_v + h];
-            }
-            c->gdn_beta[t * n_v + h] = ops_sigmoid(b_raw);
-            c->gdn_g[t * n_v + h] = a_log_neg[h] * ops_softplus(a_raw + dt_bias[h]);
-        }
-    }
+    if (ba)
+        ssm_gate(n, n_v, c->gdn_b + r, 2 * n_v, c->gdn_b, 2 * n_v, r, 2 * r, a_log_neg, dt_bias, c->gdn_g, c->gdn_beta);
+    else
+        ssm_gate(n, n_v, c->gdn_a, n_v, c->gdn_b, n_v, n_v, n_v, a_log_neg, dt_bias, c->gdn_g, c->gdn_beta);
     /* conv + SiLU, q and k L2-normed per key head (1e-6 as the reference models), then
      * the delta rule: one step for a group of decoding sequences, else the prefill
      * kernel (chunked WY form past its crossover, the scan below it) */

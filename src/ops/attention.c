@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "base/cpu.h"
+#include "base/isa.h"
 #include "base/error.h"
 #include "quant/fp16.h"
 
@@ -77,16 +77,23 @@ static void ref_task(void *p, int ith, int nth) {
 
 /* ==== Dispatch ==== */
 
-int attn_kernels_available(const attn_kernel **out, int max) {
-    const cpu_caps *c = cpu_features();
-    int n = 0;
+/* The kernel of an ISA level; NULL for ISA_REF (the threaded reference). */
+static const attn_kernel *kernel_for(isa_level isa) {
+    switch (isa) {
 #if defined(__x86_64__)
-    if (n < max && cpu_has_avx512(c) && cpu_has_avx2(c)) out[n++] = &attn_kernel_avx512;
-    if (n < max && cpu_has_avx2(c)) out[n++] = &attn_kernel_avx2;
+    case ISA_AVX512: return &attn_kernel_avx512;
+    case ISA_AVX2: return &attn_kernel_avx2;
 #elif defined(__aarch64__)
-    if (n < max && c->neon) out[n++] = &attn_kernel_neon;
+    case ISA_NEON: return &attn_kernel_neon;
 #endif
-    (void)c, (void)out, (void)max;
+    default: return NULL;
+    }
+}
+
+int attn_kernels_available(const attn_kernel **out, int max) {
+    int n = 0;
+    for (int l = ISA_COUNT - 1; l > ISA_REF; l--) /* best first */
+        if (n < max && isa_available((isa_level)l) && kernel_for((isa_level)l)) out[n++] = kernel_for((isa_level)l);
     return n;
 }
 

@@ -29,9 +29,11 @@
  *                       of its batch (decoding reproduces a prefill bit for bit).
  *                       Threads take (KV head x query block) units; a decode query
  *                       also splits over chunks, whose partials are folded afterwards.
- *                       Falls back to the reference, threaded over (query, head)
- *                       pairs, when EDDY_FORCE_REF is set or no variant handles the
- *                       head dims (multiples of its vector width).
+ *                       The kernel is the best available ISA level's (base/isa.h)
+ *                       whose vector width divides both head dims, trying lower
+ *                       levels after higher ones; at ISA_REF (EDDY_FORCE_REF=1), or
+ *                       when none fits, the reference runs, threaded over (query,
+ *                       head) pairs.
  * The two agree within float rounding: tests/test_attention.c states the bound.
  */
 #ifndef EDDY_OPS_ATTENTION_H
@@ -162,8 +164,8 @@ typedef struct {
 
 extern const attn_kernel attn_kernel_avx512, attn_kernel_avx2, attn_kernel_neon;
 
-/* The kernels compiled for this architecture that this CPU runs (none under
- * EDDY_FORCE_REF), best first, into out (up to max); returns the count. */
+/* The kernels of the levels isa_available() accepts (none at ISA_REF), best first,
+ * into out (up to max); returns the count. */
 int attn_kernels_available(const attn_kernel **out, int max);
 
 /* ops_attention with kernel k (its width divides both head dims), or the threaded

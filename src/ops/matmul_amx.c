@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "base/cpu.h"
+#include "base/isa.h"
 #include "base/error.h"
 #include "quant/quant.h"
 
@@ -49,7 +49,7 @@ static void tiles_configure(void) {
 /* ==== Which products ==== */
 
 bool matmul_amx_usable(const matmul_weight *w, int64_t n_tok) {
-    if (!cpu_features()->amx_bf16) return false;
+    if (!isa_has(ISA_EXT_AMX_BF16)) return false;
     if (n_tok < MATMUL_AMX_MIN_TOKENS || w->n_out < MATMUL_AMX_ROWS || w->n_in % 32 != 0) return false;
     return w->type != QTYPE_F32 && w->type != QTYPE_F16 && quant_weight_supported(w->type);
 }

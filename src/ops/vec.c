@@ -1,9 +1,10 @@
 /*
- * vec.c — the scalar reference vector kernels and the run-time dispatch.
+ * vec.c — the scalar reference vector kernels, the per-level table and the
+ * dispatch (on isa_active()).
  */
 #include "vec.h"
 
-#include "base/cpu.h"
+#include <stddef.h>
 
 /* ==== Reference ==== */
 
@@ -17,47 +18,24 @@ void vec_axpy_f32_ref(float *y, float a, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-/* ==== Dispatch ==== */
+/* ==== Per-level table and dispatch ==== */
 
-typedef enum { VARIANT_REF, VARIANT_AVX2, VARIANT_AVX512, VARIANT_NEON } variant;
-
-static variant pick(void) {
-    const cpu_caps *c = cpu_features();
+static const vec_kernels tables[ISA_COUNT] = {
+    [ISA_REF] = {vec_dot_f32_ref, vec_axpy_f32_ref},
 #if defined(__x86_64__)
-    if (cpu_has_avx512(c) && c->fma) return VARIANT_AVX512;
-    if (cpu_has_avx2(c)) return VARIANT_AVX2;
+    [ISA_AVX2] = {vec_dot_f32_avx2, vec_axpy_f32_avx2},
+    [ISA_AVX512] = {vec_dot_f32_avx512, vec_axpy_f32_avx512},
 #elif defined(__aarch64__)
-    if (c->neon) return VARIANT_NEON;
+    [ISA_NEON] = {vec_dot_f32_neon, vec_axpy_f32_neon},
 #endif
-    (void)c;
-    return VARIANT_REF;
+};
+
+const vec_kernels *vec_kernels_for(isa_level isa) {
+    return (unsigned)isa < ISA_COUNT && tables[isa].dot ? &tables[isa] : NULL;
 }
 
-const char *vec_variant(void) {
-    static const char *names[] = {"ref", "avx2", "avx512", "neon"};
-    return names[pick()];
-}
+const char *vec_variant(void) { return isa_name(isa_active()); }
 
-float vec_dot_f32(const float *x, const float *y, int64_t n) {
-    switch (pick()) {
-#if defined(__x86_64__)
-    case VARIANT_AVX512: return vec_dot_f32_avx512(x, y, n);
-    case VARIANT_AVX2: return vec_dot_f32_avx2(x, y, n);
-#elif defined(__aarch64__)
-    case VARIANT_NEON: return vec_dot_f32_neon(x, y, n);
-#endif
-    default: return vec_dot_f32_ref(x, y, n);
-    }
-}
+float vec_dot_f32(const float *x, const float *y, int64_t n) { return tables[isa_active()].dot(x, y, n); }
 
-void vec_axpy_f32(float *y, float a, const float *x, int64_t n) {
-    switch (pick()) {
-#if defined(__x86_64__)
-    case VARIANT_AVX512: vec_axpy_f32_avx512(y, a, x, n); return;
-    case VARIANT_AVX2: vec_axpy_f32_avx2(y, a, x, n); return;
-#elif defined(__aarch64__)
-    case VARIANT_NEON: vec_axpy_f32_neon(y, a, x, n); return;
-#endif
-    default: vec_axpy_f32_ref(y, a, x, n); return;
-    }
-}
+void vec_axpy_f32(float *y, float a, const float *x, int64_t n) { tables[isa_active()].axpy(y, a, x, n); }

@@ -2,13 +2,16 @@
  * vec.h — small float32 vector kernels used across ops (dot products, scaled adds).
  *
  * Each kernel has a scalar _ref (the oracle, kept forever) and SIMD variants in
- * vec_avx2.c, vec_avx512.c and vec_neon.c; the plain name dispatches at run time
- * on cpu_features(), so EDDY_FORCE_REF=1 routes every call to _ref.
+ * vec_avx2.c, vec_avx512.c and vec_neon.c, gathered in one table per ISA level;
+ * the plain name runs the table of isa_active() (base/isa.h), so EDDY_FORCE_REF=1
+ * routes every call to _ref.
  */
 #ifndef EDDY_OPS_VEC_H
 #define EDDY_OPS_VEC_H
 
 #include <stdint.h>
+
+#include "base/isa.h"
 
 /* sum_i x[i] * y[i] over n elements (any n >= 0, no alignment needed). */
 float vec_dot_f32(const float *x, const float *y, int64_t n);
@@ -27,7 +30,15 @@ void vec_axpy_f32_avx512(float *y, float a, const float *x, int64_t n);
 float vec_dot_f32_neon(const float *x, const float *y, int64_t n);
 void vec_axpy_f32_neon(float *y, float a, const float *x, int64_t n);
 
-/* The name of the variant the dispatcher picks on this machine ("ref", "avx2", ...). */
+/* The kernels of one ISA level; NULL where this build has none (the level's
+ * isa_available() says whether this CPU runs them). */
+typedef struct {
+    float (*dot)(const float *x, const float *y, int64_t n);
+    void (*axpy)(float *y, float a, const float *x, int64_t n);
+} vec_kernels;
+const vec_kernels *vec_kernels_for(isa_level isa);
+
+/* The name of the variant the dispatcher runs: isa_name(isa_active()). */
 const char *vec_variant(void);
 
 #endif

@@ -2,15 +2,16 @@
  * qdot.c — the variant table and run-time dispatch of the fast dot kernels and
  * activation quantizers (qdot.h); the reference kernel adaptors.
  *
- * The choice is made once per process (cpu_features() is fixed, and
- * EDDY_FORCE_REF=1 empties it, which leaves only "ref").
+ * The choice is made once per process, from the ISA level in force and its
+ * extensions (base/isa.h; at ISA_REF, e.g. under EDDY_FORCE_REF=1, only "ref" is
+ * available).
  */
 #include "qdot.h"
 
 #include <pthread.h>
 #include <string.h>
 
-#include "base/cpu.h"
+#include "base/isa.h"
 #include "base/error.h"
 
 /* ==== Reference kernels ==== */
@@ -77,21 +78,19 @@ static choice chosen[QTYPE_COUNT];
 static qquant_fn chosen_q8_0, chosen_q8_K;
 
 static void init_variants(void) {
-    const cpu_caps *c = cpu_features();
     int n = 0;
     variants[n++] = (qdot_variant){"ref", true, qdot_kernel_ref, quantize_row_q8_0_ref, quantize_row_q8_K_ref, NULL};
 #if defined(__x86_64__)
-    variants[n++] = (qdot_variant){"avx2", cpu_has_avx2(c), qdot_kernel_avx2, quantize_row_q8_0_avx2,
+    variants[n++] = (qdot_variant){"avx2", isa_available(ISA_AVX2), qdot_kernel_avx2, quantize_row_q8_0_avx2,
                                    quantize_row_q8_K_avx2, NULL};
-    variants[n++] = (qdot_variant){"avx512", cpu_has_avx2(c) && cpu_has_avx512(c) && c->avx512vnni,
-                                   qdot_kernel_avx512, quantize_row_q8_0_avx512, quantize_row_q8_K_avx512,
-                                   qdot_gemm4_avx512};
+    variants[n++] = (qdot_variant){"avx512", isa_has(ISA_EXT_AVX512VNNI), qdot_kernel_avx512,
+                                   quantize_row_q8_0_avx512, quantize_row_q8_K_avx512, qdot_gemm4_avx512};
 #elif defined(__aarch64__)
-    variants[n++] = (qdot_variant){"neon", c->neon, qdot_kernel_neon, quantize_row_q8_0_neon,
+    variants[n++] = (qdot_variant){"neon", isa_available(ISA_NEON), qdot_kernel_neon, quantize_row_q8_0_neon,
                                    quantize_row_q8_K_neon, NULL};
-    variants[n++] = (qdot_variant){"neon_dotprod", c->neon && c->dotprod, qdot_kernel_neon_dotprod, NULL, NULL, NULL};
+    variants[n++] = (qdot_variant){"neon_dotprod", isa_has(ISA_EXT_DOTPROD), qdot_kernel_neon_dotprod, NULL, NULL,
+                                   NULL};
 #endif
-    (void)c;
     n_variants = n;
     /* best last: the last available variant with a kernel wins */
     for (int t = 0; t < QTYPE_COUNT; t++) {

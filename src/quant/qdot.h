@@ -13,13 +13,14 @@
  * quant_dot_type(weight type): F32, Q8_0 or Q8_K. Some variants also offer 4-row
  * kernels (qgemm4_fn) that share the activation work over four weight rows.
  *
- * Variants (docs/kernels-matmul.md has the full table):
- *   ref           vec_dot_ref per activation row (the oracle; EDDY_FORCE_REF=1)
- *   avx2          AVX2 + FMA + F16C, integer dots with vpmaddubsw
- *   avx512        AVX-512 F/BW/VL/DQ + VNNI (vpdpbusd); AVX-512 parts without VNNI
- *                 (Skylake-SP) run avx2
- *   neon          aarch64 NEON, integer dots with smull/sadalp
- *   neon_dotprod  aarch64 with the dot-product extension (sdot)
+ * Variants, each needing an ISA level (base/isa.h) and maybe an extension of it
+ * (docs/kernels-matmul.md has the full table):
+ *   ref           ISA_REF: vec_dot_ref per activation row (the oracle; EDDY_FORCE_REF=1)
+ *   avx2          ISA_AVX2 (AVX2 + FMA + F16C), integer dots with vpmaddubsw
+ *   avx512        ISA_AVX512 + ISA_EXT_AVX512VNNI (vpdpbusd); AVX-512 parts without
+ *                 VNNI (Skylake-SP) run avx2
+ *   neon          ISA_NEON, integer dots with smull/sadalp
+ *   neon_dotprod  ISA_NEON + ISA_EXT_DOTPROD (sdot)
  * The dispatcher takes the best available variant that has a kernel for the type.
  *
  * Accuracy: a kernel equals vec_dot_ref up to the order of float32 operations
@@ -54,7 +55,7 @@ typedef void (*qquant_fn)(const float *x, void *dst, int64_t n);
 
 typedef struct {
     const char *name;      /* "ref", "avx2", "avx512", "neon", "neon_dotprod" */
-    bool available;        /* the CPU has it and EDDY_FORCE_REF is off ("ref": always) */
+    bool available;        /* isa_available() of its level, isa_has() of its extension ("ref": always) */
     qdot_fn (*kernel)(qtype weight_type); /* NULL where the variant has no kernel */
     qquant_fn q8_0, q8_K;  /* activation quantizers; NULL where it has none */
     qgemm4_fn (*gemm4)(qtype weight_type); /* NULL, or a function returning NULL where it has none */

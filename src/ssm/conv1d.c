@@ -84,7 +84,7 @@ void conv1d_verify_ref(const conv1d_params *p, int64_t n_seq, int64_t T, const f
     }
 }
 
-/* ==== Scalar block kernels (the SSM_ISA_REF table) ==== */
+/* ==== Scalar block kernels (the ISA_REF table) ==== */
 
 static void tile_ref(const conv1d_params *p, int64_t c0, int64_t c1, int64_t t0, int64_t t1, const float *x,
                      int64_t x_stride, const float *state, float *y, int64_t y_stride) {
@@ -123,14 +123,14 @@ const conv1d_kernels conv1d_kernels_ref = {tile_ref, scan_ref, l2norm_ref};
 
 /* ==== Threaded drivers ==== */
 
-static const conv1d_kernels *kernels_for(ssm_isa isa) {
-    EDDY_ASSERT(ssm_isa_available(isa));
+static const conv1d_kernels *kernels_for(isa_level isa) {
+    EDDY_ASSERT(isa_available(isa));
     switch (isa) {
 #if defined(__x86_64__)
-    case SSM_ISA_AVX512: return &conv1d_kernels_avx512;
-    case SSM_ISA_AVX2: return &conv1d_kernels_avx2;
+    case ISA_AVX512: return &conv1d_kernels_avx512;
+    case ISA_AVX2: return &conv1d_kernels_avx2;
 #elif defined(__aarch64__)
-    case SSM_ISA_NEON: return &conv1d_kernels_neon;
+    case ISA_NEON: return &conv1d_kernels_neon;
 #endif
     default: return &conv1d_kernels_ref;
     }
@@ -206,7 +206,7 @@ static void step_task(void *ctx, int ith, int nth) {
     }
 }
 
-void conv1d_step_isa(ssm_isa isa, threadpool *pool, const conv1d_params *p, int64_t n_seq, const float *x,
+void conv1d_step_isa(isa_level isa, threadpool *pool, const conv1d_params *p, int64_t n_seq, const float *x,
                      int64_t x_stride, float *y, int64_t y_stride, float *state, const int64_t *slot) {
     check_params(p);
     int64_t block = block_channels(p);
@@ -237,7 +237,7 @@ static void prefill_task(void *ctx, int ith, int nth) {
     }
 }
 
-void conv1d_prefill_isa(ssm_isa isa, threadpool *pool, const conv1d_params *p, int64_t T, const float *x,
+void conv1d_prefill_isa(isa_level isa, threadpool *pool, const conv1d_params *p, int64_t T, const float *x,
                         int64_t x_stride, float *y, int64_t y_stride, float *state) {
     check_params(p);
     if (T <= 0) return;
@@ -266,7 +266,7 @@ static void scan_task(void *ctx, int ith, int nth) {
     }
 }
 
-void conv1d_scan_isa(ssm_isa isa, threadpool *pool, const conv1d_params *p, int64_t T, const float *x,
+void conv1d_scan_isa(isa_level isa, threadpool *pool, const conv1d_params *p, int64_t T, const float *x,
                      int64_t x_stride, float *y, int64_t y_stride, float *state) {
     check_params(p);
     if (T <= 0) return;
@@ -276,7 +276,7 @@ void conv1d_scan_isa(ssm_isa isa, threadpool *pool, const conv1d_params *p, int6
     pool_run(pool, scan_task, &j, threads_for(pool, j.n_blocks, (double)block * T * p->K));
 }
 
-void conv1d_verify_isa(ssm_isa isa, threadpool *pool, const conv1d_params *p, int64_t n_seq, int64_t T,
+void conv1d_verify_isa(isa_level isa, threadpool *pool, const conv1d_params *p, int64_t n_seq, int64_t T,
                        const float *x, int64_t x_stride, float *y, int64_t y_stride, const float *state,
                        const int64_t *slot, float *const *snap) {
     check_params(p);
@@ -291,21 +291,21 @@ void conv1d_verify_isa(ssm_isa isa, threadpool *pool, const conv1d_params *p, in
 
 void conv1d_step(threadpool *pool, const conv1d_params *p, int64_t n_seq, const float *x, int64_t x_stride,
                  float *y, int64_t y_stride, float *state, const int64_t *slot) {
-    conv1d_step_isa(ssm_isa_best(), pool, p, n_seq, x, x_stride, y, y_stride, state, slot);
+    conv1d_step_isa(isa_active(), pool, p, n_seq, x, x_stride, y, y_stride, state, slot);
 }
 
 void conv1d_scan(threadpool *pool, const conv1d_params *p, int64_t T, const float *x, int64_t x_stride, float *y,
                  int64_t y_stride, float *state) {
-    conv1d_scan_isa(ssm_isa_best(), pool, p, T, x, x_stride, y, y_stride, state);
+    conv1d_scan_isa(isa_active(), pool, p, T, x, x_stride, y, y_stride, state);
 }
 
 void conv1d_prefill(threadpool *pool, const conv1d_params *p, int64_t T, const float *x, int64_t x_stride,
                     float *y, int64_t y_stride, float *state) {
-    conv1d_prefill_isa(ssm_isa_best(), pool, p, T, x, x_stride, y, y_stride, state);
+    conv1d_prefill_isa(isa_active(), pool, p, T, x, x_stride, y, y_stride, state);
 }
 
 void conv1d_verify(threadpool *pool, const conv1d_params *p, int64_t n_seq, int64_t T, const float *x,
                    int64_t x_stride, float *y, int64_t y_stride, const float *state, const int64_t *slot,
                    float *const *snap) {
-    conv1d_verify_isa(ssm_isa_best(), pool, p, n_seq, T, x, x_stride, y, y_stride, state, slot, snap);
+    conv1d_verify_isa(isa_active(), pool, p, n_seq, T, x, x_stride, y, y_stride, state, slot, snap);
 }

@@ -50,14 +50,14 @@ void gated_rmsnorm_group_ref(int64_t n_rows, int64_t n_groups, int64_t group_siz
 
 /* ==== Threaded driver ==== */
 
-static const gated_norm_kernels *kernels_for(ssm_isa isa) {
-    EDDY_ASSERT(ssm_isa_available(isa));
+static const gated_norm_kernels *kernels_for(isa_level isa) {
+    EDDY_ASSERT(isa_available(isa));
     switch (isa) {
 #if defined(__x86_64__)
-    case SSM_ISA_AVX512: return &gated_norm_kernels_avx512;
-    case SSM_ISA_AVX2: return &gated_norm_kernels_avx2;
+    case ISA_AVX512: return &gated_norm_kernels_avx512;
+    case ISA_AVX2: return &gated_norm_kernels_avx2;
 #elif defined(__aarch64__)
-    case SSM_ISA_NEON: return &gated_norm_kernels_neon;
+    case ISA_NEON: return &gated_norm_kernels_neon;
 #endif
     default: return &gated_norm_kernels_ref;
     }
@@ -97,14 +97,14 @@ static void run(norm_job *j, threadpool *pool) {
     pool_run(pool, norm_task, j, nth);
 }
 
-void gated_rmsnorm_isa(ssm_isa isa, threadpool *pool, int64_t n_rows, int64_t n_heads, int64_t d, const float *y,
+void gated_rmsnorm_isa(isa_level isa, threadpool *pool, int64_t n_rows, int64_t n_heads, int64_t d, const float *y,
                        int64_t y_stride, const float *z, int64_t z_stride, const float *w, float eps, float *out,
                        int64_t out_stride) {
     norm_job j = {kernels_for(isa), false, n_heads, d, n_rows, y, z, w, y_stride, z_stride, out_stride, eps, out};
     run(&j, pool);
 }
 
-void gated_rmsnorm_group_isa(ssm_isa isa, threadpool *pool, int64_t n_rows, int64_t n_groups, int64_t group_size,
+void gated_rmsnorm_group_isa(isa_level isa, threadpool *pool, int64_t n_rows, int64_t n_groups, int64_t group_size,
                              const float *y, int64_t y_stride, const float *z, int64_t z_stride, const float *w,
                              float eps, float *out, int64_t out_stride) {
     norm_job j = {kernels_for(isa), true, n_groups, group_size, n_rows, y, z, w, y_stride, z_stride, out_stride,
@@ -114,12 +114,12 @@ void gated_rmsnorm_group_isa(ssm_isa isa, threadpool *pool, int64_t n_rows, int6
 
 void gated_rmsnorm(threadpool *pool, int64_t n_rows, int64_t n_heads, int64_t d, const float *y, int64_t y_stride,
                    const float *z, int64_t z_stride, const float *w, float eps, float *out, int64_t out_stride) {
-    gated_rmsnorm_isa(ssm_isa_best(), pool, n_rows, n_heads, d, y, y_stride, z, z_stride, w, eps, out, out_stride);
+    gated_rmsnorm_isa(isa_active(), pool, n_rows, n_heads, d, y, y_stride, z, z_stride, w, eps, out, out_stride);
 }
 
 void gated_rmsnorm_group(threadpool *pool, int64_t n_rows, int64_t n_groups, int64_t group_size, const float *y,
                          int64_t y_stride, const float *z, int64_t z_stride, const float *w, float eps, float *out,
                          int64_t out_stride) {
-    gated_rmsnorm_group_isa(ssm_isa_best(), pool, n_rows, n_groups, group_size, y, y_stride, z, z_stride, w, eps,
+    gated_rmsnorm_group_isa(isa_active(), pool, n_rows, n_groups, group_size, y, y_stride, z, z_stride, w, eps,
                             out, out_stride);
 }

@@ -83,7 +83,7 @@ void gdn_verify_ref(const gdn_params *p, int64_t n_seq, int64_t T, const gdn_row
     }
 }
 
-/* ==== Scalar per-head kernels (the SSM_ISA_REF table) ==== */
+/* ==== Scalar per-head kernels (the ISA_REF table) ==== */
 
 /* The decode form: one pass reads S_in for both S^T k and S^T q, a second writes
  * S_out = e S_in + k u^T; o = e S^T q_s + u (k . q_s) with q_s = scale q. */
@@ -131,15 +131,15 @@ const gdn_kernels gdn_kernels_ref = {
 
 /* ==== Kernel selection and work split (shared with gdn_chunked.c) ==== */
 
-const gdn_kernels *gdn_kernels_for(ssm_isa isa, const gdn_params *p) {
-    EDDY_ASSERT(ssm_isa_available(isa));
+const gdn_kernels *gdn_kernels_for(isa_level isa, const gdn_params *p) {
+    EDDY_ASSERT(isa_available(isa));
     const gdn_kernels *kk = &gdn_kernels_ref;
     switch (isa) {
 #if defined(__x86_64__)
-    case SSM_ISA_AVX512: kk = &gdn_kernels_avx512; break;
-    case SSM_ISA_AVX2: kk = &gdn_kernels_avx2; break;
+    case ISA_AVX512: kk = &gdn_kernels_avx512; break;
+    case ISA_AVX2: kk = &gdn_kernels_avx2; break;
 #elif defined(__aarch64__)
-    case SSM_ISA_NEON: kk = &gdn_kernels_neon; break;
+    case ISA_NEON: kk = &gdn_kernels_neon; break;
 #endif
     default: break;
     }
@@ -200,7 +200,7 @@ static void step_task(void *ctx, int ith, int nth) {
     }
 }
 
-void gdn_step_isa(ssm_isa isa, threadpool *pool, const gdn_params *p, int64_t n_seq, const gdn_rows *rows,
+void gdn_step_isa(isa_level isa, threadpool *pool, const gdn_params *p, int64_t n_seq, const gdn_rows *rows,
                   float *state, const int64_t *slot) {
     check_params(p);
     const gdn_kernels *kk = gdn_kernels_for(isa, p);
@@ -209,7 +209,7 @@ void gdn_step_isa(ssm_isa isa, threadpool *pool, const gdn_params *p, int64_t n_
     pool_run(pool, step_task, &j, nth);
 }
 
-void gdn_verify_isa(ssm_isa isa, threadpool *pool, const gdn_params *p, int64_t n_seq, int64_t T,
+void gdn_verify_isa(isa_level isa, threadpool *pool, const gdn_params *p, int64_t n_seq, int64_t T,
                     const gdn_rows *rows, const float *state, const int64_t *slot, float *const *snap) {
     check_params(p);
     EDDY_ASSERT(snap != NULL);
@@ -246,7 +246,7 @@ static void scan_task(void *ctx, int ith, int nth) {
     }
 }
 
-void gdn_scan_isa(ssm_isa isa, threadpool *pool, const gdn_params *p, int64_t T, const gdn_rows *rows,
+void gdn_scan_isa(isa_level isa, threadpool *pool, const gdn_params *p, int64_t T, const gdn_rows *rows,
                   float *state) {
     check_params(p);
     if (T <= 0) return;
@@ -260,14 +260,14 @@ void gdn_scan_isa(ssm_isa isa, threadpool *pool, const gdn_params *p, int64_t T,
 
 void gdn_step(threadpool *pool, const gdn_params *p, int64_t n_seq, const gdn_rows *rows, float *state,
               const int64_t *slot) {
-    gdn_step_isa(ssm_isa_best(), pool, p, n_seq, rows, state, slot);
+    gdn_step_isa(isa_active(), pool, p, n_seq, rows, state, slot);
 }
 
 void gdn_scan(threadpool *pool, const gdn_params *p, int64_t T, const gdn_rows *rows, float *state) {
-    gdn_scan_isa(ssm_isa_best(), pool, p, T, rows, state);
+    gdn_scan_isa(isa_active(), pool, p, T, rows, state);
 }
 
 void gdn_verify(threadpool *pool, const gdn_params *p, int64_t n_seq, int64_t T, const gdn_rows *rows,
                 const float *state, const int64_t *slot, float *const *snap) {
-    gdn_verify_isa(ssm_isa_best(), pool, p, n_seq, T, rows, state, slot, snap);
+    gdn_verify_isa(isa_active(), pool, p, n_seq, T, rows, state, slot, snap);
 }

@@ -106,13 +106,13 @@ void gdn_verify(threadpool *pool, const gdn_params *p, int64_t n_seq, int64_t T,
                 const float *state, const int64_t *slot, float *const *snap);
 
 /* The same with an explicit ISA's kernels (tests, benchmarks). */
-void gdn_step_isa(ssm_isa isa, threadpool *pool, const gdn_params *p, int64_t n_seq, const gdn_rows *rows,
+void gdn_step_isa(isa_level isa, threadpool *pool, const gdn_params *p, int64_t n_seq, const gdn_rows *rows,
                   float *state, const int64_t *slot);
-void gdn_scan_isa(ssm_isa isa, threadpool *pool, const gdn_params *p, int64_t T, const gdn_rows *rows,
+void gdn_scan_isa(isa_level isa, threadpool *pool, const gdn_params *p, int64_t T, const gdn_rows *rows,
                   float *state);
-void gdn_chunked_isa(ssm_isa isa, threadpool *pool, const gdn_params *p, int64_t T, const gdn_rows *rows,
+void gdn_chunked_isa(isa_level isa, threadpool *pool, const gdn_params *p, int64_t T, const gdn_rows *rows,
                      float *state, void *scratch);
-void gdn_verify_isa(ssm_isa isa, threadpool *pool, const gdn_params *p, int64_t n_seq, int64_t T,
+void gdn_verify_isa(isa_level isa, threadpool *pool, const gdn_params *p, int64_t n_seq, int64_t T,
                     const gdn_rows *rows, const float *state, const int64_t *slot, float *const *snap);
 
 /* Scalar oracles, single-threaded, written as the equations read. gdn_scan_ref is the

@@ -1,7 +1,7 @@
 /*
  * gdn_chunked.c — chunked prefill of the gated delta rule (gdn.h) and the choice
  * between it and the sequential scan; also the scalar chunk kernels (GEMM and
- * friends) of the SSM_ISA_REF table.
+ * friends) of the ISA_REF table.
  *
  * ---- The chunk algorithm (one head, chunk of C = 64 tokens, state S0 at its start) ----
  * Gates are cumulated within the chunk only: G_t = g_0 + ... + g_t, and the decay
@@ -37,7 +37,7 @@
 #include "ssm/gdn.h"
 #include "ssm/ssm_kernels.h"
 
-/* ==== Scalar chunk kernels (the SSM_ISA_REF table) ==== */
+/* ==== Scalar chunk kernels (the ISA_REF table) ==== */
 
 void gdn_gemm_ref(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb,
                   const float *Cin, int64_t ldcin, float cin_scale, const float *cin_rows, const float *acc_rows,
@@ -284,7 +284,7 @@ static void chunk_task(void *ctx, int ith, int nth) {
     }
 }
 
-void gdn_chunked_isa(ssm_isa isa, threadpool *pool, const gdn_params *p, int64_t T, const gdn_rows *rows,
+void gdn_chunked_isa(isa_level isa, threadpool *pool, const gdn_params *p, int64_t T, const gdn_rows *rows,
                      float *state, void *scratch) {
     EDDY_ASSERT(p->d_k >= 1 && p->d_k <= GDN_MAX_DIM && p->d_v >= 1 && p->d_v <= GDN_MAX_DIM);
     EDDY_ASSERT(p->n_k_heads >= 1 && p->n_v_heads % p->n_k_heads == 0);
@@ -315,7 +315,7 @@ int gdn_prefill_uses_chunked(const gdn_params *p, int64_t T) {
 
 void gdn_chunked(threadpool *pool, const gdn_params *p, int64_t T, const gdn_rows *rows, float *state,
                  void *scratch) {
-    gdn_chunked_isa(ssm_isa_best(), pool, p, T, rows, state, scratch);
+    gdn_chunked_isa(isa_active(), pool, p, T, rows, state, scratch);
 }
 
 /* The chunked form over whole chunks; a last partial chunk shorter than the

@@ -1,15 +1,14 @@
 /*
  * mamba2.c — the Mamba-2 reference kernels (plain scalar C, the oracle), the
  * token-by-token drivers (decode step, verify, sequential scan) that run a kernel
- * set, and the run-time dispatch. The SSD chunked scan lives in mamba2_chunk.c,
- * the kernel sets in mamba2_scalar.c and mamba2_<isa>.c.
+ * set, and the dispatch (the set of isa_active()). The SSD chunked scan lives in
+ * mamba2_chunk.c, the kernel sets in mamba2_scalar.c and mamba2_<isa>.c.
  */
 #include "mamba2.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "base/cpu.h"
 #include "base/error.h"
 #include "mamba2_impl.h"
 
@@ -155,73 +154,40 @@ void mamba2_scan_ref(const mamba2_params *p, const mamba2_io *io, const int64_t 
 
 /* ==== Kernel sets ==== */
 
-static const char *const isa_names[MAMBA2_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon"};
-
-const char *mamba2_isa_name(mamba2_isa isa) {
-    return (unsigned)isa < MAMBA2_ISA_COUNT ? isa_names[isa] : "?";
-}
-
-const mamba2_kernels *mamba2_kernels_for(mamba2_isa isa) {
+const mamba2_kernels *mamba2_kernels_for(isa_level isa) {
     switch (isa) {
-    case MAMBA2_ISA_SCALAR: return &mamba2_kernels_scalar;
+    case ISA_REF: return &mamba2_kernels_scalar;
 #if defined(__x86_64__)
-    case MAMBA2_ISA_AVX2: return &mamba2_kernels_avx2;
-    case MAMBA2_ISA_AVX512: return &mamba2_kernels_avx512;
+    case ISA_AVX2: return &mamba2_kernels_avx2;
+    case ISA_AVX512: return &mamba2_kernels_avx512;
 #elif defined(__aarch64__)
-    case MAMBA2_ISA_NEON: return &mamba2_kernels_neon;
+    case ISA_NEON: return &mamba2_kernels_neon;
 #endif
     default: return NULL;
     }
 }
 
-bool mamba2_isa_supported(mamba2_isa isa) {
-    const cpu_caps *c = cpu_features();
-    switch (isa) {
-    case MAMBA2_ISA_SCALAR: return true;
-#if defined(__x86_64__)
-    case MAMBA2_ISA_AVX2: return cpu_has_avx2(c);
-    case MAMBA2_ISA_AVX512: return cpu_has_avx512(c) && c->fma;
-#elif defined(__aarch64__)
-    case MAMBA2_ISA_NEON: return c->neon;
-#endif
-    default: (void)c; return false;
-    }
+const char *mamba2_variant(void) { return isa_name(isa_active()); }
+
+static const mamba2_kernels *kernels_checked(isa_level isa) {
+    EDDY_ASSERT(isa_available(isa) && "Mamba-2 kernel set not available here");
+    return mamba2_kernels_for(isa);
 }
 
-/* The best set on this CPU; -1 under EDDY_FORCE_REF (the dispatchers then run _ref). */
-static int pick(void) {
-    if (cpu_force_ref()) return -1;
-    if (mamba2_isa_supported(MAMBA2_ISA_AVX512)) return MAMBA2_ISA_AVX512;
-    if (mamba2_isa_supported(MAMBA2_ISA_AVX2)) return MAMBA2_ISA_AVX2;
-    if (mamba2_isa_supported(MAMBA2_ISA_NEON)) return MAMBA2_ISA_NEON;
-    return MAMBA2_ISA_SCALAR;
-}
-
-const char *mamba2_variant(void) {
-    int v = pick();
-    return v < 0 ? "ref" : mamba2_isa_name((mamba2_isa)v);
-}
-
-static const mamba2_kernels *kernels_checked(mamba2_isa isa) {
-    const mamba2_kernels *k = mamba2_kernels_for(isa);
-    EDDY_ASSERT(k != NULL && "Mamba-2 kernel set not in this build");
-    return k;
-}
-
-void mamba2_step_isa(mamba2_isa isa, const mamba2_params *p, const mamba2_io *io, float *const *state,
+void mamba2_step_isa(isa_level isa, const mamba2_params *p, const mamba2_io *io, float *const *state,
                      int64_t n_seq, threadpool *pool) {
     token_job j = {.kind = JOB_STEP, .p = p, .io = io, .state = state, .n_seq = n_seq, .k = kernels_checked(isa)};
     run_job(&j, pool);
 }
 
-void mamba2_verify_isa(mamba2_isa isa, const mamba2_params *p, const mamba2_io *io, const float *const *state,
+void mamba2_verify_isa(isa_level isa, const mamba2_params *p, const mamba2_io *io, const float *const *state,
                        float *const *snap, int64_t n_seq, int64_t K, threadpool *pool) {
     token_job j = {.kind = JOB_VERIFY, .p = p, .io = io, .s_in = state, .snap = snap, .n_seq = n_seq, .K = K,
                    .k = kernels_checked(isa)};
     run_job(&j, pool);
 }
 
-void mamba2_scan_seq_isa(mamba2_isa isa, const mamba2_params *p, const mamba2_io *io, const int64_t *seq_start,
+void mamba2_scan_seq_isa(isa_level isa, const mamba2_params *p, const mamba2_io *io, const int64_t *seq_start,
                          float *const *state, int64_t n_seq, threadpool *pool) {
     token_job j = {.kind = JOB_SCAN, .p = p, .io = io, .state = state, .seq_start = seq_start, .n_seq = n_seq,
                    .k = kernels_checked(isa)};
@@ -232,16 +198,12 @@ void mamba2_scan_seq_isa(mamba2_isa isa, const mamba2_params *p, const mamba2_io
 
 void mamba2_step(const mamba2_params *p, const mamba2_io *io, float *const *state, int64_t n_seq,
                  threadpool *pool) {
-    int v = pick();
-    if (v < 0) mamba2_step_ref(p, io, state, n_seq, pool);
-    else mamba2_step_isa((mamba2_isa)v, p, io, state, n_seq, pool);
+    mamba2_step_isa(isa_active(), p, io, state, n_seq, pool);
 }
 
 void mamba2_verify(const mamba2_params *p, const mamba2_io *io, const float *const *state,
                    float *const *snap, int64_t n_seq, int64_t K, threadpool *pool) {
-    int v = pick();
-    if (v < 0) mamba2_verify_ref(p, io, state, snap, n_seq, K, pool);
-    else mamba2_verify_isa((mamba2_isa)v, p, io, state, snap, n_seq, K, pool);
+    mamba2_verify_isa(isa_active(), p, io, state, snap, n_seq, K, pool);
 }
 
 /* Below this many tokens in its longest sequence a batch takes the sequential scan:
@@ -251,16 +213,12 @@ void mamba2_verify(const mamba2_params *p, const mamba2_io *io, const float *con
 
 void mamba2_scan(const mamba2_params *p, const mamba2_io *io, const int64_t *seq_start, float *const *state,
                  int64_t n_seq, threadpool *pool, void *scratch) {
-    int v = pick();
-    if (v < 0) {
-        mamba2_scan_ref(p, io, seq_start, state, n_seq, pool);
-        return;
-    }
+    const isa_level isa = isa_active();
     int64_t longest = 0;
     for (int64_t i = 0; i < n_seq; i++)
         if (seq_start[i + 1] - seq_start[i] > longest) longest = seq_start[i + 1] - seq_start[i];
     if (longest < CHUNKED_MIN_TOKENS)
-        mamba2_scan_seq_isa((mamba2_isa)v, p, io, seq_start, state, n_seq, pool);
+        mamba2_scan_seq_isa(isa, p, io, seq_start, state, n_seq, pool);
     else
-        mamba2_scan_chunked_isa((mamba2_isa)v, MAMBA2_CHUNK, p, io, seq_start, state, n_seq, pool, scratch);
+        mamba2_scan_chunked_isa(isa, MAMBA2_CHUNK, p, io, seq_start, state, n_seq, pool, scratch);
 }

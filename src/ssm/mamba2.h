@@ -35,9 +35,10 @@
  * scratch; the chunked scan takes per-thread scratch (see mamba2_scan_scratch_bytes).
  *
  * Variants: the _ref kernels are plain scalar C, kept forever as the oracle (the
- * sequential scan is the oracle for the chunked one). The others run one of the
- * kernel sets below, chosen at run time from cpu_features(); EDDY_FORCE_REF=1
- * routes the dispatchers to _ref.
+ * sequential scan is the oracle for the chunked one). The others run a kernel set,
+ * one per ISA level (base/isa.h): ISA_REF's is portable C (mamba2_scalar.c, not
+ * the oracle), the others SIMD. The plain names run the set of isa_active(), so
+ * EDDY_FORCE_REF=1 runs the portable set, as a CPU without SIMD does.
  */
 #ifndef EDDY_SSM_MAMBA2_H
 #define EDDY_SSM_MAMBA2_H
@@ -46,6 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/isa.h"
 #include "base/threadpool.h"
 
 /* ==== Parameters and inputs ==== */
@@ -72,19 +74,8 @@ int64_t mamba2_state_floats(const mamba2_params *p);
 
 /* ==== Kernel sets ==== */
 
-typedef enum {
-    MAMBA2_ISA_SCALAR, /* portable C (the chunked algorithm without SIMD) */
-    MAMBA2_ISA_AVX2,
-    MAMBA2_ISA_AVX512,
-    MAMBA2_ISA_NEON,
-    MAMBA2_ISA_COUNT
-} mamba2_isa;
-
-/* True when this build has the set and the CPU runs it (false for all but
- * SCALAR under EDDY_FORCE_REF). */
-bool mamba2_isa_supported(mamba2_isa isa);
-const char *mamba2_isa_name(mamba2_isa isa);
-/* What the dispatchers use here: "ref" under EDDY_FORCE_REF, else the best set. */
+/* The `_isa` entries below take a level for which isa_available() holds. The name
+ * of the set the plain names run: isa_name(isa_active()). */
 const char *mamba2_variant(void);
 
 /* ==== Decode step: one token for each of n_seq sequences ==== */
@@ -94,7 +85,7 @@ void mamba2_step(const mamba2_params *p, const mamba2_io *io, float *const *stat
                  threadpool *pool);
 void mamba2_step_ref(const mamba2_params *p, const mamba2_io *io, float *const *state, int64_t n_seq,
                      threadpool *pool);
-void mamba2_step_isa(mamba2_isa isa, const mamba2_params *p, const mamba2_io *io, float *const *state,
+void mamba2_step_isa(isa_level isa, const mamba2_params *p, const mamba2_io *io, float *const *state,
                      int64_t n_seq, threadpool *pool);
 
 /* ==== Verify: K positions per sequence, every position's state kept ==== */
@@ -106,7 +97,7 @@ void mamba2_verify(const mamba2_params *p, const mamba2_io *io, const float *con
                    float *const *snap, int64_t n_seq, int64_t K, threadpool *pool);
 void mamba2_verify_ref(const mamba2_params *p, const mamba2_io *io, const float *const *state,
                        float *const *snap, int64_t n_seq, int64_t K, threadpool *pool);
-void mamba2_verify_isa(mamba2_isa isa, const mamba2_params *p, const mamba2_io *io, const float *const *state,
+void mamba2_verify_isa(isa_level isa, const mamba2_params *p, const mamba2_io *io, const float *const *state,
                        float *const *snap, int64_t n_seq, int64_t K, threadpool *pool);
 
 /* ==== Scan (prefill): T_i tokens for each of n_seq sequences ==== */
@@ -131,10 +122,10 @@ void mamba2_scan(const mamba2_params *p, const mamba2_io *io, const int64_t *seq
 void mamba2_scan_ref(const mamba2_params *p, const mamba2_io *io, const int64_t *seq_start, float *const *state,
                      int64_t n_seq, threadpool *pool);
 /* The sequential scan with one kernel set. */
-void mamba2_scan_seq_isa(mamba2_isa isa, const mamba2_params *p, const mamba2_io *io, const int64_t *seq_start,
+void mamba2_scan_seq_isa(isa_level isa, const mamba2_params *p, const mamba2_io *io, const int64_t *seq_start,
                          float *const *state, int64_t n_seq, threadpool *pool);
 /* The SSD chunked scan with one kernel set; 1 <= chunk <= MAMBA2_CHUNK_MAX. */
-void mamba2_scan_chunked_isa(mamba2_isa isa, int64_t chunk, const mamba2_params *p, const mamba2_io *io,
+void mamba2_scan_chunked_isa(isa_level isa, int64_t chunk, const mamba2_params *p, const mamba2_io *io,
                              const int64_t *seq_start, float *const *state, int64_t n_seq, threadpool *pool,
                              void *scratch);
 

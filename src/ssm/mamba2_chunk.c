@@ -161,14 +161,14 @@ static void chunk_task(void *ctx, int ith, int nth) {
     mamba2_flush_end(fp);
 }
 
-void mamba2_scan_chunked_isa(mamba2_isa isa, int64_t chunk, const mamba2_params *p, const mamba2_io *io,
+void mamba2_scan_chunked_isa(isa_level isa, int64_t chunk, const mamba2_params *p, const mamba2_io *io,
                              const int64_t *seq_start, float *const *state, int64_t n_seq, threadpool *pool,
                              void *scratch) {
     EDDY_ASSERT(p->n_heads > 0 && p->d_head > 0 && p->d_state > 0);
     EDDY_ASSERT(p->n_groups > 0 && p->n_heads % p->n_groups == 0);
     EDDY_ASSERT(chunk >= 1 && chunk <= MAMBA2_CHUNK_MAX);
+    EDDY_ASSERT(isa_available(isa) && "Mamba-2 kernel set not available here");
     const mamba2_kernels *k = mamba2_kernels_for(isa);
-    EDDY_ASSERT(k != NULL && "Mamba-2 kernel set not in this build");
     if (n_seq <= 0) return;
     if (!scratch) {
         EDDY_ASSERT(pool != NULL && "mamba2 chunked scan: no scratch and no pool");

@@ -12,14 +12,14 @@
 #include <math.h>
 
 #include "mamba2.h"
+#include "ops/norm.h"
 
 /* ==== Discretization (scalar, once per token and head) ==== */
 
 /* dt = clamp(softplus(raw + bias), dt_min, dt_max), softplus guarded for large inputs
- * as torch's is (threshold 20). */
+ * as torch's is (threshold 20: ops_softplus). */
 static inline float mamba2_dt(const mamba2_params *p, float raw, int64_t h) {
-    float v = raw + p->dt_bias[h];
-    float dt = v > 20.0f ? v : log1pf(expf(v));
+    float dt = ops_softplus(raw + p->dt_bias[h]);
     if (dt < p->dt_min) dt = p->dt_min;
     if (dt > p->dt_max) dt = p->dt_max;
     return dt;
@@ -93,8 +93,8 @@ extern const mamba2_kernels mamba2_kernels_avx512;
 extern const mamba2_kernels mamba2_kernels_neon;
 #endif
 
-/* The set for isa; NULL when the build lacks it. */
-const mamba2_kernels *mamba2_kernels_for(mamba2_isa isa);
+/* The set of a level (ISA_REF: mamba2_kernels_scalar); NULL when the build lacks it. */
+const mamba2_kernels *mamba2_kernels_for(isa_level isa);
 
 /* Scalar kernels, also used by the SIMD sets for column remainders. The step on
  * columns [0, ncols) of state rows with stride ld (x, y: the same columns). */

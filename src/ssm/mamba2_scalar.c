@@ -1,7 +1,7 @@
 /*
- * mamba2_scalar.c — the portable kernel set (plain C loops): runs the chunked
- * algorithm where no SIMD set exists, and serves the SIMD sets' column remainders.
- * Not the oracle: that is the _ref code in mamba2.c.
+ * mamba2_scalar.c — the portable kernel set (plain C loops), the set of ISA_REF:
+ * what runs on a CPU without SIMD and under EDDY_FORCE_REF=1; it also serves the
+ * SIMD sets' column remainders. Not the oracle: that is the _ref code in mamba2.c.
  */
 #include <math.h>
 

@@ -3,15 +3,14 @@
  * causal depthwise conv1d (+ SiLU, + per-head L2 norm) and gated RMSNorm (the
  * per-value-head form of Gated DeltaNet and the per-group form of Mamba-2).
  *
- * Owns the contracts and layouts of these ops and the ISA selection shared by
- * src/ssm/ (ssm_isa). Does not own the gated delta rule (gdn.h) or the Mamba-2
- * scans (mamba2.h).
+ * Owns the contracts and layouts of these ops. Does not own the gated delta rule
+ * (gdn.h), the Mamba-2 scans (mamba2.h) or the choice of ISA (base/isa.h).
  *
  * Every op has a scalar `_ref` (single-threaded, the permanent oracle), an
- * `_isa` entry that runs the threaded driver with one ISA's block kernels, and
- * the plain name, which picks the best ISA at run time (EDDY_FORCE_REF=1 picks
- * the scalar kernels). A threadpool may be NULL (runs on the caller). Nothing
- * here allocates.
+ * `_isa` entry that runs the threaded driver with one ISA level's block kernels
+ * (ISA_REF: the scalar ones), and the plain name, which runs the level in force,
+ * isa_active() (ISA_REF under EDDY_FORCE_REF=1). A threadpool may be NULL (runs on
+ * the caller). Nothing here allocates.
  *
  * Rows and strides: a "row" is one token or one sequence; consecutive rows of an
  * operand are `*_stride` floats apart, so inputs may be slices of wider rows
@@ -24,33 +23,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/isa.h"
 #include "base/threadpool.h"
-
-/* ==== ISA selection ==== */
-
-typedef enum { SSM_ISA_REF = 0, SSM_ISA_AVX2, SSM_ISA_AVX512, SSM_ISA_NEON, SSM_ISA_COUNT } ssm_isa;
-
-/* The best ISA this CPU has (SSM_ISA_REF under EDDY_FORCE_REF=1). */
-ssm_isa ssm_isa_best(void);
-/* Compiled for this architecture and supported by this CPU (REF always is). */
-bool ssm_isa_available(ssm_isa isa);
-const char *ssm_isa_name(ssm_isa isa); /* "ref", "avx2", "avx512", "neon" */
 
 /* ==== Decay gate ====
  *
- *   g[r][h]    = a[h] * softplus(alpha[r][h] + dt_bias[h])   (softplus(x) = x > 20 ? x : log1p(exp(x)))
- *   beta[r][h] = sigmoid(b[r][h])
+ *   g[r][h]    = a[h] * softplus(alpha(r, h) + dt_bias[h])   (ops_softplus: x > 20 ? x : log1p(exp(x)))
+ *   beta[r][h] = sigmoid(b(r, h))
  *
  * a is -exp(A_log) as GGUF stores it (ssm_a); g is the log-decay (<= 0), applied as exp(g).
- * alpha, b: (n_rows, n_heads) rows alpha_stride / b_stride apart.
+ * alpha, b: raw gates of n_rows rows, alpha_stride / b_stride floats apart; within a
+ *   row the heads come in runs of `group` consecutive floats, runs group_stride floats
+ *   apart: alpha(r, h) = alpha[r * alpha_stride + (h / group) * group_stride + h % group].
+ *   Contiguous heads: group = group_stride = n_heads. Qwen3-Next's fused b|a
+ *   projection (per key head: b of its r value heads, then a of them) is group = r,
+ *   group_stride = 2 r, b = the row, alpha = the row + r, both strides 2 n_heads.
  * a, dt_bias: (n_heads).
  * g, beta: (n_rows, n_heads) contiguous outputs. b and beta may both be NULL (no beta).
  * One call serves decode (n_rows = number of sequences) and prefill (n_rows = tokens).
  * Error bound of the optimized path against _ref: exact (it is the same scalar code). */
 void ssm_gate(int64_t n_rows, int64_t n_heads, const float *alpha, int64_t alpha_stride, const float *b,
-              int64_t b_stride, const float *a, const float *dt_bias, float *g, float *beta);
+              int64_t b_stride, int64_t group, int64_t group_stride, const float *a, const float *dt_bias, float *g,
+              float *beta);
 void ssm_gate_ref(int64_t n_rows, int64_t n_heads, const float *alpha, int64_t alpha_stride, const float *b,
-                  int64_t b_stride, const float *a, const float *dt_bias, float *g, float *beta);
+                  int64_t b_stride, int64_t group, int64_t group_stride, const float *a, const float *dt_bias,
+                  float *g, float *beta);
 
 /* ==== Causal depthwise conv1d + SiLU ====
  *
@@ -116,13 +113,13 @@ void conv1d_verify(threadpool *pool, const conv1d_params *p, int64_t n_seq, int6
                    float *const *snap);
 
 /* The same with an explicit ISA (tests, benchmarks). */
-void conv1d_step_isa(ssm_isa isa, threadpool *pool, const conv1d_params *p, int64_t n_seq, const float *x,
+void conv1d_step_isa(isa_level isa, threadpool *pool, const conv1d_params *p, int64_t n_seq, const float *x,
                      int64_t x_stride, float *y, int64_t y_stride, float *state, const int64_t *slot);
-void conv1d_scan_isa(ssm_isa isa, threadpool *pool, const conv1d_params *p, int64_t T, const float *x,
+void conv1d_scan_isa(isa_level isa, threadpool *pool, const conv1d_params *p, int64_t T, const float *x,
                      int64_t x_stride, float *y, int64_t y_stride, float *state);
-void conv1d_prefill_isa(ssm_isa isa, threadpool *pool, const conv1d_params *p, int64_t T, const float *x,
+void conv1d_prefill_isa(isa_level isa, threadpool *pool, const conv1d_params *p, int64_t T, const float *x,
                         int64_t x_stride, float *y, int64_t y_stride, float *state);
-void conv1d_verify_isa(ssm_isa isa, threadpool *pool, const conv1d_params *p, int64_t n_seq, int64_t T,
+void conv1d_verify_isa(isa_level isa, threadpool *pool, const conv1d_params *p, int64_t n_seq, int64_t T,
                        const float *x, int64_t x_stride, float *y, int64_t y_stride, const float *state,
                        const int64_t *slot, float *const *snap);
 
@@ -153,10 +150,10 @@ void gated_rmsnorm_group(threadpool *pool, int64_t n_rows, int64_t n_groups, int
                          int64_t y_stride, const float *z, int64_t z_stride, const float *w, float eps, float *out,
                          int64_t out_stride);
 
-void gated_rmsnorm_isa(ssm_isa isa, threadpool *pool, int64_t n_rows, int64_t n_heads, int64_t d, const float *y,
+void gated_rmsnorm_isa(isa_level isa, threadpool *pool, int64_t n_rows, int64_t n_heads, int64_t d, const float *y,
                        int64_t y_stride, const float *z, int64_t z_stride, const float *w, float eps, float *out,
                        int64_t out_stride);
-void gated_rmsnorm_group_isa(ssm_isa isa, threadpool *pool, int64_t n_rows, int64_t n_groups, int64_t group_size,
+void gated_rmsnorm_group_isa(isa_level isa, threadpool *pool, int64_t n_rows, int64_t n_groups, int64_t group_size,
                              const float *y, int64_t y_stride, const float *z, int64_t z_stride, const float *w,
                              float eps, float *out, int64_t out_stride);
 

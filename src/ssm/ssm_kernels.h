@@ -5,7 +5,7 @@
  * once; each ISA supplies a table of small kernels that do the arithmetic on one
  * block (a channel range, a head, a GEMM tile set). The scalar tables live next to
  * the drivers; *_avx2.c, *_avx512.c and *_neon.c define the others and are only
- * reached after ssm_isa_available() said yes.
+ * reached after isa_available() said yes.
  */
 #ifndef EDDY_SSM_KERNELS_H
 #define EDDY_SSM_KERNELS_H
@@ -97,7 +97,7 @@ extern const gdn_kernels gdn_kernels_neon;
 
 /* The table for an ISA and these parameters (the scalar one when d_v does not fit the
  * ISA's width), and how many value-column blocks to cut each head into (gdn.c). */
-const gdn_kernels *gdn_kernels_for(ssm_isa isa, const gdn_params *p);
+const gdn_kernels *gdn_kernels_for(isa_level isa, const gdn_params *p);
 int64_t gdn_column_blocks(const gdn_params *p, const gdn_kernels *kk, int64_t units, int nth);
 
 /* The scalar chunk kernels (gdn_chunked.c), entries of gdn_kernels_ref. */

@@ -50,7 +50,8 @@ expect_ok "inspect v2" "format:       GGUF v2" "tensors: 15" -- inspect $D/sampl
 expect_ok "inspect --max-items" '["tok0", "tok1", ... (40 items)]' -- inspect $D/sample.gguf --max-items 2
 expect_ok "inspect lists unsupported types" "IQ2_XXS" "(unsupported type)" \
   "note: 1 tensors have types eddy cannot read yet" -- inspect $D/unsupported.gguf
-expect_ok "version" "eddy " "cpu features:" -- version
+expect_ok "version" "eddy " "cpu features:" "kernels: " -- version
+EDDY_FORCE_REF=1 expect_ok "version under EDDY_FORCE_REF" "cpu features: none" "kernels: ref" -- version
 
 # ==== inspect: tensors written as float32, bit-exact with gguf.quants ====
 for exp in $D/expected/*.f32; do
