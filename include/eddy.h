@@ -145,7 +145,7 @@ typedef enum {
 
 typedef struct {
     int64_t n_ctx;   /* positions the sequence can hold (0: the model's training context, at most 4096) */
-    int n_threads;   /* 0: all online CPUs */
+    int n_threads;   /* 0: the CPUs this process may use (affinity, cgroup quota) */
     int64_t n_batch; /* tokens per forward step (0: 512); longer inputs are split */
     eddy_kv_type type_k, type_v; /* key / value cache elements (0: F16) */
     int n_snapshots;   /* snapshots of the sequence at once (eddy_seq_snapshot on eddy_ctx_seq; 0: none) */
@@ -391,7 +391,7 @@ void eddy_model_decode_bytes(const eddy_model *m, eddy_decode_bytes *out);
 typedef struct {
     int64_t n_prompt;        /* pp tokens; 0 skips the test */
     int64_t n_gen;           /* tg tokens; 0 skips the test */
-    int n_threads;           /* 0: all online CPUs */
+    int n_threads;           /* 0: the CPUs this process may use, as for a context */
     int n_reps;              /* timed repetitions of each test (0: 5) */
     uint64_t seed;           /* the random token ids */
     /* NULL, or the model's vocabulary: control and end-of-generation tokens are then

@@ -3,16 +3,23 @@
  *
  * A feature counts only when both the CPU has it and the OS saves its register
  * state (XCR0), otherwise AVX code would fault on an OS that does not enable it.
+ * Also: the count of CPUs this process may use (affinity mask, cgroup CPU quota).
  */
 #define _GNU_SOURCE
 #include "cpu.h"
 
 #include "eddy.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "alloc.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -158,4 +165,139 @@ static void build_text(void) {
 const char *eddy_cpu_features(void) {
     pthread_once(&text_once, build_text);
     return feature_text;
+}
+
+/* ==== CPUs this process may use ==== */
+
+int cpu_affinity_count(void) {
+#if defined(__linux__)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
+    /* more than CPU_SETSIZE CPUs: a mask sized for the kernel's count */
+    for (int n = 2 * CPU_SETSIZE; n <= (1 << 20); n *= 2) {
+        const size_t bytes = CPU_ALLOC_SIZE(n);
+        cpu_set_t *big = eddy_malloc(bytes);
+        if (!big) break;
+        int count = sched_getaffinity(0, bytes, big) == 0 ? CPU_COUNT_S(bytes, big) : -1;
+        eddy_free(big);
+        if (count > 0) return count;
+    }
+#endif
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > (1 << 20) ? (1 << 20) : (int)n;
+}
+
+/* Whole CPUs (rounded up) that `quota` of every `period` microseconds give; 0: none. */
+static int quota_cpus(long long quota, long long period) {
+    if (quota <= 0 || period <= 0) return 0;
+    long long n = quota / period + (quota % period != 0);
+    return n > (1 << 20) ? (1 << 20) : (int)n;
+}
+
+int cpu_parse_cpu_max(const char *text) {
+    char quota[32];
+    long long period;
+    if (sscanf(text, "%31s %lld", quota, &period) != 2) return 0;
+    char *end;
+    long long q = strtoll(quota, &end, 10);
+    return end == quota || *end ? 0 : quota_cpus(q, period);
+}
+
+/* Reads a small file into buf (NUL-terminated); false when it cannot. */
+static bool read_small(const char *path, char *buf, size_t size) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    ssize_t n = read(fd, buf, size - 1);
+    close(fd);
+    if (n <= 0) return false;
+    buf[n] = '\0';
+    return true;
+}
+
+/* The path of the line of /proc/self/cgroup whose controller list (the second
+ * ':'-separated field) is `want` ("" for v2's unified line) or has it as one of its
+ * comma-separated names, copied into out; false when there is no such line. */
+static bool cgroup_path(const char *self, const char *want, char *out, size_t size) {
+    const size_t wn = strlen(want);
+    for (const char *line = self; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        const char *c1 = strchr(line, ':'), *eol = strchr(line, '\n');
+        if (!eol) eol = line + strlen(line);
+        if (!c1 || c1 > eol) continue;
+        const char *c2 = memchr(c1 + 1, ':', (size_t)(eol - c1 - 1));
+        if (!c2) continue;
+        bool match = wn == 0 && c2 == c1 + 1;
+        for (const char *n = c1 + 1; wn && !match && n < c2;) {
+            const char *comma = memchr(n, ',', (size_t)(c2 - n));
+            const char *e = comma ? comma : c2;
+            match = (size_t)(e - n) == wn && !memcmp(n, want, wn);
+            n = e + 1;
+        }
+        const size_t len = (size_t)(eol - c2 - 1);
+        if (!match || len == 0 || len >= size) continue;
+        memcpy(out, c2 + 1, len);
+        out[len] = '\0';
+        return true;
+    }
+    return false;
+}
+
+/* The tightest quota from dir up to its ancestor `top` (a prefix of dir): v2's
+ * cpu.max, or v1's cpu.cfs_quota_us and cpu.cfs_period_us. 0: none. */
+static int walk_quota(char *dir, size_t top, bool v2) {
+    int best = 0;
+    char path[4200], text[128], period[64];
+    for (;;) {
+        int q = 0;
+        if (v2) {
+            snprintf(path, sizeof path, "%s/cpu.max", dir);
+            if (read_small(path, text, sizeof text)) q = cpu_parse_cpu_max(text);
+        } else {
+            snprintf(path, sizeof path, "%s/cpu.cfs_quota_us", dir);
+            bool ok = read_small(path, text, sizeof text);
+            snprintf(path, sizeof path, "%s/cpu.cfs_period_us", dir);
+            if (ok && read_small(path, period, sizeof period)) q = quota_cpus(atoll(text), atoll(period));
+        }
+        if (q > 0 && (best == 0 || q < best)) best = q;
+        char *slash = strrchr(dir, '/');
+        if (strlen(dir) <= top || !slash || (size_t)(slash - dir) < top) break;
+        *slash = '\0';
+    }
+    return best;
+}
+
+int cpu_quota_count(const char *root, const char *self) {
+    char rel[4096], dir[4096 + 256];
+    int best = 0;
+    /* v2: one unified hierarchy at root (or root/unified on hybrid systems) */
+    if (cgroup_path(self, "", rel, sizeof rel)) {
+        static const char *const mounts[] = {"", "/unified"};
+        for (int i = 0; i < 2 && best == 0; i++) {
+            int top = snprintf(dir, sizeof dir, "%s%s", root, mounts[i]);
+            snprintf(dir + top, sizeof dir - (size_t)top, "%s", strcmp(rel, "/") ? rel : "");
+            best = walk_quota(dir, (size_t)top, true);
+        }
+    }
+    /* v1: the cpu controller's own mount */
+    if (cgroup_path(self, "cpu", rel, sizeof rel)) {
+        static const char *const mounts[] = {"/cpu", "/cpu,cpuacct", "/cpuacct,cpu"};
+        for (int i = 0; i < 3; i++) {
+            int top = snprintf(dir, sizeof dir, "%s%s", root, mounts[i]);
+            snprintf(dir + top, sizeof dir - (size_t)top, "%s", strcmp(rel, "/") ? rel : "");
+            int q = walk_quota(dir, (size_t)top, false);
+            if (q > 0 && (best == 0 || q < best)) best = q;
+        }
+    }
+    return best;
+}
+
+int cpu_usable_count(void) {
+    int n = cpu_affinity_count();
+#if defined(__linux__)
+    char self[4096];
+    if (read_small("/proc/self/cgroup", self, sizeof self)) {
+        int q = cpu_quota_count("/sys/fs/cgroup", self);
+        if (q > 0 && q < n) n = q;
+    }
+#endif
+    return n < 1 ? 1 : n;
 }

@@ -4,6 +4,9 @@
  * Kernels do not read these flags: base/isa.h turns them into the one ISA level
  * every dispatcher uses. Setting EDDY_FORCE_REF=1 in the environment clears every
  * flag, which leaves that level at ISA_REF (portable C).
+ *
+ * Also owns how many CPUs this process may use (its affinity mask and its cgroup's
+ * CPU quota), which sets the default thread count.
  */
 #ifndef EDDY_BASE_CPU_H
 #define EDDY_BASE_CPU_H
@@ -36,5 +39,25 @@ static inline bool cpu_has_avx2(const cpu_caps *c) { return c->avx2 && c->fma &&
 static inline bool cpu_has_avx512(const cpu_caps *c) {
     return c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq;
 }
+
+/* ==== CPUs this process may use ==== */
+
+/* The CPUs the calling thread may run on (sched_getaffinity, so taskset and cpusets
+ * count), or the online CPUs where the mask cannot be read; at least 1. */
+int cpu_affinity_count(void);
+
+/* The CPU time quota of this process's cgroup in whole CPUs, rounded up, or 0 when
+ * there is none: cgroup v2 `cpu.max`, else v1 `cpu.cfs_quota_us / cpu.cfs_period_us`,
+ * of its cgroup and every ancestor (the tightest wins). root: where the cgroup file
+ * systems are mounted ("/sys/fs/cgroup"); self: the text of /proc/self/cgroup. */
+int cpu_quota_count(const char *root, const char *self);
+
+/* "QUOTA PERIOD" (a cgroup v2 cpu.max) as whole CPUs rounded up; 0 for "max ..." or
+ * anything unreadable. */
+int cpu_parse_cpu_max(const char *text);
+
+/* The CPUs this process may use: the affinity count, lowered to the cgroup quota
+ * when there is one; at least 1. The default thread count. */
+int cpu_usable_count(void);
 
 #endif

@@ -151,9 +151,12 @@ static void run_rows(const mm_job *j, int64_t r0, int64_t r1, const uint8_t *a, 
 static void dot_task(void *p, int ith, int nth) {
     const mm_job *j = p;
     const matmul_weight *w = j->w;
+    /* whole groups of 4 rows per thread: which rows take the 4-row kernel (its sums
+     * may round differently from the 1-row kernel's) must not depend on nth */
+    const int64_t n = w->n_out - j->first_row;
     int64_t r0, r1;
-    pool_split(w->n_out - j->first_row, ith, nth, &r0, &r1);
-    r0 += j->first_row, r1 += j->first_row;
+    pool_split((n + 3) / 4, ith, nth, &r0, &r1);
+    r0 = j->first_row + 4 * r0, r1 = j->first_row + (4 * r1 < n ? 4 * r1 : n);
     if (j->n_tok == 1) {
         run_rows(j, r0, r1, j->act, 1, j->y, true); /* decode: one pass over this thread's rows */
         return;
@@ -211,5 +214,5 @@ void matmul(threadpool *pool, const matmul_weight *w, const float *x, int64_t x_
     pool_run(pool, quantize_task, &job, threads_for(pool, n_tok * w->n_in / 8, n_tok));
     const int64_t rows = w->n_out - first_row;
     int64_t work = n_tok * w->n_in * rows; /* < 2^63 for any tensor that fits in memory */
-    pool_run(pool, dot_task, &job, threads_for(pool, work, rows));
+    pool_run(pool, dot_task, &job, threads_for(pool, work, (rows + 3) / 4));
 }
