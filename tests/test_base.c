@@ -16,6 +16,8 @@
 #include "base/mapfile.h"
 #include "base/threadpool.h"
 #include "base/timer.h"
+#include "ops/vec.h"
+#include "ssm/mamba2.h"
 
 TEST(alloc_fail_injection) {
     int64_t live0 = alloc_live_count();
@@ -211,6 +213,20 @@ TEST(isa_level_follows_cpu_features) {
         for (int l = ISA_REF + 1; l < ISA_COUNT; l++) CHECK(!isa_available((isa_level)l));
         for (int e = 0; e < ISA_EXT_COUNT; e++) CHECK(!isa_has((isa_ext)e));
     }
+}
+
+/* The level is fixed once chosen: changing EDDY_FORCE_REF afterwards changes no
+ * dispatcher (Mamba-2's used to read the environment on every call). */
+TEST(isa_level_is_fixed_once_chosen) {
+    const isa_level l = isa_active();
+    const bool forced = cpu_force_ref();
+    REQUIRE(setenv("EDDY_FORCE_REF", forced ? "0" : "1", 1) == 0);
+    CHECK_EQ(isa_active(), l);
+    CHECK_STR(mamba2_variant(), isa_name(l));
+    CHECK_STR(vec_variant(), isa_name(l));
+    if (forced) setenv("EDDY_FORCE_REF", "1", 1);
+    else unsetenv("EDDY_FORCE_REF");
+    CHECK_EQ(cpu_force_ref(), forced);
 }
 
 typedef struct {
