@@ -55,6 +55,21 @@ typedef enum {
 /* Messages above this level are dropped. Default: WARN, or $EDDY_LOG_LEVEL
  * (error|warn|info|debug) when set. */
 void eddy_log_set_level(eddy_log_level level);
+eddy_log_level eddy_log_get_level(void);
+
+/* Where messages go. By default each is one line on stderr, "eddy: LEVEL: text";
+ * with a callback set, fn(user, level, text) receives each message at or below the
+ * level instead (text: one line, no newline, valid during the call). fn may run on
+ * any thread that calls eddy, and must not set the callback itself. NULL: stderr. */
+typedef void (*eddy_log_callback)(void *user, eddy_log_level level, const char *text);
+void eddy_log_set_callback(eddy_log_callback fn, void *user);
+
+/* Logs a message (printf format) the way eddy's own go: for a program that wants
+ * its lines to follow the same level and callback. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+void eddy_log(eddy_log_level level, const char *fmt, ...);
 
 /* ==== CPU ==== */
 
