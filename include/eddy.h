@@ -499,6 +499,20 @@ eddy_status eddy_generate(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, con
                           int64_t n_prompt, int64_t n_predict, eddy_token_callback cb, void *user,
                           eddy_gen_stats *stats, eddy_error *err);
 
+/* What eddy_generate_ex takes beyond eddy_generate's arguments. */
+typedef struct {
+    int64_t n_predict; /* as eddy_generate's */
+    /* Never sample an end-of-generation token (eddy_vocab_is_eog; their logits become
+     * -inf), so that only n_predict or a full context ends the loop (llama.cpp's
+     * --ignore-eos). */
+    bool ignore_eog;
+} eddy_gen_params;
+
+/* eddy_generate with p's settings (NULL: n_predict -1, nothing else). */
+eddy_status eddy_generate_ex(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, const eddy_token *prompt,
+                             int64_t n_prompt, const eddy_gen_params *p, eddy_token_callback cb, void *user,
+                             eddy_gen_stats *stats, eddy_error *err);
+
 #ifdef __cplusplus
 }
 #endif
