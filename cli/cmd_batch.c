@@ -257,37 +257,48 @@ static void print_stats(const job *jobs, int64_t n, int64_t np, double t_prefill
             dt, dt > 0 ? n_gen / dt : 0);
 }
 
+const char usage_batch[] =
+    "eddy batch -m MODEL.gguf -f PROMPTS.txt [-np N] [-n N] [--jsonl] [--chat [--system TEXT]]\n"
+    "           [the sampling, context, thread and cache options of run]\n"
+    "        many prompts, one per line (empty lines skipped), up to N (default: the number of\n"
+    "        prompts, at most 8) decoded together on one engine; a finished sequence's slot goes\n"
+    "        to the next prompt. Outputs in input order (\"=== i ===\" blocks, or --jsonl: one JSON\n"
+    "        object per line with the text, token counts and why it stopped); per-sequence and\n"
+    "        aggregate t/s on stderr. Each output is the one eddy run gives for that prompt alone\n"
+    "        with the same options and seed; a prompt that cannot run is reported, the rest carry on\n";
+
 int cmd_batch(int argc, char **argv) {
     gen_opts o;
     gen_opts_init(&o);
-    const char *file = NULL, *system = NULL;
     long long np = 0;
-    bool jsonl = false, chat = false;
+    bool jsonl = false;
     for (int i = 1; i < argc; i++) {
         int r = gen_opts_parse(&o, argc, argv, &i);
         if (r > 0) return 1;
         if (r == 0) continue;
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            if (!val) return cli_error("%s needs a file name", a);
-            file = val, i++;
-        } else if (!strcmp(a, "-np") || !strcmp(a, "--parallel")) {
+        if (!strcmp(a, "-np") || !strcmp(a, "--parallel")) {
             if (cli_parse_int(a, val, 1, 4096, &np)) return 1;
             i++;
-        } else if (!strcmp(a, "--system")) {
-            if (!val) return cli_error("%s needs a text", a);
-            system = val, i++;
         } else if (!strcmp(a, "--chat")) {
-            chat = true;
+            o.chat = true;
         } else if (!strcmp(a, "--jsonl")) {
             jsonl = true;
         } else {
-            return cli_error("batch: unknown option \"%s\"", a);
+            return cli_bad_arg("batch", a);
         }
     }
+    const char *file = o.prompt_file;
     if (!o.model) return cli_error("batch: no model given (-m MODEL.gguf)");
+    if (o.prompt) return cli_error("batch: the prompts come from a file (-f PROMPTS.txt, one per line), not -p");
     if (!file) return cli_error("batch: no prompt file given (-f PROMPTS.txt, one prompt per line)");
-    if (system && !chat) return cli_error("batch: --system needs --chat");
+    if (o.system && !o.chat) return cli_error("batch: --system needs --chat");
+    if (o.n_stop || o.ignore_eos) return cli_error("batch: -r and --ignore-eos are options of run and chat only");
+    if (o.seed_random) { /* one seed for every prompt, so each output is run's with that seed */
+        o.sp.seed = cli_random_seed();
+        o.seed_random = false;
+    }
+    const bool chat = o.chat;
     size_t len;
     char *text = cli_read_file(file, &len);
     if (!text) return cli_error("%s: cannot read the prompt file", file);
@@ -302,7 +313,7 @@ int cmd_batch(int argc, char **argv) {
 
     gen_session g;
     int rc = gen_session_open(&o, &g); /* model, vocabulary, template (its one-sequence context goes unused) */
-    for (int64_t i = 0; !rc && i < n_jobs; i++) rc = tokenize_prompt(&g, &jobs[i], chat, system);
+    for (int64_t i = 0; !rc && i < n_jobs; i++) rc = tokenize_prompt(&g, &jobs[i], chat, g.system);
     sched sc = {0};
     if (!rc) {
         eddy_error err;

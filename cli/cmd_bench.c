@@ -1,10 +1,6 @@
 /*
  * cmd_bench.c — `eddy bench`: benchmarks.
- *
- *   eddy bench -m MODEL.gguf [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]
- *   eddy bench -m MODEL.gguf --npl 1,2,4,8,16 [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]
- *   eddy bench -m MODEL.gguf --session-turn [-p 4000] [-n 32] [--dir DIR] [-t THREADS] [-r REPS] [--json]
- *   eddy bench --kernels [--json] [-t THREADS] [--filter NAME]
+ * (usage_bench below).
  *
  * A model benchmark (eddy_bench_model) prints a table like llama-bench's, then the
  * read bandwidth, bytes per decode token, roofline fraction and peak RSS; with
@@ -16,6 +12,29 @@
 #include <string.h>
 
 #include "cli.h"
+
+const char usage_bench[] =
+    "eddy bench -m MODEL.gguf [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]\n"
+    "        prefill (ppP: P random tokens as one batch) and decode (tgN: N single-token steps)\n"
+    "        speed as llama-bench measures them, each from an empty sequence, one warm-up then\n"
+    "        REPS (default 5) timed runs: t/s median and mean ± sd; then this machine's read\n"
+    "        bandwidth measured in the same run on the same threads, the bytes a decode step\n"
+    "        reads, the roofline fraction (decode t/s x bytes/token / bandwidth) and the peak\n"
+    "        RSS. -p 0 or -n 0 skips that test; --json prints one line. Threads default to the\n"
+    "        CPUs eddy may use, as for run. Definitions: bench/RESULTS.md, \"Model benchmarks\"\n"
+    "eddy bench -m MODEL.gguf --npl 1,2,4,8,16 [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]\n"
+    "        many sequences at once, as llama.cpp's llama-batched-bench measures them: for each\n"
+    "        count B, B random prompts of P tokens prefilled in one batch (S_PP), then N steps\n"
+    "        each decoding one token of every sequence (S_TG); aggregate and per-sequence t/s,\n"
+    "        medians of REPS runs after a warm-up (docs/sequences.md)\n"
+    "eddy bench -m MODEL.gguf --session-turn [-p 4000] [-n 32] [--dir DIR] [-t THREADS] [-r REPS] [--json]\n"
+    "        the next turn (N new tokens) of a P-token conversation three ways: reprocessing it\n"
+    "        all, loading its session file from DIR cold (pages dropped from the page cache) and\n"
+    "        restoring it from the prefix cache; with the disk's cold sequential read speed\n"
+    "        measured in the same run (bench/RESULTS.md)\n"
+    "eddy bench --kernels [--json] [-t THREADS] [--filter NAME]\n"
+    "        kernel benchmarks, each against this machine's read bandwidth or f32 FMA peak\n"
+    "        measured in the same run (--json: one object per line); 2 threads by default\n";
 
 /* ==== Output of a model benchmark ==== */
 
@@ -130,6 +149,7 @@ static int bench_model(const char *path, eddy_bench_params *p, int json) {
     eddy_error err;
     eddy_model *m;
     if (eddy_model_load(path, &m, &err) != EDDY_OK) return cli_error("%s", err.msg);
+    cli_log_model(path, m);
     /* the vocabulary only keeps control tokens out of the random prompt: optional */
     eddy_vocab *v = NULL;
     if (eddy_vocab_load(eddy_model_gguf(m), &v, &err) != EDDY_OK) v = NULL;
@@ -287,7 +307,7 @@ int cmd_bench(int argc, char **argv) {
             if (cli_parse_int(a, val, 1, 1000, &reps)) return 1;
             i++, model_only = 1, reps_given = 1;
         } else {
-            return cli_error("bench: unknown option \"%s\"", a);
+            return cli_bad_arg("bench", a);
         }
     }
     if (kernels && model) return cli_error("bench: --kernels and -m are separate benchmarks: run one at a time");

@@ -1,9 +1,7 @@
 /*
  * cmd_inspect.c — `eddy inspect`: a GGUF file's metadata and tensor table, or one
  * tensor dequantized to float32.
- *
- *   eddy inspect MODEL.gguf [--max-items N]
- *   eddy inspect MODEL.gguf --tensor NAME --out FILE
+ * (usage_inspect below).
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -12,6 +10,13 @@
 #include <string.h>
 
 #include "cli.h"
+
+const char usage_inspect[] =
+    "eddy inspect MODEL.gguf [--max-items N]\n"
+    "        metadata (arrays shortened to N items, default 16) and the tensor table:\n"
+    "        name, type, shape, byte offset, size; totals (parameters, bytes, bits per parameter)\n"
+    "eddy inspect MODEL.gguf --tensor NAME --out FILE\n"
+    "        writes one tensor, dequantized, as little-endian float32\n";
 
 /* ==== Listing ==== */
 
@@ -155,7 +160,7 @@ int cmd_inspect(int argc, char **argv) {
         } else if (!strcmp(a, "--max-items")) {
             if (cli_parse_int(a, i + 1 < argc ? argv[++i] : NULL, 0, 1000000000, &max_items)) return 1;
         } else if (a[0] == '-' && a[1] != '\0') {
-            return cli_error("inspect: unknown option \"%s\"", a);
+            return cli_bad_arg("inspect", a);
         } else if (!path) {
             path = a;
         } else {

@@ -1,8 +1,6 @@
 /*
  * cmd_logits.c — `eddy logits`: float32 logits for every position of a list of ids.
- *
- *   eddy logits -m MODEL.gguf --ids "ID ID ..." --out FILE [-t THREADS] [-c CTX]
- *               [-ctk f16|f32] [-ctv f16|f32]
+ * (usage_logits below).
  *
  * The ids are fed as one prefill batch; FILE receives [n_ids][n_vocab] little-endian
  * float32 and stdout one line "n_ids n_vocab".
@@ -14,6 +12,11 @@
 #include <string.h>
 
 #include "cli.h"
+
+const char usage_logits[] =
+    "eddy logits -m MODEL.gguf --ids \"ID ID ...\" --out FILE [-t THREADS] [-c CTX] [-ctk T] [-ctv T]\n"
+    "        runs the ids as one prefill batch and writes float32 logits for every position,\n"
+    "        [n_ids][n_vocab] little-endian; prints \"n_ids n_vocab\". -ctk, -ctv: as for run\n";
 
 /* Parses whitespace-separated integers into a malloc'd array. */
 static int parse_ids(const char *s, int32_t **out, int64_t *n) {
@@ -78,7 +81,7 @@ int cmd_logits(int argc, char **argv) {
             if (cli_parse_int(a, val, 1, 1 << 24, &n_ctx)) return 1;
             i++;
         } else {
-            return cli_error("logits: unknown option \"%s\"", a);
+            return cli_bad_arg("logits", a);
         }
     }
     if (!model_path) return cli_error("logits: no model given (-m MODEL.gguf)");
@@ -94,13 +97,16 @@ int cmd_logits(int argc, char **argv) {
         free(ids);
         return cli_error("%s", err.msg);
     }
+    cli_log_model(model_path, m);
     int64_t n_vocab = eddy_model_n_vocab(m);
     eddy_ctx_params p = {.n_ctx = n_ctx > 0 ? n_ctx : (n > 4096 ? n : 0), .n_threads = (int)threads, .n_batch = n,
                          .type_k = type_k, .type_v = type_v};
     eddy_ctx *c = NULL;
     float *logits = NULL;
     int rc = 0;
-    if (eddy_ctx_new(m, &p, &c, &err) != EDDY_OK) {
+    eddy_status made = eddy_ctx_new(m, &p, &c, &err);
+    if (made == EDDY_OK) cli_log_ctx(c, &p);
+    if (made != EDDY_OK) {
         rc = cli_error("%s", err.msg);
     } else if (!(logits = malloc((size_t)(n * n_vocab) * sizeof(float)))) {
         rc = cli_error("cannot allocate logits for %lld tokens", (long long)n);

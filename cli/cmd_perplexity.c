@@ -7,9 +7,6 @@
  *   BOS when the vocabulary adds one; the second half of each chunk is scored, each
  *   position predicting the next token: c/2 - 1 tokens per chunk.
  *
- *   eddy perplexity -m MODEL.gguf -f TEXT [-c CTX] [--chunks N] [-t THREADS]
- *                   [-ctk f16|f32] [-ctv f16|f32]
- *
  * Prints the running estimate per chunk, then "Final estimate: PPL = X +/- E".
  */
 #include <math.h>
@@ -18,6 +15,11 @@
 #include <string.h>
 
 #include "cli.h"
+
+const char usage_perplexity[] =
+    "eddy perplexity -m MODEL.gguf -f TEXT [-c CTX] [--chunks N] [-t THREADS] [-ctk T] [-ctv T]\n"
+    "        perplexity of a text, chunked as llama.cpp's perplexity tool does (each chunk of CTX\n"
+    "        tokens from an empty state, its second half scored), so the figures compare\n";
 
 int cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *file = NULL;
@@ -45,7 +47,7 @@ int cmd_perplexity(int argc, char **argv) {
             if (cli_parse_int(a, val, 1, 1024, &threads)) return 1;
             i++;
         } else {
-            return cli_error("perplexity: unknown option \"%s\"", a);
+            return cli_bad_arg("perplexity", a);
         }
     }
     if (!model) return cli_error("perplexity: no model given (-m MODEL.gguf)");
@@ -70,6 +72,8 @@ int cmd_perplexity(int argc, char **argv) {
         rc = cli_error("%s", err.msg);
         goto done;
     }
+    cli_log_model(model, m);
+    cli_log_ctx(c, &cp);
     const int64_t n_vocab = eddy_model_n_vocab(m), first = n_ctx / 2;
     const bool add_bos = n_probe > 0 && probe[0] == eddy_vocab_bos(v);
     int64_t n_chunk = n_toks / n_ctx;

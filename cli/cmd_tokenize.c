@@ -1,12 +1,7 @@
 /*
  * cmd_tokenize.c — `eddy tokenize`, `eddy detokenize` and `eddy chat-format`: the
  * model's tokenizer and chat template from the command line.
- *
- *   eddy tokenize -m MODEL.gguf [--file PATH | TEXT] [--no-special] [--no-bos]
- *   eddy detokenize -m MODEL.gguf [--skip-control] ID...
- *   eddy chat-format -m MODEL.gguf [--chat-template NAME|FILE] [--messages FILE.json]
- *                    [--system TEXT] [--user TEXT] [--assistant TEXT] ...
- *                    [--no-generation-prompt] [--think | --no-think] [--vars JSON]
+ * (usage_tokenize, usage_detokenize and usage_chat_format below).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -14,6 +9,20 @@
 #include <string.h>
 
 #include "cli.h"
+
+const char usage_tokenize[] =
+    "eddy tokenize -m MODEL.gguf [--file PATH | TEXT] [--no-special] [--no-bos]\n"
+    "        token ids, space-separated, one line. --file: all of the file's bytes (\"-\": standard\n"
+    "        input); --no-special: control tokens written in the text are plain text; --no-bos:\n"
+    "        no BOS even where the model adds one\n";
+const char usage_detokenize[] =
+    "eddy detokenize -m MODEL.gguf [--skip-control] ID...\n"
+    "        the text of token ids (--skip-control: control tokens give none)\n";
+const char usage_chat_format[] =
+    "eddy chat-format -m MODEL.gguf [--system|--user|--assistant TEXT]... [--messages FILE.json]\n"
+    "                 [--chat-template NAME|FILE] [--no-generation-prompt] [--think|--no-think]\n"
+    "                 [--vars JSON]\n"
+    "        the prompt the model's chat template makes (--vars: more template variables)\n";
 
 /* ==== Shared ==== */
 
@@ -59,7 +68,7 @@ int cmd_tokenize(int argc, char **argv) {
             if (i + 1 < argc) text = argv[++i];
             if (i + 1 < argc) return cli_error("tokenize: unexpected argument \"%s\" (quote the text)", argv[i + 1]);
         } else if (a[0] == '-' && a[1] != '\0') {
-            return cli_error("tokenize: unknown option \"%s\"", a);
+            return cli_bad_arg("tokenize", a);
         } else if (!text) {
             text = a;
         } else {
@@ -105,7 +114,7 @@ int cmd_tokenize(int argc, char **argv) {
                 while (nd) line[k++] = digits[--nd];
             }
             line[k++] = '\n';
-            if (fwrite(line, 1, k, stdout) != k || fflush(stdout) != 0) rc = cli_error("cannot write the output");
+            if (!cli_out(line, k)) rc = 1; /* main names the failed write */
             free(line);
         }
         eddy_buffer_free(ids);
@@ -155,7 +164,11 @@ int cmd_detokenize(int argc, char **argv) {
         } else if (!strcmp(a, "--skip-control")) {
             flags |= EDDY_DETOK_SKIP_CONTROL;
         } else if (a[0] == '-' && a[1] != '\0') {
-            rc = cli_error("detokenize: unknown option \"%s\"", a);
+            rc = cli_bad_arg("detokenize", a);
+            if (!rc) { /* --help: printed */
+                free(ids);
+                return 0;
+            }
         } else {
             rc = parse_ids(a, &ids, &n, &cap);
         }
@@ -170,8 +183,7 @@ int cmd_detokenize(int argc, char **argv) {
         if (eddy_detokenize(v, ids, n, flags, &text, &len, &err) != EDDY_OK) {
             rc = cli_error("%s", err.msg);
         } else {
-            if (fwrite(text, 1, len, stdout) != len || fputc('\n', stdout) == EOF || fflush(stdout) != 0)
-                rc = cli_error("cannot write the output");
+            if (!cli_out(text, len) || !cli_out("\n", 1)) rc = 1; /* main names the failed write */
             eddy_buffer_free(text);
         }
         eddy_vocab_free(v);
@@ -212,7 +224,11 @@ int cmd_chat_format(int argc, char **argv) {
         } else if (!strcmp(a, "--think") || !strcmp(a, "--no-think")) {
             opt.enable_thinking = a[2] == 't';
         } else {
-            rc = cli_error("chat-format: unknown argument \"%s\"", a);
+            rc = cli_bad_arg("chat-format", a);
+            if (!rc) { /* --help: printed */
+                free(msgs);
+                return 0;
+            }
         }
     }
     if (!rc && !model) rc = cli_error("chat-format: no model given (usage: eddy chat-format -m MODEL.gguf --user TEXT)");
@@ -236,7 +252,7 @@ int cmd_chat_format(int argc, char **argv) {
         if (st != EDDY_OK) {
             rc = cli_error("%s", err.msg);
         } else {
-            if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) rc = cli_error("cannot write the output");
+            if (!cli_out(text, len)) rc = 1; /* main names the failed write */
             eddy_buffer_free(text);
         }
         eddy_vocab_free(v);

@@ -1,36 +1,73 @@
 /*
- * gen_opts.c — the flags `eddy run` and `eddy chat` share (model, context, threads,
- * KV cache types, sampling, chat template) and opening everything a generation needs.
+ * gen_opts.c — the flags `eddy run` and `eddy chat` share (model, prompt, context,
+ * threads, KV cache types, sampling, stop strings, chat template, llama.cpp's
+ * spellings of them), opening everything a generation needs, and stop strings.
  */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 
+/* ==== Flags ==== */
+
 void gen_opts_init(gen_opts *o) {
     memset(o, 0, sizeof *o);
     o->n_predict = -1;
     o->enable_thinking = -1;
     o->sp = eddy_sampler_default_params();
+    o->seed_random = true;
 }
+
+/* a is one of the spellings in the NULL-terminated list */
+static bool is(const char *a, const char *const *names) {
+    for (; *names; names++)
+        if (!strcmp(a, *names)) return true;
+    return false;
+}
+#define IS(a, ...) is(a, (const char *const[]){__VA_ARGS__, NULL})
 
 int gen_opts_parse(gen_opts *o, int argc, char **argv, int *i) {
     const char *a = argv[*i], *val = *i + 1 < argc ? argv[*i + 1] : NULL;
     double d;
     long long v;
+    /* flags without a value */
     if (!strcmp(a, "--think") || !strcmp(a, "--no-think")) {
         o->enable_thinking = a[2] == 't';
         return 0;
     }
+    if (IS(a, "-e", "--escape") || IS(a, "--no-escape")) {
+        o->escape = a[2] != 'n';
+        return 0;
+    }
+    if (!strcmp(a, "--ignore-eos")) return o->ignore_eos = true, 0;
+    if (!strcmp(a, "--no-mmap")) return o->no_mmap = true, 0;
+    if (!strcmp(a, "--mlock")) return o->mlock = true, 0;
+    if (!strcmp(a, "--jinja")) return 0; /* llama.cpp's switch to Jinja templates: eddy always runs them */
     int kv = cli_parse_kv_flag(a, val, &o->type_k, &o->type_v);
     if (kv >= 0) {
         if (kv == 0) (*i)++;
         return kv;
     }
-    if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+    /* flags with a value */
+    if (IS(a, "-m", "--model")) {
         if (!val) return cli_error("%s needs a model file", a);
         o->model = val;
+    } else if (IS(a, "-p", "--prompt")) {
+        if (!val) return cli_error("%s needs a prompt", a);
+        o->prompt = val;
+    } else if (IS(a, "-f", "--file")) {
+        if (!val) return cli_error("%s needs a file name", a);
+        o->prompt_file = val;
+    } else if (IS(a, "--system", "-sys", "--system-prompt")) {
+        if (!val) return cli_error("%s needs a text", a);
+        o->system = val;
+    } else if (IS(a, "-r", "--reverse-prompt")) {
+        if (!val || !*val) return cli_error("%s needs a text to stop at", a);
+        if (o->n_stop == GEN_MAX_STOPS) return cli_error("%s: at most %d stop strings", a, GEN_MAX_STOPS);
+        o->stop[o->n_stop++] = val;
     } else if (!strcmp(a, "--chat-template")) {
         if (!val) return cli_error("%s needs a template name or file", a);
         o->chat_template = val;
@@ -40,9 +77,14 @@ int gen_opts_parse(gen_opts *o, int argc, char **argv, int *i) {
         if (cli_parse_int(a, val, 1, 1024, &o->threads)) return 1;
     } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
         if (cli_parse_int(a, val, 1, 1 << 24, &o->n_ctx)) return 1;
-    } else if (!strcmp(a, "--seed") || !strcmp(a, "-s")) {
-        if (cli_parse_int(a, val, 0, (long long)1 << 62, &v)) return 1;
-        o->sp.seed = (uint64_t)v;
+    } else if (IS(a, "-b", "--batch-size")) {
+        if (cli_parse_int(a, val, 1, 1 << 20, &o->n_batch)) return 1;
+    } else if (IS(a, "-ub", "--ubatch-size")) {
+        if (cli_parse_int(a, val, 1, 1 << 20, &o->n_ubatch)) return 1;
+    } else if (IS(a, "--seed", "-s")) {
+        if (cli_parse_int(a, val, -1, (long long)1 << 62, &v)) return 1;
+        o->seed_random = v < 0;
+        o->sp.seed = v < 0 ? 0 : (uint64_t)v;
     } else if (!strcmp(a, "--temp")) {
         if (cli_parse_float(a, val, 0, 100, &d)) return 1;
         o->sp.temp = (float)d;
@@ -74,21 +116,96 @@ int gen_opts_parse(gen_opts *o, int argc, char **argv, int *i) {
     return 0;
 }
 
+/* ==== Texts from the flags ==== */
+
+/* A copy of s[0 .. len), escapes processed when asked; NULL when memory runs out. */
+static char *text_copy(const char *s, size_t len, bool escape, size_t *out_len) {
+    char *t = malloc(len + 1);
+    if (!t) return NULL;
+    memcpy(t, s, len);
+    t[len] = '\0';
+    *out_len = escape ? cli_unescape(t, len) : len;
+    t[*out_len] = '\0';
+    return t;
+}
+
+/* -p or -f, --system and -r as bytes, -e applied; a chat's texts hold no NUL byte. */
+static int read_texts(const gen_opts *o, gen_session *g) {
+    if (o->prompt_file) {
+        size_t len;
+        char *raw = cli_read_file(o->prompt_file, &len);
+        if (!raw && errno == ENOMEM) return cli_error("out of memory");
+        if (!raw) return cli_error("%s: cannot read the prompt file (%s)", o->prompt_file, strerror(errno));
+        g->prompt = o->escape ? text_copy(raw, len, true, &g->prompt_len) : raw;
+        if (o->escape) free(raw);
+        else g->prompt_len = len;
+    } else if (o->prompt) {
+        g->prompt = text_copy(o->prompt, strlen(o->prompt), o->escape, &g->prompt_len);
+    }
+    if ((o->prompt || o->prompt_file) && !g->prompt) return cli_error("out of memory");
+    size_t len;
+    if (o->system && !(g->system = text_copy(o->system, strlen(o->system), o->escape, &len)))
+        return cli_error("out of memory");
+    if (o->chat && g->prompt && cli_check_no_nul(o->prompt_file ? o->prompt_file : "the prompt", g->prompt, g->prompt_len))
+        return 1;
+    if (g->system && cli_check_no_nul("--system", g->system, len)) return 1;
+    for (int i = 0; i < o->n_stop; i++) {
+        if (!(g->stop[i] = text_copy(o->stop[i], strlen(o->stop[i]), o->escape, &g->stop_len[i])))
+            return cli_error("out of memory");
+        g->n_stop++;
+        if (g->stop_len[i] == 0) return cli_error("-r: \"%s\" is an empty text", o->stop[i]);
+    }
+    return 0;
+}
+
+/* ==== Sessions ==== */
+
 int gen_session_open(const gen_opts *o, gen_session *g) {
     memset(g, 0, sizeof *g);
-    eddy_error err;
-    eddy_ctx_params cp = {.n_ctx = o->n_ctx, .n_threads = (int)o->threads, .type_k = o->type_k, .type_v = o->type_v};
-    if (cli_chat_template(o->chat_template, &g->chat.template_text, &g->template_owned)) return 1;
-    g->chat.add_generation_prompt = true;
-    g->chat.enable_thinking = o->enable_thinking;
-    if (eddy_model_load(o->model, &g->m, &err) != EDDY_OK || eddy_vocab_load(eddy_model_gguf(g->m), &g->v, &err) != EDDY_OK ||
-        eddy_ctx_new(g->m, &cp, &g->c, &err) != EDDY_OK ||
-        eddy_sampler_new(&o->sp, eddy_model_n_vocab(g->m), &g->s, &err) != EDDY_OK) {
-        cli_error("%s", err.msg);
+    if (read_texts(o, g)) {
         gen_session_close(g);
         return 1;
     }
+    eddy_error err;
+    /* llama.cpp's -b is the logical batch and -ub the physical one; eddy's n_batch is
+     * the tokens of one forward step, the physical one */
+    eddy_ctx_params cp = {.n_ctx = o->n_ctx, .n_threads = (int)o->threads,
+                          .n_batch = o->n_ubatch > 0 ? o->n_ubatch : o->n_batch, .type_k = o->type_k,
+                          .type_v = o->type_v};
+    eddy_sampler_params sp = o->sp;
+    if (o->seed_random) sp.seed = cli_random_seed();
+    g->gp = (eddy_gen_params){.n_predict = o->n_predict, .ignore_eog = o->ignore_eos};
+    if (cli_chat_template(o->chat_template, &g->chat.template_text, &g->template_owned)) {
+        gen_session_close(g);
+        return 1;
+    }
+    g->chat.add_generation_prompt = true;
+    g->chat.enable_thinking = o->enable_thinking;
+    if (o->no_mmap && setenv("EDDY_NO_MMAP", "1", 1) != 0) {
+        gen_session_close(g);
+        return cli_error("--no-mmap: cannot set EDDY_NO_MMAP (%s)", strerror(errno));
+    }
+    if (eddy_model_load(o->model, &g->m, &err) != EDDY_OK) goto fail;
+    cli_log_model(o->model, g->m);
+    if (o->mlock) cli_lock_model(o->model);
+    if (eddy_vocab_load(eddy_model_gguf(g->m), &g->v, &err) != EDDY_OK || eddy_ctx_new(g->m, &cp, &g->c, &err) != EDDY_OK)
+        goto fail;
+    cli_log_ctx(g->c, &cp);
+    if (eddy_sampler_new(&sp, eddy_model_n_vocab(g->m), &g->s, &err) != EDDY_OK) goto fail;
+    char seed[96] = "";
+    if (o->seed_random)
+        snprintf(seed, sizeof seed, " (random: --seed %llu repeats this run)", (unsigned long long)sp.seed);
+    eddy_log(EDDY_LOG_INFO,
+             "sampling: seed %llu%s, temp %g, top-k %d, top-p %g, min-p %g, repeat penalty %g over %d, "
+             "presence %g, frequency %g%s",
+             (unsigned long long)sp.seed, seed, (double)sp.temp, (int)sp.top_k, (double)sp.top_p, (double)sp.min_p,
+             (double)sp.repeat_penalty, (int)sp.repeat_last_n, (double)sp.presence_penalty,
+             (double)sp.frequency_penalty, o->ignore_eos ? "; end-of-generation tokens ignored" : "");
     return 0;
+fail:
+    cli_error("%s", err.msg);
+    gen_session_close(g);
+    return 1;
 }
 
 void gen_session_close(gen_session *g) {
@@ -97,6 +214,9 @@ void gen_session_close(gen_session *g) {
     eddy_vocab_free(g->v);
     eddy_model_free(g->m);
     free(g->template_owned);
+    free(g->prompt);
+    free(g->system);
+    for (int i = 0; i < g->n_stop; i++) free(g->stop[i]);
     memset(g, 0, sizeof *g);
 }
 
@@ -106,4 +226,49 @@ void gen_print_stats(const eddy_gen_stats *st) {
     fprintf(stderr, "eddy: prompt %lld tokens in %.2f s (%.1f t/s); generated %lld tokens in %.2f s (%.1f t/s)%s\n",
             (long long)st->n_prompt, st->prompt_seconds, st->n_prompt / tp, (long long)st->n_generated,
             st->generate_seconds, st->n_generated / tg, st->stop == EDDY_STOP_CONTEXT ? "; stopped: context full" : "");
+}
+
+/* ==== Stop strings ==== */
+
+size_t gen_stopper_feed(gen_stopper *st, const char *text, size_t len, bool *stop) {
+    const gen_session *g = st->g;
+    *stop = false;
+    if (!g->n_stop || !len) return len;
+    size_t longest = 0;
+    for (int i = 0; i < g->n_stop; i++)
+        if (g->stop_len[i] > longest) longest = g->stop_len[i];
+    /* the window: the kept tail, then text */
+    size_t n = st->n_tail + len;
+    if (n > st->cap) {
+        char *p = realloc(st->tail, n);
+        if (!p) return len; /* out of memory: no matching, the output goes on */
+        st->tail = p, st->cap = n;
+    }
+    memcpy(st->tail + st->n_tail, text, len);
+    size_t end = n + 1; /* the earliest end of a match inside the new bytes */
+    for (int i = 0; i < g->n_stop; i++) {
+        size_t k = g->stop_len[i];
+        for (size_t at = 0; at + k <= n; at++) {
+            if (at + k <= st->n_tail) continue; /* ended before: would have stopped then */
+            if (at + k >= end) break;
+            if (!memcmp(st->tail + at, g->stop[i], k)) {
+                end = at + k;
+                break;
+            }
+        }
+    }
+    size_t keep = longest - 1 < n ? longest - 1 : n;
+    size_t out = len;
+    if (end <= n) {
+        *stop = true;
+        out = end - st->n_tail;
+    }
+    memmove(st->tail, st->tail + n - keep, keep);
+    st->n_tail = keep;
+    return out;
+}
+
+void gen_stopper_free(gen_stopper *st) {
+    free(st->tail);
+    memset(st, 0, sizeof *st);
 }

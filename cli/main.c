@@ -1,5 +1,10 @@
 /*
- * main.c — the eddy command: dispatches to a subcommand.
+ * main.c — the eddy command: the table of subcommands (name, entry, help text),
+ * `eddy --help` made from it, dispatch, and the checked close of standard output
+ * after the subcommand; also the small helpers every subcommand uses (errors,
+ * reading a file, numbers).
+ *
+ * A new subcommand: its cmd_NAME and usage_NAME (cli.h), one row in `commands`.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -95,70 +100,107 @@ int cli_parse_kv_flag(const char *a, const char *val, eddy_kv_type *type_k, eddy
     return 0;
 }
 
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: eddy COMMAND [ARGS]\n"
-            "\n"
-            "commands:\n"
-            "  inspect MODEL.gguf [--max-items N]      metadata and tensor table\n"
-            "  inspect MODEL.gguf --tensor NAME --out FILE\n"
-            "                                          write one tensor as little-endian float32\n"
-            "  run -m MODEL.gguf -p PROMPT [--chat [--system TEXT]] [-n N] [--temp T] [--top-k K]\n"
-            "      [--top-p P] [--min-p P] [--seed S] [--repeat-penalty R] [-t THREADS] [-c CTX]\n"
-            "      [-ctk f16|f32] [-ctv f16|f32]\n"
-            "                                          generate a continuation, streamed to stdout\n"
-            "  batch -m MODEL.gguf -f PROMPTS.txt [-np N] [-n N] [--jsonl] [options of run]\n"
-            "                                          many prompts (one per line) decoded together\n"
-            "  chat -m MODEL.gguf [--system TEXT] [options of run]\n"
-            "                                          interactive chat (Ctrl-D quits, /reset starts over)\n"
-            "  perplexity -m MODEL.gguf -f TEXT [-c CTX] [--chunks N] [-t N] [-ctk T] [-ctv T]\n"
-            "                                          perplexity, chunked as llama.cpp's\n"
-            "  logits -m MODEL.gguf --ids \"ID ID ...\" --out FILE [-t N] [-c CTX] [-ctk T] [-ctv T]\n"
-            "                                          float32 logits for every position\n"
-            "  bench -m MODEL.gguf [-p 512] [-n 128] [-t N] [-r REPS] [--json]\n"
-            "                                          prefill and decode t/s, roofline fraction, peak RSS\n"
-            "  bench -m MODEL.gguf --npl 1,2,4,8 [-p 512] [-n 128] [-t N] [-r REPS] [--json]\n"
-            "                                          many sequences at once, as llama-batched-bench\n"
-            "  bench --kernels [--json] [-t N] [--filter NAME]\n"
-            "                                          kernel benchmarks against this machine's limits\n"
-            "  tokenize -m MODEL.gguf [--file PATH | TEXT] [--no-special] [--no-bos]\n"
-            "                                          token ids, space-separated, one line\n"
-            "  detokenize -m MODEL.gguf [--skip-control] ID...\n"
-            "                                          the text of token ids\n"
-            "  chat-format -m MODEL.gguf [--system|--user|--assistant TEXT]... [--messages FILE.json]\n"
-            "              [--chat-template NAME|FILE] [--no-generation-prompt] [--think|--no-think]\n"
-            "                                          the prompt the model's chat template makes\n"
-            "  version                                 version, detected CPU features, kernel ISA level\n"
-            "  help                                    this text\n"
-            "\n"
-            "run, chat, logits and perplexity take -ctk/--cache-type-k and -ctv/--cache-type-v\n"
-            "f16|f32: the element type of the KV cache's keys and values (default f16, as llama.cpp)\n");
+/* ==== Standard output ==== */
+
+static int out_errno; /* the reason of the first failed write; 0: none yet */
+
+bool cli_out(const void *p, size_t n) {
+    if (out_errno) return false;
+    errno = 0;
+    if ((n && fwrite(p, 1, n, stdout) != n) || fflush(stdout) != 0) out_errno = errno ? errno : EIO;
+    return !out_errno;
+}
+
+/* Flushes and closes stdout: 0, or 1 after "writing standard output: REASON". */
+static int close_stdout(void) {
+    errno = 0;
+    if (fflush(stdout) != 0 && !out_errno) out_errno = errno ? errno : EIO;
+    if (ferror(stdout) && !out_errno) out_errno = EIO;
+    errno = 0;
+    if (fclose(stdout) != 0 && !out_errno) out_errno = errno ? errno : EIO;
+    return out_errno ? cli_error("writing standard output: %s", strerror(out_errno)) : 0;
+}
+
+/* ==== Subcommands ==== */
+
+static int cmd_version(int argc, char **argv);
+static int cmd_help(int argc, char **argv);
+
+static const char usage_version[] =
+    "eddy version\n"
+    "        version and the CPU features eddy detected and uses\n";
+static const char usage_help[] =
+    "eddy help [COMMAND]\n"
+    "        this text, or one command's part of it (as eddy COMMAND --help does)\n";
+
+/* In the order `eddy --help` (and the README) lists them. */
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv); /* argv[0] is the name; returns the exit status */
+    const char *usage;
+} commands[] = {
+    {"inspect", cmd_inspect, usage_inspect},
+    {"run", cmd_run, usage_run},
+    {"batch", cmd_batch, usage_batch},
+    {"chat", cmd_chat, usage_chat},
+    {"tokenize", cmd_tokenize, usage_tokenize},
+    {"detokenize", cmd_detokenize, usage_detokenize},
+    {"chat-format", cmd_chat_format, usage_chat_format},
+    {"perplexity", cmd_perplexity, usage_perplexity},
+    {"logits", cmd_logits, usage_logits},
+    {"bench", cmd_bench, usage_bench},
+    {"version", cmd_version, usage_version},
+    {"help", cmd_help, usage_help},
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static const char usage_head[] = "usage: eddy COMMAND [ARGS]   (eddy COMMAND --help: that command's part of this text)\n\n";
+
+static void usage_all(FILE *out) {
+    fputs(usage_head, out);
+    for (size_t i = 0; i < N_COMMANDS; i++) fputs(commands[i].usage, out);
+}
+
+int cli_usage(const char *cmd) {
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(commands[i].name, cmd)) {
+            fputs(commands[i].usage, stdout);
+            return 0;
+        }
+    usage_all(stdout);
+    return 0;
+}
+
+static int cmd_version(int argc, char **argv) {
+    if (argc > 1) return cli_bad_arg("version", argv[1]);
+    printf("eddy %s\ncpu features: %s\n", eddy_version(), eddy_cpu_features());
+    return 0;
+}
+
+static int cmd_help(int argc, char **argv) {
+    if (argc > 2) return cli_error("help: one command at a time");
+    if (argc == 2) {
+        for (size_t i = 0; i < N_COMMANDS; i++)
+            if (!strcmp(commands[i].name, argv[1])) return cli_usage(argv[1]);
+        if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return cli_usage("help");
+        return cli_error("help: unknown command \"%s\" (eddy help lists them)", argv[1]);
+    }
+    usage_all(stdout);
+    return 0;
 }
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        usage(stderr);
+        usage_all(stderr);
         return 1;
     }
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
-    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
-    if (!strcmp(cmd, "logits")) return cmd_logits(argc - 1, argv + 1);
-    if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
-    if (!strcmp(cmd, "batch")) return cmd_batch(argc - 1, argv + 1);
-    if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
-    if (!strcmp(cmd, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
-    if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
-    if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);
-    if (!strcmp(cmd, "chat-format")) return cmd_chat_format(argc - 1, argv + 1);
-    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
-        printf("eddy %s\ncpu features: %s\nkernels: %s\n", eddy_version(), eddy_cpu_features(), eddy_cpu_isa());
-        return 0;
+    if (!strcmp(cmd, "--version")) cmd = "version";
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) cmd = "help";
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        if (strcmp(commands[i].name, cmd)) continue;
+        int rc = commands[i].run(argc - 1, argv + 1);
+        return close_stdout() ? 1 : rc;
     }
-    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
-        usage(stdout);
-        return 0;
-    }
-    cli_error("unknown command \"%s\" (run \"eddy help\")", cmd);
-    return 1;
+    return cli_error("unknown command \"%s\" (run \"eddy help\")", cmd);
 }

@@ -61,6 +61,21 @@ typedef enum {
 /* Messages above this level are dropped. Default: WARN, or $EDDY_LOG_LEVEL
  * (error|warn|info|debug) when set. */
 void eddy_log_set_level(eddy_log_level level);
+eddy_log_level eddy_log_get_level(void);
+
+/* Where messages go. By default each is one line on stderr, "eddy: LEVEL: text";
+ * with a callback set, fn(user, level, text) receives each message at or below the
+ * level instead (text: one line, no newline, valid during the call). fn may run on
+ * any thread that calls eddy, and must not set the callback itself. NULL: stderr. */
+typedef void (*eddy_log_callback)(void *user, eddy_log_level level, const char *text);
+void eddy_log_set_callback(eddy_log_callback fn, void *user);
+
+/* Logs a message (printf format) the way eddy's own go: for a program that wants
+ * its lines to follow the same level and callback. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+void eddy_log(eddy_log_level level, const char *fmt, ...);
 
 /* ==== CPU ==== */
 
@@ -594,6 +609,19 @@ eddy_status eddy_generate(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, con
                           int64_t n_prompt, int64_t n_predict, eddy_token_callback cb, void *user,
                           eddy_gen_stats *stats, eddy_error *err);
 
+/* What eddy_generate_ex takes beyond eddy_generate's arguments. */
+typedef struct {
+    int64_t n_predict; /* as eddy_generate's */
+    /* Never sample an end-of-generation token (eddy_vocab_is_eog; their logits become
+     * -inf), so that only n_predict or a full context ends the loop (llama.cpp's
+     * --ignore-eos). */
+    bool ignore_eog;
+} eddy_gen_params;
+
+/* eddy_generate with p's settings (NULL: n_predict -1, nothing else). */
+eddy_status eddy_generate_ex(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, const eddy_token *prompt,
+                             int64_t n_prompt, const eddy_gen_params *p, eddy_token_callback cb, void *user,
+                             eddy_gen_stats *stats, eddy_error *err);
 #if defined(__GNUC__) && !defined(_WIN32) && !defined(__CYGWIN__)
 #pragma GCC visibility pop
 #endif

@@ -1,7 +1,8 @@
 /*
  * test_generate.c — the generation loop on the tiny models: greedy tokens are the
  * argmax of the logits a single prefill gives for the same sequence, the stream of
- * text equals the detokenized ids, seeds reproduce, limits stop the loop.
+ * text equals the detokenized ids, seeds reproduce, limits stop the loop, ignore_eog
+ * never lets an end-of-generation token end it.
  */
 #include "test.h"
 
@@ -138,6 +139,41 @@ TEST(generate_seed_reproduces_and_limits_stop) {
     CHECK_EQ(eddy_generate(c, v, s, big, 20, 5, NULL, NULL, NULL, &err), EDDY_ERR_ARG);
     CHECK_EQ(eddy_ctx_n_pos(c), 0);
     eddy_sampler_free(s);
+done:
+    eddy_ctx_free(c);
+    eddy_vocab_free(v);
+    eddy_model_free(m);
+}
+
+/* The tiny Mamba-2 model's greedy continuation of these ids ("Hello" tokenized, as
+ * eddy run feeds it) ends with an end token after 64 steps; with ignore_eog none is sampled and n_predict ends the loop. */
+TEST(generate_ignore_eog_runs_to_the_limit) {
+    eddy_model *m = NULL;
+    eddy_vocab *v = NULL;
+    eddy_ctx *c = NULL;
+    if (!setup("models/mamba2-tiny-q8_0.gguf", &m, &v, &c, 256)) goto done;
+    eddy_sampler_params sp = eddy_sampler_default_params();
+    sp.temp = 0;
+    eddy_token prompt[6] = {1, 430, 469, 431, 289, 434};
+    eddy_gen_stats st[2];
+    static collected got[2];
+    memset(got, 0, sizeof got);
+    for (int ignore = 0; ignore < 2; ignore++) {
+        eddy_sampler *s;
+        REQUIRE(eddy_sampler_new(&sp, eddy_model_n_vocab(m), &s, NULL) == EDDY_OK);
+        eddy_ctx_reset(c);
+        eddy_gen_params gp = {.n_predict = 200, .ignore_eog = ignore};
+        eddy_error err;
+        CHECKF(eddy_generate_ex(c, v, s, prompt, 6, &gp, collect, &got[ignore], &st[ignore], &err) == EDDY_OK, "%s",
+               err.msg);
+        eddy_sampler_free(s);
+    }
+    CHECKF(st[0].stop == EDDY_STOP_EOG, "stop %d after %lld tokens", (int)st[0].stop, (long long)st[0].n_generated);
+    CHECK_EQ(st[1].stop, EDDY_STOP_LENGTH);
+    CHECK_EQ(st[1].n_generated, 200);
+    for (int64_t i = 0; i < got[1].n; i++) CHECK(!eddy_vocab_is_eog(v, got[1].toks[i]));
+    /* greedy: the same tokens up to where the end token was */
+    CHECK(got[0].n <= got[1].n && memcmp(got[0].toks, got[1].toks, (size_t)got[0].n * sizeof(eddy_token)) == 0);
 done:
     eddy_ctx_free(c);
     eddy_vocab_free(v);

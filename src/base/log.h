@@ -1,13 +1,11 @@
 /*
- * log.h — leveled logging to stderr.
+ * log.h — leveled logging (eddy_log, eddy_log_get_level and the callback are
+ * declared in include/eddy.h): to stderr, or to the program's callback.
  */
 #ifndef EDDY_BASE_LOG_H
 #define EDDY_BASE_LOG_H
 
 #include "error.h"
-
-void eddy_log(eddy_log_level level, const char *fmt, ...) EDDY_PRINTF(2, 3);
-eddy_log_level eddy_log_get_level(void);
 
 #define LOG_ERROR(...) eddy_log(EDDY_LOG_ERROR, __VA_ARGS__)
 #define LOG_WARN(...) eddy_log(EDDY_LOG_WARN, __VA_ARGS__)

@@ -3,6 +3,7 @@
  * back one token at a time until an end-of-generation token, the length limit, a
  * full context or the caller says stop.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,9 +30,30 @@ bool eddy_vocab_is_eog(const eddy_vocab *v, eddy_token t) {
 
 /* ==== The loop ==== */
 
+/* The end-of-generation ids of v (*n of them; NULL when there are none). */
+static eddy_token *eog_list(const eddy_vocab *v, int64_t *n) {
+    int64_t n_vocab = eddy_vocab_n_tokens(v), k = 0;
+    for (eddy_token t = 0; t < n_vocab; t++) k += eddy_vocab_is_eog(v, t);
+    *n = k;
+    eddy_token *ids = k ? eddy_malloc((size_t)k * sizeof *ids) : NULL;
+    if (ids) {
+        k = 0;
+        for (eddy_token t = 0; t < n_vocab; t++)
+            if (eddy_vocab_is_eog(v, t)) ids[k++] = t;
+    }
+    return ids;
+}
+
 eddy_status eddy_generate(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, const eddy_token *prompt,
                           int64_t n_prompt, int64_t n_predict, eddy_token_callback cb, void *user,
                           eddy_gen_stats *stats, eddy_error *err) {
+    eddy_gen_params p = {.n_predict = n_predict};
+    return eddy_generate_ex(c, v, s, prompt, n_prompt, &p, cb, user, stats, err);
+}
+
+eddy_status eddy_generate_ex(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, const eddy_token *prompt,
+                             int64_t n_prompt, const eddy_gen_params *p, eddy_token_callback cb, void *user,
+                             eddy_gen_stats *stats, eddy_error *err) {
     eddy_gen_stats st = {.n_prompt = n_prompt};
     if (!c || !v || !s || (!prompt && n_prompt > 0) || n_prompt < 0)
         return eddy_error_set(err, EDDY_ERR_ARG, "eddy_generate: NULL argument");
@@ -40,12 +62,15 @@ eddy_status eddy_generate(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, con
     if (n_prompt == 0 && !held)
         return eddy_error_set(err, EDDY_ERR_ARG, "eddy_generate: no prompt tokens, and the sequence holds no logits "
                               "to go on from");
-    int64_t n_vocab = eddy_vocab_n_tokens(v);
+    const int64_t n_predict = p ? p->n_predict : -1;
+    int64_t n_vocab = eddy_vocab_n_tokens(v), n_eog = 0;
     float *logits = eddy_malloc((size_t)n_vocab * sizeof(float));
+    eddy_token *eog = p && p->ignore_eog ? eog_list(v, &n_eog) : NULL; /* (n_eog) ids masked out */
     eddy_detok *d = NULL;
-    eddy_status rc = logits ? eddy_detok_new(v, EDDY_DETOK_SKIP_CONTROL, &d, err)
-                            : eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+    eddy_status rc = logits && (eog || n_eog == 0) ? eddy_detok_new(v, EDDY_DETOK_SKIP_CONTROL, &d, err)
+                                                   : eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     if (rc != EDDY_OK) {
+        eddy_free(eog);
         eddy_free(logits);
         return rc;
     }
@@ -61,6 +86,7 @@ eddy_status eddy_generate(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, con
             st.stop = EDDY_STOP_LENGTH;
             break;
         }
+        for (int64_t i = 0; i < n_eog; i++) logits[eog[i]] = -INFINITY;
         eddy_token t = eddy_sampler_sample(s, logits);
         if (eddy_vocab_is_eog(v, t)) {
             st.stop = EDDY_STOP_EOG;
@@ -90,6 +116,7 @@ eddy_status eddy_generate(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, con
     }
     st.generate_seconds = timer_s() - t0;
     eddy_detok_free(d);
+    eddy_free(eog);
     eddy_free(logits);
     if (stats) *stats = st;
     return rc;

@@ -5,6 +5,7 @@
 set -u
 EDDY=${1:?usage: run.sh EDDY_BINARY}
 D=tests/data/gguf
+T=tests/data/text
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 pass=0
@@ -100,11 +101,203 @@ expect_err "run bad temp" '--temp: "hot" is not a number' run -m $R -p "x" --tem
 expect_err "run top-p range" "--top-p: 2 is out of range" run -m $R -p "x" --top-p 2
 expect_err "run prompt too long" "the context holds 4" run -m $R -p "one two three four five six seven" -c 4
 expect_err "run missing prompt file" "cannot read the prompt file" run -m $R -f "$TMP/none.txt"
-expect_err "run unknown option" 'unknown option "--bogus"' run -m $R -p x --bogus
+expect_err "run unknown option" "unknown option '--bogus' for 'run'" run -m $R -p x --bogus
 expect_err "run bad cache type" '-ctv: unsupported cache type "F32"' run -m $R -p x -ctv F32
 expect_err "chat bad cache type" '--cache-type-k: unsupported cache type ""' chat -m $R --cache-type-k ""
 if "$EDDY" run -m $R -p "Hello there" -n 3 -t 1 -ctk f32 -ctv f16 >/dev/null 2>"$TMP/r4.err"; then ok;
 else bad "run -ctk f32 -ctv f16: $(cat "$TMP/r4.err")"; fi
+
+# run -f reads every byte of the file, as tokenize --file does; a chat message refuses a NUL by offset
+printf 'Hello\0 world, and what follows the NUL byte' >"$TMP/nul.txt"
+n_tok=$("$EDDY" tokenize -m $R --file "$TMP/nul.txt" | wc -w)
+if "$EDDY" run -m $R -f "$TMP/nul.txt" -n 1 -t 1 >/dev/null 2>"$TMP/nul.err" &&
+   grep -q "prompt $n_tok tokens" "$TMP/nul.err"; then ok; else bad "run -f with a NUL byte: expected $n_tok prompt tokens: $(cat "$TMP/nul.err")"; fi
+expect_err "run --chat -f with a NUL byte" "$TMP/nul.txt: byte 5 is a NUL byte" run -m $R --chat -f "$TMP/nul.txt"
+expect_err "run -e makes a NUL in a chat" "the prompt: byte 1 is a NUL byte" run -m $R --chat -e -p 'a\x00b'
+# -e: escapes as llama.cpp's; without it the backslashes are text
+n_esc=$("$EDDY" tokenize -m $R "$(printf 'a\tb\nc"\\')" | wc -w)
+if "$EDDY" run -m $R -e -p 'a\tb\nc\"\\' -n 1 -t 1 >/dev/null 2>"$TMP/e.err" && grep -q "prompt $n_esc tokens" "$TMP/e.err" &&
+   "$EDDY" run -m $R -p 'a\tb\nc\"\\' -n 1 -t 1 >/dev/null 2>"$TMP/e2.err" && ! grep -q "prompt $n_esc tokens" "$TMP/e2.err"
+then ok; else bad "run -e: $(cat "$TMP/e.err" "$TMP/e2.err")"; fi
+
+# ==== standard output that cannot be written: exit 1, one error naming it ====
+expect_stdout_full() {
+  local name=$1; shift
+  local rc
+  "$EDDY" "$@" >/dev/full 2>"$TMP/err"; rc=$?
+  if [ $rc -ne 1 ]; then bad "$name >/dev/full: exit status $rc (expected 1)"; return; fi
+  if ! grep -q '^eddy: error: writing standard output: No space left on device$' "$TMP/err"; then
+    bad "$name >/dev/full: $(cat "$TMP/err")"; return
+  fi
+  ok
+}
+if [ -w /dev/full ]; then
+  expect_stdout_full "run" run -m $R -p "Hello" -n 8 -t 1
+  expect_stdout_full "chat" chat -m $R -p "Hello" -n 8 -t 1 </dev/null
+  expect_stdout_full "inspect" inspect $D/sample.gguf
+  expect_stdout_full "tokenize" tokenize -m $T/qwen3.gguf "Hello world"
+  expect_stdout_full "detokenize" detokenize -m $T/qwen3.gguf 9707
+  expect_stdout_full "chat-format" chat-format -m $T/qwen3.gguf --user Hi
+  expect_stdout_full "version" version
+  expect_stdout_full "help" --help
+  expect_stdout_full "run --help" run --help
+  expect_stdout_full "logits" logits -m $M --ids "1 2" --out "$TMP/l.f32"
+fi
+
+# ==== chat: a model without a template fails at once ====
+expect_err "chat without a template" "--chat-template" chat -m $M
+if printf 'hi\n' | "$EDDY" chat -m $M -n 3 -t 1 --chat-template chatml >/dev/null 2>"$TMP/ct.err"; then ok
+else bad "chat --chat-template chatml on a model without a template: $(cat "$TMP/ct.err")"; fi
+
+# ==== seeds: random by default, printed at info level, repeatable ====
+seed_of() { sed -n 's/.*sampling: seed \([0-9]*\) (random: --seed \1 repeats this run).*/\1/p' "$1"; }
+EDDY_LOG_LEVEL=info "$EDDY" run -m $R -p "Hello there" -n 12 -t 1 --temp 1.5 >"$TMP/s1" 2>"$TMP/s1.err"
+EDDY_LOG_LEVEL=info "$EDDY" run -m $R -p "Hello there" -n 12 -t 1 --temp 1.5 --seed -1 >"$TMP/s2" 2>"$TMP/s2.err"
+s1=$(seed_of "$TMP/s1.err"); s2=$(seed_of "$TMP/s2.err")
+if [ -n "$s1" ] && [ -n "$s2" ] && [ "$s1" != "$s2" ]; then ok; else bad "random seeds printed and different: [$s1] [$s2]: $(cat "$TMP/s1.err")"; fi
+if [ -n "$s1" ] && "$EDDY" run -m $R -p "Hello there" -n 12 -t 1 --temp 1.5 --seed "$s1" >"$TMP/s3" 2>/dev/null &&
+   cmp -s "$TMP/s1" "$TMP/s3"; then ok; else bad "--seed with the printed seed repeats the run"; fi
+expect_err "seed below -1" "--seed: -2 is out of range" run -m $R -p x --seed -2
+
+# ==== info level: what the run uses ====
+EDDY_LOG_LEVEL=info "$EDDY" run -m $R -p "Hello" -n 2 -t 1 -c 256 -ctv f32 >/dev/null 2>"$TMP/info.err"
+for p in 'model: tests/data/models/qwen35-tiny-q8_0.gguf: qwen35 ' ' layers, ' ' parameters ' 'file type Q8_0' \
+  'weights ' 'mapped from the file' 'cpu: ' 'context: 256 positions, batch 256 tokens, 1 thread, KV cache f16 keys, f32 values' \
+  'memory: sequence state ' 'recurrent state ' 'KV cache ' 'sampling: seed '; do
+  if grep -qF -- "$p" "$TMP/info.err"; then ok; else bad "EDDY_LOG_LEVEL=info lacks: $p: $(cat "$TMP/info.err")"; fi
+done
+if EDDY_LOG_LEVEL=debug "$EDDY" run -m $R -p "Hello" -n 2 -t 1 2>&1 >/dev/null | grep -q "debug: prompt: [0-9]* tokens: "; then ok
+else bad "EDDY_LOG_LEVEL=debug prints the prompt's ids"; fi
+if "$EDDY" run -m $R -p "Hello" -n 2 -t 1 2>&1 >/dev/null | grep -q "info:"; then bad "info lines at the default level"; else ok; fi
+
+# ==== --help for every command; the README's "Using eddy" block is eddy --help ====
+for c in inspect run chat tokenize detokenize chat-format perplexity logits bench version help; do
+  for h in --help -h; do
+    out=$("$EDDY" $c $h 2>"$TMP/err"); rc=$?
+    if [ $rc -eq 0 ] && [ ! -s "$TMP/err" ] && [ "${out:0:$((6 + ${#c}))}" = "eddy $c " ] ||
+       { [ $rc -eq 0 ] && [ "$out" = "$(printf 'eddy %s\n        version and the CPU features eddy detected and uses' "$c")" ]; }; then ok
+    else bad "eddy $c $h: exit $rc, stdout [${out:0:60}], stderr $(cat "$TMP/err")"; fi
+  done
+done
+expect_ok "eddy help run" "eddy run -m MODEL.gguf" "--ignore-eos" -- help run
+if "$EDDY" run -m $R -p --help -n 1 -t 1 2>&1 >/dev/null | grep -q "prompt [0-9]* tokens"; then ok; else bad "run -p --help is a prompt"; fi
+sed -n '/^## Using eddy/,/^## /p' README.md | sed -n '/^```$/,/^```$/p' | sed '1d;$d' >"$TMP/readme-usage"
+"$EDDY" --help >"$TMP/help"
+if [ -s "$TMP/help" ] && cmp -s "$TMP/readme-usage" "$TMP/help"; then ok
+else bad "README's Using eddy block differs from eddy --help: $(diff "$TMP/readme-usage" "$TMP/help" | head -10)"; fi
+for c in inspect run chat tokenize detokenize chat-format perplexity logits bench version help; do
+  "$EDDY" $c --help >"$TMP/one"
+  if grep -qxF -f "$TMP/one" "$TMP/help" && [ "$(grep -cxF -f "$TMP/one" "$TMP/help")" -eq "$(wc -l <"$TMP/one")" ]; then ok
+  else bad "eddy $c --help is not part of eddy --help"; fi
+done
+
+# ==== llama.cpp's spellings ====
+expect_err "unknown option with a llama.cpp hint" "unknown option '-ngl' for 'run' (a llama.cpp option: eddy runs on the CPU" \
+  run -m $R -p x -ngl 99
+expect_err "unknown option for chat" "unknown option '--foo' for 'chat'" chat -m $R --foo
+expect_err "unexpected argument" "unexpected argument 'hello' for 'run'" run -m $R hello
+expect_err "-ctk q8_0 stays refused" '-ctk: unsupported cache type "q8_0"' run -m $R -p x -ctk q8_0
+# the same run under llama.cpp's and eddy's spellings gives the same bytes
+"$EDDY" run -m $R -p "Hello there" -n 6 --seed 7 -t 1 >"$TMP/ll1" 2>/dev/null
+if "$EDDY" run --model $R --prompt "Hello there" --n-predict 6 -s 7 --threads 1 --ctx-size 4096 -b 64 -ub 32 \
+     --jinja --no-mmap -no-cnv >"$TMP/ll2" 2>"$TMP/ll.err" && cmp -s "$TMP/ll1" "$TMP/ll2"; then ok
+else bad "llama.cpp spellings: $(cat "$TMP/ll.err")"; fi
+if EDDY_LOG_LEVEL=info "$EDDY" run -m $R -p "Hello" -n 2 -t 1 -b 64 -ub 16 --no-mmap 2>&1 >/dev/null |
+   grep -q "batch 16 tokens.*" && EDDY_LOG_LEVEL=info "$EDDY" run -m $R -p "Hello" -n 2 -t 1 --no-mmap 2>&1 >/dev/null |
+   grep -q "read into memory"; then ok; else bad "-ub sets the batch, --no-mmap reads the file"; fi
+if EDDY_LOG_LEVEL=info "$EDDY" run -m $R -p "Hello" -n 2 -t 1 --mlock >/dev/null 2>"$TMP/ml.err" &&
+   grep -qE "info: --mlock: .* of weights locked in memory|warn: --mlock: the system refused" "$TMP/ml.err"; then ok
+else bad "--mlock locks or says why not: $(cat "$TMP/ml.err")"; fi
+# --ignore-eos: the tiny Mamba-2 model's greedy reply ends at 64 tokens; ignoring the end it runs to -n
+MB=tests/data/models/mamba2-tiny-q8_0.gguf
+"$EDDY" run -m $MB -p "Hello" -n 200 --temp 0 -t 1 >/dev/null 2>"$TMP/eos1.err"
+"$EDDY" run -m $MB -p "Hello" -n 200 --temp 0 -t 1 --ignore-eos >/dev/null 2>"$TMP/eos2.err"
+if grep -q "generated 64 tokens" "$TMP/eos1.err" && grep -q "generated 200 tokens" "$TMP/eos2.err"; then ok
+else bad "--ignore-eos: $(cat "$TMP/eos1.err" "$TMP/eos2.err")"; fi
+# -r: the output stops where the text first appears
+"$EDDY" run -m $R -p "Hello there" -n 40 --seed 11 -t 1 >"$TMP/r0" 2>/dev/null
+full=$(cat "$TMP/r0"); stop=${full:9:3}; want="${full%%"$stop"*}$stop"
+if [ ${#stop} -eq 3 ] && "$EDDY" run -m $R -p "Hello there" -n 40 --seed 11 -t 1 -r "$stop" >"$TMP/r1" 2>/dev/null &&
+   [ "$(cat "$TMP/r1")" = "$want" ]; then ok; else bad "-r '$stop': got [$(cat "$TMP/r1")], expected [$want]"; fi
+if "$EDDY" run -m $R -p "Hello there" -n 40 --seed 11 -t 1 --reverse-prompt "$stop" -r "never appears" >"$TMP/r2" 2>/dev/null &&
+   cmp -s "$TMP/r1" "$TMP/r2"; then ok; else bad "--reverse-prompt with two texts"; fi
+# -cnv: run becomes chat, -p its first message, -sys its system message
+if printf 'and then?\n' | "$EDDY" run -m $R -cnv -sys "Be brief." -p "hi" -n 3 -t 1 --seed 2 >"$TMP/cnv" 2>"$TMP/cnv.err" &&
+   printf 'hi\nand then?\n' | "$EDDY" chat -m $R --system "Be brief." -n 3 -t 1 --seed 2 >"$TMP/cnv2" 2>/dev/null &&
+   cmp -s "$TMP/cnv" "$TMP/cnv2" && [ -s "$TMP/cnv" ]; then ok; else bad "run -cnv is chat: $(cat "$TMP/cnv.err")"; fi
+
+# ==== chat: Ctrl-C stops a reply and keeps the conversation; at the prompt it quits ====
+# SIGINT is what a terminal sends on Ctrl-C. The replies here are endless (--ignore-eos, a large
+# context) until it comes; the debug lines say how many messages each turn formats.
+# wait_for FILE PATTERN: up to 60 s until FILE holds PATTERN (grep -E)
+wait_for() { local i; for i in $(seq 600); do grep -qaE -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+# wait_grow FILE N: up to 60 s until FILE holds more than N bytes
+wait_grow() { local i; for i in $(seq 600); do [ "$(wc -c <"$1")" -gt "$2" ] && return 0; sleep 0.1; done; return 1; }
+# wait_exit PID: its exit status; 124 after 60 s (it is killed then)
+wait_exit() { local i; for i in $(seq 600); do kill -0 "$1" 2>/dev/null || { wait "$1"; return $?; }; sleep 0.1; done
+  kill -KILL "$1"; wait "$1"; return 124; }
+trap '' PIPE # a chat that ended early must fail a check here, not end the script
+mkfifo "$TMP/in"
+EDDY_LOG_LEVEL=debug "$EDDY" chat -m $R --ignore-eos -c 60000 -t 1 <"$TMP/in" >"$TMP/cc.out" 2>"$TMP/cc.err" &
+pid=$!
+exec 3>"$TMP/in"
+echo "hello" >&3
+if wait_for "$TMP/cc.err" "chat: 1 messages" && wait_grow "$TMP/cc.out" 0; then
+  kill -INT $pid                      # stops the first reply, which stays in the conversation
+  echo "and you?" >&3
+  if wait_for "$TMP/cc.err" "chat: 3 messages"; then ok
+  else bad "chat after Ctrl-C: the second turn lacks the first reply: $(grep chat: "$TMP/cc.err")"; fi
+  n1=$(wc -c <"$TMP/cc.out")
+  wait_grow "$TMP/cc.out" "$n1"
+  kill -INT $pid                      # stops the second reply
+  n2=$(wc -c <"$TMP/cc.out")
+  exec 3>&-                           # then the end of input: a clean exit
+  wait_exit $pid; rc=$?
+  if [ $rc -eq 0 ] && [ "$n2" -gt "$n1" ]; then ok; else bad "chat after two Ctrl-C replies: exit $rc: $(grep -v debug "$TMP/cc.err")"; fi
+else
+  bad "chat did not start a reply: $(cat "$TMP/cc.err")"; exec 3>&-; kill $pid; wait $pid
+fi
+# two Ctrl-C during a reply quit as SIGINT does
+mkfifo "$TMP/in3"
+EDDY_LOG_LEVEL=debug "$EDDY" chat -m $R --ignore-eos -c 60000 -t 1 <"$TMP/in3" >"$TMP/c2.out" 2>"$TMP/c2.err" &
+pid=$!
+exec 3>"$TMP/in3"
+echo "hello" >&3
+wait_for "$TMP/c2.err" "chat: 1 messages" && wait_grow "$TMP/c2.out" 0
+kill -INT $pid; sleep 0.2; kill -INT $pid   # apart: two pending SIGINTs would merge into one
+wait_exit $pid; rc=$?
+if [ $rc -eq 130 ]; then ok; else bad "two Ctrl-C in a chat reply: exit status $rc (expected 130, SIGINT)"; fi
+exec 3>&-
+# Ctrl-C during a long prefill (one token per step) stops it there; the next turn goes on from it
+for i in $(seq 1000); do printf 'word%d ' $i; done >"$TMP/long.txt"
+mkfifo "$TMP/in4"
+EDDY_LOG_LEVEL=debug "$EDDY" chat -m $R -f "$TMP/long.txt" -n 2 -ub 1 -c 60000 -t 1 <"$TMP/in4" >/dev/null 2>"$TMP/c4.err" &
+pid=$!
+exec 3>"$TMP/in4"
+wait_for "$TMP/c4.err" "chat: 1 messages"; sleep 0.3
+kill -INT $pid
+if wait_for "$TMP/c4.err" "chat: a reply of 0 tokens, stopped by Ctrl-C"; then
+  echo "next" >&3
+  if wait_for "$TMP/c4.err" "chat: 3 messages, [0-9]+ tokens; the context holds [1-9][0-9]*, the first [1-9]"; then ok
+  else bad "chat after a stopped prefill: $(grep chat: "$TMP/c4.err")"; fi
+else
+  bad "Ctrl-C during a chat's prefill: $(grep -v info "$TMP/c4.err")"
+fi
+exec 3>&-
+wait_exit $pid; rc=$?
+if [ $rc -eq 0 ]; then ok; else bad "chat after a stopped prefill: exit status $rc"; fi
+
+# Ctrl-C at the prompt quits as SIGINT does
+mkfifo "$TMP/in2"
+EDDY_LOG_LEVEL=debug "$EDDY" chat -m $R -n 4 -t 1 <"$TMP/in2" >"$TMP/cp.out" 2>"$TMP/cp.err" &
+pid=$!
+exec 3>"$TMP/in2"
+echo "hello" >&3
+wait_for "$TMP/cp.err" "chat: a reply of"
+kill -INT $pid
+wait_exit $pid; rc=$?
+if [ $rc -eq 130 ]; then ok; else bad "Ctrl-C at the chat prompt: exit status $rc (expected 130, SIGINT): $(cat "$TMP/cp.err")"; fi
+exec 3>&-
 
 # ==== perplexity ====
 L=tests/data/models/llama-tiny-q8_0.gguf
@@ -125,7 +318,7 @@ expect_err "unsupported type" "tensor blk.0.iq2.weight has type IQ2_XXS, which e
 expect_err "no such tensor" 'no tensor named "nope"' inspect $D/sample.gguf --tensor nope --out "$TMP/x.f32"
 expect_err "tensor without out" "--tensor and --out go together" inspect $D/sample.gguf --tensor blk.0.f32.weight
 expect_err "unwritable out" "cannot create file" inspect $D/sample.gguf --tensor blk.0.f32.weight --out /nonexistent/dir/x.f32
-expect_err "unknown option" 'unknown option "--bogus"' inspect $D/sample.gguf --bogus
+expect_err "unknown option" "unknown option '--bogus' for 'inspect'" inspect $D/sample.gguf --bogus
 expect_err "bad max-items" '"abc" is not an integer' inspect $D/sample.gguf --max-items abc
 expect_err "two files" "unexpected argument" inspect $D/sample.gguf $D/sample.gguf
 expect_err "bench without target" "nothing to run" bench
@@ -175,7 +368,7 @@ expect_err "bench nothing to time" "-p and -n are both 0" bench -m $B -p 0 -n 0
 expect_err "bench -m and --kernels" "separate benchmarks" bench -m $B --kernels
 expect_err "bench --kernels with -p" "apply to model benchmarks" bench --kernels -p 8
 expect_err "bench -m with --filter" "--filter applies to kernel benchmarks" bench -m $B --filter gdn
-expect_err "bench -m unknown option" 'unknown option "--bogus"' bench -m $B --bogus
+expect_err "bench -m unknown option" "unknown option '--bogus' for 'bench'" bench -m $B --bogus
 expect_err "unknown command" 'unknown command "frobnicate"' frobnicate
 head -c 1900 $D/sample.gguf >"$TMP/trunc.gguf"
 expect_err "truncated header" "truncated" inspect "$TMP/trunc.gguf"
@@ -234,7 +427,7 @@ expect_err "tokenize without model" "no model given" tokenize "text"
 expect_err "tokenize without text" "give the text or --file PATH" tokenize -m $T/qwen3.gguf
 expect_err "tokenize text and file" "give the text or --file PATH" tokenize -m $T/qwen3.gguf --file "$TMP/in.txt" "text"
 expect_err "tokenize missing file" "$TMP/nope.txt: cannot open file" tokenize -m $T/qwen3.gguf --file "$TMP/nope.txt"
-expect_err "tokenize unknown option" 'unknown option "--bogus"' tokenize -m $T/qwen3.gguf --bogus x
+expect_err "tokenize unknown option" "unknown option '--bogus' for 'tokenize'" tokenize -m $T/qwen3.gguf --bogus x
 expect_err "tokenize no tokenizer" "this file has no tokenizer" tokenize -m $D/sample.gguf "x"
 expect_err "tokenize missing model" "$TMP/missing.gguf" tokenize -m "$TMP/missing.gguf" "x"
 expect_err "detokenize bad id" '"abc" is not a token id' detokenize -m $T/qwen3.gguf 1 abc
