@@ -128,7 +128,8 @@ static int cmd_help(int argc, char **argv);
 
 static const char usage_version[] =
     "eddy version\n"
-    "        version and the CPU features eddy detected and uses\n";
+    "        version, the CPU features eddy detected and uses, and the ISA level its kernels run at\n"
+    "        (\"kernels: avx512\", \"avx2\", \"neon\" or \"ref\")\n";
 static const char usage_help[] =
     "eddy help [COMMAND]\n"
     "        this text, or one command's part of it (as eddy COMMAND --help does)\n";
@@ -173,7 +174,7 @@ int cli_usage(const char *cmd) {
 
 static int cmd_version(int argc, char **argv) {
     if (argc > 1) return cli_bad_arg("version", argv[1]);
-    printf("eddy %s\ncpu features: %s\n", eddy_version(), eddy_cpu_features());
+    printf("eddy %s\ncpu features: %s\nkernels: %s\n", eddy_version(), eddy_cpu_features(), eddy_cpu_isa());
     return 0;
 }
 

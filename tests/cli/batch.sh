@@ -64,7 +64,7 @@ expect_err "batch missing file" "cannot read the prompt file" batch -m $M -f "$T
 printf '\n\n' >"$TMP/empty.txt"
 expect_err "batch no prompts" "no prompts (one per line)" batch -m $M -f "$TMP/empty.txt"
 expect_err "batch -np 0" "-np: 0 is out of range" batch -m $M -f "$TMP/prompts.txt" -np 0
-expect_err "batch unknown option" 'batch: unknown option "--bogus"' batch -m $M -f "$TMP/prompts.txt" --bogus
+expect_err "batch unknown option" "unknown option '--bogus' for 'batch'" batch -m $M -f "$TMP/prompts.txt" --bogus
 expect_err "batch system without chat" "--system needs --chat" batch -m $M -f "$TMP/prompts.txt" --system x
 
 # eddy bench --npl: one row per count of sequences; bad lists refused.
