@@ -74,6 +74,12 @@ int gen_opts_parse(gen_opts *o, int argc, char **argv, int *i) {
     return 0;
 }
 
+const eddy_vocab *cli_model_vocab(const eddy_model *m, const char *path) {
+    const eddy_vocab *v = eddy_model_vocab(m);
+    if (!v) cli_error("%s: the file has no tokenizer (tokenizer.ggml.tokens is missing)", path);
+    return v;
+}
+
 int gen_session_open(const gen_opts *o, gen_session *g) {
     memset(g, 0, sizeof *g);
     eddy_error err;
@@ -81,8 +87,16 @@ int gen_session_open(const gen_opts *o, gen_session *g) {
     if (cli_chat_template(o->chat_template, &g->chat.template_text, &g->template_owned)) return 1;
     g->chat.add_generation_prompt = true;
     g->chat.enable_thinking = o->enable_thinking;
-    if (eddy_model_load(o->model, &g->m, &err) != EDDY_OK || eddy_vocab_load(eddy_model_gguf(g->m), &g->v, &err) != EDDY_OK ||
-        eddy_ctx_new(g->m, &cp, &g->c, &err) != EDDY_OK ||
+    if (eddy_model_load(o->model, &g->m, &err) != EDDY_OK) {
+        cli_error("%s", err.msg);
+        gen_session_close(g);
+        return 1;
+    }
+    if (!(g->v = cli_model_vocab(g->m, o->model))) {
+        gen_session_close(g);
+        return 1;
+    }
+    if (eddy_ctx_new(g->m, &cp, &g->c, &err) != EDDY_OK ||
         eddy_sampler_new(&o->sp, eddy_model_n_vocab(g->m), &g->s, &err) != EDDY_OK) {
         cli_error("%s", err.msg);
         gen_session_close(g);
@@ -94,7 +108,6 @@ int gen_session_open(const gen_opts *o, gen_session *g) {
 void gen_session_close(gen_session *g) {
     eddy_sampler_free(g->s);
     eddy_ctx_free(g->c);
-    eddy_vocab_free(g->v);
     eddy_model_free(g->m);
     free(g->template_owned);
     memset(g, 0, sizeof *g);

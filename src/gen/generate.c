@@ -2,6 +2,10 @@
  * generate.c — the generation loop: prefill the prompt, then sample, stream and feed
  * back one token at a time until an end-of-generation token, the length limit, a
  * full context or the caller says stop.
+ *
+ * Every size comes from one place, the context's model: the logits row is n_vocab
+ * floats (what eddy_ctx_eval writes), and the vocabulary and the sampler must be of
+ * that size (the model's own vocabulary always is: model_load checks it).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +14,8 @@
 #include "base/error.h"
 #include "base/timer.h"
 #include "eddy.h"
+#include "gen/sampler.h"
+#include "model/ctx.h"
 
 /* ==== End-of-generation tokens ==== */
 
@@ -33,9 +39,17 @@ eddy_status eddy_generate(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, con
                           int64_t n_prompt, int64_t n_predict, eddy_token_callback cb, void *user,
                           eddy_gen_stats *stats, eddy_error *err) {
     eddy_gen_stats st = {.n_prompt = n_prompt};
-    if (!c || !v || !s || !prompt || n_prompt < 1)
+    if (!c || !s || !prompt || n_prompt < 1)
         return eddy_error_set(err, EDDY_ERR_ARG, "eddy_generate: no prompt tokens");
-    int64_t n_vocab = eddy_vocab_n_tokens(v);
+    const int64_t n_vocab = c->m->hp.n_vocab;
+    if (!v) v = c->m->vocab;
+    if (!v) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_generate: the model has no vocabulary (no tokenizer.ggml.tokens)");
+    if (eddy_vocab_n_tokens(v) != n_vocab)
+        return eddy_error_set(err, EDDY_ERR_ARG, "eddy_generate: the vocabulary has %lld tokens, the model %lld",
+                              (long long)eddy_vocab_n_tokens(v), (long long)n_vocab);
+    if (sampler_n_vocab(s) != n_vocab)
+        return eddy_error_set(err, EDDY_ERR_ARG, "eddy_generate: the sampler is for %lld tokens, the model has %lld",
+                              (long long)sampler_n_vocab(s), (long long)n_vocab);
     float *logits = eddy_malloc((size_t)n_vocab * sizeof(float));
     eddy_detok *d = NULL;
     eddy_status rc = logits ? eddy_detok_new(v, EDDY_DETOK_SKIP_CONTROL, &d, err)
