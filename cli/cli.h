@@ -124,9 +124,13 @@ void gen_opts_init(gen_opts *o);
  * was, -1 when it was not one, 1 after printing an error. */
 int gen_opts_parse(gen_opts *o, int argc, char **argv, int *i);
 
+/* The model's vocabulary (eddy_model_vocab), or NULL after printing an error naming
+ * path when the file has no tokenizer. */
+const eddy_vocab *cli_model_vocab(const eddy_model *m, const char *path);
+
 typedef struct {
     eddy_model *m;
-    eddy_vocab *v;
+    const eddy_vocab *v; /* the model's */
     eddy_ctx *c;
     eddy_sampler *s;
     eddy_chat_options chat;

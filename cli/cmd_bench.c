@@ -151,9 +151,7 @@ static int bench_model(const char *path, eddy_bench_params *p, int json) {
     if (eddy_model_load(path, &m, &err) != EDDY_OK) return cli_error("%s", err.msg);
     cli_log_model(path, m);
     /* the vocabulary only keeps control tokens out of the random prompt: optional */
-    eddy_vocab *v = NULL;
-    if (eddy_vocab_load(eddy_model_gguf(m), &v, &err) != EDDY_OK) v = NULL;
-    p->vocab = v;
+    p->vocab = eddy_model_vocab(m);
     eddy_bench_result r;
     int rc = 0;
     if (eddy_bench_model(m, p, &r, &err) != EDDY_OK) {
@@ -165,7 +163,6 @@ static int bench_model(const char *path, eddy_bench_params *p, int json) {
         else
             print_table(name, eddy_model_arch(m), tensor_bytes(eddy_model_gguf(m)) / (1024.0 * 1024.0), p, &r);
     }
-    eddy_vocab_free(v);
     eddy_model_free(m);
     return rc;
 }

@@ -58,15 +58,22 @@ int cmd_perplexity(int argc, char **argv) {
 
     eddy_error err;
     eddy_model *m = NULL;
-    eddy_vocab *v = NULL;
+    const eddy_vocab *v = NULL;
     eddy_ctx *c = NULL;
     eddy_token *toks = NULL, *probe = NULL;
     int64_t n_toks = 0, n_probe = 0;
     float *logits = NULL;
     int rc = 0;
     eddy_ctx_params cp = {.n_ctx = n_ctx, .n_threads = (int)threads, .n_batch = n_ctx, .type_k = type_k, .type_v = type_v};
-    if (eddy_model_load(model, &m, &err) != EDDY_OK || eddy_vocab_load(eddy_model_gguf(m), &v, &err) != EDDY_OK ||
-        eddy_tokenize(v, text, len, EDDY_TOKENIZE_ADD_SPECIAL, &toks, &n_toks, &err) != EDDY_OK ||
+    if (eddy_model_load(model, &m, &err) != EDDY_OK) {
+        rc = cli_error("%s", err.msg);
+        goto done;
+    }
+    if (!(v = cli_model_vocab(m, model))) {
+        rc = 1;
+        goto done;
+    }
+    if (eddy_tokenize(v, text, len, EDDY_TOKENIZE_ADD_SPECIAL, &toks, &n_toks, &err) != EDDY_OK ||
         eddy_tokenize(v, "", 0, EDDY_TOKENIZE_ADD_SPECIAL, &probe, &n_probe, &err) != EDDY_OK ||
         eddy_ctx_new(m, &cp, &c, &err) != EDDY_OK) {
         rc = cli_error("%s", err.msg);
@@ -126,7 +133,6 @@ done:
     eddy_buffer_free(probe);
     eddy_buffer_free(toks);
     eddy_ctx_free(c);
-    eddy_vocab_free(v);
     eddy_model_free(m);
     free(text);
     return rc;

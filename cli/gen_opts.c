@@ -160,6 +160,12 @@ static int read_texts(const gen_opts *o, gen_session *g) {
 
 /* ==== Sessions ==== */
 
+const eddy_vocab *cli_model_vocab(const eddy_model *m, const char *path) {
+    const eddy_vocab *v = eddy_model_vocab(m);
+    if (!v) cli_error("%s: the file has no tokenizer (tokenizer.ggml.tokens is missing)", path);
+    return v;
+}
+
 int gen_session_open(const gen_opts *o, gen_session *g) {
     memset(g, 0, sizeof *g);
     if (read_texts(o, g)) {
@@ -188,8 +194,11 @@ int gen_session_open(const gen_opts *o, gen_session *g) {
     if (eddy_model_load(o->model, &g->m, &err) != EDDY_OK) goto fail;
     cli_log_model(o->model, g->m);
     if (o->mlock) cli_lock_model(o->model);
-    if (eddy_vocab_load(eddy_model_gguf(g->m), &g->v, &err) != EDDY_OK || eddy_ctx_new(g->m, &cp, &g->c, &err) != EDDY_OK)
-        goto fail;
+    if (!(g->v = cli_model_vocab(g->m, o->model))) {
+        gen_session_close(g);
+        return 1;
+    }
+    if (eddy_ctx_new(g->m, &cp, &g->c, &err) != EDDY_OK) goto fail;
     cli_log_ctx(g->c, &cp);
     if (eddy_sampler_new(&sp, eddy_model_n_vocab(g->m), &g->s, &err) != EDDY_OK) goto fail;
     char seed[96] = "";
@@ -211,7 +220,6 @@ fail:
 void gen_session_close(gen_session *g) {
     eddy_sampler_free(g->s);
     eddy_ctx_free(g->c);
-    eddy_vocab_free(g->v);
     eddy_model_free(g->m);
     free(g->template_owned);
     free(g->prompt);

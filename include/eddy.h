@@ -484,6 +484,12 @@ void eddy_buffer_free(void *p);
 eddy_status eddy_vocab_load(const eddy_gguf *f, eddy_vocab **out, eddy_error *err);
 void eddy_vocab_free(eddy_vocab *v);
 
+/* A model's own vocabulary, loaded and checked by eddy_model_load: it has exactly
+ * eddy_model_n_vocab(m) tokens (a file whose tokenizer.ggml.tokens and token_embd
+ * disagree is refused, naming both sizes). Owned by the model; NULL when the file has
+ * no tokenizer. */
+const eddy_vocab *eddy_model_vocab(const eddy_model *m);
+
 int64_t eddy_vocab_n_tokens(const eddy_vocab *v);
 eddy_token eddy_vocab_bos(const eddy_vocab *v); /* -1 when the file names none */
 eddy_token eddy_vocab_eos(const eddy_vocab *v);
@@ -604,7 +610,10 @@ bool eddy_vocab_is_eog(const eddy_vocab *v, eddy_token t);
  * to the model, calling cb for each. With n_prompt 0 it goes on from the logits the
  * sequence holds (eddy_seq_logits: after a session load, say). An end-of-generation token stops the loop and
  * is not fed to the model (nor passed to cb), so the sequence can continue with the
- * next turn. The sampler sees the prompt and every generated token. */
+ * next turn. The sampler sees the prompt and every generated token.
+ * Sizes come from the context's model: v NULL means the model's vocabulary
+ * (eddy_model_vocab); a vocabulary or a sampler of another size than the model's
+ * n_vocab is refused with EDDY_ERR_ARG naming both sizes. */
 eddy_status eddy_generate(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, const eddy_token *prompt,
                           int64_t n_prompt, int64_t n_predict, eddy_token_callback cb, void *user,
                           eddy_gen_stats *stats, eddy_error *err);

@@ -486,7 +486,7 @@ typedef struct {
 
 /* Rewrites a tiny model with one tensor renamed, reshaped or retyped, one key dropped,
  * integer keys set (set_keys/set_vals; replaces the key when present), or one integer
- * array replaced (arr, may be NULL). String arrays (the vocabulary) are left out. */
+ * array replaced (arr, may be NULL). Every other key is copied as it is. */
 static const char *rewrite_model(const char *src, const char *name, const char *victim, const char *rename_to,
                                  int64_t new_ne0, uint32_t new_type, const char *drop_key, const char *const *set_keys,
                                  const uint32_t *set_vals, int n_set, const array_edit *arr) {
@@ -500,14 +500,7 @@ static const char *rewrite_model(const char *src, const char *name, const char *
         bool replaced = arr && !strcmp(kv->key, arr->key);
         for (int k = 0; k < n_set; k++) replaced |= !strcmp(kv->key, set_keys[k]);
         if ((drop_key && !strcmp(kv->key, drop_key)) || replaced) continue;
-        const gguf_value *v = &kv->val;
-        if (v->type == GGUF_TYPE_STRING) gguf_writer_add_str(w, kv->key, kv->str_copy);
-        else if (v->type == GGUF_TYPE_FLOAT32 || v->type == GGUF_TYPE_FLOAT64) gguf_writer_add_float(w, kv->key, v->type, v->f);
-        else if (v->type == GGUF_TYPE_BOOL) gguf_writer_add_bool(w, kv->key, v->b);
-        else if (gguf_type_is_int(v->type)) gguf_writer_add_uint(w, kv->key, v->type, v->u);
-        else if (v->type == GGUF_TYPE_ARRAY && v->arr.elem_type != GGUF_TYPE_STRING &&
-                 v->arr.elem_type != GGUF_TYPE_ARRAY) /* per-layer sizes, rope sections */
-            gguf_writer_add_array(w, kv->key, v->arr.elem_type, v->arr.raw, v->arr.n);
+        gguf_writer_add_value(w, kv->key, &kv->val);
     }
     static uint8_t zeros[1 << 20];
     for (int64_t i = 0; i < f->n_tensors; i++) {

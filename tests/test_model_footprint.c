@@ -138,12 +138,7 @@ TEST(model_decode_bytes_leave_out_nextn_layers) {
     gguf_writer_add_uint(w, "qwen35.nextn_predict_layers", GGUF_TYPE_UINT32, 1);
     for (int64_t i = 0; i < f->n_kv; i++) {
         const gguf_kv *kv = &f->kv[i];
-        const gguf_value *v = &kv->val;
-        if (!strcmp(kv->key, "qwen35.block_count")) continue;
-        if (v->type == GGUF_TYPE_STRING) gguf_writer_add_str(w, kv->key, kv->str_copy);
-        else if (v->type == GGUF_TYPE_FLOAT32 || v->type == GGUF_TYPE_FLOAT64) gguf_writer_add_float(w, kv->key, v->type, v->f);
-        else if (v->type == GGUF_TYPE_BOOL) gguf_writer_add_bool(w, kv->key, v->b);
-        else if (gguf_type_is_int(v->type)) gguf_writer_add_uint(w, kv->key, v->type, v->u);
+        if (strcmp(kv->key, "qwen35.block_count") != 0) gguf_writer_add_value(w, kv->key, &kv->val);
     }
     for (int64_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor *t = &f->tensors[i];

@@ -35,5 +35,9 @@ static inline bool eddy_mul_size(size_t count, size_t size, size_t *out) {
 void alloc_fail_after(int64_t n);
 /* Number of allocations not yet freed (eddy_malloc/calloc/realloc/aligned). */
 int64_t alloc_live_count(void);
+/* Every single request above n bytes fails from now on (0: no limit), and is counted
+ * by alloc_limit_refusals. */
+void alloc_set_request_limit(size_t n);
+int64_t alloc_limit_refusals(void);
 
 #endif

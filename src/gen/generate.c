@@ -2,6 +2,10 @@
  * generate.c — the generation loop: prefill the prompt, then sample, stream and feed
  * back one token at a time until an end-of-generation token, the length limit, a
  * full context or the caller says stop.
+ *
+ * Every size comes from one place, the context's model: the logits row is n_vocab
+ * floats (what eddy_ctx_eval writes), and the vocabulary and the sampler must be of
+ * that size (the model's own vocabulary always is: model_load checks it).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -11,6 +15,8 @@
 #include "base/error.h"
 #include "base/timer.h"
 #include "eddy.h"
+#include "gen/sampler.h"
+#include "model/engine.h"
 
 /* ==== End-of-generation tokens ==== */
 
@@ -55,15 +61,25 @@ eddy_status eddy_generate_ex(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, 
                              int64_t n_prompt, const eddy_gen_params *p, eddy_token_callback cb, void *user,
                              eddy_gen_stats *stats, eddy_error *err) {
     eddy_gen_stats st = {.n_prompt = n_prompt};
-    if (!c || !v || !s || (!prompt && n_prompt > 0) || n_prompt < 0)
+    if (!c || !s || (!prompt && n_prompt > 0) || n_prompt < 0)
         return eddy_error_set(err, EDDY_ERR_ARG, "eddy_generate: NULL argument");
+    const model *m = eddy_engine_model(eddy_ctx_engine(c));
+    const int64_t n_vocab = m->hp.n_vocab;
+    if (!v) v = m->vocab;
+    if (!v) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_generate: the model has no vocabulary (no tokenizer.ggml.tokens)");
+    if (eddy_vocab_n_tokens(v) != n_vocab)
+        return eddy_error_set(err, EDDY_ERR_ARG, "eddy_generate: the vocabulary has %lld tokens, the model %lld",
+                              (long long)eddy_vocab_n_tokens(v), (long long)n_vocab);
+    if (sampler_n_vocab(s) != n_vocab)
+        return eddy_error_set(err, EDDY_ERR_ARG, "eddy_generate: the sampler is for %lld tokens, the model has %lld",
+                              (long long)sampler_n_vocab(s), (long long)n_vocab);
     /* no prompt: go on from the logits the sequence holds (after a session load, say) */
     const float *held = n_prompt == 0 ? eddy_seq_logits(eddy_ctx_seq(c)) : NULL;
     if (n_prompt == 0 && !held)
         return eddy_error_set(err, EDDY_ERR_ARG, "eddy_generate: no prompt tokens, and the sequence holds no logits "
                               "to go on from");
     const int64_t n_predict = p ? p->n_predict : -1;
-    int64_t n_vocab = eddy_vocab_n_tokens(v), n_eog = 0;
+    int64_t n_eog = 0;
     float *logits = eddy_malloc((size_t)n_vocab * sizeof(float));
     eddy_token *eog = p && p->ignore_eog ? eog_list(v, &n_eog) : NULL; /* (n_eog) ids masked out */
     eddy_detok *d = NULL;

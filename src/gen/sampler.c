@@ -106,6 +106,8 @@ void sampler_reset(sampler *s) {
     s->rng = s->p.seed;
 }
 
+int64_t sampler_n_vocab(const sampler *s) { return s->n_vocab; }
+
 void sampler_accept(sampler *s, int32_t token) {
     if (s->p.repeat_last_n == 0 || token < 0 || token >= s->n_vocab) return;
     if (s->hist_len == s->p.repeat_last_n) { /* the oldest token leaves the window */

@@ -28,6 +28,7 @@ int32_t sampler_sample(sampler *s, const float *logits);
 /* Records a token of the sequence (prompt or generated) for the penalties. */
 void sampler_accept(sampler *s, int32_t token);
 void sampler_reset(sampler *s); /* forgets the history; the generator restarts from the seed */
+int64_t sampler_n_vocab(const sampler *s); /* the logits row length it was made for */
 
 /* The sampler's state as bytes, for session files: the generator (u64), the count of
  * tokens in the history (u64), then those tokens oldest first (int32 each), all

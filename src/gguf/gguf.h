@@ -169,6 +169,9 @@ void gguf_writer_add_str(gguf_writer *w, const char *key, const char *v);
 void gguf_writer_add_array(gguf_writer *w, const char *key, gguf_type elem_type, const void *raw,
                            uint64_t n);
 void gguf_writer_add_str_array(gguf_writer *w, const char *key, const char *const *v, uint64_t n);
+/* A copy of a value read from a file (any type, nested arrays and strings holding any
+ * bytes included). */
+void gguf_writer_add_value(gguf_writer *w, const char *key, const gguf_value *v);
 /* Adds a tensor; data holds its n_bytes (computed from type and ne). */
 void gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, int n_dims,
                             const int64_t *ne, const void *data);

@@ -2,8 +2,9 @@
  * gguf_write.c — building a GGUF file in memory.
  *
  * Owns: a minimal writer for tests, fuzz seeds and tools: metadata of every
- * scalar type, strings, arrays of scalars and strings, tensors with their data,
- * alignment padding. Does not own: validation of what it writes (gguf_read.c
+ * scalar type, strings, arrays of scalars and strings, a value copied from a file
+ * read by gguf_read.c (nested arrays included), tensors with their data, alignment
+ * padding. Does not own: validation of what it writes (gguf_read.c
  * checks the result like any other file).
  *
  * The writer keeps two growing byte buffers, the header (key/values, then tensor
@@ -67,6 +68,11 @@ static void put_str(gguf_writer *w, bytes *b, const char *s) {
     size_t n = strlen(s);
     put_le(w, b, n, 8);
     put(w, b, s, n);
+}
+
+static void put_strn(gguf_writer *w, bytes *b, const char *s, uint64_t n) {
+    put_le(w, b, n, 8);
+    put(w, b, s, (size_t)n);
 }
 
 static void put_key(gguf_writer *w, const char *key, gguf_type t) {
@@ -138,6 +144,36 @@ void gguf_writer_add_str_array(gguf_writer *w, const char *key, const char *cons
     put_le(w, &w->kv, GGUF_TYPE_STRING, 4);
     put_le(w, &w->kv, n, 8);
     for (uint64_t i = 0; i < n; i++) put_str(w, &w->kv, v[i]);
+}
+
+/* The body of an array value (element type, count, elements), nested arrays included. */
+static void put_array_body(gguf_writer *w, const gguf_value *v) {
+    put_le(w, &w->kv, (uint64_t)v->arr.elem_type, 4);
+    put_le(w, &w->kv, v->arr.n, 8);
+    if (v->arr.elem_type == GGUF_TYPE_STRING) {
+        for (uint64_t i = 0; i < v->arr.n; i++) put_strn(w, &w->kv, v->arr.strs[i].ptr, v->arr.strs[i].len);
+    } else if (v->arr.elem_type == GGUF_TYPE_ARRAY) {
+        for (uint64_t i = 0; i < v->arr.n; i++) put_array_body(w, &v->arr.elems[i]);
+    } else {
+        put(w, &w->kv, v->arr.raw, (size_t)(v->arr.n * gguf_scalar_size(v->arr.elem_type)));
+    }
+}
+
+void gguf_writer_add_value(gguf_writer *w, const char *key, const gguf_value *v) {
+    switch (v->type) {
+    case GGUF_TYPE_STRING:
+        put_key(w, key, GGUF_TYPE_STRING);
+        put_strn(w, &w->kv, v->s.ptr, v->s.len);
+        break;
+    case GGUF_TYPE_ARRAY:
+        put_key(w, key, GGUF_TYPE_ARRAY);
+        put_array_body(w, v);
+        break;
+    case GGUF_TYPE_FLOAT32:
+    case GGUF_TYPE_FLOAT64: gguf_writer_add_float(w, key, v->type, v->f); break;
+    case GGUF_TYPE_BOOL: gguf_writer_add_bool(w, key, v->b); break;
+    default: gguf_writer_add_uint(w, key, v->type, v->u); break; /* the integers: same bits either way */
+    }
 }
 
 void gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, int n_dims,

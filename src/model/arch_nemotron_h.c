@@ -34,8 +34,9 @@ void load_nemotron_h(loader *L) {
         hp_same_in_layers(L, &hp->n_head_kv, kv, "attention.head_count_kv", il);
         hp_same_in_layers(L, &hp->n_ff, ff, "feed_forward_length", il);
         if (kv > 0 && ff > 0)
-            loader_fail(L, "layer %d has both attention heads and a feed-forward length; a Nemotron-H layer is one "
-                        "of the two", il);
+            loader_fail(L, "layer %d has both attention heads and a feed-forward length (%sattention.head_count_kv[%d] = %"
+                        PRId64 ", feed_forward_length[%d] = %" PRId64 "); a Nemotron-H layer is one of the two", il,
+                        L->prefix, il, kv, il, ff);
         kinds[il] = kv > 0 ? MIXER_ATTENTION : ff > 0 ? MIXER_NONE : MIXER_MAMBA2;
     }
     if (L->status != EDDY_OK) return;

@@ -89,8 +89,8 @@ void load_qwen(loader *L) {
     hp->rope_style = ROPE_NEOX;
     load_common(L);
     if (L->status == EDDY_OK && hp->head_dim_k != hp->head_dim_v)
-        loader_fail(L, "gated attention needs equal key and value head sizes, file has %" PRId64 " and %" PRId64,
-                    hp->head_dim_k, hp->head_dim_v);
+        loader_fail(L, "gated attention needs equal key and value head sizes, file has %sattention.key_length %" PRId64
+                    " and value_length %" PRId64, L->prefix, hp->head_dim_k, hp->head_dim_v);
     for (int il = 0; il < hp->n_layer && L->status == EDDY_OK; il++) {
         model_layer *l = &m->layers[il];
         bind_f32(L, &l->attn_norm, true, 1, (int64_t[]){hp->n_embd}, "blk.%d.attn_norm.weight", il);

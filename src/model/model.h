@@ -125,14 +125,20 @@ struct eddy_model {
     tensor output_norm; /* (n_embd) f32 */
     tensor output;      /* (n_vocab rows of n_embd); tok_embd when tied */
     model_layer *layers; /* (n_layer) */
+    /* the file's tokenizer, of exactly n_vocab tokens; NULL when the file has none */
+    eddy_vocab *vocab;
 };
 
 typedef struct eddy_model model;
 
 /* Opens path, identifies the architecture, reads the hyperparameters and binds every
- * tensor, checking each shape and type. Errors name the key or tensor, with the
- * expected and found values. */
+ * tensor, checking each shape and type, then loads the file's vocabulary (when it has
+ * a tokenizer), which must have one token per row of token_embd. Errors name the key
+ * or tensor, with the expected and found values. */
 eddy_status model_load(model **out, const char *path, eddy_error *err);
+/* The same from a file already opened; the model owns f from then on (it is closed
+ * on failure too). */
+eddy_status model_load_gguf(model **out, gguf_file *f, eddy_error *err);
 void model_free(model *m);
 
 /* Reads one row of a tensor as float32 (n = ne[0] values): embedding look-up. */

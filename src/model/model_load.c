@@ -6,7 +6,8 @@
  * Every value read from the file is checked before use: a missing key, a value out
  * of range, a missing tensor, a tensor of the wrong shape or of a type eddy cannot
  * compute with each give one line naming it (`tensor blk.3.attn_q.weight: expected
- * shape [256, 256], file has [256, 128]`).
+ * shape [256, 256], file has [256, 128]`). The model loads the file's vocabulary too
+ * and holds it to one size with the embedding (see "Vocabulary" below).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -285,15 +286,50 @@ int64_t mamba2_in_dim(const model_hparams *hp) { return hp->ssm_d_inner + mamba2
 
 /* ==== Entry ==== */
 
+/* ==== Vocabulary ==== */
+
+/* The vocabulary rule: a file with a tokenizer (tokenizer.ggml.model or .tokens) must
+ * list exactly one token per row of token_embd, so that token ids, logits rows and the
+ * sampler all have one size, n_vocab. llama.cpp's converter pads the token list of a
+ * model whose embedding has spare rows with [PAD] tokens, so real files satisfy it; a
+ * file that does not is refused naming both sizes. */
+static void load_vocab(loader *L) {
+    model *m = L->m;
+    const gguf_value *tokens = gguf_get(m->file, "tokenizer.ggml.tokens");
+    if (L->status != EDDY_OK || (!tokens && !gguf_get(m->file, "tokenizer.ggml.model"))) return;
+    if (tokens && tokens->type == GGUF_TYPE_ARRAY && (int64_t)tokens->arr.n != m->hp.n_vocab) {
+        loader_fail(L, "tokenizer.ggml.tokens has %" PRIu64 " entries, token_embd.weight has %" PRId64
+                    " rows (the vocabulary and the embedding must have the same size)", tokens->arr.n, m->hp.n_vocab);
+        return;
+    }
+    eddy_error verr;
+    eddy_status s = eddy_vocab_load(m->file, &m->vocab, &verr);
+    if (s == EDDY_ERR_NOT_FOUND) s = EDDY_ERR_FORMAT; /* tokenizer.ggml.tokens without tokenizer.ggml.model */
+    if (s != EDDY_OK) L->status = eddy_error_set(L->err, s, "%s: %s", m->file->path, verr.msg);
+    else EDDY_ASSERT(eddy_vocab_n_tokens(m->vocab) == m->hp.n_vocab);
+}
+
+const eddy_vocab *eddy_model_vocab(const eddy_model *m) { return m ? m->vocab : NULL; }
+
+/* ==== Entry ==== */
+
 eddy_status model_load(model **out, const char *path, eddy_error *err) {
     *out = NULL;
+    gguf_file *f;
+    eddy_status s = gguf_open(&f, path, err);
+    return s == EDDY_OK ? model_load_gguf(out, f, err) : s;
+}
+
+eddy_status model_load_gguf(model **out, gguf_file *f, eddy_error *err) {
+    *out = NULL;
     model *m = eddy_calloc(1, sizeof *m);
-    if (!m) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
-    eddy_status s = gguf_open(&m->file, path, err);
-    if (s != EDDY_OK) {
-        eddy_free(m);
-        return s;
+    if (!m) {
+        gguf_close(f);
+        return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     }
+    m->file = f;
+    const char *path = f->path;
+    eddy_status s;
     const char *arch = gguf_get_str(m->file, "general.architecture", NULL);
     if (!arch) {
         s = eddy_error_set(err, EDDY_ERR_FORMAT, "%s: metadata key general.architecture is missing", path);
@@ -325,6 +361,7 @@ eddy_status model_load(model **out, const char *path, eddy_error *err) {
         if (!l->conv_w) loader_nomem(&L, "conv weights");
         else conv1d_pack_weights((const float *)l->ssm_conv.data, conv_dim, (int)K, l->conv_w);
     }
+    load_vocab(&L);
     if (L.status != EDDY_OK) {
         model_free(m);
         return L.status;
@@ -337,6 +374,7 @@ void model_free(model *m) {
     if (!m) return;
     for (int64_t il = 0; m->layers && il < m->hp.n_layer; il++) eddy_free(m->layers[il].conv_w);
     eddy_free(m->layers);
+    eddy_vocab_free(m->vocab);
     gguf_close(m->file);
     eddy_free(m);
 }
