@@ -293,14 +293,15 @@ TEST(model_mutations_of_every_key) {
     CHECK(n_ran > 0 && n_refused > 0);
 }
 
-/* Tensor damage is checked by name and shape in one place (bind), so one base of
- * each loader family is walked. */
+/* Tensor damage is checked by name and shape in one place (bind), so three bases that
+ * between them have every kind of layer (attention, Gated DeltaNet, Mamba-2, dense and
+ * expert feed-forward parts) are walked. */
 TEST(model_mutations_of_every_tensor) {
     REQUIRE(open_bases());
     eddy_log_set_level(EDDY_LOG_ERROR);
     alloc_set_request_limit(LIMIT);
     int n_ran = 0, n_refused = 0;
-    static const int bases[] = {0, 2, 3, 5, 6};
+    static const int bases[] = {0, 2, 6}; /* llama, qwen35moe, granitehybrid */
     for (size_t k = 0; k < sizeof bases / sizeof bases[0]; k++) walk_base(bases[k], true, &n_ran, &n_refused);
     alloc_set_request_limit(0);
     eddy_log_set_level(EDDY_LOG_WARN);
