@@ -114,6 +114,8 @@ typedef struct {
     eddy_sampler_params sp;
     bool seed_random;    /* no --seed S (S >= 0): sp.seed is drawn when the session opens */
     bool ignore_eos, escape, no_mmap, mlock, chat;
+    int n_snapshots;     /* the context's snapshots (chat: its /undo depth) */
+    long long cache_mib; /* --cache-ram MiB: the prefix cache's budget (-1: the command's default) */
     const char *prompt, *prompt_file, *system; /* as given (-p, -f, --system) */
     const char *stop[GEN_MAX_STOPS];           /* -r TEXT, as given */
     int n_stop;

@@ -19,6 +19,7 @@ void gen_opts_init(gen_opts *o) {
     o->enable_thinking = -1;
     o->sp = eddy_sampler_default_params();
     o->seed_random = true;
+    o->cache_mib = -1;
 }
 
 /* a is one of the spellings in the NULL-terminated list */
@@ -81,6 +82,8 @@ int gen_opts_parse(gen_opts *o, int argc, char **argv, int *i) {
         if (cli_parse_int(a, val, 1, 1 << 20, &o->n_batch)) return 1;
     } else if (IS(a, "-ub", "--ubatch-size")) {
         if (cli_parse_int(a, val, 1, 1 << 20, &o->n_ubatch)) return 1;
+    } else if (IS(a, "--cache-ram", "-cram")) {
+        if (cli_parse_int(a, val, 0, (long long)1 << 30, &o->cache_mib)) return 1;
     } else if (IS(a, "--seed", "-s")) {
         if (cli_parse_int(a, val, -1, (long long)1 << 62, &v)) return 1;
         o->seed_random = v < 0;
@@ -177,7 +180,8 @@ int gen_session_open(const gen_opts *o, gen_session *g) {
      * the tokens of one forward step, the physical one */
     eddy_ctx_params cp = {.n_ctx = o->n_ctx, .n_threads = (int)o->threads,
                           .n_batch = o->n_ubatch > 0 ? o->n_ubatch : o->n_batch, .type_k = o->type_k,
-                          .type_v = o->type_v};
+                          .type_v = o->type_v, .n_snapshots = o->n_snapshots,
+                          .cache_bytes = o->cache_mib > 0 ? (size_t)o->cache_mib << 20 : 0};
     eddy_sampler_params sp = o->sp;
     if (o->seed_random) sp.seed = cli_random_seed();
     g->gp = (eddy_gen_params){.n_predict = o->n_predict, .ignore_eog = o->ignore_eos};

@@ -278,7 +278,7 @@ wait_for "$TMP/c4.err" "chat: 1 messages"; sleep 0.3
 kill -INT $pid
 if wait_for "$TMP/c4.err" "chat: a reply of 0 tokens, stopped by Ctrl-C"; then
   echo "next" >&3
-  if wait_for "$TMP/c4.err" "chat: 3 messages, [0-9]+ tokens; the context holds [1-9][0-9]*, the first [1-9]"; then ok
+  if wait_for "$TMP/c4.err" "chat: 3 messages, [0-9]+ tokens; [1-9][0-9]* of them restored"; then ok
   else bad "chat after a stopped prefill: $(grep chat: "$TMP/c4.err")"; fi
 else
   bad "Ctrl-C during a chat's prefill: $(grep -v info "$TMP/c4.err")"

@@ -48,4 +48,32 @@ expect_err "truncated session" "truncated or extended" run -m $M -p "$P" -n 2 --
 expect_err "session flags without a session" "--session-ro and --session-all need --session FILE" run -m $M -p "$P" --session-ro
 expect_err "session in a missing directory" "cannot create a temporary file beside it" run -m $M -p "$P" -n 1 --session "$TMP/no/such/dir/s"
 
+# ==== eddy chat: /undo, /regen, /save, /load, --session ====
+C="chat -m tests/data/models/mamba2-tiny-f32.gguf --chat-template chatml --temp 0 -n 8 -t 1"
+# shellcheck disable=SC2086
+printf 'hello there\nwhat now\n/undo\nwhat now\n/regen\n/save %s\n' "$TMP/chat.session" | "$EDDY" $C >"$TMP/c1" 2>"$TMP/ce"
+if [ "$(wc -l <"$TMP/c1")" -eq 4 ] && [ "$(sed -n 2p "$TMP/c1")" = "$(sed -n 3p "$TMP/c1")" ] &&
+   [ "$(sed -n 3p "$TMP/c1")" = "$(sed -n 4p "$TMP/c1")" ] && [ -s "$TMP/chat.session" ]; then ok
+else bad "chat /undo and /regen give the reply again (greedy): $(cat "$TMP/c1" "$TMP/ce")"; fi
+# shellcheck disable=SC2086
+printf 'hello there\nwhat now\nand then\n' | "$EDDY" $C >"$TMP/c2" 2>/dev/null
+# shellcheck disable=SC2086
+if printf 'and then\n' | "$EDDY" $C --session "$TMP/chat.session" >"$TMP/c3" 2>"$TMP/ce" &&
+   [ "$(tail -1 "$TMP/c2")" = "$(cat "$TMP/c3")" ]; then ok
+else bad "chat --session resumes the conversation: $(cat "$TMP/c3" "$TMP/ce")"; fi
+# shellcheck disable=SC2086
+if printf '/load %s\nand then\n' "$TMP/chat.session" | "$EDDY" $C >"$TMP/c4" 2>"$TMP/ce" &&
+   [ "$(cat "$TMP/c4")" = "$(cat "$TMP/c3")" ]; then ok
+else bad "chat /load: $(cat "$TMP/c4" "$TMP/ce")"; fi
+# shellcheck disable=SC2086
+printf '/load %s\n' "$TMP/none" | "$EDDY" $C >/dev/null 2>"$TMP/ce"; rc=$?
+if [ $rc -eq 1 ] && grep -q "cannot open the session" "$TMP/ce"; then ok; else bad "chat /load of a missing file: $rc $(cat "$TMP/ce")"; fi
+# shellcheck disable=SC2086
+printf '/undo\n' | "$EDDY" $C >/dev/null 2>"$TMP/ce"; rc=$?
+if [ $rc -eq 1 ] && grep -q "no exchange to go back to" "$TMP/ce"; then ok; else bad "chat /undo with nothing: $rc $(cat "$TMP/ce")"; fi
+# a session of eddy run holds no messages: refused, not half-loaded
+# shellcheck disable=SC2086
+printf 'x\n' | "$EDDY" $C --session "$TMP/mamba2-tiny-f32.session" >/dev/null 2>"$TMP/ce"; rc=$?
+if [ $rc -eq 1 ] && grep -q "holds no chat messages" "$TMP/ce"; then ok; else bad "chat --session of a run session: $rc $(cat "$TMP/ce")"; fi
+
 finish
