@@ -1,5 +1,6 @@
-# tests/cli/common.sh — sourced by the CLI test scripts: counters, a temporary
-# directory, and the one-line-error check. Needs EDDY set.
+# tests/cli/common.sh — sourced by the CLI and library test scripts: counters, a
+# temporary directory, the one-line-error check (it needs EDDY set) and the closing
+# "N passed, M failed" line.
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 pass=0

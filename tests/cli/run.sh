@@ -6,13 +6,7 @@ set -u
 EDDY=${1:?usage: run.sh EDDY_BINARY}
 D=tests/data/gguf
 T=tests/data/text
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass=0
-fail=0
-
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+. "$(dirname "$0")/common.sh"
 
 # expect_ok NAME PATTERN... -- ARGS: exit 0 and stdout contains every PATTERN (fixed strings)
 expect_ok() {
@@ -26,18 +20,6 @@ expect_ok() {
   for p in "${pats[@]}"; do
     if ! grep -qF -- "$p" <<<"$out"; then bad "$name: output lacks: $p"; return; fi
   done
-  ok
-}
-
-# expect_err NAME PATTERN ARGS...: exit 1, stdout empty, stderr one line "eddy: error: ...PATTERN..."
-expect_err() {
-  local name=$1 pat=$2; shift 2
-  local rc
-  "$EDDY" "$@" >"$TMP/out" 2>"$TMP/err"; rc=$?
-  if [ $rc -ne 1 ]; then bad "$name: exit status $rc (expected 1): $(head -5 "$TMP/err")"; return; fi
-  if [ "$(wc -l <"$TMP/err")" -ne 1 ]; then bad "$name: stderr is not one line: $(cat "$TMP/err")"; return; fi
-  if ! grep -q '^eddy: error: ' "$TMP/err"; then bad "$name: stderr lacks 'eddy: error:': $(cat "$TMP/err")"; return; fi
-  if ! grep -qF -- "$pat" "$TMP/err"; then bad "$name: stderr lacks: $pat: $(cat "$TMP/err")"; return; fi
   ok
 }
 
@@ -439,5 +421,4 @@ expect_err "chat-format template refuses" "No user query found in messages" chat
 printf '[{"role": "user", "content": ' >"$TMP/broken.json"
 expect_err "chat-format bad JSON" "messages: JSON" chat-format -m $T/qwen3.gguf --messages "$TMP/broken.json"
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -13,13 +13,7 @@ set -u
 B=${1:?usage: run.sh BUILD_DIR}
 CC=${CC:-cc}
 MODEL=tests/data/models/llama-tiny-f32.gguf
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass=0
-fail=0
-
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+. "$(dirname "$0")/../cli/common.sh"
 
 # what the static linker and the dynamic linker add to every shared object
 TOOLCHAIN='^(_init|_fini|_edata|_end|__bss_start)$'
@@ -122,5 +116,4 @@ else
   bad "make install DESTDIR=$S: $(tail -5 "$TMP/err")"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish
