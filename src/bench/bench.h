@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "base/threadpool.h"
+#include "eddy.h"
 
 typedef struct {
     threadpool *pool;
@@ -64,5 +65,15 @@ double bench_fma_loop_neon(int64_t iters, float *sink);
 /* A buffer of `bytes` filled with small random floats (eddy_malloc_aligned;
  * free with eddy_free_aligned). NULL on failure. */
 float *bench_random_floats(int64_t n, uint64_t seed, float scale);
+
+/* ==== Helpers of the model benchmarks (bench_model.c) ==== */
+
+/* A random id the model accepts (xorshift state *s, non-zero); with a vocabulary, one
+ * of its ordinary tokens (control and end-of-generation tokens are drawn again, 64
+ * tries at most). */
+int32_t bench_random_token(uint64_t *s, int64_t n_vocab, const eddy_vocab *v);
+int32_t bench_argmax(const float *x, int64_t n);
+/* Median, mean and sample standard deviation of rates[0 .. n) (sorts rates). */
+eddy_bench_rate bench_rate_stats(double *rates, int n);
 
 #endif

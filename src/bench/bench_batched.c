@@ -15,29 +15,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/timer.h"
-#include "eddy.h"
-
-static uint64_t rng_next(uint64_t *s) {
-    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
-    return *s;
-}
-
-static int32_t argmax(const float *x, int64_t n) {
-    int64_t best = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return (int32_t)best;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+#include "bench.h"
 
 typedef struct {
     eddy_engine *e;
@@ -63,13 +41,13 @@ static eddy_status run_once(run *r, double *t_pp, double *t_tg, eddy_error *err)
     *t_pp = timer_s() - t0;
     for (int64_t s = 0; s < r->n_seq; s++) { /* each sequence's first token: its argmax, or 0 without a prompt */
         r->owner[s] = r->seqs[s];
-        r->tokens[s] = r->n_prompt > 0 ? argmax(r->logits + s * r->n_vocab, r->n_vocab) : 0;
+        r->tokens[s] = r->n_prompt > 0 ? bench_argmax(r->logits + s * r->n_vocab, r->n_vocab) : 0;
     }
     t0 = timer_s();
     for (int64_t i = 0; i < r->n_gen && st == EDDY_OK; i++) {
         eddy_batch b = {r->n_seq, r->tokens, r->owner, NULL};
         st = eddy_engine_decode(r->e, &b, r->logits, err);
-        for (int64_t s = 0; s < r->n_seq; s++) r->tokens[s] = argmax(r->logits + s * r->n_vocab, r->n_vocab);
+        for (int64_t s = 0; s < r->n_seq; s++) r->tokens[s] = bench_argmax(r->logits + s * r->n_vocab, r->n_vocab);
     }
     *t_tg = timer_s() - t0;
     return st;
@@ -108,17 +86,7 @@ eddy_status eddy_bench_batched(const eddy_model *m, const eddy_bench_params *p, 
         /* random ordinary tokens: the vocabulary's, when given, keeps control tokens out */
         uint64_t rng = p->seed * 0x9e3779b97f4a7c15ull + 7;
         if (!rng) rng = 1;
-        int64_t n = r.n_vocab;
-        if (p->vocab && eddy_vocab_n_tokens(p->vocab) > 0 && eddy_vocab_n_tokens(p->vocab) < n)
-            n = eddy_vocab_n_tokens(p->vocab);
-        for (int64_t i = 0; i < n_rows; i++) {
-            int32_t t = 0;
-            for (int tries = 0; tries < 64; tries++) {
-                t = (int32_t)(rng_next(&rng) % (uint64_t)n);
-                if (!p->vocab || !(eddy_vocab_is_control(p->vocab, t) || eddy_vocab_is_eog(p->vocab, t))) break;
-            }
-            prompts[i] = t;
-        }
+        for (int64_t i = 0; i < n_rows; i++) prompts[i] = bench_random_token(&rng, r.n_vocab, p->vocab);
         r.prompts = prompts;
         double a, b;
         st = run_once(&r, &a, &b, err); /* warm-up */
@@ -126,8 +94,8 @@ eddy_status eddy_bench_batched(const eddy_model *m, const eddy_bench_params *p, 
     }
     if (st == EDDY_OK) {
         *res = (eddy_bench_batched_result){.n_seq = n_seq, .n_threads = eddy_engine_n_threads(r.e)};
-        res->pp_seconds = median(pp, reps);
-        res->tg_seconds = median(tg, reps);
+        res->pp_seconds = bench_rate_stats(pp, reps).median;
+        res->tg_seconds = bench_rate_stats(tg, reps).median;
         res->pp_tps = p->n_prompt > 0 ? (double)(n_seq * p->n_prompt) / (res->pp_seconds > 1e-9 ? res->pp_seconds : 1e-9) : 0;
         res->tg_tps = p->n_gen > 0 ? (double)(n_seq * p->n_gen) / (res->tg_seconds > 1e-9 ? res->tg_seconds : 1e-9) : 0;
     }

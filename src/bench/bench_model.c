@@ -29,9 +29,7 @@ static uint64_t rng_next(uint64_t *s) {
     return *s;
 }
 
-/* A random id the model accepts; with a vocabulary, one of its ordinary tokens
- * (control and end-of-generation tokens are drawn again, 64 tries at most). */
-static int32_t random_token(uint64_t *s, int64_t n_vocab, const eddy_vocab *v) {
+int32_t bench_random_token(uint64_t *s, int64_t n_vocab, const eddy_vocab *v) {
     int64_t n = n_vocab;
     if (v && eddy_vocab_n_tokens(v) > 0 && eddy_vocab_n_tokens(v) < n) n = eddy_vocab_n_tokens(v);
     int32_t t = 0;
@@ -42,7 +40,7 @@ static int32_t random_token(uint64_t *s, int64_t n_vocab, const eddy_vocab *v) {
     return t;
 }
 
-static int32_t argmax(const float *x, int64_t n) {
+int32_t bench_argmax(const float *x, int64_t n) {
     int64_t best = 0;
     for (int64_t i = 1; i < n; i++)
         if (x[i] > x[best]) best = i;
@@ -70,7 +68,7 @@ static eddy_status run_tg(eddy_ctx *c, int32_t first, int64_t n, float *logits, 
     double t0 = timer_s();
     for (int64_t i = 0; i < n && s == EDDY_OK; i++) {
         s = eddy_ctx_eval(c, &tok, 1, logits, 0, err);
-        tok = argmax(logits, n_vocab);
+        tok = bench_argmax(logits, n_vocab);
     }
     *secs = timer_s() - t0;
     return s;
@@ -81,8 +79,7 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Median, mean and sample standard deviation of rates[0 .. n) (sorts rates). */
-static eddy_bench_rate rate_stats(double *rates, int n) {
+eddy_bench_rate bench_rate_stats(double *rates, int n) {
     eddy_bench_rate r = {0, 0, 0};
     if (n <= 0) return r;
     qsort(rates, (size_t)n, sizeof *rates, cmp_double);
@@ -141,8 +138,8 @@ eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, ed
     }
     uint64_t rng = p->seed * 0x9e3779b97f4a7c15ull + 1;
     if (!rng) rng = 1; /* xorshift needs a non-zero state */
-    for (int64_t i = 0; i < p->n_prompt; i++) prompt[i] = random_token(&rng, n_vocab, p->vocab);
-    const int32_t first = random_token(&rng, n_vocab, p->vocab);
+    for (int64_t i = 0; i < p->n_prompt; i++) prompt[i] = bench_random_token(&rng, n_vocab, p->vocab);
+    const int32_t first = bench_random_token(&rng, n_vocab, p->vocab);
 
     *r = (eddy_bench_result){.n_threads = eddy_engine_n_threads(eddy_ctx_engine(c))};
     double secs;
@@ -153,7 +150,7 @@ eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, ed
             rates[i] = tokens_per_s(p->n_prompt, secs);
         }
         if (s != EDDY_OK) goto done;
-        r->pp = rate_stats(rates, reps);
+        r->pp = bench_rate_stats(rates, reps);
     }
     if (p->n_gen > 0) {
         s = run_tg(c, first, p->n_gen, logits, &secs, err); /* warm-up */
@@ -162,7 +159,7 @@ eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, ed
             rates[i] = tokens_per_s(p->n_gen, secs);
         }
         if (s != EDDY_OK) goto done;
-        r->tg = rate_stats(rates, reps);
+        r->tg = bench_rate_stats(rates, reps);
     }
 
     /* the peak resident set first: the bandwidth probe's buffer would dwarf it */

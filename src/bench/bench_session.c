@@ -19,7 +19,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/timer.h"
-#include "eddy.h"
+#include "bench.h"
 
 /* Drops path's pages from the page cache (after writing them out). */
 static void drop_cached(const char *path) {
@@ -82,10 +82,7 @@ eddy_status eddy_bench_session(const eddy_model *m, const eddy_bench_params *p, 
     if (st == EDDY_OK) st = eddy_seq_new(e, &a, err);
     if (st == EDDY_OK) st = eddy_seq_new(e, &b, err);
     uint64_t rng = p->seed * 0x9e3779b97f4a7c15ull + 3;
-    for (int64_t i = 0; st == EDDY_OK && i < n; i++) {
-        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-        ids[i] = (int32_t)(rng % (uint64_t)V);
-    }
+    for (int64_t i = 0; st == EDDY_OK && i < n; i++) ids[i] = bench_random_token(&rng, V, NULL);
     *r = (eddy_bench_session_result){.n_prompt = p->n_prompt, .n_turn = p->n_gen, .t_reprocess = 1e30,
                                      .t_load = 1e30, .t_file_turn = 1e30, .t_cache_turn = 1e30, .t_save = 1e30};
     for (int rep = 0; rep <= reps && st == EDDY_OK; rep++) { /* rep 0: warm-up */

@@ -29,7 +29,6 @@
 
 /* ==== Entries ==== */
 
-static size_t elem_bytes(qtype t) { return t == QTYPE_F16 ? 2 : 4; }
 
 static uint64_t tokens_hash(const int32_t *tokens, int64_t n) {
     return XXH3_64bits(tokens, (size_t)n * sizeof *tokens);
@@ -260,6 +259,6 @@ void cache_sizes(const model *m, qtype tk, qtype tv, size_t *slot_bytes, size_t 
     for (int64_t il = 0; il < m->hp.n_layer; il++) {
         const state_layer_shape sh = model_state_shape(m, il);
         *slot_bytes += (size_t)(sh.conv_floats + sh.rec_floats) * sizeof(float);
-        *block_bytes += (size_t)STATE_KV_BLOCK * ((size_t)sh.kv_k * elem_bytes(tk) + (size_t)sh.kv_v * elem_bytes(tv));
+        *block_bytes += (size_t)STATE_KV_BLOCK * ((size_t)sh.kv_k * state_elem_bytes(tk) + (size_t)sh.kv_v * state_elem_bytes(tv));
     }
 }

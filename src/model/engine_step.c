@@ -204,7 +204,7 @@ eddy_status engine_run_seq(engine *c, eddy_seq *s, const int32_t *tokens, int64_
     if (s->st.n_pos + n > c->n_ctx)
         return eddy_error_set(err, EDDY_ERR_ARG, "%" PRId64 " tokens do not fit: the sequence holds %" PRId64
                               " of %" PRId64 " positions", n, s->st.n_pos, c->n_ctx);
-    for (int64_t i = 0; i < c->n_batch; i++) c->one_seq[i] = s;
+    for (int64_t i = 0; i < n && i < c->n_batch; i++) c->one_seq[i] = s; /* the rows a step of s can hold */
     for (int64_t done = 0, chunk; done < n; done += chunk) {
         if (done > 0 && c->abort_cb && c->abort_cb(c->abort_user))
             return eddy_error_set(err, EDDY_ERR_CANCELLED, "evaluation cancelled after %" PRId64 " of %" PRId64

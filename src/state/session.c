@@ -83,7 +83,6 @@ typedef struct {
     const void *src; /* saving: where the bytes come from (NULL: written by a callback) */
 } section;
 
-static size_t elem_bytes(qtype t) { return t == QTYPE_F16 ? 2 : 4; }
 
 /* The bytes a section of this kind and layer holds for n_pos positions; 0 for a kind
  * the layer does not have. */
@@ -97,8 +96,8 @@ static uint64_t section_bytes(const engine *c, uint32_t kind, uint32_t layer, in
     case SEC_APP: return var_bytes; /* their own length */
     case SEC_CONV: return sh ? (uint64_t)sh->conv_floats * 4 : 0;
     case SEC_REC: return sh ? (uint64_t)sh->rec_floats * 4 : 0;
-    case SEC_KEYS: return sh ? (uint64_t)n_pos * (uint64_t)sh->kv_k * elem_bytes(sp->type_k) : 0;
-    case SEC_VALUES: return sh ? (uint64_t)n_pos * (uint64_t)sh->kv_v * elem_bytes(sp->type_v) : 0;
+    case SEC_KEYS: return sh ? (uint64_t)n_pos * (uint64_t)sh->kv_k * state_elem_bytes(sp->type_k) : 0;
+    case SEC_VALUES: return sh ? (uint64_t)n_pos * (uint64_t)sh->kv_v * state_elem_bytes(sp->type_v) : 0;
     }
     return 0;
 }
@@ -107,15 +106,17 @@ static uint64_t align_up(uint64_t x) { return (x + SECTION_ALIGN - 1) / SECTION_
 
 /* ==== Saving ==== */
 
-/* Copies KV rows [0, n) of layer il (keys or values) from the sequence's blocks. */
-static void gather_kv(const engine *c, const seq_state *st, int64_t il, bool keys, uint8_t *dst) {
+/* Key (or value) rows [0, n_pos) of layer il between a flat array (n_pos rows, position
+ * order) and the blocks of st: into the blocks when to_pool, else out of them. */
+static void copy_kv(const engine *c, const seq_state *st, int64_t n_pos, int64_t il, bool keys, uint8_t *flat,
+                    bool to_pool) {
     const state_pool *sp = c->sp;
-    const size_t row = (size_t)(keys ? sp->shape[il].kv_k : sp->shape[il].kv_v) * elem_bytes(keys ? sp->type_k : sp->type_v);
-    const uint8_t *slab = keys ? sp->k[il] : sp->v[il];
-    for (int64_t b = 0; b * STATE_KV_BLOCK < st->n_pos; b++) {
-        const int64_t rows = st->n_pos - b * STATE_KV_BLOCK < STATE_KV_BLOCK ? st->n_pos - b * STATE_KV_BLOCK : STATE_KV_BLOCK;
-        memcpy(dst + (size_t)(b * STATE_KV_BLOCK) * row, slab + (size_t)st->blocks[b] * STATE_KV_BLOCK * row,
-               (size_t)rows * row);
+    const size_t row = (size_t)(keys ? sp->shape[il].kv_k : sp->shape[il].kv_v) * state_elem_bytes(keys ? sp->type_k : sp->type_v);
+    uint8_t *slab = keys ? sp->k[il] : sp->v[il];
+    for (int64_t b = 0; b * STATE_KV_BLOCK < n_pos; b++) {
+        const int64_t rows = n_pos - b * STATE_KV_BLOCK < STATE_KV_BLOCK ? n_pos - b * STATE_KV_BLOCK : STATE_KV_BLOCK;
+        uint8_t *in_pool = slab + (size_t)st->blocks[b] * STATE_KV_BLOCK * row, *in_flat = flat + (size_t)(b * STATE_KV_BLOCK) * row;
+        memcpy(to_pool ? in_pool : in_flat, to_pool ? in_flat : in_pool, (size_t)rows * row);
     }
 }
 
@@ -154,7 +155,7 @@ static eddy_status serialize(engine *c, eddy_seq *s, const sampler *smp, app_byt
         uint8_t *dst = buf + secs[i].offset;
         if (secs[i].kind == SEC_SAMPLER) sampler_state_write(smp, dst);
         else if (secs[i].kind == SEC_KEYS || secs[i].kind == SEC_VALUES)
-            gather_kv(c, st, secs[i].layer, secs[i].kind == SEC_KEYS, dst);
+            copy_kv(c, st, st->n_pos, secs[i].layer, secs[i].kind == SEC_KEYS, dst, false);
         else if (secs[i].bytes)
             memcpy(dst, secs[i].src, (size_t)secs[i].bytes);
         uint8_t *e = buf + HEADER_BYTES + i * ENTRY_BYTES;
@@ -378,17 +379,8 @@ static eddy_status apply(engine *c, eddy_seq *s, sampler *smp, const parsed *p, 
     for (int64_t il = 0; il < sp->n_layer; il++) {
         if (p->conv[il]) memcpy(state_conv(sp, il, st->slot), p->conv[il], (size_t)sp->shape[il].conv_floats * 4);
         if (p->rec[il]) memcpy(state_rec(sp, il, st->slot), p->rec[il], (size_t)sp->shape[il].rec_floats * 4);
-        for (int kv = 0; kv < 2; kv++) {
-            const uint8_t *src = kv ? p->values[il] : p->keys[il];
-            if (!src) continue;
-            const size_t row = (size_t)(kv ? sp->shape[il].kv_v : sp->shape[il].kv_k) * elem_bytes(kv ? sp->type_v : sp->type_k);
-            uint8_t *slab = kv ? sp->v[il] : sp->k[il];
-            for (int64_t b = 0; b * STATE_KV_BLOCK < p->n_pos; b++) {
-                const int64_t rows = p->n_pos - b * STATE_KV_BLOCK < STATE_KV_BLOCK ? p->n_pos - b * STATE_KV_BLOCK : STATE_KV_BLOCK;
-                memcpy(slab + (size_t)st->blocks[b] * STATE_KV_BLOCK * row, src + (size_t)(b * STATE_KV_BLOCK) * row,
-                       (size_t)rows * row);
-            }
-        }
+        if (p->keys[il]) copy_kv(c, st, p->n_pos, il, true, (uint8_t *)p->keys[il], true);
+        if (p->values[il]) copy_kv(c, st, p->n_pos, il, false, (uint8_t *)p->values[il], true);
     }
     for (int64_t i = 0; i < p->n_pos; i++) st->tokens[i] = (int32_t)get32(p->sec[SEC_TOKENS] + 4 * i);
     st->n_pos = p->n_pos;

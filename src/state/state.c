@@ -9,7 +9,6 @@
 #include "base/alloc.h"
 #include "quant/fp16.h"
 
-static size_t elem_bytes(qtype t) { return t == QTYPE_F16 ? sizeof(uint16_t) : sizeof(float); }
 
 /* ==== The pool ==== */
 
@@ -28,8 +27,8 @@ static bool layer_bytes(const state_layer_shape *sh, int64_t n_slots, int64_t n_
                         size_t out[4]) {
     return region_bytes(n_slots, sh->conv_floats, sizeof(float), &out[0]) &&
            region_bytes(n_slots, sh->rec_floats, sizeof(float), &out[1]) &&
-           region_bytes(n_blocks * STATE_KV_BLOCK, sh->kv_k, elem_bytes(tk), &out[2]) &&
-           region_bytes(n_blocks * STATE_KV_BLOCK, sh->kv_v, elem_bytes(tv), &out[3]);
+           region_bytes(n_blocks * STATE_KV_BLOCK, sh->kv_k, state_elem_bytes(tk), &out[2]) &&
+           region_bytes(n_blocks * STATE_KV_BLOCK, sh->kv_v, state_elem_bytes(tv), &out[3]);
 }
 
 void state_pool_free(state_pool *p) {
@@ -114,7 +113,7 @@ size_t state_block_bytes(const state_pool *p) {
     size_t b = 0;
     for (int64_t il = 0; il < p->n_layer; il++)
         b += (size_t)STATE_KV_BLOCK *
-             ((size_t)p->shape[il].kv_k * elem_bytes(p->type_k) + (size_t)p->shape[il].kv_v * elem_bytes(p->type_v));
+             ((size_t)p->shape[il].kv_k * state_elem_bytes(p->type_k) + (size_t)p->shape[il].kv_v * state_elem_bytes(p->type_v));
     return b;
 }
 
@@ -173,12 +172,12 @@ static void block_unref(state_pool *p, int32_t b) {
 static void block_copy_rows(state_pool *p, int32_t dst, int32_t src, int64_t rows) {
     for (int64_t il = 0; il < p->n_layer; il++) {
         if (p->k[il]) {
-            const size_t row = (size_t)p->shape[il].kv_k * elem_bytes(p->type_k);
+            const size_t row = (size_t)p->shape[il].kv_k * state_elem_bytes(p->type_k);
             memcpy((char *)p->k[il] + (size_t)dst * STATE_KV_BLOCK * row,
                    (const char *)p->k[il] + (size_t)src * STATE_KV_BLOCK * row, (size_t)rows * row);
         }
         if (p->v[il]) {
-            const size_t row = (size_t)p->shape[il].kv_v * elem_bytes(p->type_v);
+            const size_t row = (size_t)p->shape[il].kv_v * state_elem_bytes(p->type_v);
             memcpy((char *)p->v[il] + (size_t)dst * STATE_KV_BLOCK * row,
                    (const char *)p->v[il] + (size_t)src * STATE_KV_BLOCK * row, (size_t)rows * row);
         }
@@ -200,8 +199,8 @@ void state_store_kv(state_pool *p, int64_t il, int32_t block, int64_t row, const
     EDDY_ASSERT(p->k[il] && p->v[il] && block >= 0 && block < p->n_blocks && p->block_refs[block] == 1);
     EDDY_ASSERT(row >= 0 && row < STATE_KV_BLOCK);
     const int64_t rk = (int64_t)block * STATE_KV_BLOCK + row;
-    store_row((char *)p->k[il] + (size_t)(rk * sh->kv_k) * elem_bytes(p->type_k), p->type_k, k, sh->kv_k);
-    store_row((char *)p->v[il] + (size_t)(rk * sh->kv_v) * elem_bytes(p->type_v), p->type_v, v, sh->kv_v);
+    store_row((char *)p->k[il] + (size_t)(rk * sh->kv_k) * state_elem_bytes(p->type_k), p->type_k, k, sh->kv_k);
+    store_row((char *)p->v[il] + (size_t)(rk * sh->kv_v) * state_elem_bytes(p->type_v), p->type_v, v, sh->kv_v);
 }
 
 /* ==== Sequence states ==== */

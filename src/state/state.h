@@ -35,6 +35,9 @@
  * chunk's keys never straddle two blocks. */
 #define STATE_KV_BLOCK 256
 
+/* Bytes of one KV cache element of type t (QTYPE_F16 or QTYPE_F32). */
+static inline size_t state_elem_bytes(qtype t) { return t == QTYPE_F16 ? sizeof(uint16_t) : sizeof(float); }
+
 typedef struct {
     int64_t kv_k, kv_v;    /* elements per key / value row; 0 for a layer without attention */
     int64_t conv_floats;   /* conv window floats; 0 for a layer without recurrence */
