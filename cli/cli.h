@@ -151,6 +151,10 @@ typedef struct {
 int gen_session_open(const gen_opts *o, gen_session *g);
 void gen_session_close(gen_session *g);
 void gen_print_stats(const eddy_gen_stats *st);
+/* The tokens of a prompt text[0 .. len): as plain text (BOS as the file asks), or,
+ * with chat, a user message after the session's system message in the chat template
+ * (text NUL-terminated then). *ids is freed with free(); 1 after printing an error. */
+int gen_prompt_tokens(const gen_session *g, const char *text, size_t len, bool chat, eddy_token **ids, int64_t *n);
 
 /* Stop strings (-r) over a stream of text: keeps the tail that a match could still
  * need. */

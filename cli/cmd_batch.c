@@ -80,24 +80,6 @@ static int64_t split_lines(char *text, size_t len, job **out) {
     return jobs ? n : -1;
 }
 
-static int tokenize_prompt(gen_session *g, job *j, bool chat, const char *system) {
-    if (chat) {
-        eddy_chat_message msgs[2];
-        int64_t k = 0;
-        if (system) msgs[k++] = (eddy_chat_message){"system", system};
-        msgs[k++] = (eddy_chat_message){"user", j->text};
-        return cli_chat_tokens(g->v, msgs, k, &g->chat, &j->ids, &j->n_ids);
-    }
-    eddy_error err;
-    eddy_token *t;
-    if (eddy_tokenize(g->v, j->text, strlen(j->text), EDDY_TOKENIZE_ADD_SPECIAL, &t, &j->n_ids, &err) != EDDY_OK)
-        return cli_error("%s", err.msg);
-    j->ids = malloc((size_t)(j->n_ids ? j->n_ids : 1) * sizeof *j->ids);
-    if (j->ids) memcpy(j->ids, t, (size_t)j->n_ids * sizeof *t);
-    eddy_buffer_free(t);
-    return j->ids ? 0 : cli_error("out of memory");
-}
-
 /* ==== The loop ==== */
 
 typedef struct {
@@ -313,7 +295,8 @@ int cmd_batch(int argc, char **argv) {
 
     gen_session g;
     int rc = gen_session_open(&o, &g); /* model, vocabulary, template (its one-sequence context goes unused) */
-    for (int64_t i = 0; !rc && i < n_jobs; i++) rc = tokenize_prompt(&g, &jobs[i], chat, g.system);
+    for (int64_t i = 0; !rc && i < n_jobs; i++)
+        rc = gen_prompt_tokens(&g, jobs[i].text, strlen(jobs[i].text), chat, &jobs[i].ids, &jobs[i].n_ids);
     sched sc = {0};
     if (!rc) {
         eddy_error err;

@@ -75,25 +75,6 @@ static int on_token(void *user, eddy_token t, const char *text, size_t len) {
     return r->stopped;
 }
 
-/* The prompt's tokens: its bytes as plain text (BOS as the file asks), or a chat turn. */
-static int prompt_tokens(gen_session *g, eddy_token **ids, int64_t *n, bool chat) {
-    if (chat) {
-        eddy_chat_message msgs[2];
-        int64_t k = 0;
-        if (g->system) msgs[k++] = (eddy_chat_message){"system", g->system};
-        msgs[k++] = (eddy_chat_message){"user", g->prompt};
-        return cli_chat_tokens(g->v, msgs, k, &g->chat, ids, n);
-    }
-    eddy_error err;
-    eddy_token *t;
-    if (eddy_tokenize(g->v, g->prompt, g->prompt_len, EDDY_TOKENIZE_ADD_SPECIAL, &t, n, &err) != EDDY_OK)
-        return cli_error("%s", err.msg);
-    *ids = malloc((size_t)(*n ? *n : 1) * sizeof **ids);
-    if (*ids) memcpy(*ids, t, (size_t)*n * sizeof *t);
-    eddy_buffer_free(t);
-    return *ids ? 0 : cli_error("out of memory");
-}
-
 /* ==== Sessions ==== */
 
 typedef struct {
@@ -206,7 +187,7 @@ int cmd_run(int argc, char **argv) {
     if (gen_session_open(&o, &g)) return 1;
     eddy_token *ids = NULL;
     int64_t n_ids = 0;
-    int rc = prompt_tokens(&g, &ids, &n_ids, o.chat);
+    int rc = gen_prompt_tokens(&g, g.prompt, g.prompt_len, o.chat, &ids, &n_ids);
     if (!rc && n_ids == 0) rc = cli_error("run: the prompt is empty");
     if (!rc && n_ids >= eddy_ctx_n_ctx(g.c))
         rc = cli_error("run: the prompt has %lld tokens, the context holds %lld (raise -c)", (long long)n_ids,

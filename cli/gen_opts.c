@@ -232,6 +232,24 @@ void gen_session_close(gen_session *g) {
     memset(g, 0, sizeof *g);
 }
 
+int gen_prompt_tokens(const gen_session *g, const char *text, size_t len, bool chat, eddy_token **ids, int64_t *n) {
+    if (chat) {
+        eddy_chat_message msgs[2];
+        int64_t k = 0;
+        if (g->system) msgs[k++] = (eddy_chat_message){"system", g->system};
+        msgs[k++] = (eddy_chat_message){"user", text};
+        return cli_chat_tokens(g->v, msgs, k, &g->chat, ids, n);
+    }
+    eddy_error err;
+    eddy_token *t;
+    if (eddy_tokenize(g->v, text, len, EDDY_TOKENIZE_ADD_SPECIAL, &t, n, &err) != EDDY_OK)
+        return cli_error("%s", err.msg);
+    *ids = malloc((size_t)(*n ? *n : 1) * sizeof **ids);
+    if (*ids) memcpy(*ids, t, (size_t)*n * sizeof *t);
+    eddy_buffer_free(t);
+    return *ids ? 0 : cli_error("out of memory");
+}
+
 void gen_print_stats(const eddy_gen_stats *st) {
     double tp = st->prompt_seconds > 0 ? st->prompt_seconds : 1e-9;
     double tg = st->generate_seconds > 0 ? st->generate_seconds : 1e-9;
