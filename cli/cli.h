@@ -119,6 +119,8 @@ typedef struct {
     const char *prompt, *prompt_file, *system; /* as given (-p, -f, --system) */
     const char *stop[GEN_MAX_STOPS];           /* -r TEXT, as given */
     int n_stop;
+    eddy_spec_params spec;   /* --spec-type and the draft flags; spec.draft is opened with the session */
+    const char *draft_model; /* -md FILE */
 } gen_opts;
 
 void gen_opts_init(gen_opts *o);
@@ -143,6 +145,9 @@ typedef struct {
     size_t stop_len[GEN_MAX_STOPS];
     int n_stop;
     eddy_gen_params gp;
+    eddy_spec_params spec; /* gp.spec points here when speculative decoding is on */
+    eddy_model *dm;        /* the draft model (-md), and its context */
+    eddy_ctx *dc;
 } gen_session;
 
 /* Reads the prompt, loads the model, its vocabulary, a context and a sampler (the

@@ -44,6 +44,7 @@ int gen_opts_parse(gen_opts *o, int argc, char **argv, int *i) {
         return 0;
     }
     if (!strcmp(a, "--ignore-eos")) return o->ignore_eos = true, 0;
+    if (!strcmp(a, "--draft-fixed")) return o->spec.fixed = true, 0;
     if (!strcmp(a, "--no-mmap")) return o->no_mmap = true, 0;
     if (!strcmp(a, "--mlock")) return o->mlock = true, 0;
     if (!strcmp(a, "--jinja")) return 0; /* llama.cpp's switch to Jinja templates: eddy always runs them */
@@ -109,6 +110,31 @@ int gen_opts_parse(gen_opts *o, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "--presence-penalty")) {
         if (cli_parse_float(a, val, -100, 100, &d)) return 1;
         o->sp.presence_penalty = (float)d;
+    } else if (!strcmp(a, "--spec-type")) {
+        if (!val) return cli_error("%s needs none, ngram or draft", a);
+        if (!strcmp(val, "none")) o->spec.type = EDDY_SPEC_NONE;
+        else if (!strcmp(val, "ngram")) o->spec.type = EDDY_SPEC_NGRAM;
+        else if (!strcmp(val, "draft")) o->spec.type = EDDY_SPEC_DRAFT;
+        else if (!strcmp(val, "mtp"))
+            return cli_error("%s mtp: eddy does not run MTP heads yet; use ngram or draft (-md FILE)", a);
+        else return cli_error("%s \"%s\": expected none, ngram or draft", a, val);
+    } else if (IS(a, "-md", "--model-draft")) {
+        if (!val) return cli_error("%s needs a model file", a);
+        o->draft_model = val;
+        if (o->spec.type == EDDY_SPEC_NONE) o->spec.type = EDDY_SPEC_DRAFT;
+    } else if (IS(a, "--lookup-ngram", "--spec-ngram-size-n")) {
+        if (cli_parse_int(a, val, 1, 64, &v)) return 1;
+        o->spec.ngram = (int)v;
+        if (o->spec.type == EDDY_SPEC_NONE) o->spec.type = EDDY_SPEC_NGRAM;
+    } else if (IS(a, "--draft-max", "--draft", "--draft-n")) {
+        if (cli_parse_int(a, val, 1, 256, &v)) return 1;
+        o->spec.draft_max = (int)v;
+    } else if (IS(a, "--draft-min", "--draft-n-min")) {
+        if (cli_parse_int(a, val, 0, 256, &v)) return 1;
+        o->spec.draft_min = (int)v;
+    } else if (IS(a, "--draft-p-min")) {
+        if (cli_parse_float(a, val, 0, 1, &d)) return 1;
+        o->spec.p_min = d > 0 ? (float)d : -1.0f; /* the library's 0 is its default */
     } else if (!strcmp(a, "--frequency-penalty")) {
         if (cli_parse_float(a, val, -100, 100, &d)) return 1;
         o->sp.frequency_penalty = (float)d;
@@ -178,10 +204,16 @@ int gen_session_open(const gen_opts *o, gen_session *g) {
     eddy_error err;
     /* llama.cpp's -b is the logical batch and -ub the physical one; eddy's n_batch is
      * the tokens of one forward step, the physical one */
+    /* a verify holds a state per token: the draft and the token before it */
+    const int spec_states = o->spec.type != EDDY_SPEC_NONE ? (o->spec.draft_max > 0 ? o->spec.draft_max : 16) + 1 : 0;
     eddy_ctx_params cp = {.n_ctx = o->n_ctx, .n_threads = (int)o->threads,
                           .n_batch = o->n_ubatch > 0 ? o->n_ubatch : o->n_batch, .type_k = o->type_k,
-                          .type_v = o->type_v, .n_snapshots = o->n_snapshots,
+                          .type_v = o->type_v, .n_snapshots = o->n_snapshots + spec_states,
                           .cache_bytes = o->cache_mib > 0 ? (size_t)o->cache_mib << 20 : 0};
+    if (o->spec.type == EDDY_SPEC_DRAFT && !o->draft_model) {
+        gen_session_close(g);
+        return cli_error("--spec-type draft needs a draft model (-md FILE)");
+    }
     eddy_sampler_params sp = o->sp;
     if (o->seed_random) sp.seed = cli_random_seed();
     g->gp = (eddy_gen_params){.n_predict = o->n_predict, .ignore_eog = o->ignore_eos};
@@ -204,6 +236,23 @@ int gen_session_open(const gen_opts *o, gen_session *g) {
     }
     if (eddy_ctx_new(g->m, &cp, &g->c, &err) != EDDY_OK) goto fail;
     cli_log_ctx(g->c, &cp);
+    if (o->spec.type != EDDY_SPEC_NONE) {
+        g->spec = o->spec;
+        g->gp.spec = &g->spec;
+    }
+    if (o->spec.type == EDDY_SPEC_DRAFT) {
+        /* the draft model's own context: as long as the model's, one snapshot (the point
+         * each round of drafts comes back to) */
+        eddy_ctx_params dp = {.n_ctx = eddy_ctx_n_ctx(g->c), .n_threads = (int)o->threads, .n_snapshots = 1};
+        if (eddy_model_load(o->draft_model, &g->dm, &err) != EDDY_OK ||
+            eddy_ctx_new(g->dm, &dp, &g->dc, &err) != EDDY_OK) {
+            cli_error("-md %s: %s", o->draft_model, err.msg);
+            gen_session_close(g);
+            return 1;
+        }
+        cli_log_model(o->draft_model, g->dm);
+        g->spec.draft = g->dc;
+    }
     if (eddy_sampler_new(&sp, eddy_model_n_vocab(g->m), &g->s, &err) != EDDY_OK) goto fail;
     char seed[96] = "";
     if (o->seed_random)
@@ -222,6 +271,8 @@ fail:
 }
 
 void gen_session_close(gen_session *g) {
+    eddy_ctx_free(g->dc);
+    eddy_model_free(g->dm);
     eddy_sampler_free(g->s);
     eddy_ctx_free(g->c);
     eddy_model_free(g->m);
@@ -256,6 +307,11 @@ void gen_print_stats(const eddy_gen_stats *st) {
     fprintf(stderr, "eddy: prompt %lld tokens in %.2f s (%.1f t/s); generated %lld tokens in %.2f s (%.1f t/s)%s\n",
             (long long)st->n_prompt, st->prompt_seconds, st->n_prompt / tp, (long long)st->n_generated,
             st->generate_seconds, st->n_generated / tg, st->stop == EDDY_STOP_CONTEXT ? "; stopped: context full" : "");
+    if (st->n_spec_steps > 0)
+        fprintf(stderr, "eddy: speculative: %lld verify steps, %lld drafted, %lld accepted (%.1f%%), "
+                "%.2f tokens per verify step\n", (long long)st->n_spec_steps, (long long)st->n_drafted,
+                (long long)st->n_accepted, 100.0 * (double)st->n_accepted / (double)st->n_drafted,
+                (double)(st->n_accepted + st->n_spec_steps) / (double)st->n_spec_steps);
 }
 
 /* ==== Stop strings ==== */

@@ -594,6 +594,10 @@ typedef struct {
     int64_t n_prompt, n_generated;
     double prompt_seconds, generate_seconds; /* prefill, and the decode loop */
     eddy_stop_reason stop;
+    /* Speculative decoding (zero without it): verify steps, the drafts they checked,
+     * and those accepted. Each step also yields one token of the model's own, so it
+     * advances accepted / steps + 1 tokens on average. */
+    int64_t n_spec_steps, n_drafted, n_accepted;
 } eddy_gen_stats;
 
 /* Called for each generated token with the text it completes (possibly empty: a
@@ -618,6 +622,40 @@ eddy_status eddy_generate(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, con
                           int64_t n_prompt, int64_t n_predict, eddy_token_callback cb, void *user,
                           eddy_gen_stats *stats, eddy_error *err);
 
+/* ==== Speculative decoding ====
+ *
+ * A drafter guesses the tokens that come next; the model checks all of them in one
+ * forward step (eddy_engine_verify) and keeps the longest run it agrees with, plus one
+ * token of its own. The output is the one generation without drafts gives: with
+ * temperature 0, or with drafts that are plain guesses (prompt lookup, or a draft
+ * model at temperature 0), the same tokens, bit for bit, for the same seed — the model
+ * samples each position from the same logits with the same random numbers and a draft
+ * only decides how many positions one step evaluates. A draft model at temperature > 0
+ * samples its drafts, and speculative sampling (keep draft d with probability
+ * min(1, p(d) / q(d)), else draw from max(0, p - q) renormalized) keeps the output's
+ * distribution exactly the model's (docs/speculative.md). */
+typedef enum {
+    EDDY_SPEC_NONE = 0,
+    EDDY_SPEC_NGRAM, /* prompt lookup: the tokens that followed the latest earlier occurrence
+                      * of the last n tokens (prompt and output), n from ngram down to 1 */
+    EDDY_SPEC_DRAFT, /* a smaller model with the same vocabulary, in its own context */
+} eddy_spec_type;
+
+typedef struct {
+    eddy_spec_type type;
+    int draft_max;    /* drafts per step at most (0: 16) */
+    int draft_min;    /* fewer drafts than this: a plain step instead (0: 1) */
+    bool fixed;       /* false: the draft length follows the acceptance rate (docs/speculative.md);
+                       * true: always draft_max (as many as the drafter finds) */
+    int ngram;        /* EDDY_SPEC_NGRAM: the longest n-gram looked up (0: 3) */
+    /* EDDY_SPEC_DRAFT: a context of the draft model, made with n_snapshots >= 1 (its
+     * sequence is kept in step with the generation's; what it held is replaced), and
+     * the smallest probability of the draft's best token to go on drafting (0: 0.75;
+     * below 0: no limit; temperature 0 only — sampled drafts always go on) */
+    eddy_ctx *draft;
+    float p_min;
+} eddy_spec_params;
+
 /* What eddy_generate_ex takes beyond eddy_generate's arguments. */
 typedef struct {
     int64_t n_predict; /* as eddy_generate's */
@@ -625,6 +663,10 @@ typedef struct {
      * -inf), so that only n_predict or a full context ends the loop (llama.cpp's
      * --ignore-eos). */
     bool ignore_eog;
+    /* Speculative decoding (NULL or EDDY_SPEC_NONE: none). The context needs
+     * n_snapshots >= draft_max + 1 (a verify holds the state after each of its tokens);
+     * a draft model's vocabulary must be the model's, token for token. */
+    const eddy_spec_params *spec;
 } eddy_gen_params;
 
 /* eddy_generate with p's settings (NULL: n_predict -1, nothing else). */

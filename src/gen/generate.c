@@ -16,6 +16,7 @@
 #include "base/timer.h"
 #include "eddy.h"
 #include "gen/sampler.h"
+#include "gen/spec.h"
 #include "model/engine.h"
 
 /* ==== End-of-generation tokens ==== */
@@ -97,7 +98,11 @@ eddy_status eddy_generate_ex(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, 
     st.prompt_seconds = timer_s() - t0;
     st.stop = EDDY_STOP_LENGTH;
     t0 = timer_s();
-    while (rc == EDDY_OK) {
+    if (rc == EDDY_OK && p && p->spec && p->spec->type != EDDY_SPEC_NONE) {
+        const spec_loop L = {c, v, s, p->spec, n_predict, eog, n_eog, cb, user};
+        rc = spec_generate(&L, logits, d, &st, err);
+    }
+    else while (rc == EDDY_OK) {
         if (n_predict >= 0 && st.n_generated >= n_predict) {
             st.stop = EDDY_STOP_LENGTH;
             break;

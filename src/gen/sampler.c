@@ -107,6 +107,7 @@ void sampler_reset(sampler *s) {
 }
 
 int64_t sampler_n_vocab(const sampler *s) { return s->n_vocab; }
+const eddy_sampler_params *sampler_params(const sampler *s) { return &s->p; }
 
 void sampler_accept(sampler *s, int32_t token) {
     if (s->p.repeat_last_n == 0 || token < 0 || token >= s->n_vocab) return;
@@ -200,7 +201,9 @@ static void softmax_of(const candidate *c, float *probs, int64_t n, float temp) 
     for (int64_t i = 0; i < n; i++) probs[i] = (float)(probs[i] / sum);
 }
 
-int32_t sampler_sample(sampler *s, const float *logits) {
+/* Runs the chain on logits: the candidates it keeps are s->cand[0, keep), best first,
+ * with their probabilities in s->probs[0, keep) (greedy: the argmax alone, 1). */
+static int64_t chain(sampler *s, const float *logits) {
     const eddy_sampler_params *p = &s->p;
     int64_t n = 0;
     for (int64_t i = 0; i < s->n_vocab; i++) {
@@ -214,13 +217,18 @@ int32_t sampler_sample(sampler *s, const float *logits) {
         s->cand[n].logit = l;
         n++;
     }
-    if (n == 0) return 0; /* all logits unusable: token 0 rather than undefined behaviour */
-
+    if (n == 0) { /* all logits unusable: token 0 rather than undefined behaviour */
+        s->cand[0] = (candidate){0, 0.0f};
+        s->probs[0] = 1.0f;
+        return 1;
+    }
     if (p->temp <= 0) { /* greedy */
         int64_t best = 0;
         for (int64_t i = 1; i < n; i++)
             if (s->cand[i].logit > s->cand[best].logit) best = i;
-        return s->cand[best].id;
+        s->cand[0] = s->cand[best];
+        s->probs[0] = 1.0f;
+        return 1;
     }
     int64_t keep = n;
     if (p->top_k > 0 && p->top_k < keep) keep = p->top_k;
@@ -245,12 +253,44 @@ int32_t sampler_sample(sampler *s, const float *logits) {
         }
     }
     softmax_of(s->cand, s->probs, keep, p->temp);
+    return keep;
+}
+
+int32_t sampler_sample(sampler *s, const float *logits) {
+    const int64_t keep = chain(s, logits);
+    if (s->p.temp <= 0 || keep == 1) {
+        if (s->p.temp > 0) next_unit(&s->rng); /* one draw per sampled token, whatever the chain kept */
+        return s->cand[0].id;
+    }
     double r = next_unit(&s->rng), cum = 0;
     for (int64_t i = 0; i < keep; i++) {
         cum += s->probs[i];
         if (r < cum) return s->cand[i].id;
     }
     return s->cand[keep - 1].id; /* rounding left r above the total */
+}
+
+void sampler_probs(sampler *s, const float *logits, float *probs) {
+    const int64_t keep = chain(s, logits);
+    memset(probs, 0, (size_t)s->n_vocab * sizeof *probs);
+    for (int64_t i = 0; i < keep; i++) probs[s->cand[i].id] = s->probs[i];
+}
+
+double sampler_uniform(sampler *s) { return next_unit(&s->rng); }
+
+int32_t sampler_draw(sampler *s, const float *probs) {
+    double total = 0;
+    int32_t last = -1;
+    for (int64_t i = 0; i < s->n_vocab; i++)
+        if (probs[i] > 0) total += probs[i], last = (int32_t)i;
+    double r = next_unit(&s->rng) * total, cum = 0;
+    if (last < 0) return 0;
+    for (int64_t i = 0; i < s->n_vocab; i++) {
+        if (probs[i] <= 0) continue;
+        cum += probs[i];
+        if (r < cum) return (int32_t)i;
+    }
+    return last; /* rounding left r above the total */
 }
 
 /* ==== Public API ==== */

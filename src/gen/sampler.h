@@ -25,10 +25,20 @@ void sampler_free(sampler *s);
 
 /* Picks a token from logits (n_vocab), which is left unchanged. */
 int32_t sampler_sample(sampler *s, const float *logits);
+/* The chain's distribution for logits: probs (n_vocab) gets each token's probability
+ * of being sampled from them now (zero outside the candidates the chain keeps; greedy:
+ * 1 at the argmax). sampler_sample draws from the same distribution. */
+void sampler_probs(sampler *s, const float *logits, float *probs);
+/* A token drawn from probs (n_vocab non-negative weights, not all zero; normalized
+ * here) with the sampler's generator. */
+int32_t sampler_draw(sampler *s, const float *probs);
+/* A number in [0, 1) from the sampler's generator. */
+double sampler_uniform(sampler *s);
 /* Records a token of the sequence (prompt or generated) for the penalties. */
 void sampler_accept(sampler *s, int32_t token);
 void sampler_reset(sampler *s); /* forgets the history; the generator restarts from the seed */
 int64_t sampler_n_vocab(const sampler *s); /* the logits row length it was made for */
+const eddy_sampler_params *sampler_params(const sampler *s);
 
 /* The sampler's state as bytes, for session files: the generator (u64), the count of
  * tokens in the history (u64), then those tokens oldest first (int32 each), all

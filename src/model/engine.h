@@ -176,6 +176,15 @@ eddy_status engine_run(engine *c, const int32_t *tokens, eddy_seq *const *seqs, 
 eddy_status engine_run_seq(engine *c, eddy_seq *s, const int32_t *tokens, int64_t n, float *logits, bool all,
                            eddy_error *err);
 
+/* The most tokens a verify could take now (takes the lock): the batch's rows, and the
+ * free states (one per token). */
+int64_t engine_verify_room(engine *c);
+
+/* Gives sequence s the logits after its last token (n_vocab floats; takes the lock):
+ * the row a verify computed for the last draft eddy_seq_accept kept, so that
+ * eddy_seq_logits is as after feeding the kept tokens. */
+void engine_seq_set_logits(eddy_seq *s, const float *row);
+
 /* Puts sequence s back to position n_pos (<= its n_pos; the lock held): KV rows
  * dropped, the recurrent state restored from the latest snapshot on its path and
  * the rest replayed. */

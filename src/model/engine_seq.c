@@ -217,6 +217,14 @@ eddy_status eddy_seq_truncate(eddy_seq *s, int64_t n_pos, eddy_error *err) {
 
 /* ==== Accepting part of a verify ==== */
 
+void engine_seq_set_logits(eddy_seq *s, const float *row) {
+    engine *c = s->e;
+    pthread_mutex_lock(&c->lock);
+    memcpy(s->logits, row, (size_t)c->m->hp.n_vocab * sizeof *s->logits);
+    s->has_logits = true;
+    pthread_mutex_unlock(&c->lock);
+}
+
 eddy_status eddy_seq_accept(eddy_seq *s, int64_t n_keep, eddy_error *err) {
     if (!s) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_seq_accept: NULL sequence");
     engine *c = s->e;

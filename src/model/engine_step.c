@@ -246,6 +246,13 @@ eddy_status eddy_engine_decode(eddy_engine *c, const eddy_batch *b, float *logit
     return decode_or_verify(c, b, logits, false, err);
 }
 
+int64_t engine_verify_room(engine *c) {
+    pthread_mutex_lock(&c->lock);
+    const int64_t room = c->sp->n_slots_free < c->n_batch ? c->sp->n_slots_free : c->n_batch;
+    pthread_mutex_unlock(&c->lock);
+    return room;
+}
+
 eddy_status eddy_engine_verify(eddy_engine *c, const eddy_batch *b, float *logits, eddy_error *err) {
     return decode_or_verify(c, b, logits, true, err);
 }

@@ -1,0 +1,261 @@
+/*
+ * draft.c — the drafters of speculative decoding and the draft length they are asked
+ * for (spec.h, docs/speculative.md).
+ *
+ * Prompt lookup finds the tokens that followed an earlier occurrence of the sequence's
+ * last few tokens: free to compute, right whenever the output copies its input (a
+ * rewrite, code edits, quotes). A draft model runs a smaller model of the same
+ * vocabulary ahead of the target, one token at a time, in its own context: its
+ * sequence follows the target's, and a snapshot taken before each round of drafts
+ * puts it back where the target's accepted tokens continue, without replaying them.
+ *
+ * The draft length: with a per-draft acceptance rate a, a step that checks K drafts
+ * yields (1 - a^(K+1)) / (1 - a) tokens on average (the kept drafts and the model's
+ * own next token), and costs T(K) = t0 + t1 * K + K * t_draft seconds: a verify step's
+ * time grows with its tokens (their compute, and each position's recurrent state
+ * written), measured as a line through the steps seen so far, and a draft model
+ * spends t_draft per draft. The next K maximizes tokens per second.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "base/timer.h"
+#include "gen/spec.h"
+#include "model/engine.h"
+
+struct drafter {
+    eddy_spec_params p;
+    int64_t n_vocab;
+    /* a draft model */
+    eddy_ctx *dctx;
+    eddy_seq *dseq;
+    eddy_snapshot *snap; /* the draft sequence before the last round of drafts */
+    sampler *ds;         /* drafts drawn from q (the target samples: temperature > 0); NULL: argmax */
+    float *dlogits;      /* (n_vocab) */
+    double draft_s;      /* seconds per draft token (running mean); 0: none measured yet */
+    /* acceptance, with older steps weighing less */
+    double acc_kept, acc_tried;
+    /* verify step time against its tokens: decayed sums for a least-squares line */
+    double sw, sx, sy, sxx, sxy;
+    double c_prior; /* cost of one more token in a step, as a fraction of a one-token step */
+};
+
+/* ==== Prompt lookup ==== */
+
+int64_t ngram_lookup(const eddy_token *hist, int64_t n, int ngram, int64_t max, eddy_token *out) {
+    for (int64_t g = ngram < n - 1 ? ngram : n - 1; g >= 1; g--) {
+        const eddy_token *key = hist + n - g;
+        for (int64_t j = n - g - 1; j >= 0; j--) { /* latest first; hist[j + g] exists */
+            if (memcmp(hist + j, key, (size_t)g * sizeof *key) != 0) continue;
+            /* the continuation, read from the history followed by the drafts so far: a
+             * match just behind the end repeats its period */
+            for (int64_t k = 0; k < max; k++) {
+                const int64_t at = j + g + k;
+                out[k] = at < n ? hist[at] : out[at - n];
+            }
+            return max;
+        }
+    }
+    return 0;
+}
+
+/* ==== A draft model ==== */
+
+/* The vocabularies are the same, token for token. */
+static eddy_status check_vocab(const eddy_vocab *target, const eddy_vocab *draft, eddy_error *err) {
+    const int64_t n = eddy_vocab_n_tokens(target);
+    if (eddy_vocab_n_tokens(draft) != n)
+        return eddy_error_set(err, EDDY_ERR_ARG, "the draft model's vocabulary has %lld tokens, the model's %lld",
+                              (long long)eddy_vocab_n_tokens(draft), (long long)n);
+    for (eddy_token t = 0; t < n; t++) {
+        size_t la, lb;
+        const char *a = eddy_vocab_token_text(target, t, &la), *b = eddy_vocab_token_text(draft, t, &lb);
+        if (la != lb || (la && memcmp(a, b, la) != 0))
+            return eddy_error_set(err, EDDY_ERR_ARG, "the draft model's vocabulary differs from the model's at token %d "
+                                  "(\"%.*s\" there, \"%.*s\" here)", (int)t, (int)(lb < 40 ? lb : 40), b ? b : "",
+                                  (int)(la < 40 ? la : 40), a ? a : "");
+    }
+    return EDDY_OK;
+}
+
+/* Makes the draft sequence hold hist[0, n) and its logits after them: from what it
+ * holds, the snapshot, or (rarely: another conversation) a rollback. */
+static eddy_status draft_sync(drafter *d, const eddy_token *hist, int64_t n, eddy_error *err) {
+    const int64_t held = eddy_seq_n_pos(d->dseq);
+    const eddy_token *tok = eddy_seq_tokens(d->dseq);
+    int64_t same = 0;
+    while (same < held && same < n && tok[same] == hist[same]) same++;
+    if (same == n) same = n - 1; /* the last token is fed again for its logits */
+    eddy_status rc = EDDY_OK;
+    if (same < held) {
+        const int64_t at = d->snap ? eddy_snapshot_n_pos(d->snap) : -1;
+        if (at >= 0 && at <= same) rc = eddy_seq_restore(d->dseq, d->snap, err);
+        else rc = eddy_seq_truncate(d->dseq, same, err);
+    }
+    if (rc != EDDY_OK) return rc;
+    const int64_t from = eddy_seq_n_pos(d->dseq);
+    return eddy_seq_eval(d->dseq, hist + from, n - from, d->dlogits, 0, err);
+}
+
+static float softmax_max(const float *l, int64_t n, eddy_token *best) {
+    int64_t b = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (l[i] > l[b]) b = i;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += exp((double)l[i] - l[b]);
+    *best = (eddy_token)b;
+    return (float)(1.0 / sum);
+}
+
+static eddy_status draft_model_propose(drafter *d, const eddy_token *hist, int64_t n, int64_t max, eddy_token *out,
+                                       float *q, int64_t *n_out, eddy_error *err) {
+    const int64_t room = eddy_engine_n_ctx(eddy_ctx_engine(d->dctx)) - n;
+    if (max > room) max = room;
+    if (max <= 0) return EDDY_OK;
+    eddy_status rc = draft_sync(d, hist, n, err);
+    if (rc != EDDY_OK) return rc;
+    eddy_snapshot_free(d->snap); /* the point the next round comes back to */
+    d->snap = NULL;
+    if ((rc = eddy_seq_snapshot(d->dseq, &d->snap, err)) != EDDY_OK) return rc;
+    const double t0 = timer_s();
+    int64_t k = 0;
+    while (k < max) {
+        eddy_token t;
+        if (d->ds) { /* q: the target's chain over the draft's logits */
+            sampler_probs(d->ds, d->dlogits, q + k * d->n_vocab);
+            t = sampler_draw(d->ds, q + k * d->n_vocab);
+        } else if (softmax_max(d->dlogits, d->n_vocab, &t) < d->p.p_min) {
+            break; /* the draft is unsure: stop guessing */
+        }
+        out[k++] = t;
+        if (k < max && (rc = eddy_seq_eval(d->dseq, &t, 1, d->dlogits, 0, err)) != EDDY_OK) return rc;
+    }
+    if (k > 0) {
+        const double per = (timer_s() - t0) / (double)k;
+        d->draft_s = d->draft_s > 0 ? 0.9 * d->draft_s + 0.1 * per : per;
+    }
+    *n_out = k;
+    return EDDY_OK;
+}
+
+/* ==== Life cycle ==== */
+
+eddy_status drafter_new(const eddy_spec_params *p, eddy_ctx *target, const eddy_sampler_params *sp,
+                        drafter **out, eddy_error *err) {
+    *out = NULL;
+    if (p->type != EDDY_SPEC_NGRAM && p->type != EDDY_SPEC_DRAFT)
+        return eddy_error_set(err, EDDY_ERR_ARG, "speculative decoding: unknown drafter type %d", (int)p->type);
+    if (p->draft_max < 0 || p->draft_max > 256 || p->draft_min < 0 || p->ngram < 0 || p->ngram > 64 ||
+        !(p->p_min <= 1))
+        return eddy_error_set(err, EDDY_ERR_ARG, "speculative decoding: draft-max %d (0..256), draft-min %d, "
+                              "ngram %d (0..64) or p-min %g (at most 1) out of range", p->draft_max, p->draft_min,
+                              p->ngram, (double)p->p_min);
+    drafter *d = eddy_calloc(1, sizeof *d);
+    if (!d) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+    d->p = *p;
+    if (!d->p.draft_max) d->p.draft_max = 16;
+    if (!d->p.draft_min) d->p.draft_min = 1;
+    if (d->p.draft_min > d->p.draft_max) d->p.draft_min = d->p.draft_max;
+    if (!d->p.ngram) d->p.ngram = 3;
+    if (d->p.p_min == 0) d->p.p_min = 0.75f;
+    const eddy_model *tm = eddy_engine_model(eddy_ctx_engine(target));
+    d->n_vocab = eddy_model_n_vocab(tm);
+    /* a prior for the cost of one more token in a step until steps are measured: the
+     * recurrent state it writes over the bytes a one-token step reads, and some compute */
+    eddy_decode_bytes b;
+    eddy_model_decode_bytes(tm, &b);
+    d->c_prior = 0.05 + (double)b.state / 2 / (double)(b.weights + b.state + 1);
+    eddy_status rc = EDDY_OK;
+    if (p->type == EDDY_SPEC_DRAFT) {
+        d->dctx = p->draft;
+        const eddy_model *dm = d->dctx ? eddy_engine_model(eddy_ctx_engine(d->dctx)) : NULL;
+        if (!dm) rc = eddy_error_set(err, EDDY_ERR_ARG, "speculative decoding: no draft model context");
+        else if (!eddy_model_vocab(dm) || !eddy_model_vocab(tm))
+            rc = eddy_error_set(err, EDDY_ERR_ARG, "speculative decoding: the model or the draft model has no vocabulary");
+        else rc = check_vocab(eddy_model_vocab(tm), eddy_model_vocab(dm), err);
+        if (rc == EDDY_OK) {
+            d->dseq = eddy_ctx_seq(d->dctx);
+            d->dlogits = eddy_malloc((size_t)d->n_vocab * sizeof *d->dlogits);
+            if (!d->dlogits) rc = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+        }
+        if (rc == EDDY_OK && sp->temp > 0) {
+            eddy_sampler_params dp = *sp; /* q: the same chain without the target's penalties */
+            dp.repeat_penalty = 1.0f, dp.presence_penalty = dp.frequency_penalty = 0.0f;
+            dp.seed = sp->seed ^ 0x9e3779b97f4a7c15ull;
+            rc = sampler_new(&d->ds, &dp, d->n_vocab, err);
+        }
+    }
+    if (rc != EDDY_OK) {
+        drafter_free(d);
+        return rc;
+    }
+    *out = d;
+    return EDDY_OK;
+}
+
+void drafter_free(drafter *d) {
+    if (!d) return;
+    if (d->snap) { /* leave the draft sequence on a prefix of the generation's tokens: the
+                    * next generation goes on from there without a replay */
+        eddy_error err;
+        eddy_seq_restore(d->dseq, d->snap, &err);
+    }
+    eddy_snapshot_free(d->snap);
+    sampler_free(d->ds);
+    eddy_free(d->dlogits);
+    eddy_free(d);
+}
+
+bool drafter_sampled(const drafter *d) { return d->ds != NULL; }
+int64_t drafter_min(const drafter *d) { return d->p.draft_min; }
+int64_t drafter_max(const drafter *d) { return d->p.draft_max; }
+
+eddy_status drafter_propose(drafter *d, const eddy_token *hist, int64_t n, int64_t max, eddy_token *out, float *q,
+                            int64_t *n_out, eddy_error *err) {
+    *n_out = 0;
+    if (max <= 0 || n <= 0) return EDDY_OK;
+    if (d->p.type == EDDY_SPEC_NGRAM) {
+        *n_out = ngram_lookup(hist, n, d->p.ngram, max, out);
+        return EDDY_OK;
+    }
+    return draft_model_propose(d, hist, n, max, out, q, n_out, err);
+}
+
+/* ==== Draft length ==== */
+
+void drafter_update(drafter *d, int64_t n_drafted, int64_t n_accepted, double verify_s) {
+    if (n_drafted <= 0) return;
+    /* draft i + 1 was tried only when draft i was kept */
+    const double tried = (double)(n_accepted < n_drafted ? n_accepted + 1 : n_drafted);
+    d->acc_kept = 0.9 * d->acc_kept + (double)n_accepted;
+    d->acc_tried = 0.9 * d->acc_tried + tried;
+    const double x = (double)(n_drafted + 1);
+    d->sw = 0.95 * d->sw + 1, d->sx = 0.95 * d->sx + x, d->sy = 0.95 * d->sy + verify_s;
+    d->sxx = 0.95 * d->sxx + x * x, d->sxy = 0.95 * d->sxy + x * verify_s;
+}
+
+int64_t drafter_length(const drafter *d) {
+    const int64_t lo = d->p.draft_min, hi = d->p.draft_max;
+    if (d->p.fixed || d->sw == 0) return hi;
+    const double a = (d->acc_kept + 1) / (d->acc_tried + 2); /* 1/2 before any evidence */
+    /* a verify step of x tokens takes t0 + t1 * x: the measured line when the steps seen
+     * spread over several lengths, else the prior's slope through their mean */
+    const double mx = d->sx / d->sw, my = d->sy / d->sw, var = d->sxx / d->sw - mx * mx;
+    double t1 = var > 0.25 ? (d->sxy / d->sw - mx * my) / var : 0;
+    double t0 = my - t1 * mx;
+    if (!(var > 0.25) || t1 < 0 || t0 <= 0) {
+        t0 = my / (1 + d->c_prior * (mx - 1));
+        t1 = t0 * d->c_prior;
+        t0 -= t1;
+    }
+    int64_t best = lo;
+    double best_rate = 0;
+    for (int64_t k = lo; k <= hi; k++) {
+        const double tokens = a >= 0.999 ? (double)(k + 1) : (1 - pow(a, (double)(k + 1))) / (1 - a);
+        const double rate = tokens / (t0 + t1 * (double)(k + 1) + d->draft_s * (double)k);
+        if (rate > best_rate) best_rate = rate, best = k;
+    }
+    return best;
+}

@@ -1,0 +1,83 @@
+/*
+ * spec.h — speculative decoding inside the generation loop (docs/speculative.md).
+ *
+ * Owns: the drafters (prompt lookup, a draft model) and the draft length they are
+ * asked for (draft.c); the verify loop and the acceptance rule (speculative.c).
+ * Does not own: the verify itself (eddy_engine_verify / eddy_seq_accept, src/model)
+ * or the sampling chain (sampler.c).
+ */
+#ifndef EDDY_GEN_SPEC_H
+#define EDDY_GEN_SPEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "eddy.h"
+#include "gen/sampler.h"
+
+/* ==== Drafters (draft.c) ==== */
+
+typedef struct drafter drafter;
+
+/* A drafter for generation on target (the model's context) with the target's sampling
+ * parameters sp. Checks p (a draft model's vocabulary against the target's, token for
+ * token; its context's snapshots). */
+eddy_status drafter_new(const eddy_spec_params *p, eddy_ctx *target, const eddy_sampler_params *sp,
+                        drafter **out, eddy_error *err);
+void drafter_free(drafter *d);
+
+/* The draft counts, defaults applied: fewer than the minimum is a plain step. */
+int64_t drafter_min(const drafter *d);
+int64_t drafter_max(const drafter *d);
+
+/* True when the drafts are drawn from a distribution q (a draft model at temperature
+ * > 0) rather than chosen (prompt lookup; a draft model at temperature 0). */
+bool drafter_sampled(const drafter *d);
+
+/* Up to max drafts for what follows hist[0, n) (all the tokens of the sequence, its
+ * last one about to be fed) into out, *n_out of them (0: none found); for a sampled
+ * drafter q (max, n_vocab) gets the distribution each was drawn from. */
+eddy_status drafter_propose(drafter *d, const eddy_token *hist, int64_t n, int64_t max, eddy_token *out, float *q,
+                            int64_t *n_out, eddy_error *err);
+
+/* The number of drafts worth asking for in the next step: draft_max when fixed, else
+ * the count with the most tokens per second expected from the acceptance rate so far
+ * and the measured cost of a verify step and of a draft (docs/speculative.md). */
+int64_t drafter_length(const drafter *d);
+/* What a step did: n_drafted drafts checked, n_accepted of them kept, the verify step
+ * taking verify_s seconds. */
+void drafter_update(drafter *d, int64_t n_drafted, int64_t n_accepted, double verify_s);
+
+/* Prompt lookup: for g = ngram down to 1, the latest j with j + g < n and
+ * hist[j, j + g) = hist[n - g, n); max tokens from hist[j + g] on go to out (past the
+ * end of hist the continuation goes on through out itself, so a repeating tail drafts
+ * its period). Returns how many: max, or 0 when no n-gram recurs. */
+int64_t ngram_lookup(const eddy_token *hist, int64_t n, int ngram, int64_t max, eddy_token *out);
+
+/* ==== The acceptance rule (speculative.c) ==== */
+
+/* Speculative sampling at one position: d was drawn from q; p is the model's
+ * distribution there. Keeps d with probability min(1, p[d] / q[d]) (*kept true), else
+ * returns a token drawn from max(0, p - q) renormalized (never d). residual (n_vocab)
+ * is scratch. Random numbers come from s. */
+eddy_token spec_accept_sampled(sampler *s, const float *p, const float *q, eddy_token d, float *residual,
+                               bool *kept);
+
+/* The generation loop with drafts: eddy_generate_ex's contract (the prompt already
+ * fed: logits holds the row after it, the sampler has seen it), n_predict and the
+ * end-of-generation masks as there. Fills the decode part of *st. */
+typedef struct {
+    eddy_ctx *c;
+    const eddy_vocab *v;
+    sampler *s;
+    const eddy_spec_params *spec;
+    int64_t n_predict;
+    const eddy_token *eog_mask; /* (n_eog) logits made -inf before sampling */
+    int64_t n_eog;
+    eddy_token_callback cb;
+    void *user;
+} spec_loop;
+
+eddy_status spec_generate(const spec_loop *L, float *logits, eddy_detok *dt, eddy_gen_stats *st, eddy_error *err);
+
+#endif

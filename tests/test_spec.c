@@ -1,0 +1,362 @@
+/*
+ * test_spec.c — speculative decoding (src/gen/draft.c, speculative.c):
+ *   - prompt lookup finds the latest, longest earlier n-gram and drafts what followed;
+ *   - the acceptance rule of speculative sampling draws from p whatever q drafts
+ *     (chi-square test);
+ *   - on the tiny model of every architecture, generation with drafts (prompt lookup;
+ *     a draft model) gives the tokens generation without them gives, bit for bit —
+ *     greedy and sampled with prompt lookup —, stops where it stops (length, context,
+ *     callback) and leaves the sequence in the same state (position, logits);
+ *   - with a draft model at temperature > 0, the second generated token follows the
+ *     model's own distribution (chi-square test against the exact marginal);
+ *   - a draft model of another vocabulary, or a context without states for the verify,
+ *     is refused.
+ *
+ * The chi-square tests fail when the statistic's p-value is below 1e-4 (Wilson-Hilferty
+ * approximation of the chi-square tail): a correct rule fails once in 10,000 seeds, a
+ * rule that kept the drafts' distribution q fails every time (checked below: the
+ * statistic against q is far past the bound).
+ */
+#include "test.h"
+
+#include <stdlib.h>
+
+#include "eddy.h"
+#include "gen/sampler.h"
+#include "gen/spec.h"
+#include "test_seq.h"
+
+/* ==== Prompt lookup ==== */
+
+TEST(spec_ngram_lookup_takes_latest_longest_match) {
+    eddy_token out[8];
+    /* ... 1 2 3 [9 9] ... 1 2 3 [7 8] ... 2 3 -> "2 3" last seen before 7 8 */
+    const eddy_token h1[] = {1, 2, 3, 9, 9, 4, 1, 2, 3, 7, 8, 5, 2, 3};
+    CHECK_EQ(ngram_lookup(h1, 14, 3, 2, out), 2);
+    CHECK_EQ(out[0], 7), CHECK_EQ(out[1], 8);
+    /* a longer n-gram wins over a later shorter one: "1 2 3" -> 9 (at 0), not "2 3" */
+    const eddy_token h2[] = {1, 2, 3, 9, 5, 2, 3, 6, 1, 2, 3};
+    CHECK_EQ(ngram_lookup(h2, 11, 3, 1, out), 1);
+    CHECK_EQ(out[0], 9);
+    /* ngram 2 cannot see that: "2 3" -> 6 */
+    CHECK_EQ(ngram_lookup(h2, 11, 2, 1, out), 1);
+    CHECK_EQ(out[0], 6);
+    /* a repeating tail drafts its period past the end */
+    const eddy_token h3[] = {4, 5, 6, 4, 5, 6, 4};
+    CHECK_EQ(ngram_lookup(h3, 7, 3, 6, out), 6);
+    const eddy_token want[6] = {5, 6, 4, 5, 6, 4};
+    CHECK(!memcmp(out, want, sizeof want));
+    /* nothing recurs: no drafts */
+    const eddy_token h4[] = {1, 2, 3, 4};
+    CHECK_EQ(ngram_lookup(h4, 4, 3, 4, out), 0);
+    CHECK_EQ(ngram_lookup(h4, 1, 3, 4, out), 0);
+}
+
+/* ==== Chi-square ==== */
+
+/* P(X >= x) for X ~ chi-square with k degrees of freedom (Wilson-Hilferty). */
+static double chi2_tail(double x, int k) {
+    const double a = 2.0 / (9.0 * k), z = (cbrt(x / k) - (1 - a)) / sqrt(a);
+    return 0.5 * erfc(z / sqrt(2.0));
+}
+
+/* Pearson's statistic of counts (n draws) against probabilities p over n_cat
+ * categories; categories expected fewer than 5 times are pooled. *df gets the degrees
+ * of freedom. */
+static double chi2_stat(const int64_t *count, const double *p, int n_cat, int64_t n, int *df) {
+    double stat = 0, pool_e = 0, pool_o = 0;
+    int cats = 0;
+    for (int i = 0; i < n_cat; i++) {
+        const double e = p[i] * (double)n;
+        if (e < 5) {
+            pool_e += e, pool_o += (double)count[i];
+            continue;
+        }
+        stat += ((double)count[i] - e) * ((double)count[i] - e) / e, cats++;
+    }
+    if (pool_e > 0) stat += (pool_o - pool_e) * (pool_o - pool_e) / (pool_e > 1e-9 ? pool_e : 1e-9), cats++;
+    *df = cats - 1;
+    return stat;
+}
+
+/* ==== The acceptance rule ==== */
+
+TEST(spec_accept_sampled_draws_from_p) {
+    enum { V = 12, N = 200000 };
+    test_rng r = test_rng_new();
+    eddy_sampler_params sp = eddy_sampler_default_params();
+    sp.seed = test_rng_u64(&r);
+    sampler *s;
+    REQUIRE(sampler_new(&s, &sp, V, NULL) == EDDY_OK);
+    float p[V], q[V], residual[V];
+    double pd[V], qd[V], sp_sum = 0, sq_sum = 0;
+    for (int i = 0; i < V; i++) {
+        p[i] = i == 3 ? 0 : test_rng_uniform(&r, 0, 1); /* a token p never gives */
+        q[i] = i == 7 ? 0 : test_rng_uniform(&r, 0, 1) * (i < 4 ? 3 : 1); /* one q never drafts */
+        sp_sum += p[i], sq_sum += q[i];
+    }
+    for (int i = 0; i < V; i++) p[i] /= (float)sp_sum, q[i] /= (float)sq_sum, pd[i] = p[i], qd[i] = q[i];
+    int64_t count[V] = {0}, kept_n = 0;
+    for (int64_t it = 0; it < N; it++) {
+        const eddy_token d = sampler_draw(s, q);
+        bool kept;
+        const eddy_token y = spec_accept_sampled(s, p, q, d, residual, &kept);
+        CHECK(!kept || y == d);
+        if (kept) kept_n++;
+        else if (y == d) CHECKF(false, "a rejected draft came back");
+        count[y]++;
+    }
+    CHECK_EQ(count[3], 0);
+    int df;
+    const double stat = chi2_stat(count, pd, V, N, &df), tail = chi2_tail(stat, df);
+    CHECKF(tail > 1e-4, "chi-square %.1f on %d degrees of freedom: p-value %.2g", stat, df, tail);
+    /* the test has power: the drafts' own distribution is far from what came out */
+    const double against_q = chi2_stat(count, qd, V, N, &df);
+    CHECKF(chi2_tail(against_q, df) < 1e-12, "the output is not told apart from q (%.1f)", against_q);
+    /* the acceptance rate is sum min(p, q) */
+    double overlap = 0;
+    for (int i = 0; i < V; i++) overlap += pd[i] < qd[i] ? pd[i] : qd[i];
+    CHECKF(fabs((double)kept_n / N - overlap) < 0.01, "kept %.4f, sum min(p, q) %.4f", (double)kept_n / N, overlap);
+    sampler_free(s);
+}
+
+/* ==== Generation with drafts = without ==== */
+
+typedef struct {
+    eddy_token toks[512];
+    int64_t n, stop_after; /* stop_after > 0: the callback stops the loop at that token */
+} collected;
+
+static int collect(void *user, eddy_token t, const char *text, size_t len) {
+    (void)text, (void)len;
+    collected *c = user;
+    if (t >= 0 && c->n < 512) c->toks[c->n++] = t;
+    return c->stop_after > 0 && c->n >= c->stop_after;
+}
+
+typedef struct {
+    collected out;
+    eddy_gen_stats st;
+    int64_t n_pos;
+    float *logits; /* (n_vocab) the sequence's last logits, NULL when it holds none */
+} gen_result;
+
+/* Generates from prompt on a fresh context of m (n_ctx positions) with spec (NULL:
+ * none) and records everything. */
+static bool gen(eddy_model *m, const eddy_spec_params *spec, float temp, uint64_t seed, const eddy_token *prompt,
+                int64_t n_prompt, int64_t n_predict, int64_t n_ctx, int64_t stop_after, gen_result *r) {
+    memset(r, 0, sizeof *r);
+    r->out.stop_after = stop_after;
+    eddy_error err;
+    eddy_ctx *c = NULL;
+    eddy_ctx_params cp = {.n_ctx = n_ctx, .n_threads = 2, .n_snapshots = 17};
+    if (!CHECKF(eddy_ctx_new(m, &cp, &c, &err) == EDDY_OK, "%s", err.msg)) return false;
+    eddy_sampler_params sp = eddy_sampler_default_params();
+    sp.temp = temp, sp.seed = seed, sp.repeat_penalty = 1.1f;
+    eddy_sampler *s = NULL;
+    bool ok = CHECK(eddy_sampler_new(&sp, eddy_model_n_vocab(m), &s, NULL) == EDDY_OK);
+    eddy_gen_params gp = {.n_predict = n_predict, .spec = spec};
+    ok = ok && CHECKF(eddy_generate_ex(c, NULL, s, prompt, n_prompt, &gp, collect, &r->out, &r->st, &err) == EDDY_OK,
+                      "%s", err.msg);
+    r->n_pos = eddy_ctx_n_pos(c);
+    const float *l = eddy_seq_logits(eddy_ctx_seq(c));
+    if (l) {
+        r->logits = malloc((size_t)eddy_model_n_vocab(m) * sizeof(float));
+        memcpy(r->logits, l, (size_t)eddy_model_n_vocab(m) * sizeof(float));
+    }
+    eddy_sampler_free(s);
+    eddy_ctx_free(c);
+    return ok;
+}
+
+static void same_result(const char *what, const char *file, const gen_result *a, const gen_result *b, int64_t V) {
+    CHECKF(a->out.n == b->out.n && !memcmp(a->out.toks, b->out.toks, (size_t)a->out.n * sizeof(eddy_token)),
+           "%s: %s: %lld tokens vs %lld, or different ones", file, what, (long long)a->out.n, (long long)b->out.n);
+    CHECKF(a->st.stop == b->st.stop, "%s: %s: stopped for reason %d vs %d", file, what, a->st.stop, b->st.stop);
+    CHECKF(a->n_pos == b->n_pos, "%s: %s: the sequence holds %lld vs %lld", file, what, (long long)a->n_pos,
+           (long long)b->n_pos);
+    CHECKF((a->logits == NULL) == (b->logits == NULL) &&
+               (!a->logits || !memcmp(a->logits, b->logits, (size_t)V * sizeof(float))),
+           "%s: %s: the sequence's last logits differ", file, what);
+}
+
+/* A prompt that repeats, so that prompt lookup finds drafts. */
+static int64_t repetitive_prompt(eddy_token *p, int64_t V) {
+    static const eddy_token motif[] = {11, 42, 7, 99, 23, 5, 64, 31};
+    int64_t n = 0;
+    for (int rep = 0; rep < 4; rep++)
+        for (int i = 0; i < 8; i++) p[n++] = (eddy_token)(motif[i] % V);
+    return n;
+}
+
+static const struct {
+    const char *model, *draft; /* the draft: the same vocabulary */
+} pairs[] = {
+    {"models/llama-tiny-f32.gguf", "models/llama-tiny-q8_0.gguf"},
+    {"models/qwen35-tiny-f32.gguf", "models/qwen3next-tiny-f32.gguf"},
+    {"models/qwen35moe-tiny-f32.gguf", "models/qwen35moe-tiny-q8_0.gguf"},
+    {"models/qwen3next-tiny-q8_0.gguf", "models/qwen35-tiny-q4_k_m.gguf"},
+    {"models/mamba2-tiny-f32.gguf", "models/mamba2-tiny-q8_0.gguf"},
+    {"models/nemotron_h-tiny-f32.gguf", "models/nemotron_h-tiny-q8_0.gguf"},
+    {"models/granitehybrid-tiny-f32.gguf", "models/granitehybrid-tiny-q8_0.gguf"},
+    {"models/granitehybrid-dense-tiny-f32.gguf", "models/qwen35-tiny-f32.gguf"},
+};
+
+/* Drafts in every way the loop can meet them: accepted runs, rejections, stops in
+ * the middle of a verify step (length, callback, a full context). */
+TEST(spec_generation_equals_plain_on_every_architecture) {
+    int64_t accepted = 0, rejected = 0;
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        eddy_model *m = tseq_load(pairs[i].model), *dm = tseq_load(pairs[i].draft);
+        eddy_ctx *dc = NULL;
+        eddy_ctx_params dp = {.n_ctx = 256, .n_threads = 2, .n_snapshots = 1};
+        if (!m || !dm || !CHECK(eddy_ctx_new(dm, &dp, &dc, NULL) == EDDY_OK)) {
+            eddy_model_free(m), eddy_model_free(dm);
+            continue;
+        }
+        const int64_t V = eddy_model_n_vocab(m);
+        eddy_token prompt[64];
+        const int64_t n_prompt = repetitive_prompt(prompt, V);
+        const eddy_spec_params specs[] = {
+            {.type = EDDY_SPEC_NGRAM, .draft_max = 8},
+            {.type = EDDY_SPEC_NGRAM, .draft_max = 5, .ngram = 1, .fixed = true},
+            {.type = EDDY_SPEC_DRAFT, .draft_max = 6, .draft = dc, .p_min = -1},
+            {.type = EDDY_SPEC_DRAFT, .draft_max = 3, .draft = dc, .p_min = 0.2f},
+        };
+        /* (temperature, n_predict, n_ctx, callback stop) */
+        const struct {
+            float temp;
+            int64_t n_predict, n_ctx, stop_after;
+        } runs[] = {{0, 160, 256, 0}, {0, 200, 100, 0}, {0, 100, 256, 37}, {0.9f, 120, 256, 0}};
+        for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
+            gen_result plain;
+            if (!gen(m, NULL, runs[ri].temp, 77 + ri, prompt, n_prompt, runs[ri].n_predict, runs[ri].n_ctx,
+                     runs[ri].stop_after, &plain))
+                continue;
+            for (size_t si = 0; si < sizeof specs / sizeof specs[0]; si++) {
+                /* a draft model at temperature > 0 samples its drafts: another random
+                 * stream (its distribution is tested below) */
+                if (runs[ri].temp > 0 && specs[si].type == EDDY_SPEC_DRAFT) continue;
+                gen_result got;
+                char what[96];
+                snprintf(what, sizeof what, "run %zu, drafter %zu", ri, si);
+                if (gen(m, &specs[si], runs[ri].temp, 77 + ri, prompt, n_prompt, runs[ri].n_predict,
+                        runs[ri].n_ctx, runs[ri].stop_after, &got))
+                    same_result(what, pairs[i].model, &got, &plain, V);
+                accepted += got.st.n_accepted, rejected += got.st.n_drafted - got.st.n_accepted;
+                free(got.logits);
+            }
+            free(plain.logits);
+        }
+        eddy_ctx_free(dc);
+        eddy_model_free(m), eddy_model_free(dm);
+    }
+    /* the comparisons saw both kinds of draft */
+    CHECKF(accepted > 100 && rejected > 100, "accepted %lld, rejected %lld drafts", (long long)accepted,
+           (long long)rejected);
+}
+
+/* ==== A draft model at temperature > 0 keeps the model's distribution ==== */
+
+/* The draft is the same model quantized (Q4_K_M): random models of another kind rank
+ * other tokens first, and top-k supports that do not meet would refuse every draft. */
+
+TEST(spec_sampled_drafts_keep_the_distribution) {
+    eddy_model *m = tseq_load("models/qwen35-tiny-f32.gguf"), *dm = tseq_load("models/qwen35-tiny-q4_k_m.gguf");
+    eddy_ctx *c = NULL, *dc = NULL, *ref = NULL;
+    eddy_ctx_params cp = {.n_ctx = 64, .n_threads = 1, .n_snapshots = 4};
+    if (!m || !dm || !CHECK(eddy_ctx_new(m, &cp, &c, NULL) == EDDY_OK) ||
+        !CHECK(eddy_ctx_new(m, &cp, &ref, NULL) == EDDY_OK) || !CHECK(eddy_ctx_new(dm, &cp, &dc, NULL) == EDDY_OK))
+        goto done;
+    const int64_t V = eddy_model_n_vocab(m);
+    const eddy_token prompt[6] = {17, 250, 3, 900, 41, 77};
+    eddy_sampler_params sp = eddy_sampler_default_params();
+    sp.temp = 1.0f, sp.top_k = 5, sp.top_p = 1.0f, sp.min_p = 0.0f, sp.repeat_penalty = 1.0f;
+    /* the exact marginal of the second token: sum over t1 of p(t1) p(t2 | t1) */
+    double *exact = calloc((size_t)V, sizeof *exact);
+    float *l = malloc((size_t)V * sizeof *l), *p1 = malloc((size_t)V * sizeof *p1), *p2 = malloc((size_t)V * sizeof *p2);
+    sampler *chain;
+    REQUIRE(sampler_new(&chain, &sp, V, NULL) == EDDY_OK);
+    REQUIRE(eddy_ctx_eval(ref, prompt, 6, l, 0, NULL) == EDDY_OK);
+    sampler_probs(chain, l, p1);
+    for (eddy_token t1 = 0; t1 < V; t1++) {
+        if (p1[t1] == 0) continue;
+        eddy_ctx_reset(ref);
+        eddy_token seq[7];
+        memcpy(seq, prompt, sizeof prompt);
+        seq[6] = t1;
+        REQUIRE(eddy_ctx_eval(ref, seq, 7, l, 0, NULL) == EDDY_OK);
+        sampler_probs(chain, l, p2);
+        for (int64_t t = 0; t < V; t++) exact[t] += (double)p1[t1] * p2[t];
+    }
+    /* many seeds, 2 tokens each: the second is the one a verify decides */
+    enum { N = 6000 };
+    int64_t *count = calloc((size_t)V, sizeof *count), accepted = 0, drafted = 0;
+    const eddy_spec_params spec = {.type = EDDY_SPEC_DRAFT, .draft_max = 4, .draft = dc};
+    test_rng r = test_rng_new();
+    for (int it = 0; it < N; it++) {
+        eddy_ctx_reset(c);
+        sp.seed = test_rng_u64(&r);
+        eddy_sampler *s;
+        REQUIRE(eddy_sampler_new(&sp, V, &s, NULL) == EDDY_OK);
+        collected out = {.stop_after = 0};
+        eddy_gen_params gp = {.n_predict = 2, .spec = &spec};
+        eddy_gen_stats st;
+        eddy_error err;
+        const bool ok = eddy_generate_ex(c, NULL, s, prompt, 6, &gp, collect, &out, &st, &err) == EDDY_OK;
+        eddy_sampler_free(s);
+        if (!CHECKF(ok && out.n == 2, "run %d: %s", it, ok ? "not 2 tokens" : err.msg)) break;
+        count[out.toks[1]]++;
+        accepted += st.n_accepted, drafted += st.n_drafted;
+    }
+    int df;
+    const double stat = chi2_stat(count, exact, (int)V, N, &df), tail = chi2_tail(stat, df);
+    CHECKF(df >= 4 && tail > 1e-4, "chi-square %.1f on %d degrees of freedom: p-value %.2g", stat, df, tail);
+    /* drafts were both kept and refused (the Q4_K_M draft's q differs from p by about
+     * 5% in total variation), so both branches of the rule made the output */
+    CHECKF(accepted > N / 2 && drafted - accepted > N / 40, "accepted %lld of %lld drafts", (long long)accepted,
+           (long long)drafted);
+    sampler_free(chain);
+    free(exact), free(l), free(p1), free(p2), free(count);
+done:
+    eddy_ctx_free(c), eddy_ctx_free(ref), eddy_ctx_free(dc);
+    eddy_model_free(m), eddy_model_free(dm);
+}
+
+/* ==== Refusals ==== */
+
+TEST(spec_refuses_bad_setups) {
+    eddy_model *m = tseq_load("models/qwen35-tiny-f32.gguf"), *other = tseq_load("models/llama-tiny-f32.gguf");
+    eddy_ctx *c = NULL, *small = NULL, *dc = NULL;
+    eddy_ctx_params cp = {.n_ctx = 64, .n_threads = 1, .n_snapshots = 9}, sp0 = {.n_ctx = 64, .n_threads = 1};
+    if (!m || !other || !CHECK(eddy_ctx_new(m, &cp, &c, NULL) == EDDY_OK) ||
+        !CHECK(eddy_ctx_new(m, &sp0, &small, NULL) == EDDY_OK) || !CHECK(eddy_ctx_new(other, &cp, &dc, NULL) == EDDY_OK))
+        goto done;
+    eddy_sampler_params spar = eddy_sampler_default_params();
+    eddy_sampler *s;
+    REQUIRE(eddy_sampler_new(&spar, eddy_model_n_vocab(m), &s, NULL) == EDDY_OK);
+    const eddy_token prompt[4] = {1, 2, 1, 2};
+    eddy_error err;
+    /* another vocabulary */
+    eddy_spec_params spec = {.type = EDDY_SPEC_DRAFT, .draft = dc};
+    eddy_gen_params gp = {.n_predict = 8, .spec = &spec};
+    CHECK(eddy_generate_ex(c, NULL, s, prompt, 4, &gp, NULL, NULL, NULL, &err) == EDDY_ERR_ARG);
+    CHECK_CONTAINS(err.msg, "draft model's vocabulary");
+    /* no draft context */
+    spec.draft = NULL;
+    CHECK(eddy_generate_ex(c, NULL, s, prompt, 4, &gp, NULL, NULL, NULL, &err) == EDDY_ERR_ARG);
+    /* out-of-range settings */
+    spec = (eddy_spec_params){.type = EDDY_SPEC_NGRAM, .draft_max = 1000};
+    CHECK(eddy_generate_ex(c, NULL, s, prompt, 4, &gp, NULL, NULL, NULL, &err) == EDDY_ERR_ARG);
+    CHECK_CONTAINS(err.msg, "draft-max");
+    /* a context without states for a verify generates plainly: every step is a plain one */
+    spec = (eddy_spec_params){.type = EDDY_SPEC_NGRAM};
+    eddy_gen_stats st;
+    CHECK(eddy_generate_ex(small, NULL, s, prompt, 4, &gp, NULL, NULL, &st, &err) == EDDY_OK);
+    CHECK_EQ(st.n_spec_steps, 0);
+    CHECK_EQ(st.n_generated, 8);
+    eddy_sampler_free(s);
+done:
+    eddy_ctx_free(c), eddy_ctx_free(small), eddy_ctx_free(dc);
+    eddy_model_free(m), eddy_model_free(other);
+}
