@@ -57,7 +57,17 @@ const char usage_run[] =
     "                                  then save the state after the prompt to FILE. A damaged\n"
     "                                  file, or another model's, is refused and left as it is\n"
     "        --session-all             (--prompt-cache-all) save after the generated text instead\n"
-    "        --session-ro              (--prompt-cache-ro) restore only, never write FILE\n";
+    "        --session-ro              (--prompt-cache-ro) restore only, never write FILE\n"
+    "        --spec-type ngram|draft   speculative decoding: drafts checked several in one step,\n"
+    "                                  the output unchanged (docs/speculative.md). ngram: prompt\n"
+    "                                  lookup (--lookup-ngram N: the longest n-gram, 3); draft:\n"
+    "                                  a smaller model of the same vocabulary, -md FILE\n"
+    "                                  (--draft-p-min P: drafting stops below it, 0.75)\n"
+    "        -md, --model-draft FILE   the draft model (implies --spec-type draft)\n"
+    "        --draft-max N, --draft-min N\n"
+    "                                  drafts per step: at most 16, at least 1; in between the\n"
+    "                                  acceptance rate decides (--draft-fixed: the most); the\n"
+    "                                  counts go to stderr at the end\n";
 
 /* ==== Streaming ==== */
 

@@ -89,6 +89,28 @@ expect_err "chat bad cache type" '--cache-type-k: unsupported cache type ""' cha
 if "$EDDY" run -m $R -p "Hello there" -n 3 -t 1 -ctk f32 -ctv f16 >/dev/null 2>"$TMP/r4.err"; then ok;
 else bad "run -ctk f32 -ctv f16: $(cat "$TMP/r4.err")"; fi
 
+# ==== run with speculative decoding: the same output, the counts on stderr ====
+"$EDDY" run -m $R -p "one two one two one two one" -n 48 --temp 0 -t 1 >"$TMP/s0" 2>/dev/null
+for spec in "--spec-type ngram" "--lookup-ngram 2 --draft-max 4 --draft-fixed" \
+            "--spec-type draft -md tests/data/models/qwen3next-tiny-f32.gguf --draft-min 2 --draft-p-min 0" \
+            "-md tests/data/models/qwen35-tiny-q4_k_m.gguf --draft-p-min 0"; do
+  # shellcheck disable=SC2086
+  if "$EDDY" run -m $R -p "one two one two one two one" -n 48 --temp 0 -t 1 $spec >"$TMP/s1" 2>"$TMP/s1.err" &&
+     cmp -s "$TMP/s0" "$TMP/s1"; then ok; else bad "run $spec: output differs from plain run: $(cat "$TMP/s1.err")"; fi
+done
+if grep -q "speculative: [0-9]* verify steps, [0-9]* drafted, [0-9]* accepted" "$TMP/s1.err"; then ok;
+else bad "run -md: no speculative counts on stderr: $(cat "$TMP/s1.err")"; fi
+if printf 'one two one two\nagain one two\n' | "$EDDY" chat -m $R -n 8 --temp 0 -t 1 --spec-type ngram >"$TMP/sc" 2>"$TMP/sc.err" &&
+   printf 'one two one two\nagain one two\n' | "$EDDY" chat -m $R -n 8 --temp 0 -t 1 >"$TMP/sc0" 2>/dev/null &&
+   cmp -s "$TMP/sc" "$TMP/sc0"; then ok; else bad "chat --spec-type ngram differs from plain chat: $(cat "$TMP/sc.err")"; fi
+expect_err "run spec mtp" "eddy does not run MTP heads yet" run -m $R -p x --spec-type mtp
+expect_err "run spec unknown" '--spec-type "fast": expected none, ngram or draft' run -m $R -p x --spec-type fast
+expect_err "run spec draft without model" "--spec-type draft needs a draft model (-md FILE)" run -m $R -p x --spec-type draft
+expect_err "run draft of another vocabulary" "the draft model's vocabulary has 512 tokens, the model's 1024" \
+  run -m $R -p x -n 4 -md tests/data/models/llama-tiny-q8_0.gguf
+expect_err "run draft model missing" "-md $TMP/none.gguf" run -m $R -p x -md "$TMP/none.gguf"
+expect_err "run draft-max range" "--draft-max: 0 is out of range" run -m $R -p x --draft-max 0
+
 # run -f reads every byte of the file, as tokenize --file does; a chat message refuses a NUL by offset
 printf 'Hello\0 world, and what follows the NUL byte' >"$TMP/nul.txt"
 n_tok=$("$EDDY" tokenize -m $R --file "$TMP/nul.txt" | wc -w)
