@@ -32,6 +32,10 @@ const char usage_bench[] =
     "        all, loading its session file from DIR cold (pages dropped from the page cache) and\n"
     "        restoring it from the prefix cache; with the disk's cold sequential read speed\n"
     "        measured in the same run (bench/RESULTS.md)\n"
+    "eddy bench -m MODEL.gguf --verify 1,2,4,8 [-p 512] [-n 32] [-t THREADS] [-r REPS] [--json]\n"
+    "        what a speculative verify step of 1 + K tokens costs against a plain decode step,\n"
+    "        on one sequence P positions deep: N steps of each per round, rounds alternating;\n"
+    "        median seconds per step and of the ratio over REPS rounds (docs/speculative.md)\n"
     "eddy bench --kernels [--json] [-t THREADS] [--filter NAME]\n"
     "        kernel benchmarks, each against this machine's read bandwidth or f32 FMA peak\n"
     "        measured in the same run (--json: one object per line); 2 threads by default\n";
@@ -169,22 +173,22 @@ static int bench_model(const char *path, eddy_bench_params *p, int json) {
 
 /* ==== Batched benchmark ==== */
 
-/* "1,2,4": up to max counts in 1..4096; false after printing an error. */
-static bool parse_npl(const char *s, long long *out, int max, int *n) {
+/* flag's value "1,2,4": up to max counts in lo..hi; false after printing an error. */
+static bool parse_list(const char *flag, const char *s, long long lo, long long hi, long long *out, int max, int *n) {
     *n = 0;
-    if (!s) return cli_error("--npl needs a list of sequence counts, e.g. 1,2,4,8"), false;
+    if (!s) return cli_error("%s needs a list of counts, e.g. 1,2,4,8", flag), false;
     const char *p = s;
     while (*p) {
         char buf[32];
         size_t len = strcspn(p, ",");
         if (len == 0 || len >= sizeof buf || *n == max)
-            return cli_error("--npl: \"%s\" is not a list of at most %d counts", s, max), false;
+            return cli_error("%s: \"%s\" is not a list of at most %d counts", flag, s, max), false;
         memcpy(buf, p, len);
         buf[len] = '\0';
-        if (cli_parse_int("--npl", buf, 1, 4096, &out[(*n)++])) return false;
+        if (cli_parse_int(flag, buf, lo, hi, &out[(*n)++])) return false;
         p += len + (p[len] == ',');
     }
-    return *n > 0 || (cli_error("--npl needs at least one count"), false);
+    return *n > 0 || (cli_error("%s needs at least one count", flag), false);
 }
 
 static int bench_batched(const char *path, eddy_bench_params *p, const long long *npl, int n_npl, int json) {
@@ -232,6 +236,35 @@ static int bench_batched(const char *path, eddy_bench_params *p, const long long
     return rc;
 }
 
+/* ==== Verify benchmark ==== */
+
+static int bench_verify(const char *path, eddy_bench_params *p, const long long *ks, int n_k, int json) {
+    eddy_error err;
+    eddy_model *m;
+    if (eddy_model_load(path, &m, &err) != EDDY_OK) return cli_error("%s", err.msg);
+    int64_t k[EDDY_BENCH_VERIFY_MAX];
+    for (int i = 0; i < n_k; i++) k[i] = ks[i];
+    eddy_bench_verify_result r;
+    int rc = 0;
+    if (eddy_bench_verify(m, p, k, n_k, &r, &err) != EDDY_OK) {
+        rc = cli_error("%s", err.msg);
+    } else if (json) {
+        for (int i = 0; i < n_k; i++)
+            printf("{\"arch\": \"%s\", \"threads\": %d, \"depth\": %lld, \"k\": %lld, \"plain_seconds\": %.6g, "
+                   "\"verify_seconds\": %.6g, \"ratio\": %.6g, \"reps\": %d}\n", eddy_model_arch(m), r.n_threads,
+                   (long long)r.depth, (long long)r.k[i], r.plain_seconds, r.verify_seconds[i], r.ratio[i], p->n_reps);
+    } else {
+        printf("verify steps against plain decode steps, %d threads, %lld positions deep, median of %d rounds:\n",
+               r.n_threads, (long long)r.depth, p->n_reps);
+        printf("  plain step (1 token)        %8.2f ms\n", r.plain_seconds * 1e3);
+        for (int i = 0; i < n_k; i++)
+            printf("  verify, K = %-3lld (%3lld tokens) %8.2f ms   %5.2fx a plain step\n", (long long)r.k[i],
+                   (long long)r.k[i] + 1, r.verify_seconds[i] * 1e3, r.ratio[i]);
+    }
+    eddy_model_free(m);
+    return rc;
+}
+
 /* ==== Session benchmark ==== */
 
 static int bench_session(const char *path, eddy_bench_params *p, const char *dir, int json) {
@@ -271,7 +304,8 @@ int cmd_bench(int argc, char **argv) {
     long long threads = 0, n_prompt = 512, n_gen = 128, reps = 5;
     const char *filter = NULL, *model = NULL;
     long long npl[64];
-    int n_npl = 0, session_turn = 0, prompt_given = 0, gen_given = 0, reps_given = 0;
+    long long ks[EDDY_BENCH_VERIFY_MAX];
+    int n_npl = 0, n_k = 0, session_turn = 0, prompt_given = 0, gen_given = 0, reps_given = 0;
     const char *dir = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -298,7 +332,10 @@ int cmd_bench(int argc, char **argv) {
             if (!val) return cli_error("--dir needs a directory");
             dir = argv[++i];
         } else if (!strcmp(a, "--npl") || !strcmp(a, "-npl")) {
-            if (!parse_npl(val, npl, 64, &n_npl)) return 1;
+            if (!parse_list(a, val, 1, 4096, npl, 64, &n_npl)) return 1;
+            i++, model_only = 1;
+        } else if (!strcmp(a, "--verify")) {
+            if (!parse_list(a, val, 1, 64, ks, EDDY_BENCH_VERIFY_MAX, &n_k)) return 1;
             i++, model_only = 1;
         } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
             if (cli_parse_int(a, val, 1, 1000, &reps)) return 1;
@@ -320,7 +357,7 @@ int cmd_bench(int argc, char **argv) {
     if (n_prompt == 0 && n_gen == 0) return cli_error("bench: nothing to run: -p and -n are both 0");
     eddy_bench_params p = {.n_prompt = n_prompt, .n_gen = n_gen, .n_threads = (int)threads, .n_reps = (int)reps,
                            .seed = 42};
-    if (session_turn && n_npl) return cli_error("bench: --session-turn and --npl are separate benchmarks");
+    if (session_turn && (n_npl || n_k)) return cli_error("bench: --session-turn, --npl and --verify are separate benchmarks");
     if (session_turn) {
         if (!prompt_given) p.n_prompt = 4000;
         if (!gen_given) p.n_gen = 32;
@@ -328,5 +365,10 @@ int cmd_bench(int argc, char **argv) {
         return bench_session(model, &p, dir ? dir : ".", json);
     }
     if (dir) return cli_error("bench: --dir applies to --session-turn");
+    if (n_k && n_npl) return cli_error("bench: --verify and --npl are separate benchmarks");
+    if (n_k) {
+        if (!gen_given) p.n_gen = 32;
+        return bench_verify(model, &p, ks, n_k, json);
+    }
     return n_npl ? bench_batched(model, &p, npl, n_npl, json) : bench_model(model, &p, json);
 }

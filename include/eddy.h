@@ -452,6 +452,25 @@ typedef struct {
 eddy_status eddy_bench_batched(const eddy_model *m, const eddy_bench_params *p, int64_t n_seq,
                                eddy_bench_batched_result *r, eddy_error *err);
 
+/* One speculative verify step against one plain decode step (docs/speculative.md): a
+ * sequence prefilled with n_prompt random tokens, then rounds of n_gen plain steps (one
+ * token each) and n_gen verify steps of 1 + K tokens for each K of ks (each keeping
+ * one, so every step advances the sequence by one); a warm-up round, then n_reps timed
+ * rounds. */
+#define EDDY_BENCH_VERIFY_MAX 16
+typedef struct {
+    int n_threads;
+    int64_t depth;                                /* the prefilled positions */
+    int n_k;
+    int64_t k[EDDY_BENCH_VERIFY_MAX];             /* drafts per verify */
+    double plain_seconds;                         /* median seconds per plain step */
+    double verify_seconds[EDDY_BENCH_VERIFY_MAX]; /* median seconds per verify step */
+    double ratio[EDDY_BENCH_VERIFY_MAX];          /* median over the rounds of verify / plain */
+} eddy_bench_verify_result;
+
+eddy_status eddy_bench_verify(const eddy_model *m, const eddy_bench_params *p, const int64_t *ks, int n_k,
+                              eddy_bench_verify_result *r, eddy_error *err);
+
 /* The next turn of a conversation of n_prompt tokens, n_gen new tokens long, three
  * ways (best of n_reps after a warm-up): evaluating the whole conversation again;
  * loading a session file of it from disk (its pages dropped from the page cache
