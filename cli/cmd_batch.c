@@ -32,6 +32,8 @@ typedef struct {
     size_t out_len, out_cap;
     int64_t n_gen;
     eddy_token next;     /* the token to feed in the next step */
+    eddy_spec *spec;     /* speculative decoding (--spec-type ngram), while running */
+    int64_t row0, n_rows; /* its rows in a verify step's logits */
     bool started, done;
     const char *stop;    /* why it ended: "eog", "length", "context", or an error */
     double t_first, t_end; /* first sampled token, end */
@@ -92,8 +94,13 @@ typedef struct {
     int64_t n_active;
     eddy_token *tokens;  /* batch buffers, grown as needed */
     eddy_seq **owner;
+    int8_t *want;
     int64_t cap;
-    float *logits;       /* (np, n_vocab) */
+    float *logits;       /* (np, n_vocab); with drafts (np * (draft_max + 1), n_vocab) */
+    const eddy_spec_params *spec; /* NULL: no drafts */
+    int64_t draft_max;   /* drafts per job and step */
+    eddy_token *drafted; /* (draft_max + 1) scratch */
+    int64_t steps, n_drafted, n_accepted;
 } sched;
 
 static void finish(sched *sc, job *j, const char *stop) {
@@ -106,11 +113,17 @@ static void finish(sched *sc, job *j, const char *stop) {
     j->stop = stop;
     j->done = true;
     j->t_end = cli_now_s();
+    if (j->spec) {
+        int64_t st, dr, ac;
+        eddy_spec_counts(j->spec, &st, &dr, &ac);
+        sc->steps += st, sc->n_drafted += dr, sc->n_accepted += ac;
+        eddy_spec_free(j->spec);
+        j->spec = NULL;
+    }
     eddy_detok_free(j->d);
     eddy_sampler_free(j->s);
     eddy_seq_free(j->seq);
     j->d = NULL, j->s = NULL, j->seq = NULL;
-    (void)sc;
 }
 
 /* Gives job j a sequence, a sampler and a detokenizer; false (j finished with the
@@ -121,7 +134,8 @@ static bool start(sched *sc, job *j) {
     if (j->n_ids == 0) return finish(sc, j, "empty prompt"), false;
     if (j->n_ids >= sc->n_ctx) return finish(sc, j, "prompt longer than the context (raise -c)"), false;
     if (eddy_seq_new(sc->e, &j->seq, &err) != EDDY_OK || eddy_sampler_new(sc->sp, sc->n_vocab, &j->s, &err) != EDDY_OK ||
-        eddy_detok_new(sc->v, EDDY_DETOK_SKIP_CONTROL, &j->d, &err) != EDDY_OK) {
+        eddy_detok_new(sc->v, EDDY_DETOK_SKIP_CONTROL, &j->d, &err) != EDDY_OK ||
+        (sc->spec && eddy_spec_new(j->seq, j->s, sc->spec, &j->spec, &err) != EDDY_OK)) {
         cli_error("%s", err.msg);
         return finish(sc, j, "could not start"), false;
     }
@@ -136,13 +150,83 @@ static bool reserve(sched *sc, int64_t n) {
     if (t) sc->tokens = t;
     eddy_seq **o = realloc(sc->owner, (size_t)cap * sizeof *o);
     if (o) sc->owner = o;
-    if (!t || !o) return false;
+    int8_t *w = realloc(sc->want, (size_t)cap);
+    if (w) sc->want = w;
+    if (!t || !o || !w) return false;
     sc->cap = cap;
     return true;
 }
 
+/* Job j generated t: its text, its count; false when it must end (finished). */
+static bool take(sched *sc, job *j, eddy_token t) {
+    eddy_error err;
+    j->n_gen++;
+    const char *text;
+    size_t len;
+    if (eddy_detok_push(j->d, t, &text, &len, &err) != EDDY_OK || !append(j, text, len)) {
+        finish(sc, j, "out of memory");
+        return false;
+    }
+    return true;
+}
+
+/* After job j's token j->next went in (and it sampled what followed): ends it at the
+ * length limit or a full context. */
+static void go_on_or_end(sched *sc, job *j) {
+    if (sc->n_predict >= 0 && j->n_gen >= sc->n_predict) finish(sc, j, "length");
+    else if (eddy_seq_n_pos(j->seq) >= sc->n_ctx) finish(sc, j, "context");
+}
+
+/* One verify step over every active job (all past their prompts): each job's next token
+ * and its drafts; then each keeps the drafts it agrees with and one token of its own. */
+static int spec_step(sched *sc) {
+    eddy_error err;
+    int64_t n = 0;
+    for (int64_t k = 0; k < sc->n_active; k++) {
+        job *j = sc->active[k];
+        const int64_t left = sc->n_predict >= 0 ? sc->n_predict - j->n_gen : sc->draft_max;
+        int64_t nd;
+        if (eddy_spec_draft(j->spec, j->next, left < sc->draft_max ? left : sc->draft_max, sc->drafted, &nd, &err) !=
+            EDDY_OK)
+            return cli_error("%s", err.msg);
+        if (!reserve(sc, n + nd + 1)) return cli_error("out of memory");
+        j->row0 = n, j->n_rows = nd + 1;
+        sc->tokens[n] = j->next;
+        memcpy(sc->tokens + n + 1, sc->drafted, (size_t)nd * sizeof *sc->tokens);
+        for (int64_t t = 0; t <= nd; t++) sc->owner[n + t] = j->seq, sc->want[n + t] = 1;
+        n += nd + 1;
+    }
+    eddy_batch b = {n, sc->tokens, sc->owner, sc->want};
+    if (eddy_engine_verify(sc->e, &b, sc->logits, &err) != EDDY_OK) return cli_error("%s", err.msg);
+    for (int64_t k = 0; k < sc->n_active; k++) {
+        job *j = sc->active[k];
+        const int64_t left = sc->n_predict >= 0 ? sc->n_predict - j->n_gen : -1;
+        int64_t n_out;
+        eddy_spec_end end;
+        if (eddy_spec_accept(j->spec, sc->logits + j->row0 * sc->n_vocab, left, sc->drafted, &n_out, &end, &err) !=
+            EDDY_OK) {
+            cli_error("%s", err.msg);
+            finish(sc, j, "error");
+            continue;
+        }
+        bool ok = true;
+        for (int64_t i = 0; ok && i < n_out; i++) ok = take(sc, j, sc->drafted[i]);
+        if (!ok) continue;
+        if (end == EDDY_SPEC_EOG) {
+            finish(sc, j, "eog");
+            continue;
+        }
+        j->next = sc->drafted[n_out - 1];
+        go_on_or_end(sc, j);
+    }
+    return 0;
+}
+
 /* One forward step over every active job, then one sampled token for each. */
 static int step(sched *sc) {
+    bool prefilling = false;
+    for (int64_t k = 0; k < sc->n_active; k++) prefilling |= sc->active[k]->t_first == 0;
+    if (sc->spec && !prefilling) return spec_step(sc);
     int64_t n = 0;
     for (int64_t k = 0; k < sc->n_active; k++) {
         job *j = sc->active[k];
@@ -172,16 +256,9 @@ static int step(sched *sc) {
             continue;
         }
         eddy_sampler_accept(j->s, t);
-        j->n_gen++;
-        const char *text;
-        size_t len;
-        if (eddy_detok_push(j->d, t, &text, &len, &err) != EDDY_OK || !append(j, text, len)) {
-            finish(sc, j, "out of memory");
-            continue;
-        }
-        if (sc->n_predict >= 0 && j->n_gen >= sc->n_predict) finish(sc, j, "length");
-        else if (eddy_seq_n_pos(j->seq) >= sc->n_ctx) finish(sc, j, "context");
-        else j->next = t;
+        if (!take(sc, j, t)) continue;
+        j->next = t;
+        go_on_or_end(sc, j);
     }
     return 0;
 }
@@ -241,13 +318,15 @@ static void print_stats(const job *jobs, int64_t n, int64_t np, double t_prefill
 
 const char usage_batch[] =
     "eddy batch -m MODEL.gguf -f PROMPTS.txt [-np N] [-n N] [--jsonl] [--chat [--system TEXT]]\n"
-    "           [the sampling, context, thread and cache options of run]\n"
+    "           [the sampling, context, thread and cache options of run] [--spec-type ngram ...]\n"
     "        many prompts, one per line (empty lines skipped), up to N (default: the number of\n"
     "        prompts, at most 8) decoded together on one engine; a finished sequence's slot goes\n"
     "        to the next prompt. Outputs in input order (\"=== i ===\" blocks, or --jsonl: one JSON\n"
     "        object per line with the text, token counts and why it stopped); per-sequence and\n"
     "        aggregate t/s on stderr. Each output is the one eddy run gives for that prompt alone\n"
-    "        with the same options and seed; a prompt that cannot run is reported, the rest carry on\n";
+    "        with the same options and seed; a prompt that cannot run is reported, the rest carry on.\n"
+    "        --spec-type ngram (and the draft flags of run) drafts by prompt lookup for every\n"
+    "        sequence, all verified in one step\n";
 
 int cmd_batch(int argc, char **argv) {
     gen_opts o;
@@ -276,6 +355,8 @@ int cmd_batch(int argc, char **argv) {
     if (!file) return cli_error("batch: no prompt file given (-f PROMPTS.txt, one prompt per line)");
     if (o.system && !o.chat) return cli_error("batch: --system needs --chat");
     if (o.n_stop || o.ignore_eos) return cli_error("batch: -r and --ignore-eos are options of run and chat only");
+    if (o.spec.type == EDDY_SPEC_DRAFT)
+        return cli_error("batch: a draft model (-md) serves one sequence; use --spec-type ngram here");
     if (o.seed_random) { /* one seed for every prompt, so each output is run's with that seed */
         o.sp.seed = cli_random_seed();
         o.seed_random = false;
@@ -300,8 +381,13 @@ int cmd_batch(int argc, char **argv) {
     sched sc = {0};
     if (!rc) {
         eddy_error err;
+        /* drafts: a verify holds a state per token, each job's next token and drafts */
+        sc.draft_max = o.spec.type != EDDY_SPEC_NONE ? (o.spec.draft_max > 0 ? o.spec.draft_max : 16) : 0;
         eddy_engine_params ep = {.n_ctx = o.n_ctx, .n_seq_max = (int)np, .n_threads = (int)o.threads,
-                                 .type_k = o.type_k, .type_v = o.type_v};
+                                 .type_k = o.type_k, .type_v = o.type_v,
+                                 .n_snapshots = (int)(np * (sc.draft_max ? sc.draft_max + 1 : 0)),
+                                 .n_batch = sc.draft_max ? np * (sc.draft_max + 1) > 512 ? np * (sc.draft_max + 1) : 512
+                                                         : 0};
         eddy_ctx_free(g.c); /* its memory goes to the engine's sequences */
         g.c = NULL;
         if (eddy_engine_new(g.m, &ep, &sc.e, &err) != EDDY_OK) rc = cli_error("%s", err.msg);
@@ -310,8 +396,10 @@ int cmd_batch(int argc, char **argv) {
         sc.m = g.m, sc.v = g.v, sc.sp = &o.sp, sc.n_predict = o.n_predict;
         sc.n_ctx = eddy_engine_n_ctx(sc.e), sc.n_vocab = eddy_model_n_vocab(g.m);
         sc.active = calloc((size_t)np, sizeof *sc.active);
-        sc.logits = malloc((size_t)(np * sc.n_vocab) * sizeof(float));
-        if (!sc.active || !sc.logits) rc = cli_error("out of memory");
+        sc.logits = malloc((size_t)(np * (sc.draft_max + 1) * sc.n_vocab) * sizeof(float));
+        sc.drafted = malloc((size_t)(sc.draft_max + 1) * sizeof *sc.drafted);
+        sc.spec = sc.draft_max ? &o.spec : NULL;
+        if (!sc.active || !sc.logits || !sc.drafted) rc = cli_error("out of memory");
     }
     const double t0 = cli_now_s();
     int64_t next = 0;
@@ -335,6 +423,11 @@ int cmd_batch(int argc, char **argv) {
         print_results(jobs, n_jobs, jsonl);
         if (fflush(stdout) != 0 || ferror(stdout)) rc = cli_error("writing standard output failed");
         print_stats(jobs, n_jobs, np, t0, t1);
+        if (sc.steps > 0)
+            fprintf(stderr, "eddy: speculative: %lld verify steps (per sequence), %lld drafted, %lld accepted (%.1f%%), "
+                    "%.2f tokens per verify step\n", (long long)sc.steps, (long long)sc.n_drafted,
+                    (long long)sc.n_accepted, 100.0 * (double)sc.n_accepted / (double)sc.n_drafted,
+                    (double)(sc.n_accepted + sc.steps) / (double)sc.steps);
     }
     for (int64_t i = 0; i < n_jobs; i++) {
         if (jobs[i].started && !jobs[i].done) finish(&sc, &jobs[i], "error");
@@ -342,7 +435,7 @@ int cmd_batch(int argc, char **argv) {
         free(jobs[i].out);
     }
     eddy_engine_free(sc.e);
-    free(sc.active), free(sc.logits), free(sc.tokens), free(sc.owner);
+    free(sc.active), free(sc.logits), free(sc.tokens), free(sc.owner), free(sc.want), free(sc.drafted);
     gen_session_close(&g);
     free(jobs);
     free(text);

@@ -675,6 +675,40 @@ typedef struct {
     float p_min;
 } eddy_spec_params;
 
+/* Speculative decoding step by step, for programs that run the forward steps
+ * themselves (many sequences in one eddy_engine_verify, as `eddy batch` does); the loop
+ * of eddy_generate_ex is built on it. One eddy_spec per sequence holds its drafter, the
+ * draft length rule and the counts. A step:
+ *   1. t, the token just sampled (not yet fed): eddy_spec_draft gives n drafts;
+ *   2. feed t and the drafts: eddy_engine_verify with logits of every token (t alone,
+ *      when n == 0, may go in a plain evaluation instead);
+ *   3. eddy_spec_accept with those n + 1 logits rows: samples each position as plain
+ *      generation would (the sampler sees every token it returns), keeps the state after
+ *      the drafts the model agreed with, and returns the tokens generated; the last is the
+ *      next step's t unless the walk ended otherwise (*end).
+ * A draft model context (p->draft) serves one sequence at a time. */
+typedef struct eddy_spec eddy_spec;
+
+typedef enum {
+    EDDY_SPEC_NEXT = 0, /* the last token returned is the next step's t */
+    EDDY_SPEC_EOG,      /* the model produced an end-of-generation token (not returned) */
+    EDDY_SPEC_LIMIT,    /* max_emit tokens were returned, all fed */
+} eddy_spec_end;
+
+eddy_status eddy_spec_new(eddy_seq *s, eddy_sampler *smp, const eddy_spec_params *p, eddy_spec **out,
+                          eddy_error *err);
+void eddy_spec_free(eddy_spec *sp);
+/* Up to max drafts to follow t (fewer when the length rule, the sequence's context or the
+ * engine's free states say so) into drafts, *n of them; 0: feed t alone. */
+eddy_status eddy_spec_draft(eddy_spec *sp, eddy_token t, int64_t max, eddy_token *drafts, int64_t *n,
+                            eddy_error *err);
+/* rows: (n + 1, n_vocab) the logits after t and each draft (used as scratch). At most
+ * max_emit tokens (< 0: no limit) go to out (room for n + 1), *n_out of them. */
+eddy_status eddy_spec_accept(eddy_spec *sp, float *rows, int64_t max_emit, eddy_token *out, int64_t *n_out,
+                             eddy_spec_end *end, eddy_error *err);
+/* The counts so far: verify steps, drafts checked, drafts accepted. */
+void eddy_spec_counts(const eddy_spec *sp, int64_t *steps, int64_t *drafted, int64_t *accepted);
+
 /* What eddy_generate_ex takes beyond eddy_generate's arguments. */
 typedef struct {
     int64_t n_predict; /* as eddy_generate's */

@@ -142,7 +142,7 @@ static eddy_status draft_model_propose(drafter *d, const eddy_token *hist, int64
 
 /* ==== Life cycle ==== */
 
-eddy_status drafter_new(const eddy_spec_params *p, eddy_ctx *target, const eddy_sampler_params *sp,
+eddy_status drafter_new(const eddy_spec_params *p, const eddy_model *tm, const eddy_sampler_params *sp,
                         drafter **out, eddy_error *err) {
     *out = NULL;
     if (p->type != EDDY_SPEC_NGRAM && p->type != EDDY_SPEC_DRAFT)
@@ -160,7 +160,6 @@ eddy_status drafter_new(const eddy_spec_params *p, eddy_ctx *target, const eddy_
     if (d->p.draft_min > d->p.draft_max) d->p.draft_min = d->p.draft_max;
     if (!d->p.ngram) d->p.ngram = 3;
     if (d->p.p_min == 0) d->p.p_min = 0.75f;
-    const eddy_model *tm = eddy_engine_model(eddy_ctx_engine(target));
     d->n_vocab = eddy_model_n_vocab(tm);
     /* a prior for the cost of one more token in a step until steps are measured: the
      * recurrent state it writes over the bytes a one-token step reads, and some compute */

@@ -19,10 +19,9 @@
 
 typedef struct drafter drafter;
 
-/* A drafter for generation on target (the model's context) with the target's sampling
- * parameters sp. Checks p (a draft model's vocabulary against the target's, token for
- * token; its context's snapshots). */
-eddy_status drafter_new(const eddy_spec_params *p, eddy_ctx *target, const eddy_sampler_params *sp,
+/* A drafter for generation on model m with its sampling parameters sp. Checks p (a
+ * draft model's vocabulary against m's, token for token). */
+eddy_status drafter_new(const eddy_spec_params *p, const eddy_model *m, const eddy_sampler_params *sp,
                         drafter **out, eddy_error *err);
 void drafter_free(drafter *d);
 
@@ -54,7 +53,7 @@ void drafter_update(drafter *d, int64_t n_drafted, int64_t n_accepted, double ve
  * its period). Returns how many: max, or 0 when no n-gram recurs. */
 int64_t ngram_lookup(const eddy_token *hist, int64_t n, int ngram, int64_t max, eddy_token *out);
 
-/* ==== The acceptance rule (speculative.c) ==== */
+/* ==== The acceptance rule and the loop (speculative.c) ==== */
 
 /* Speculative sampling at one position: d was drawn from q; p is the model's
  * distribution there. Keeps d with probability min(1, p[d] / q[d]) (*kept true), else
@@ -62,6 +61,26 @@ int64_t ngram_lookup(const eddy_token *hist, int64_t n, int ngram, int64_t max, 
  * is scratch. Random numbers come from s. */
 eddy_token spec_accept_sampled(sampler *s, const float *p, const float *q, eddy_token d, float *residual,
                                bool *kept);
+
+/* What happens to each token a walk samples: seen by the sampler already; non-zero from
+ * the callback stops the walk (the token stays unfed). */
+typedef int (*spec_emit_fn)(void *user, eddy_token t);
+
+/* How a walk ended. */
+typedef enum {
+    SPEC_WALK_NEXT = 0, /* the last sampled token is the next step's t */
+    SPEC_WALK_EOG,      /* an end-of-generation token came (not emitted) */
+    SPEC_WALK_LIMIT,    /* max_emit tokens were emitted, all fed */
+    SPEC_WALK_STOPPED,  /* emit returned non-zero */
+} spec_walk_end;
+
+/* The walk after the forward step that fed t and the drafts of the last eddy_spec_draft:
+ * rows (n + 1, n_vocab) are their logits (eog_mask's ids become -inf first). Samples
+ * each position as plain generation would, emitting at most max_emit (< 0: no limit)
+ * tokens, keeps the state after t and the drafts the model agreed with
+ * (eddy_seq_accept) and gives the sequence the logits after them. */
+eddy_status spec_walk(eddy_spec *sp, float *rows, int64_t max_emit, const eddy_token *eog_mask, int64_t n_eog,
+                      spec_emit_fn emit, void *user, spec_walk_end *end, eddy_error *err);
 
 /* The generation loop with drafts: eddy_generate_ex's contract (the prompt already
  * fed: logits holds the row after it, the sampler has seen it), n_predict and the

@@ -50,140 +50,264 @@ eddy_token spec_accept_sampled(sampler *s, const float *p, const float *q, eddy_
     return total > 0 ? sampler_draw(s, residual) : sampler_draw(s, p);
 }
 
-/* ==== The loop ==== */
+/* ==== One sequence's speculative state ==== */
+
+struct eddy_spec {
+    eddy_seq *seq;
+    sampler *s;
+    const eddy_vocab *v; /* for the end-of-generation tokens: the model's */
+    drafter *d;
+    int64_t k_cap, n_vocab;
+    eddy_token *tok;  /* (k_cap + 1) t, then the drafts of the pending step */
+    int64_t n_draft;  /* drafts of the pending step; -1: no step pending */
+    eddy_token *hist; /* (n_ctx + 1) scratch: the sequence's tokens and t */
+    float *q;         /* (k_cap, n_vocab) the distributions sampled drafts came from */
+    float *p;         /* (2, n_vocab) the model's distribution and the residual */
+    double t_drafted; /* when the pending step's drafts were handed out */
+    int64_t steps, drafted, accepted;
+};
+
+eddy_status eddy_spec_new(eddy_seq *s, eddy_sampler *smp, const eddy_spec_params *p, eddy_spec **out,
+                          eddy_error *err) {
+    if (!out) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_spec_new: NULL argument");
+    *out = NULL;
+    if (!s || !smp || !p) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_spec_new: NULL argument");
+    eddy_engine *e = s->e;
+    const eddy_model *m = eddy_engine_model(e);
+    if (sampler_n_vocab(smp) != eddy_model_n_vocab(m))
+        return eddy_error_set(err, EDDY_ERR_ARG, "speculative decoding: the sampler is for %lld tokens, the model has %lld",
+                              (long long)sampler_n_vocab(smp), (long long)eddy_model_n_vocab(m));
+    eddy_spec *sp = eddy_calloc(1, sizeof *sp);
+    if (!sp) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+    eddy_status rc = drafter_new(p, m, sampler_params(smp), &sp->d, err);
+    if (rc != EDDY_OK) {
+        eddy_free(sp);
+        return rc;
+    }
+    sp->seq = s, sp->s = smp, sp->v = eddy_model_vocab(m), sp->n_draft = -1;
+    sp->k_cap = drafter_max(sp->d), sp->n_vocab = eddy_model_n_vocab(m);
+    const size_t V = (size_t)sp->n_vocab;
+    sp->tok = eddy_malloc((size_t)(sp->k_cap + 1) * sizeof *sp->tok);
+    sp->hist = eddy_malloc((size_t)(eddy_engine_n_ctx(e) + 1) * sizeof *sp->hist);
+    if (drafter_sampled(sp->d)) {
+        sp->q = eddy_malloc((size_t)sp->k_cap * V * sizeof *sp->q);
+        sp->p = eddy_malloc(2 * V * sizeof *sp->p);
+    }
+    if (!sp->tok || !sp->hist || (drafter_sampled(sp->d) && (!sp->q || !sp->p))) {
+        eddy_spec_free(sp);
+        return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory for speculative decoding");
+    }
+    *out = sp;
+    return EDDY_OK;
+}
+
+void eddy_spec_free(eddy_spec *sp) {
+    if (!sp) return;
+    drafter_free(sp->d);
+    eddy_free(sp->tok), eddy_free(sp->hist), eddy_free(sp->q), eddy_free(sp->p);
+    eddy_free(sp);
+}
+
+void eddy_spec_counts(const eddy_spec *sp, int64_t *steps, int64_t *drafted, int64_t *accepted) {
+    if (steps) *steps = sp->steps;
+    if (drafted) *drafted = sp->drafted;
+    if (accepted) *accepted = sp->accepted;
+}
+
+eddy_status eddy_spec_draft(eddy_spec *sp, eddy_token t, int64_t max, eddy_token *drafts, int64_t *n,
+                            eddy_error *err) {
+    if (!sp || !drafts || !n) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_spec_draft: NULL argument");
+    *n = 0;
+    eddy_engine *e = sp->seq->e;
+    const int64_t base = eddy_seq_n_pos(sp->seq);
+    /* no more than the length rule asks for, than fit the context behind t, and than the
+     * verify has states for (one per token) */
+    int64_t k_max = drafter_length(sp->d);
+    if (k_max > max) k_max = max;
+    if (k_max > eddy_engine_n_ctx(e) - base - 1) k_max = eddy_engine_n_ctx(e) - base - 1;
+    if (k_max > engine_verify_room(e) - 1) k_max = engine_verify_room(e) - 1;
+    int64_t k = 0;
+    if (k_max >= drafter_min(sp->d)) {
+        memcpy(sp->hist, eddy_seq_tokens(sp->seq), (size_t)base * sizeof *sp->hist);
+        sp->hist[base] = t;
+        eddy_status rc = drafter_propose(sp->d, sp->hist, base + 1, k_max, sp->tok + 1, sp->q, &k, err);
+        if (rc != EDDY_OK) return rc;
+        if (k < drafter_min(sp->d)) k = 0;
+    }
+    sp->tok[0] = t;
+    sp->n_draft = k;
+    memcpy(drafts, sp->tok + 1, (size_t)k * sizeof *drafts);
+    *n = k;
+    sp->t_drafted = timer_s();
+    return EDDY_OK;
+}
+
+/* ==== The walk ==== */
+
+eddy_status spec_walk(eddy_spec *sp, float *rows, int64_t max_emit, const eddy_token *eog_mask, int64_t n_eog,
+                      spec_emit_fn emit, void *user, spec_walk_end *end, eddy_error *err) {
+    if (sp->n_draft < 0) return eddy_error_set(err, EDDY_ERR_ARG, "speculative decoding: no drafts await acceptance");
+    const int64_t k = sp->n_draft, V = sp->n_vocab;
+    const double step_s = timer_s() - sp->t_drafted;
+    const eddy_vocab *v = sp->v;
+    sp->n_draft = -1;
+    /* rows[i] follows t, d1..di, all fed */
+    int64_t i = 0, emitted = 0;
+    for (;; i++) {
+        if (max_emit >= 0 && emitted >= max_emit) {
+            *end = SPEC_WALK_LIMIT;
+            break;
+        }
+        float *row = rows + i * V;
+        for (int64_t j = 0; j < n_eog; j++) row[eog_mask[j]] = -INFINITY;
+        eddy_token y;
+        bool kept = false;
+        if (sp->q && i < k) {
+            sampler_probs(sp->s, row, sp->p);
+            y = spec_accept_sampled(sp->s, sp->p, sp->q + i * V, sp->tok[i + 1], sp->p + V, &kept);
+        } else {
+            y = sampler_sample(sp->s, row);
+            kept = i < k && y == sp->tok[i + 1];
+        }
+        if (v && eddy_vocab_is_eog(v, y)) {
+            *end = SPEC_WALK_EOG;
+            break;
+        }
+        sampler_accept(sp->s, y);
+        emitted++;
+        if (emit(user, y)) {
+            *end = SPEC_WALK_STOPPED;
+            break;
+        }
+        if (!kept) { /* y is the next step's t */
+            *end = SPEC_WALK_NEXT;
+            break;
+        }
+    }
+    /* keep t and the i drafts that matched; the logits after them are rows[i] (t alone
+     * in a plain evaluation is the sequence's already) */
+    if (k == 0 && sp->seq->n_pending == 0) return EDDY_OK;
+    eddy_status rc = eddy_seq_accept(sp->seq, i + 1, err);
+    if (rc != EDDY_OK) return rc;
+    engine_seq_set_logits(sp->seq, rows + i * V);
+    if (k > 0) {
+        sp->steps++, sp->drafted += k, sp->accepted += i;
+        drafter_update(sp->d, k, i, step_s);
+    }
+    return EDDY_OK;
+}
+
+typedef struct {
+    eddy_token *out;
+    int64_t n;
+} collect_out;
+
+static int collect(void *user, eddy_token t) {
+    collect_out *c = user;
+    c->out[c->n++] = t;
+    return 0;
+}
+
+eddy_status eddy_spec_accept(eddy_spec *sp, float *rows, int64_t max_emit, eddy_token *out, int64_t *n_out,
+                             eddy_spec_end *end, eddy_error *err) {
+    if (!sp || !rows || !out || !n_out || !end) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_spec_accept: NULL argument");
+    collect_out c = {out, 0};
+    spec_walk_end w = SPEC_WALK_NEXT;
+    eddy_status rc = spec_walk(sp, rows, max_emit, NULL, 0, collect, &c, &w, err);
+    *n_out = c.n;
+    *end = w == SPEC_WALK_EOG ? EDDY_SPEC_EOG : w == SPEC_WALK_LIMIT ? EDDY_SPEC_LIMIT : EDDY_SPEC_NEXT;
+    return rc;
+}
+
+/* ==== The loop of eddy_generate_ex ==== */
 
 typedef struct {
     const spec_loop *L;
     eddy_detok *dt;
     eddy_gen_stats *st;
-    eddy_token *hist; /* (n_ctx + 1) the sequence's tokens, then the token about to be fed */
-    int64_t n_hist;
-} walk;
+    eddy_status rc;
+    eddy_error *err;
+    eddy_token last; /* the last token emitted */
+} loop_emit;
 
-/* A generated token: the sampler and the history see it, the caller gets its text.
- * Returns false when the caller asks to stop (st->stop set). */
-static bool emit(walk *w, eddy_token t, eddy_status *rc, eddy_error *err) {
-    sampler_accept(w->L->s, t);
-    w->st->n_generated++;
-    w->hist[w->n_hist++] = t;
+/* A generated token: the caller gets its text; non-zero when the caller asks to stop. */
+static int emit_text(void *user, eddy_token t) {
+    loop_emit *le = user;
+    le->st->n_generated++;
+    le->last = t;
     const char *text;
     size_t len;
-    *rc = eddy_detok_push(w->dt, t, &text, &len, err);
-    if (*rc != EDDY_OK) return false;
-    if (w->L->cb && w->L->cb(w->L->user, t, text, len)) {
-        w->st->stop = EDDY_STOP_CALLBACK;
-        return false;
+    le->rc = eddy_detok_push(le->dt, t, &text, &len, le->err);
+    if (le->rc != EDDY_OK) return 1;
+    if (le->L->cb && le->L->cb(le->L->user, t, text, len)) {
+        le->st->stop = EDDY_STOP_CALLBACK;
+        return 1;
     }
-    return true;
-}
-
-static void mask_eog(const spec_loop *L, float *row) {
-    for (int64_t i = 0; i < L->n_eog; i++) row[L->eog_mask[i]] = -INFINITY;
+    return 0;
 }
 
 eddy_status spec_generate(const spec_loop *L, float *logits, eddy_detok *dt, eddy_gen_stats *st, eddy_error *err) {
     eddy_engine *e = eddy_ctx_engine(L->c);
     eddy_seq *seq = eddy_ctx_seq(L->c);
-    const int64_t n_ctx = eddy_engine_n_ctx(e), n_vocab = sampler_n_vocab(L->s);
-    drafter *d = NULL;
-    eddy_status rc = drafter_new(L->spec, L->c, sampler_params(L->s), &d, err);
+    const int64_t n_ctx = eddy_engine_n_ctx(e), V = sampler_n_vocab(L->s);
+    eddy_spec *sp = NULL;
+    eddy_status rc = eddy_spec_new(seq, L->s, L->spec, &sp, err);
     if (rc != EDDY_OK) return rc;
-    const int64_t k_cap = drafter_max(d);
-    const bool sampled = drafter_sampled(d);
-    walk w = {L, dt, st, eddy_malloc((size_t)(n_ctx + 1) * sizeof *w.hist), 0};
-    float *rows = eddy_malloc((size_t)(k_cap + 1) * (size_t)n_vocab * sizeof *rows); /* (K + 1, n_vocab) */
-    float *q = sampled ? eddy_malloc((size_t)k_cap * (size_t)n_vocab * sizeof *q) : NULL; /* (K, n_vocab) */
-    float *p = sampled ? eddy_malloc(2 * (size_t)n_vocab * sizeof *p) : NULL; /* p, then the residual */
-    eddy_token *tok = eddy_malloc((size_t)(k_cap + 1) * sizeof *tok); /* t, d1..dK */
+    sp->v = L->v;
+    const int64_t k_cap = sp->k_cap;
+    float *rows = eddy_malloc((size_t)(k_cap + 1) * (size_t)V * sizeof *rows); /* (K + 1, n_vocab) */
     eddy_seq **owner = eddy_malloc((size_t)(k_cap + 1) * sizeof *owner);
     int8_t *want = eddy_malloc((size_t)(k_cap + 1));
-    if (!w.hist || !rows || (sampled && (!q || !p)) || !tok || !owner || !want) {
+    eddy_token *drafts = eddy_malloc((size_t)k_cap * sizeof *drafts);
+    loop_emit le = {L, dt, st, EDDY_OK, err, -1};
+    if (!rows || !owner || !want || !drafts) {
         rc = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory for speculative decoding");
         goto done;
     }
     for (int64_t i = 0; i <= k_cap; i++) owner[i] = seq, want[i] = 1;
-    w.n_hist = eddy_seq_n_pos(seq);
-    memcpy(w.hist, eddy_seq_tokens(seq), (size_t)w.n_hist * sizeof *w.hist);
 
     /* the first token comes from the prompt's logits, as without drafts */
     if (L->n_predict >= 0 && st->n_generated >= L->n_predict) goto done;
-    mask_eog(L, logits);
+    for (int64_t j = 0; j < L->n_eog; j++) logits[L->eog_mask[j]] = -INFINITY;
     eddy_token t = sampler_sample(L->s, logits);
     if (eddy_vocab_is_eog(L->v, t)) {
         st->stop = EDDY_STOP_EOG;
         goto done;
     }
-    if (!emit(&w, t, &rc, err)) goto done;
-    bool go = true;
-    while (go && rc == EDDY_OK) {
-        const int64_t base = eddy_seq_n_pos(seq); /* t is not fed yet */
-        if (base >= n_ctx) {
+    sampler_accept(L->s, t);
+    if (emit_text(&le, t)) goto done;
+    for (;;) {
+        if (eddy_seq_n_pos(seq) >= n_ctx) { /* t cannot be fed */
             st->stop = EDDY_STOP_CONTEXT;
             break;
         }
-        /* drafts: no more than the length rule asks for, than plain generation would still
-         * emit, than fit the context behind t, and than the verify has states for */
-        int64_t k_max = drafter_length(d);
-        if (L->n_predict >= 0 && k_max > L->n_predict - st->n_generated) k_max = L->n_predict - st->n_generated;
-        if (k_max > n_ctx - base - 1) k_max = n_ctx - base - 1;
-        const int64_t room = engine_verify_room(e) - 1;
-        if (k_max > room) k_max = room;
-        int64_t k = 0;
-        if (k_max >= drafter_min(d) && (rc = drafter_propose(d, w.hist, w.n_hist, k_max, tok + 1, q, &k, err)) != EDDY_OK)
-            break;
-        if (k < drafter_min(d)) k = 0;
-        tok[0] = t;
-        const double t0 = timer_s();
+        int64_t k;
+        const int64_t left = L->n_predict >= 0 ? L->n_predict - st->n_generated : k_cap;
+        if ((rc = eddy_spec_draft(sp, t, left, drafts, &k, err)) != EDDY_OK) break;
         if (k == 0) {
             rc = eddy_seq_eval(seq, &t, 1, rows, 0, err);
         } else {
-            eddy_batch b = {k + 1, tok, owner, want};
+            eddy_batch b = {k + 1, sp->tok, owner, want}; /* t, then the drafts */
             rc = eddy_engine_verify(e, &b, rows, err);
         }
-        if (rc != EDDY_OK) break;
-        const double step_s = timer_s() - t0;
-        /* walk the positions: rows[i] follows t, d1..di, all fed */
-        int64_t i = 0;
-        for (;; i++) {
-            float *row = rows + i * n_vocab;
-            if (L->n_predict >= 0 && st->n_generated >= L->n_predict) {
-                st->stop = EDDY_STOP_LENGTH, go = false;
-                break;
-            }
-            mask_eog(L, row);
-            eddy_token y;
-            bool kept = false;
-            if (sampled && i < k) {
-                sampler_probs(L->s, row, p);
-                y = spec_accept_sampled(L->s, p, q + i * n_vocab, tok[i + 1], p + n_vocab, &kept);
-            } else {
-                y = sampler_sample(L->s, row);
-                kept = i < k && y == tok[i + 1];
-            }
-            if (eddy_vocab_is_eog(L->v, y)) {
-                st->stop = EDDY_STOP_EOG, go = false;
-                break;
-            }
-            if (!emit(&w, y, &rc, err)) {
-                go = false;
-                break;
-            }
-            if (!kept) { /* y is the next step's t */
-                t = y;
-                break;
-            }
+        if (rc != EDDY_OK) {
+            if (k > 0) sp->n_draft = -1;
+            break;
         }
-        /* keep t and the i drafts that matched; the logits after them are rows[i] */
-        if (k > 0) {
-            if (rc == EDDY_OK) rc = eddy_seq_accept(seq, i + 1, err);
-            else eddy_seq_accept(seq, i + 1, NULL);
-            if (rc == EDDY_OK) engine_seq_set_logits(seq, rows + i * n_vocab);
-            st->n_spec_steps++, st->n_drafted += k, st->n_accepted += i;
-            drafter_update(d, k, i, step_s);
+        spec_walk_end end;
+        const int64_t max_emit = L->n_predict >= 0 ? L->n_predict - st->n_generated : -1;
+        rc = spec_walk(sp, rows, max_emit, L->eog_mask, L->n_eog, emit_text, &le, &end, err);
+        if (rc == EDDY_OK) rc = le.rc;
+        if (rc != EDDY_OK || end != SPEC_WALK_NEXT) {
+            if (end == SPEC_WALK_EOG) st->stop = EDDY_STOP_EOG;
+            if (end == SPEC_WALK_LIMIT) st->stop = EDDY_STOP_LENGTH;
+            break;
         }
+        t = le.last;
     }
 done:
-    drafter_free(d);
-    eddy_free(w.hist), eddy_free(rows), eddy_free(q), eddy_free(p), eddy_free(tok), eddy_free(owner), eddy_free(want);
-    return rc;
+    if (sp) st->n_spec_steps = sp->steps, st->n_drafted = sp->drafted, st->n_accepted = sp->accepted;
+    eddy_spec_free(sp);
+    eddy_free(rows), eddy_free(owner), eddy_free(want), eddy_free(drafts);
+    return rc == EDDY_OK ? le.rc : rc;
 }

@@ -38,6 +38,26 @@ for m in qwen35-tiny-f32 mamba2-tiny-f32 llama-tiny-f32 granitehybrid-tiny-f32; 
   done
 done
 
+# With prompt lookup: the same outputs, longer generations and contexts that fill
+# during a verify step; the counts on stderr.
+for m in qwen35-tiny-f32 mamba2-tiny-f32 llama-tiny-f32; do
+  M=tests/data/models/$m.gguf
+  for mode in "--temp 0 -n 40" "--seed 3 -n 40" "--temp 0 -n 60 -c 48"; do
+    # shellcheck disable=SC2086
+    expected "$M" $mode >"$TMP/want"
+    for np in 1 3; do
+      # shellcheck disable=SC2086
+      if "$EDDY" batch -m "$M" -f "$TMP/prompts.txt" -np $np -t 2 $mode --spec-type ngram --draft-max 6 \
+           >"$TMP/got" 2>"$TMP/err" && cmp -s "$TMP/want" "$TMP/got"; then ok
+      else bad "$m batch -np $np $mode --spec-type ngram differs from run: $(diff "$TMP/want" "$TMP/got" | head -5) $(tail -2 "$TMP/err")"; fi
+    done
+  done
+done
+if grep -q "speculative: [0-9]* verify steps (per sequence), [0-9]* drafted" "$TMP/err"; then ok
+else bad "batch --spec-type ngram: no counts on stderr: $(cat "$TMP/err")"; fi
+expect_err "batch with a draft model" "a draft model (-md) serves one sequence" \
+  batch -m tests/data/models/qwen35-tiny-f32.gguf -f "$TMP/prompts.txt" -md tests/data/models/qwen35-tiny-q8_0.gguf
+
 # Speeds per sequence and in aggregate on stderr; JSON lines in input order.
 M=tests/data/models/qwen35-tiny-f32.gguf
 if "$EDDY" batch -m $M -f "$TMP/prompts.txt" -n 4 --jsonl -t 1 >"$TMP/j" 2>"$TMP/err" &&
