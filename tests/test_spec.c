@@ -30,26 +30,61 @@
 
 TEST(spec_ngram_lookup_takes_latest_longest_match) {
     eddy_token out[8];
+    int g;
     /* ... 1 2 3 [9 9] ... 1 2 3 [7 8] ... 2 3 -> "2 3" last seen before 7 8 */
     const eddy_token h1[] = {1, 2, 3, 9, 9, 4, 1, 2, 3, 7, 8, 5, 2, 3};
-    CHECK_EQ(ngram_lookup(h1, 14, 3, 2, out), 2);
-    CHECK_EQ(out[0], 7), CHECK_EQ(out[1], 8);
+    CHECK_EQ(ngram_lookup(h1, 14, 3, 2, out, &g), 2);
+    CHECK_EQ(out[0], 7), CHECK_EQ(out[1], 8), CHECK_EQ(g, 2);
     /* a longer n-gram wins over a later shorter one: "1 2 3" -> 9 (at 0), not "2 3" */
     const eddy_token h2[] = {1, 2, 3, 9, 5, 2, 3, 6, 1, 2, 3};
-    CHECK_EQ(ngram_lookup(h2, 11, 3, 1, out), 1);
-    CHECK_EQ(out[0], 9);
+    CHECK_EQ(ngram_lookup(h2, 11, 3, 1, out, &g), 1);
+    CHECK_EQ(out[0], 9), CHECK_EQ(g, 3);
     /* ngram 2 cannot see that: "2 3" -> 6 */
-    CHECK_EQ(ngram_lookup(h2, 11, 2, 1, out), 1);
+    CHECK_EQ(ngram_lookup(h2, 11, 2, 1, out, &g), 1);
     CHECK_EQ(out[0], 6);
     /* a repeating tail drafts its period past the end */
     const eddy_token h3[] = {4, 5, 6, 4, 5, 6, 4};
-    CHECK_EQ(ngram_lookup(h3, 7, 3, 6, out), 6);
+    CHECK_EQ(ngram_lookup(h3, 7, 3, 6, out, &g), 6);
     const eddy_token want[6] = {5, 6, 4, 5, 6, 4};
     CHECK(!memcmp(out, want, sizeof want));
     /* nothing recurs: no drafts */
     const eddy_token h4[] = {1, 2, 3, 4};
-    CHECK_EQ(ngram_lookup(h4, 4, 3, 4, out), 0);
-    CHECK_EQ(ngram_lookup(h4, 1, 3, 4, out), 0);
+    CHECK_EQ(ngram_lookup(h4, 4, 3, 4, out, &g), 0);
+    CHECK_EQ(ngram_lookup(h4, 1, 3, 4, out, &g), 0);
+    CHECK_EQ(g, 0);
+}
+
+/* ==== The draft length ==== */
+
+/* Drafts that keep being accepted are asked for in full; drafts that keep being refused
+ * stop being asked for (plain steps), for that kind of match only. */
+TEST(spec_draft_length_follows_acceptance) {
+    eddy_model *m = tseq_load("models/qwen35-tiny-f32.gguf");
+    REQUIRE(m);
+    const eddy_spec_params p = {.type = EDDY_SPEC_NGRAM, .draft_max = 8};
+    const eddy_sampler_params sp = eddy_sampler_default_params();
+    drafter *d;
+    REQUIRE(drafter_new(&p, m, &sp, &d, NULL) == EDDY_OK);
+    const eddy_token g3[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3};   /* "1 2 3" recurs: kind 3 */
+    const eddy_token g1[] = {5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 5}; /* only "5" recurs: kind 1 */
+    eddy_token out[8];
+    int64_t k;
+    /* before any step: the most */
+    REQUIRE(drafter_propose(d, g3, 12, 8, out, NULL, &k, NULL) == EDDY_OK);
+    CHECK_EQ(k, 8);
+    /* a verify step of x tokens costs 1 + 0.1 x: kind 3 always right, kind 1 always wrong */
+    for (int i = 0; i < 30; i++) {
+        REQUIRE(drafter_propose(d, g3, 12, 8, out, NULL, &k, NULL) == EDDY_OK);
+        if (k) drafter_update(d, k, k, 1 + 0.1 * (double)(k + 1));
+        REQUIRE(drafter_propose(d, g1, 11, 8, out, NULL, &k, NULL) == EDDY_OK);
+        if (k) drafter_update(d, k, 0, 1 + 0.1 * (double)(k + 1));
+    }
+    REQUIRE(drafter_propose(d, g3, 12, 8, out, NULL, &k, NULL) == EDDY_OK);
+    CHECK_EQ(k, 8);
+    REQUIRE(drafter_propose(d, g1, 11, 8, out, NULL, &k, NULL) == EDDY_OK);
+    CHECK_EQ(k, 0);
+    drafter_free(d);
+    eddy_model_free(m);
 }
 
 /* ==== Chi-square ==== */

@@ -25,6 +25,8 @@
 #include "gen/spec.h"
 #include "model/engine.h"
 
+#define N_KINDS 9
+
 struct drafter {
     eddy_spec_params p;
     int64_t n_vocab;
@@ -35,16 +37,21 @@ struct drafter {
     sampler *ds;         /* drafts drawn from q (the target samples: temperature > 0); NULL: argmax */
     float *dlogits;      /* (n_vocab) */
     double draft_s;      /* seconds per draft token (running mean); 0: none measured yet */
-    /* acceptance, with older steps weighing less */
-    double acc_kept, acc_tried;
+    /* acceptance per kind of draft (prompt lookup: the n-gram length matched, up to
+     * N_KINDS - 1; a draft model: 0), with older steps weighing less */
+    double acc_kept[N_KINDS], acc_tried[N_KINDS];
+    int kind; /* of the last drafts proposed */
     /* verify step time against its tokens: decayed sums for a least-squares line */
     double sw, sx, sy, sxx, sxy;
     double c_prior; /* cost of one more token in a step, as a fraction of a one-token step */
 };
 
+static int64_t best_length(const drafter *d, int kind);
+
 /* ==== Prompt lookup ==== */
 
-int64_t ngram_lookup(const eddy_token *hist, int64_t n, int ngram, int64_t max, eddy_token *out) {
+int64_t ngram_lookup(const eddy_token *hist, int64_t n, int ngram, int64_t max, eddy_token *out, int *found) {
+    *found = 0;
     for (int64_t g = ngram < n - 1 ? ngram : n - 1; g >= 1; g--) {
         const eddy_token *key = hist + n - g;
         for (int64_t j = n - g - 1; j >= 0; j--) { /* latest first; hist[j + g] exists */
@@ -55,6 +62,7 @@ int64_t ngram_lookup(const eddy_token *hist, int64_t n, int ngram, int64_t max, 
                 const int64_t at = j + g + k;
                 out[k] = at < n ? hist[at] : out[at - n];
             }
+            *found = (int)g;
             return max;
         }
     }
@@ -216,9 +224,15 @@ eddy_status drafter_propose(drafter *d, const eddy_token *hist, int64_t n, int64
     *n_out = 0;
     if (max <= 0 || n <= 0) return EDDY_OK;
     if (d->p.type == EDDY_SPEC_NGRAM) {
-        *n_out = ngram_lookup(hist, n, d->p.ngram, max, out);
+        int g;
+        const int64_t k = ngram_lookup(hist, n, d->p.ngram, max, out, &g);
+        /* as many as pay off for a match of that length */
+        d->kind = g < N_KINDS ? g : N_KINDS - 1;
+        const int64_t want = best_length(d, d->kind);
+        *n_out = k < want ? k : want;
         return EDDY_OK;
     }
+    d->kind = 0;
     return draft_model_propose(d, hist, n, max, out, q, n_out, err);
 }
 
@@ -228,18 +242,20 @@ void drafter_update(drafter *d, int64_t n_drafted, int64_t n_accepted, double ve
     if (n_drafted <= 0) return;
     /* draft i + 1 was tried only when draft i was kept */
     const double tried = (double)(n_accepted < n_drafted ? n_accepted + 1 : n_drafted);
-    d->acc_kept = 0.9 * d->acc_kept + (double)n_accepted;
-    d->acc_tried = 0.9 * d->acc_tried + tried;
+    d->acc_kept[d->kind] = 0.9 * d->acc_kept[d->kind] + (double)n_accepted;
+    d->acc_tried[d->kind] = 0.9 * d->acc_tried[d->kind] + tried;
     const double x = (double)(n_drafted + 1);
     d->sw = 0.95 * d->sw + 1, d->sx = 0.95 * d->sx + x, d->sy = 0.95 * d->sy + verify_s;
     d->sxx = 0.95 * d->sxx + x * x, d->sxy = 0.95 * d->sxy + x * verify_s;
 }
 
-int64_t drafter_length(const drafter *d) {
+/* The draft count with the most tokens per second for drafts of that kind: 0 (a plain
+ * step) or one in [draft_min, draft_max]. */
+static int64_t best_length(const drafter *d, int kind) {
     const int64_t lo = d->p.draft_min, hi = d->p.draft_max;
     if (d->p.fixed || d->sw == 0) return hi;
-    const double a = (d->acc_kept + 1) / (d->acc_tried + 2); /* 1/2 before any evidence */
-    /* a verify step of x tokens takes t0 + t1 * x: the measured line when the steps seen
+    const double a = (d->acc_kept[kind] + 1) / (d->acc_tried[kind] + 2); /* 1/2 before any evidence */
+    /* a step of x tokens takes t0 + t1 * x: the measured line when the verify steps seen
      * spread over several lengths, else the prior's slope through their mean */
     const double mx = d->sx / d->sw, my = d->sy / d->sw, var = d->sxx / d->sw - mx * mx;
     double t1 = var > 0.25 ? (d->sxy / d->sw - mx * my) / var : 0;
@@ -249,12 +265,17 @@ int64_t drafter_length(const drafter *d) {
         t1 = t0 * d->c_prior;
         t0 -= t1;
     }
-    int64_t best = lo;
-    double best_rate = 0;
+    int64_t best = 0;
+    double best_rate = 1 / (t0 + t1); /* a plain step: one token */
     for (int64_t k = lo; k <= hi; k++) {
         const double tokens = a >= 0.999 ? (double)(k + 1) : (1 - pow(a, (double)(k + 1))) / (1 - a);
         const double rate = tokens / (t0 + t1 * (double)(k + 1) + d->draft_s * (double)k);
         if (rate > best_rate) best_rate = rate, best = k;
     }
     return best;
+}
+
+int64_t drafter_length(const drafter *d) {
+    /* prompt lookup: the bound here, the length once the match is known (drafter_propose) */
+    return d->p.type == EDDY_SPEC_NGRAM ? d->p.draft_max : best_length(d, 0);
 }

@@ -40,8 +40,10 @@ eddy_status drafter_propose(drafter *d, const eddy_token *hist, int64_t n, int64
                             int64_t *n_out, eddy_error *err);
 
 /* The number of drafts worth asking for in the next step: draft_max when fixed, else
- * the count with the most tokens per second expected from the acceptance rate so far
- * and the measured cost of a verify step and of a draft (docs/speculative.md). */
+ * the count (0: a plain step) with the most tokens per second expected from the
+ * acceptance rate so far of drafts of that kind and the measured cost of a verify step
+ * and of a draft (docs/speculative.md). Prompt lookup knows the kind (the n-gram length
+ * matched) only once it looks: there this is a bound, and drafter_propose cuts. */
 int64_t drafter_length(const drafter *d);
 /* What a step did: n_drafted drafts checked, n_accepted of them kept, the verify step
  * taking verify_s seconds. */
@@ -50,8 +52,9 @@ void drafter_update(drafter *d, int64_t n_drafted, int64_t n_accepted, double ve
 /* Prompt lookup: for g = ngram down to 1, the latest j with j + g < n and
  * hist[j, j + g) = hist[n - g, n); max tokens from hist[j + g] on go to out (past the
  * end of hist the continuation goes on through out itself, so a repeating tail drafts
- * its period). Returns how many: max, or 0 when no n-gram recurs. */
-int64_t ngram_lookup(const eddy_token *hist, int64_t n, int ngram, int64_t max, eddy_token *out);
+ * its period). Returns how many: max, or 0 when no n-gram recurs; *found gets the
+ * n-gram length matched (0: none). */
+int64_t ngram_lookup(const eddy_token *hist, int64_t n, int ngram, int64_t max, eddy_token *out, int *found);
 
 /* ==== The acceptance rule and the loop (speculative.c) ==== */
 
