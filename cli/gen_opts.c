@@ -112,27 +112,28 @@ int gen_opts_parse(gen_opts *o, int argc, char **argv, int *i) {
         o->sp.presence_penalty = (float)d;
     } else if (!strcmp(a, "--spec-type")) {
         if (!val) return cli_error("%s needs none, ngram or draft", a);
+        /* llama.cpp's newer names where the meaning is the same */
         if (!strcmp(val, "none")) o->spec.type = EDDY_SPEC_NONE;
-        else if (!strcmp(val, "ngram")) o->spec.type = EDDY_SPEC_NGRAM;
-        else if (!strcmp(val, "draft")) o->spec.type = EDDY_SPEC_DRAFT;
-        else if (!strcmp(val, "mtp"))
+        else if (IS(val, "ngram", "ngram-simple")) o->spec.type = EDDY_SPEC_NGRAM;
+        else if (IS(val, "draft", "draft-simple")) o->spec.type = EDDY_SPEC_DRAFT;
+        else if (IS(val, "mtp", "draft-mtp"))
             return cli_error("%s mtp: eddy does not run MTP heads yet; use ngram or draft (-md FILE)", a);
         else return cli_error("%s \"%s\": expected none, ngram or draft", a, val);
-    } else if (IS(a, "-md", "--model-draft")) {
+    } else if (IS(a, "-md", "--model-draft", "--spec-draft-model")) {
         if (!val) return cli_error("%s needs a model file", a);
         o->draft_model = val;
         if (o->spec.type == EDDY_SPEC_NONE) o->spec.type = EDDY_SPEC_DRAFT;
-    } else if (IS(a, "--lookup-ngram", "--spec-ngram-size-n")) {
+    } else if (IS(a, "--lookup-ngram", "--spec-ngram-simple-size-n")) {
         if (cli_parse_int(a, val, 1, 64, &v)) return 1;
         o->spec.ngram = (int)v;
         if (o->spec.type == EDDY_SPEC_NONE) o->spec.type = EDDY_SPEC_NGRAM;
-    } else if (IS(a, "--draft-max", "--draft", "--draft-n")) {
+    } else if (IS(a, "--draft-max", "--draft", "--draft-n", "--spec-draft-n-max")) {
         if (cli_parse_int(a, val, 1, 256, &v)) return 1;
         o->spec.draft_max = (int)v;
-    } else if (IS(a, "--draft-min", "--draft-n-min")) {
+    } else if (IS(a, "--draft-min", "--draft-n-min", "--spec-draft-n-min")) {
         if (cli_parse_int(a, val, 0, 256, &v)) return 1;
         o->spec.draft_min = (int)v;
-    } else if (IS(a, "--draft-p-min")) {
+    } else if (IS(a, "--draft-p-min", "--spec-draft-p-min")) {
         if (cli_parse_float(a, val, 0, 1, &d)) return 1;
         o->spec.p_min = d > 0 ? (float)d : -1.0f; /* the library's 0 is its default */
     } else if (!strcmp(a, "--frequency-penalty")) {

@@ -92,6 +92,7 @@ else bad "run -ctk f32 -ctv f16: $(cat "$TMP/r4.err")"; fi
 # ==== run with speculative decoding: the same output, the counts on stderr ====
 "$EDDY" run -m $R -p "one two one two one two one" -n 48 --temp 0 -t 1 >"$TMP/s0" 2>/dev/null
 for spec in "--spec-type ngram" "--lookup-ngram 2 --draft-max 4 --draft-fixed" \
+            "--spec-type ngram-simple --spec-ngram-simple-size-n 2 --spec-draft-n-max 5 --spec-draft-n-min 2" \
             "--spec-type draft -md tests/data/models/qwen3next-tiny-f32.gguf --draft-min 2 --draft-p-min 0" \
             "-md tests/data/models/qwen35-tiny-q4_k_m.gguf --draft-p-min 0"; do
   # shellcheck disable=SC2086
