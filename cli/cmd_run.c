@@ -58,6 +58,11 @@ const char usage_run[] =
     "                                  file, or another model's, is refused and left as it is\n"
     "        --session-all             (--prompt-cache-all) save after the generated text instead\n"
     "        --session-ro              (--prompt-cache-ro) restore only, never write FILE\n"
+    "        --cache-dir DIR           a prefix cache kept in DIR across runs: the deepest state\n"
+    "                                  of this prompt's beginning a run has left there (every 512\n"
+    "                                  tokens, and each prompt's end) is restored and only the\n"
+    "                                  rest evaluated (--cache-dir-mib N: its budget, 4096; chat:\n"
+    "                                  where states leaving --cache-ram go)\n"
     "        --spec-type ngram|draft   speculative decoding: drafts checked several in one step,\n"
     "                                  the output unchanged (docs/speculative.md). ngram: prompt\n"
     "                                  lookup (--lookup-ngram N: the longest n-gram, 3); draft:\n"
@@ -123,12 +128,16 @@ static int session_save(gen_session *g, const session_opts *so) {
     return 0;
 }
 
-/* The prompt with a session: restore, evaluate the rest, save; then generate from the
- * held logits. The sampler sees every prompt token, restored or not. */
+/* The prompt with a session file or the prefix cache's disk tier: restore, evaluate
+ * the rest, save (or cache); then generate from the held logits. The sampler sees every
+ * prompt token, restored or not. */
 static int run_with_session(gen_session *g, const session_opts *so, const eddy_token *ids, int64_t n_ids) {
     int64_t n_cached;
-    if (session_restore(g, so, ids, n_ids, &n_cached)) return 1;
     eddy_error err;
+    const char *from = so->path ? so->path : "the prefix cache";
+    if (so->path && session_restore(g, so, ids, n_ids, &n_cached)) return 1;
+    if (!so->path && eddy_seq_restore_prefix(eddy_ctx_seq(g->c), ids, n_ids, &n_cached, &err) != EDDY_OK)
+        return cli_error("%s", err.msg);
     const double t0 = cli_now_s();
     if (n_cached < n_ids) { /* the logits after the prompt stay with the sequence */
         float *logits = malloc((size_t)eddy_model_n_vocab(g->m) * sizeof *logits);
@@ -139,7 +148,8 @@ static int run_with_session(gen_session *g, const session_opts *so, const eddy_t
     }
     const double t_prompt = cli_now_s() - t0;
     for (int64_t i = 0; i < n_ids; i++) eddy_sampler_accept(g->s, ids[i]);
-    if (!so->read_only && !so->all && session_save(g, so)) return 1;
+    if (!so->path && eddy_seq_cache_put(eddy_ctx_seq(g->c), &err) != EDDY_OK) return cli_error("%s", err.msg);
+    if (so->path && !so->read_only && !so->all && session_save(g, so)) return 1;
     eddy_gen_stats st;
     run_out out = {.stop = {.g = g}};
     eddy_status s = eddy_generate_ex(g->c, g->v, g->s, NULL, 0, &g->gp, on_token, &out, &st, &err);
@@ -147,9 +157,9 @@ static int run_with_session(gen_session *g, const session_opts *so, const eddy_t
     const bool written = cli_out("\n", 1); /* false: main reports the failed write */
     if (s != EDDY_OK) return cli_error("%s", err.msg);
     if (!written) return 0;
-    if (!so->read_only && so->all && session_save(g, so)) return 1;
+    if (so->path && !so->read_only && so->all && session_save(g, so)) return 1;
     fprintf(stderr, "eddy: prompt %lld tokens: %lld restored from %s, %lld evaluated in %.2f s\n", (long long)n_ids,
-            (long long)n_cached, so->path, (long long)(n_ids - n_cached), t_prompt);
+            (long long)n_cached, from, (long long)(n_ids - n_cached), t_prompt);
     st.n_prompt = n_ids - n_cached;
     st.prompt_seconds = t_prompt;
     gen_print_stats(&st);
@@ -202,7 +212,7 @@ int cmd_run(int argc, char **argv) {
     if (!rc && n_ids >= eddy_ctx_n_ctx(g.c))
         rc = cli_error("run: the prompt has %lld tokens, the context holds %lld (raise -c)", (long long)n_ids,
                        (long long)eddy_ctx_n_ctx(g.c));
-    if (!rc && so.path) {
+    if (!rc && (so.path || o.cache_dir)) {
         log_prompt(ids, n_ids);
         rc = run_with_session(&g, &so, ids, n_ids);
     } else if (!rc) {

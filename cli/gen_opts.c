@@ -20,6 +20,7 @@ void gen_opts_init(gen_opts *o) {
     o->sp = eddy_sampler_default_params();
     o->seed_random = true;
     o->cache_mib = -1;
+    o->cache_dir_mib = 4096;
 }
 
 /* a is one of the spellings in the NULL-terminated list */
@@ -85,6 +86,11 @@ int gen_opts_parse(gen_opts *o, int argc, char **argv, int *i) {
         if (cli_parse_int(a, val, 1, 1 << 20, &o->n_ubatch)) return 1;
     } else if (IS(a, "--cache-ram", "-cram")) {
         if (cli_parse_int(a, val, 0, (long long)1 << 30, &o->cache_mib)) return 1;
+    } else if (!strcmp(a, "--cache-dir")) {
+        if (!val || !*val) return cli_error("%s needs a directory", a);
+        o->cache_dir = val;
+    } else if (!strcmp(a, "--cache-dir-mib")) {
+        if (cli_parse_int(a, val, 0, (long long)1 << 40, &o->cache_dir_mib)) return 1;
     } else if (IS(a, "--seed", "-s")) {
         if (cli_parse_int(a, val, -1, (long long)1 << 62, &v)) return 1;
         o->seed_random = v < 0;
@@ -210,7 +216,14 @@ int gen_session_open(const gen_opts *o, gen_session *g) {
     eddy_ctx_params cp = {.n_ctx = o->n_ctx, .n_threads = (int)o->threads,
                           .n_batch = o->n_ubatch > 0 ? o->n_ubatch : o->n_batch, .type_k = o->type_k,
                           .type_v = o->type_v, .n_snapshots = o->n_snapshots + spec_states,
-                          .cache_bytes = o->cache_mib > 0 ? (size_t)o->cache_mib << 20 : 0};
+                          .cache_bytes = o->cache_mib > 0 ? (size_t)o->cache_mib << 20 : 0,
+                          .cache_dir = o->cache_dir, .cache_dir_bytes = (size_t)o->cache_dir_mib << 20};
+    /* the disk tier stages its states in memory: 256 MiB unless --cache-ram says */
+    if (o->cache_dir && o->cache_mib < 0) cp.cache_bytes = (size_t)256 << 20;
+    if (o->cache_dir && o->cache_mib == 0) {
+        gen_session_close(g);
+        return cli_error("--cache-dir needs a memory budget too (--cache-ram 0 turns the cache off)");
+    }
     if (o->spec.type == EDDY_SPEC_DRAFT && !o->draft_model) {
         gen_session_close(g);
         return cli_error("--spec-type draft needs a draft model (-md FILE)");

@@ -165,6 +165,8 @@ typedef struct {
     eddy_kv_type type_k, type_v; /* key / value cache elements (0: F16) */
     int n_snapshots;   /* snapshots of the sequence at once (eddy_seq_snapshot on eddy_ctx_seq; 0: none) */
     size_t cache_bytes; /* prefix cache budget (eddy_engine_params; 0: none) */
+    const char *cache_dir;  /* its disk tier and that tier's budget (eddy_engine_params) */
+    size_t cache_dir_bytes;
 } eddy_ctx_params;
 
 eddy_status eddy_model_load(const char *path, eddy_model **out, eddy_error *err);
@@ -223,6 +225,13 @@ typedef struct {
     int64_t cache_every; /* a multiple of 256 (0: 512). Recurrent layers evaluate a prompt in
                           * pieces that end at its multiples, cache or not, so the logits with
                           * and without the cache are the same bits */
+    /* The cache's disk tier (NULL: none; needs cache_bytes > 0): states leaving the memory
+     * budget, and those cached when the engine is freed, are written to session files in
+     * this directory (made if missing), and a lookup restores the deepest of them — in this
+     * process or a later one on the same model (docs/sequences.md). cache_dir_bytes: its
+     * budget, least recently used files removed first (0: no limit). */
+    const char *cache_dir;
+    size_t cache_dir_bytes;
 } eddy_engine_params;
 
 eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, eddy_engine **out, eddy_error *err);
@@ -280,6 +289,8 @@ typedef struct {
     int64_t lookups, hits;   /* eddy_seq_restore_prefix calls, and those that restored a cached state */
     int64_t tokens_restored; /* positions those hits did not have to evaluate */
     size_t bytes, budget;    /* charged to the held states (recurrent slot + KV blocks each), and the budget */
+    int64_t disk_files, disk_hits; /* the disk tier's files of this model, and the hits they served */
+    size_t disk_bytes;
 } eddy_cache_stats;
 
 void eddy_engine_cache_stats(eddy_engine *e, eddy_cache_stats *out);

@@ -7,11 +7,17 @@
  *   - two sequences restored from one checkpoint share its KV blocks;
  *   - a small budget evicts the least recently used states and stays correct;
  *   - long prompts of several sequences in one batch, cut into steps, give each the
- *     logits it gets alone (steps only cut a sequence where a piece ends).
+ *     logits it gets alone (steps only cut a sequence where a piece ends);
+ *   - the disk tier: states evicted from memory, and those cached when the engine is
+ *     freed, come back from their files — in the same engine and in a new one —, giving
+ *     the logits of evaluating everything; damaged files and other models' files are
+ *     passed over (a damaged one removed); the disk budget removes the oldest files.
  */
 #include "test.h"
 
+#include <dirent.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "eddy.h"
 #include "model/engine.h"
@@ -170,6 +176,191 @@ TEST(prefix_cache_evicts_under_budget) {
     eddy_engine_free(e), eddy_engine_free(plain);
     eddy_model_free(m);
     free(l1), free(l2);
+}
+
+/* ==== The disk tier ==== */
+
+/* Files named *.eddy in dir, and their bytes. */
+static int64_t eddy_files(const char *dir, size_t *bytes) {
+    DIR *d = opendir(dir);
+    int64_t n = 0;
+    *bytes = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        const size_t len = strlen(de->d_name);
+        if (len < 5 || strcmp(de->d_name + len - 5, ".eddy") != 0) continue;
+        char path[4400];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (stat(path, &sb) == 0) *bytes += (size_t)sb.st_size, n++;
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+static eddy_engine *disk_engine(const eddy_model *m, size_t ram, const char *dir, size_t dir_bytes) {
+    return tseq_engine(m, (eddy_engine_params){.n_ctx = 1024, .n_seq_max = 2, .cache_bytes = ram,
+                                               .cache_every = 256, .cache_dir = dir, .cache_dir_bytes = dir_bytes});
+}
+
+static void check_disk_tier(const char *file) {
+    eddy_model *m = tseq_load(file);
+    if (!m) return;
+    const int64_t V = eddy_model_n_vocab(m);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", test_tmp_path("cache-dir"));
+    char dir_model[4400];
+    snprintf(dir_model, sizeof dir_model, "%s/%s", dir, strrchr(file, '/') + 1);
+    eddy_engine *probe = new_engine(m, 0, 1);
+    if (!probe) return eddy_model_free(m);
+    const size_t one = eddy_engine_state_bytes(probe) + 256 * eddy_engine_kv_bytes_per_pos(probe);
+    eddy_engine_free(probe);
+    mkdir(dir, 0777);
+    /* memory for one state: each new checkpoint pushes the last one to disk */
+    eddy_engine *e = disk_engine(m, one + one / 2, dir_model, 0), *plain = new_engine(m, 0, 1);
+    int32_t t[3][300];
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < 300; i++) t[k][i] = (int32_t)((k * 131 + i * 7 + 3) % V);
+    float *l1 = malloc((size_t)(44 * V) * 4), *l2 = malloc((size_t)(44 * V) * 4);
+    eddy_seq *s = e ? new_seq(e) : NULL, *ref = plain ? new_seq(plain) : NULL;
+    eddy_error err;
+    int64_t held;
+    size_t bytes;
+    if (s && ref) {
+        for (int k = 0; k < 3; k++) { /* each leaves a checkpoint at 256 */
+            eddy_seq_clear(s);
+            feed(s, t[k], 300, NULL);
+        }
+        CHECKF(eddy_files(dir_model, &bytes) == 2, "%s: %lld files after two evictions", file,
+               (long long)eddy_files(dir_model, &bytes));
+        /* t[0] was evicted: it comes back from its file, and goes on as a run of it all */
+        CHECK(eddy_seq_restore_prefix(s, t[0], 300, &held, &err) == EDDY_OK);
+        CHECKF(held == 256, "%s: restored %lld from disk, want 256", file, (long long)held);
+        feed(s, t[0] + held, 44, l1);
+        feed(ref, t[0], 256, NULL);
+        feed(ref, t[0] + 256, 44, l2);
+        CHECKF(same(l1, l2, 44 * V), "%s: restored from disk + rest differs from evaluating all", file);
+        eddy_cache_stats st;
+        eddy_engine_cache_stats(e, &st);
+        CHECK(st.disk_hits == 1 && st.disk_files == 2);
+    }
+    eddy_engine_free(e); /* t[2]'s checkpoint, in memory, goes to disk too */
+    CHECKF(eddy_files(dir_model, &bytes) == 3, "%s: %lld files after the engine was freed", file,
+           (long long)eddy_files(dir_model, &bytes));
+    /* a new engine (another process, as far as the files go) restores each of them */
+    e = disk_engine(m, one + one / 2, dir_model, 0);
+    s = e ? new_seq(e) : NULL;
+    for (int k = 0; s && k < 3; k++) {
+        CHECK(eddy_seq_restore_prefix(s, t[k], 300, &held, &err) == EDDY_OK);
+        CHECKF(held == 256, "%s: prompt %d restored %lld in a new engine", file, k, (long long)held);
+    }
+    if (s) {
+        feed(s, t[2] + 256, 44, l1);
+        eddy_seq_clear(ref);
+        feed(ref, t[2], 256, NULL);
+        feed(ref, t[2] + 256, 44, l2);
+        CHECKF(same(l1, l2, 44 * V), "%s: a new engine's restore + rest differs from evaluating all", file);
+    }
+    eddy_engine_free(e);
+    eddy_engine_free(plain);
+    eddy_model_free(m);
+    free(l1), free(l2);
+}
+
+TEST(prefix_cache_disk_tier_restores_across_engines) {
+    const char *const files[] = {"models/qwen35-tiny-f32.gguf", "models/mamba2-tiny-f32.gguf",
+                                 "models/llama-tiny-f32.gguf"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) check_disk_tier(files[i]);
+}
+
+/* Damaged files are passed over and removed; another model's files are left alone; the
+ * budget keeps the newest files. */
+TEST(prefix_cache_disk_tier_damage_and_budget) {
+    eddy_model *m = tseq_load("models/qwen35-tiny-f32.gguf"), *other = tseq_load("models/qwen3next-tiny-f32.gguf");
+    eddy_engine *probe = m ? new_engine(m, 0, 1) : NULL;
+    if (!probe || !other) {
+        eddy_engine_free(probe);
+        eddy_model_free(m), eddy_model_free(other);
+        return;
+    }
+    const int64_t V = eddy_model_n_vocab(m);
+    const size_t one = eddy_engine_state_bytes(probe) + 256 * eddy_engine_kv_bytes_per_pos(probe);
+    eddy_engine_free(probe);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", test_tmp_path("cache-dir-damage"));
+    int32_t t[4][300];
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < 300; i++) t[k][i] = (int32_t)((k * 97 + i * 13 + 5) % V);
+    /* the other model leaves its file of t[0] in the same directory */
+    eddy_engine *e = disk_engine(other, 4 * one, dir, 0);
+    eddy_seq *s = e ? new_seq(e) : NULL;
+    if (s) feed(s, t[0], 300, NULL);
+    eddy_engine_free(e);
+    size_t bytes;
+    REQUIRE(eddy_files(dir, &bytes) == 1);
+    char other_name[300] = "";
+    DIR *d = opendir(dir);
+    for (struct dirent *de; d && (de = readdir(d));)
+        if (strstr(de->d_name, ".eddy")) snprintf(other_name, sizeof other_name, "%s", de->d_name);
+    if (d) closedir(d);
+    /* this model's files of t[0] and t[1], then a byte flipped in the middle of each */
+    e = disk_engine(m, 4 * one, dir, 0);
+    s = e ? new_seq(e) : NULL;
+    for (int k = 0; s && k < 2; k++) {
+        eddy_seq_clear(s);
+        feed(s, t[k], 300, NULL);
+    }
+    eddy_engine_free(e);
+    CHECK_EQ(eddy_files(dir, &bytes), 3);
+    int damaged = 0;
+    d = opendir(dir);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        if (!strstr(de->d_name, ".eddy") || !strcmp(de->d_name, other_name)) continue;
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        size_t n;
+        uint8_t *buf = test_read_file(path, &n);
+        if (buf && n > 8192) {
+            buf[n / 2] ^= 0x5a;
+            damaged += test_write_file(path, buf, n);
+        }
+        free(buf);
+    }
+    if (d) closedir(d);
+    CHECK_EQ(damaged, 2);
+    /* both refused (and removed), the prompts evaluated instead; the other model's file stays */
+    e = disk_engine(m, 4 * one, dir, 0);
+    s = e ? new_seq(e) : NULL;
+    eddy_error err;
+    int64_t held = -1;
+    for (int k = 0; s && k < 2; k++) {
+        CHECK(eddy_seq_restore_prefix(s, t[k], 300, &held, &err) == EDDY_OK);
+        CHECKF(held == 0, "a damaged file restored %lld positions", (long long)held);
+    }
+    eddy_cache_stats st;
+    if (e) eddy_engine_cache_stats(e, &st);
+    CHECK(e && st.disk_files == 0 && st.disk_hits == 0);
+    CHECK_EQ(eddy_files(dir, &bytes), 1);
+    eddy_engine_free(e);
+    /* a budget of about two files: four prompts leave the newest two */
+    e = disk_engine(m, 4 * one, dir, 2 * one + one / 2);
+    s = e ? new_seq(e) : NULL;
+    for (int k = 0; s && k < 4; k++) {
+        eddy_seq_clear(s);
+        feed(s, t[k], 300, NULL);
+    }
+    eddy_engine_free(e);
+    e = disk_engine(m, 4 * one, dir, 2 * one + one / 2);
+    s = e ? new_seq(e) : NULL;
+    if (e) eddy_engine_cache_stats(e, &st);
+    CHECKF(e && st.disk_files == 2 && st.disk_bytes <= 2 * one + one / 2, "this model's files: %lld, %zu bytes",
+           (long long)st.disk_files, st.disk_bytes);
+    for (int k = 0; s && k < 4; k++) {
+        CHECK(eddy_seq_restore_prefix(s, t[k], 300, &held, &err) == EDDY_OK);
+        CHECKF(held == (k >= 2 ? 256 : 0), "prompt %d restored %lld", k, (long long)held);
+    }
+    eddy_engine_free(e);
+    eddy_model_free(m), eddy_model_free(other);
 }
 
 /* Prompts of 300 and 700 tokens in one batch (a 512-row step cuts it): each gets,

@@ -250,6 +250,10 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
         cache_sizes(m, type_k, type_v, &slot_bytes, &block_bytes);
         s = cache_init(c, p->cache_bytes, p->cache_every, slot_bytes, block_bytes, err);
     }
+    if (s == EDDY_OK && p->cache_dir)
+        s = p->cache_bytes ? cache_disk_init(c, p->cache_dir, p->cache_dir_bytes, err)
+                           : eddy_error_set(err, EDDY_ERR_ARG, "a prefix cache directory needs a memory budget too "
+                                            "(cache_bytes; --cache-ram)");
     const uint64_t cache_blocks = c->n_cache_max && block_bytes ? p->cache_bytes / block_bytes + 1 : 0;
     if (s == EDDY_OK && cache_blocks > INT32_MAX)
         s = eddy_error_set(err, EDDY_ERR_ARG, "a prefix cache of %zu bytes is too large", p->cache_bytes);

@@ -60,7 +60,17 @@ typedef struct {
     uint64_t hash;     /* XXH3-64 of tokens [0, st.n_pos) */
     uint64_t last_use; /* the cache's clock when last made or restored */
     size_t cost;       /* bytes charged: the slot and the KV blocks it holds */
+    bool on_disk;      /* a file of the disk tier holds it too */
 } cache_entry;
+
+/* One file of the prefix cache's disk tier: DIR/<model fingerprint>-<hash>-<n_pos>.eddy,
+ * a session file of the state after tokens [0, n_pos). */
+typedef struct {
+    uint64_t hash;     /* XXH3-64 of the tokens */
+    int64_t n_pos;
+    size_t bytes;
+    uint64_t last_use; /* the cache's clock when written or read */
+} disk_entry;
 
 typedef struct {
     int64_t n;         /* rows */
@@ -103,6 +113,14 @@ struct eddy_engine {
     uint64_t cache_clock;
     uint64_t cache_step_start; /* the clock when the step being run was planned */
     int64_t cache_lookups, cache_hits, cache_tokens;
+    /* its disk tier (engine_cache_disk.c): entries leaving memory, and those still in
+     * memory when the engine is freed, go to files in cache_dir; NULL: none */
+    char *cache_dir;
+    char cache_fp[33];    /* the model's fingerprint, hex: the files' name prefix */
+    size_t disk_budget, disk_used;
+    disk_entry *disk;     /* (n_disk) */
+    int64_t n_disk, disk_cap;
+    int64_t disk_hits;
     int (*abort_cb)(void *user);
     void *abort_user;
 
@@ -219,6 +237,27 @@ static inline int64_t step_ckpt_slot(const step_run *run, int64_t pos) {
 /* Bytes of one recurrent slot and one KV block of a model, from its shapes (before the
  * pool exists). */
 void cache_sizes(const model *m, qtype tk, qtype tv, size_t *slot_bytes, size_t *block_bytes);
+
+/* The prefix cache's files (session.c): an entry's state as a session file (no logits or
+ * sampler; the lock held), loading one into s when it holds exactly tokens[0, n) of this
+ * model (the lock held; nothing changes otherwise), atomic writes, the fingerprint. */
+eddy_status session_serialize_entry(engine *c, const seq_state *st, uint8_t **out, size_t *len, eddy_error *err);
+eddy_status session_load_prefix(engine *c, eddy_seq *s, const char *path, const int32_t *tokens, int64_t n,
+                                eddy_error *err);
+eddy_status session_write_atomic(const char *path, const uint8_t *buf, size_t len, eddy_error *err);
+void session_fingerprint_hex(const model *m, char out[33]);
+
+/* The disk tier (engine_cache_disk.c): dir is made if missing and its files of this model
+ * indexed; budget 0: no limit. */
+eddy_status cache_disk_init(engine *c, const char *dir, size_t budget, eddy_error *err);
+/* Writes the state st (tokens hashing to hash) to its file unless one holds it already;
+ * the oldest files go when the budget needs room. False when it could not be written. */
+bool cache_disk_spill(engine *c, const seq_state *st, uint64_t hash);
+/* Loads into s the deepest file whose tokens begin tokens and hold more than deeper_than
+ * and at most limit of them; returns how many it holds, or -1 (nothing changed). Files
+ * that fail to load are forgotten (and removed when damaged). */
+int64_t cache_disk_restore(engine *c, eddy_seq *s, const int32_t *tokens, int64_t limit, int64_t deeper_than);
+void cache_disk_free(engine *c);
 /* Sizes and allocates the cache's entries (at engine creation, c->n_ctx set): as many
  * as the budget holds at the smallest cost, 1..1024; the pool gets a slot for each. */
 eddy_status cache_init(engine *c, size_t budget, int64_t every, size_t slot_bytes, size_t block_bytes,

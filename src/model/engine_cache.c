@@ -76,6 +76,7 @@ static cache_entry *make_room(engine *c, size_t cost, uint64_t keep_from) {
             return free_e;
         }
         if (!oldest) return NULL;
+        if (!oldest->on_disk) oldest->on_disk = cache_disk_spill(c, &oldest->st, oldest->hash);
         entry_drop(c, oldest);
     }
 }
@@ -86,6 +87,7 @@ static void entry_set(engine *c, cache_entry *e, const int32_t *tokens, int64_t 
     e->st.n_pos = n;
     e->hash = hash;
     e->last_use = ++c->cache_clock;
+    e->on_disk = false;
     e->cost = entry_cost(c, n);
     c->cache_used += e->cost;
 }
@@ -127,6 +129,19 @@ eddy_status cache_init(engine *c, size_t budget, int64_t every, size_t slot_byte
 }
 
 void cache_free(engine *c) {
+    /* what the disk tier lacks goes there first, oldest first */
+    for (bool more = c->cache_dir && c->sp; more;) {
+        cache_entry *oldest = NULL;
+        for (int64_t i = 0; i < c->n_cache_max; i++) {
+            cache_entry *e = &c->cache[i];
+            if (e->st.slot >= 0 && !e->on_disk && (!oldest || e->last_use < oldest->last_use)) oldest = e;
+        }
+        if ((more = oldest != NULL)) {
+            cache_disk_spill(c, &oldest->st, oldest->hash);
+            oldest->on_disk = true;
+        }
+    }
+    cache_disk_free(c);
     for (int64_t i = 0; c->cache && i < c->n_cache_max; i++) {
         if (c->sp) entry_drop(c, &c->cache[i]);
         eddy_free(c->cache[i].st.tokens);
@@ -227,7 +242,13 @@ eddy_status eddy_seq_restore_prefix(eddy_seq *s, const eddy_token *tokens, int64
         if (e->hash == tokens_hash(tokens, m) && !memcmp(e->st.tokens, tokens, (size_t)m * sizeof *tokens)) best = e;
     }
     int64_t held;
-    if (best) {
+    /* a deeper state on disk */
+    const int64_t from_disk = c->cache_dir ? cache_disk_restore(c, s, tokens, limit, best ? best->st.n_pos : own) : -1;
+    if (from_disk >= 0) {
+        c->cache_hits++;
+        c->cache_tokens += from_disk;
+        held = from_disk;
+    } else if (best) {
         seq_state_copy(c->sp, q, &best->st);
         s->has_logits = false;
         best->last_use = ++c->cache_clock;
@@ -250,7 +271,8 @@ void eddy_engine_cache_stats(eddy_engine *c, eddy_cache_stats *out) {
     pthread_mutex_lock(&c->lock);
     int64_t n = 0;
     for (int64_t i = 0; i < c->n_cache_max; i++) n += c->cache[i].st.slot >= 0;
-    *out = (eddy_cache_stats){n, c->cache_lookups, c->cache_hits, c->cache_tokens, c->cache_used, c->cache_budget};
+    *out = (eddy_cache_stats){n, c->cache_lookups, c->cache_hits, c->cache_tokens, c->cache_used, c->cache_budget,
+                              c->n_disk, c->disk_hits, c->disk_used};
     pthread_mutex_unlock(&c->lock);
 }
 

@@ -120,20 +120,17 @@ static void copy_kv(const engine *c, const seq_state *st, int64_t n_pos, int64_t
     }
 }
 
-/* The whole file in memory (the lock held). */
-static eddy_status serialize(engine *c, eddy_seq *s, const sampler *smp, app_bytes app, uint8_t **out,
-                             size_t *len, eddy_error *err) {
-    if (s->n_pending)
-        return eddy_error_set(err, EDDY_ERR_ARG, "cannot save a sequence whose verify of %" PRId64
-                              " tokens awaits eddy_seq_accept", s->n_pending);
+/* The whole file of state st in memory, with the logits after its last token (NULL:
+ * none), a sampler's state and the caller's bytes when given (the lock held). */
+static eddy_status serialize_state(engine *c, const seq_state *st, const float *logits, const sampler *smp,
+                                   app_bytes app, uint8_t **out, size_t *len, eddy_error *err) {
     const state_pool *sp = c->sp;
-    const seq_state *st = &s->st;
     const size_t smp_bytes = smp ? sampler_state_bytes(smp) : 0;
     section secs[4 + 4 * 1024];
     int64_t n = 0;
     if (sp->n_layer > 1024) return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "session: more than 1024 layers");
     secs[n++] = (section){SEC_TOKENS, 0, 0, 0, st->tokens};
-    if (s->has_logits) secs[n++] = (section){SEC_LOGITS, 0, 0, 0, s->logits};
+    if (logits) secs[n++] = (section){SEC_LOGITS, 0, 0, 0, logits};
     if (smp) secs[n++] = (section){SEC_SAMPLER, 0, 0, 0, NULL};
     if (app.data) secs[n++] = (section){SEC_APP, 0, 0, 0, app.data};
     for (int64_t il = 0; il < sp->n_layer; il++) {
@@ -185,6 +182,14 @@ static eddy_status serialize(engine *c, eddy_seq *s, const sampler *smp, app_byt
     return EDDY_OK;
 }
 
+static eddy_status serialize(engine *c, eddy_seq *s, const sampler *smp, app_bytes app, uint8_t **out,
+                             size_t *len, eddy_error *err) {
+    if (s->n_pending)
+        return eddy_error_set(err, EDDY_ERR_ARG, "cannot save a sequence whose verify of %" PRId64
+                              " tokens awaits eddy_seq_accept", s->n_pending);
+    return serialize_state(c, &s->st, s->has_logits ? s->logits : NULL, smp, app, out, len, err);
+}
+
 static eddy_status save_buffer(eddy_seq *s, const sampler *smp, app_bytes app, void **out, size_t *len,
                                eddy_error *err) {
     engine *c = s->e;
@@ -220,7 +225,7 @@ static void dir_of(const char *path, char *dir, size_t n) {
 
 /* buf to a temporary file beside path, flushed to disk, renamed over path, and the
  * directory flushed: at any moment path holds the old file or the new one. */
-static eddy_status write_atomic(const char *path, const uint8_t *buf, size_t len, eddy_error *err) {
+eddy_status session_write_atomic(const char *path, const uint8_t *buf, size_t len, eddy_error *err) {
     const size_t plen = strlen(path);
     if (plen == 0 || plen > 4000) return eddy_error_set(err, EDDY_ERR_ARG, "session: bad file name");
     char tmp[4096 + 64], dir[4096];
@@ -257,7 +262,7 @@ eddy_status eddy_seq_save_app(eddy_seq *s, const eddy_sampler *smp, const void *
     size_t len;
     eddy_status st = save_buffer(s, smp, (app_bytes){app ? app : "", app_len}, &buf, &len, err);
     if (st != EDDY_OK) return st;
-    st = write_atomic(path, buf, len, err);
+    st = session_write_atomic(path, buf, len, err);
     eddy_free(buf);
     return st;
 }
@@ -268,7 +273,7 @@ eddy_status eddy_seq_save(eddy_seq *s, const eddy_sampler *smp, const char *path
     size_t len;
     eddy_status st = save_buffer(s, smp, (app_bytes){NULL, 0}, &buf, &len, err);
     if (st != EDDY_OK) return st;
-    st = write_atomic(path, buf, len, err);
+    st = session_write_atomic(path, buf, len, err);
     eddy_free(buf);
     return st;
 }
@@ -428,9 +433,8 @@ eddy_status eddy_seq_load(eddy_seq *s, eddy_sampler *smp, const char *path, eddy
     return eddy_seq_load_app(s, smp, path, NULL, NULL, err);
 }
 
-eddy_status eddy_seq_load_app(eddy_seq *s, eddy_sampler *smp, const char *path, void **app, size_t *app_len,
-                              eddy_error *err) {
-    if (!s || !path || (app && !app_len)) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_seq_load: NULL argument");
+/* The whole file at path in *buf (free with eddy_free), *len bytes. */
+static eddy_status read_file(const char *path, uint8_t **buf, size_t *len, eddy_error *err) {
     int fd = open(path, O_RDONLY);
     if (fd < 0) return eddy_error_set(err, EDDY_ERR_IO, "%s: cannot open the session: %s", path, strerror(errno));
     struct stat sb;
@@ -438,22 +442,66 @@ eddy_status eddy_seq_load_app(eddy_seq *s, eddy_sampler *smp, const char *path, 
         close(fd);
         return eddy_error_set(err, EDDY_ERR_IO, "%s: not a regular file", path);
     }
-    const size_t len = (size_t)sb.st_size;
-    uint8_t *buf = eddy_malloc(len ? len : 1);
-    if (!buf) {
+    *len = (size_t)sb.st_size;
+    *buf = eddy_malloc(*len ? *len : 1);
+    if (!*buf) {
         close(fd);
-        return eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate %.1f MiB to read %s", (double)len / (1 << 20), path);
+        return eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate %.1f MiB to read %s", (double)*len / (1 << 20), path);
     }
     size_t got = 0;
-    while (got < len) {
-        ssize_t r = read(fd, buf + got, len - got);
+    while (got < *len) {
+        ssize_t r = read(fd, *buf + got, *len - got);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) break;
         got += (size_t)r;
     }
     close(fd);
-    eddy_status st = got == len ? load_bytes(s, smp, path, buf, len, app, app_len, err)
-                                : eddy_error_set(err, EDDY_ERR_IO, "%s: read %zu of %zu bytes", path, got, len);
+    if (got == *len) return EDDY_OK;
+    eddy_free(*buf);
+    *buf = NULL;
+    return eddy_error_set(err, EDDY_ERR_IO, "%s: read %zu of %zu bytes", path, got, *len);
+}
+
+eddy_status eddy_seq_load_app(eddy_seq *s, eddy_sampler *smp, const char *path, void **app, size_t *app_len,
+                              eddy_error *err) {
+    if (!s || !path || (app && !app_len)) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_seq_load: NULL argument");
+    uint8_t *buf;
+    size_t len;
+    eddy_status st = read_file(path, &buf, &len, err);
+    if (st != EDDY_OK) return st;
+    st = load_bytes(s, smp, path, buf, len, app, app_len, err);
     eddy_free(buf);
     return st;
+}
+
+/* ==== The prefix cache's files ==== */
+
+eddy_status session_serialize_entry(engine *c, const seq_state *st, uint8_t **out, size_t *len, eddy_error *err) {
+    return serialize_state(c, st, NULL, NULL, (app_bytes){NULL, 0}, out, len, err);
+}
+
+eddy_status session_load_prefix(engine *c, eddy_seq *s, const char *path, const int32_t *tokens, int64_t n,
+                                eddy_error *err) {
+    uint8_t *buf;
+    size_t len;
+    eddy_status st = read_file(path, &buf, &len, err);
+    if (st != EDDY_OK) return st;
+    const size_t nl = (size_t)(c->sp->n_layer > 0 ? c->sp->n_layer : 1);
+    parsed p = {0};
+    p.conv = eddy_calloc(4 * nl, sizeof *p.conv);
+    if (!p.conv) st = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+    else p.rec = p.conv + nl, p.keys = p.conv + 2 * nl, p.values = p.conv + 3 * nl;
+    if (st == EDDY_OK) st = check_file(c, path, buf, len, &p, err);
+    if (st == EDDY_OK && p.n_pos != n) st = BAD("%s: holds %" PRId64 " positions, its name says %" PRId64, path, p.n_pos, n);
+    for (int64_t i = 0; st == EDDY_OK && i < n; i++)
+        if ((int32_t)get32(p.sec[SEC_TOKENS] + 4 * i) != tokens[i]) st = BAD("%s: holds other tokens", path);
+    if (st == EDDY_OK) st = apply(c, s, NULL, &p, err);
+    eddy_free(p.conv);
+    eddy_free(buf);
+    return st;
+}
+
+void session_fingerprint_hex(const model *m, char out[33]) {
+    const XXH128_hash_t fp = fingerprint(m);
+    snprintf(out, 33, "%016llx%016llx", (unsigned long long)fp.high64, (unsigned long long)fp.low64);
 }

@@ -76,4 +76,21 @@ if [ $rc -eq 1 ] && grep -q "no exchange to go back to" "$TMP/ce"; then ok; else
 printf 'x\n' | "$EDDY" $C --session "$TMP/mamba2-tiny-f32.session" >/dev/null 2>"$TMP/ce"; rc=$?
 if [ $rc -eq 1 ] && grep -q "holds no chat messages" "$TMP/ce"; then ok; else bad "chat --session of a run session: $rc $(cat "$TMP/ce")"; fi
 
+# ==== run --cache-dir: a prefix cache across runs ====
+for m in qwen35-tiny-f32 mamba2-tiny-f32 llama-tiny-f32; do
+  M=tests/data/models/$m.gguf
+  A="The quick brown fox jumps over the lazy dog and runs far away."
+  "$EDDY" run -m $M -p "$A And then it sleeps." -n 8 --temp 0 -t 1 >"$TMP/d0" 2>/dev/null
+  n_a=$("$EDDY" tokenize -m $M "$A" | wc -w)
+  if "$EDDY" run -m $M -p "$A" -n 4 --temp 0 -t 1 --cache-dir "$TMP/cd-$m" >/dev/null 2>"$TMP/de1" &&
+     grep -q "0 restored from the prefix cache" "$TMP/de1" && ls "$TMP/cd-$m"/*.eddy >/dev/null 2>&1 &&
+     "$EDDY" run -m $M -p "$A And then it sleeps." -n 8 --temp 0 -t 1 --cache-dir "$TMP/cd-$m" >"$TMP/d1" 2>"$TMP/de2" &&
+     grep -q "$n_a restored from the prefix cache" "$TMP/de2" && cmp -s "$TMP/d0" "$TMP/d1"; then ok
+  else bad "$m run --cache-dir: the second run restores the first prompt ($n_a tokens) and gives the same text: $(cat "$TMP/de1" "$TMP/de2")"; fi
+done
+expect_err "run --cache-dir without memory" "--cache-dir needs a memory budget too" \
+  run -m tests/data/models/llama-tiny-f32.gguf -p x --cache-dir "$TMP/cdx" --cache-ram 0
+touch "$TMP/not-a-dir"
+expect_err "run --cache-dir on a file" "cannot read it" run -m tests/data/models/llama-tiny-f32.gguf -p x --cache-dir "$TMP/not-a-dir"
+
 finish
