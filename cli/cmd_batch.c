@@ -318,14 +318,14 @@ static void print_stats(const job *jobs, int64_t n, int64_t np, double t_prefill
 
 const char usage_batch[] =
     "eddy batch -m MODEL.gguf -f PROMPTS.txt [-np N] [-n N] [--jsonl] [--chat [--system TEXT]]\n"
-    "           [the sampling, context, thread and cache options of run] [--spec-type ngram ...]\n"
+    "           [the sampling, context, thread and cache options of run] [--spec-type ... | -md FILE]\n"
     "        many prompts, one per line (empty lines skipped), up to N (default: the number of\n"
     "        prompts, at most 8) decoded together on one engine; a finished sequence's slot goes\n"
     "        to the next prompt. Outputs in input order (\"=== i ===\" blocks, or --jsonl: one JSON\n"
     "        object per line with the text, token counts and why it stopped); per-sequence and\n"
     "        aggregate t/s on stderr. Each output is the one eddy run gives for that prompt alone\n"
     "        with the same options and seed; a prompt that cannot run is reported, the rest carry on.\n"
-    "        --spec-type ngram (and the draft flags of run) drafts by prompt lookup for every\n"
+    "        --spec-type ngram or -md FILE (and the draft flags of run) drafts for every\n"
     "        sequence, all verified in one step\n";
 
 int cmd_batch(int argc, char **argv) {
@@ -355,8 +355,6 @@ int cmd_batch(int argc, char **argv) {
     if (!file) return cli_error("batch: no prompt file given (-f PROMPTS.txt, one prompt per line)");
     if (o.system && !o.chat) return cli_error("batch: --system needs --chat");
     if (o.n_stop || o.ignore_eos) return cli_error("batch: -r and --ignore-eos are options of run and chat only");
-    if (o.spec.type == EDDY_SPEC_DRAFT)
-        return cli_error("batch: a draft model (-md) serves one sequence; use --spec-type ngram here");
     if (o.seed_random) { /* one seed for every prompt, so each output is run's with that seed */
         o.sp.seed = cli_random_seed();
         o.seed_random = false;
@@ -391,6 +389,16 @@ int cmd_batch(int argc, char **argv) {
         eddy_ctx_free(g.c); /* its memory goes to the engine's sequences */
         g.c = NULL;
         if (eddy_engine_new(g.m, &ep, &sc.e, &err) != EDDY_OK) rc = cli_error("%s", err.msg);
+    }
+    eddy_engine *draft = NULL; /* -md: one draft sequence and one snapshot per running prompt */
+    if (!rc && g.dm) {
+        eddy_error err;
+        eddy_engine_params dp = {.n_ctx = eddy_engine_n_ctx(sc.e), .n_seq_max = (int)np, .n_snapshots = (int)np,
+                                 .n_threads = (int)o.threads};
+        eddy_ctx_free(g.dc);
+        g.dc = NULL;
+        if (eddy_engine_new(g.dm, &dp, &draft, &err) != EDDY_OK) rc = cli_error("-md %s: %s", o.draft_model, err.msg);
+        o.spec.draft_engine = draft;
     }
     if (!rc) {
         sc.m = g.m, sc.v = g.v, sc.sp = &o.sp, sc.n_predict = o.n_predict;
@@ -435,6 +443,7 @@ int cmd_batch(int argc, char **argv) {
         free(jobs[i].out);
     }
     eddy_engine_free(sc.e);
+    eddy_engine_free(draft);
     free(sc.active), free(sc.logits), free(sc.tokens), free(sc.owner), free(sc.want), free(sc.drafted);
     gen_session_close(&g);
     free(jobs);

@@ -268,6 +268,11 @@ int gen_session_open(const gen_opts *o, gen_session *g) {
         g->spec.draft = g->dc;
     }
     if (eddy_sampler_new(&sp, eddy_model_n_vocab(g->m), &g->s, &err) != EDDY_OK) goto fail;
+    if (o->spec.type != EDDY_SPEC_NONE) { /* the settings and the draft's vocabulary, checked once here */
+        eddy_spec *probe;
+        if (eddy_spec_new(eddy_ctx_seq(g->c), g->s, &g->spec, &probe, &err) != EDDY_OK) goto fail;
+        eddy_spec_free(probe);
+    }
     char seed[96] = "";
     if (o->seed_random)
         snprintf(seed, sizeof seed, " (random: --seed %llu repeats this run)", (unsigned long long)sp.seed);

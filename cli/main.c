@@ -162,13 +162,15 @@ static void usage_all(FILE *out) {
     for (size_t i = 0; i < N_COMMANDS; i++) fputs(commands[i].usage, out);
 }
 
+/* Through cli_out, so that a failed write is reported with its own reason. */
 int cli_usage(const char *cmd) {
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (!strcmp(commands[i].name, cmd)) {
-            fputs(commands[i].usage, stdout);
+            cli_out(commands[i].usage, strlen(commands[i].usage));
             return 0;
         }
-    usage_all(stdout);
+    cli_out(usage_head, strlen(usage_head));
+    for (size_t i = 0; i < N_COMMANDS; i++) cli_out(commands[i].usage, strlen(commands[i].usage));
     return 0;
 }
 

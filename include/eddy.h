@@ -679,10 +679,13 @@ typedef struct {
                        * true: always draft_max (as many as the drafter finds) */
     int ngram;        /* EDDY_SPEC_NGRAM: the longest n-gram looked up (0: 3) */
     /* EDDY_SPEC_DRAFT: a context of the draft model, made with n_snapshots >= 1 (its
-     * sequence is kept in step with the generation's; what it held is replaced), and
+     * sequence is kept in step with the generation's; what it held is replaced), or an
+     * engine of it shared by many eddy_spec (each takes a sequence of its own and one
+     * snapshot state while it lives: n_seq_max and n_snapshots >= their number); and
      * the smallest probability of the draft's best token to go on drafting (0: 0.75;
      * below 0: no limit; temperature 0 only — sampled drafts always go on) */
     eddy_ctx *draft;
+    eddy_engine *draft_engine;
     float p_min;
 } eddy_spec_params;
 
@@ -697,7 +700,8 @@ typedef struct {
  *      generation would (the sampler sees every token it returns), keeps the state after
  *      the drafts the model agreed with, and returns the tokens generated; the last is the
  *      next step's t unless the walk ended otherwise (*end).
- * A draft model context (p->draft) serves one sequence at a time. */
+ * A draft model context (p->draft) serves one sequence at a time; a draft engine
+ * (p->draft_engine) one sequence per eddy_spec. */
 typedef struct eddy_spec eddy_spec;
 
 typedef enum {

@@ -31,8 +31,9 @@ struct drafter {
     eddy_spec_params p;
     int64_t n_vocab;
     /* a draft model */
-    eddy_ctx *dctx;
-    eddy_seq *dseq;
+    eddy_engine *dengine;
+    eddy_seq *dseq;      /* the context's, or one of its own in a shared draft engine */
+    bool own_seq;
     eddy_snapshot *snap; /* the draft sequence before the last round of drafts */
     sampler *ds;         /* drafts drawn from q (the target samples: temperature > 0); NULL: argmax */
     float *dlogits;      /* (n_vocab) */
@@ -119,7 +120,7 @@ static float softmax_max(const float *l, int64_t n, eddy_token *best) {
 
 static eddy_status draft_model_propose(drafter *d, const eddy_token *hist, int64_t n, int64_t max, eddy_token *out,
                                        float *q, int64_t *n_out, eddy_error *err) {
-    const int64_t room = eddy_engine_n_ctx(eddy_ctx_engine(d->dctx)) - n;
+    const int64_t room = eddy_engine_n_ctx(d->dengine) - n;
     if (max > room) max = room;
     if (max <= 0) return EDDY_OK;
     eddy_status rc = draft_sync(d, hist, n, err);
@@ -176,14 +177,17 @@ eddy_status drafter_new(const eddy_spec_params *p, const eddy_model *tm, const e
     d->c_prior = 0.05 + (double)b.state / 2 / (double)(b.weights + b.state + 1);
     eddy_status rc = EDDY_OK;
     if (p->type == EDDY_SPEC_DRAFT) {
-        d->dctx = p->draft;
-        const eddy_model *dm = d->dctx ? eddy_engine_model(eddy_ctx_engine(d->dctx)) : NULL;
-        if (!dm) rc = eddy_error_set(err, EDDY_ERR_ARG, "speculative decoding: no draft model context");
+        d->dengine = p->draft ? eddy_ctx_engine(p->draft) : p->draft_engine;
+        const eddy_model *dm = d->dengine ? eddy_engine_model(d->dengine) : NULL;
+        if (!dm) rc = eddy_error_set(err, EDDY_ERR_ARG, "speculative decoding: no draft model context or engine");
+        else if (p->draft && p->draft_engine)
+            rc = eddy_error_set(err, EDDY_ERR_ARG, "speculative decoding: give a draft context or a draft engine, not both");
         else if (!eddy_model_vocab(dm) || !eddy_model_vocab(tm))
             rc = eddy_error_set(err, EDDY_ERR_ARG, "speculative decoding: the model or the draft model has no vocabulary");
         else rc = check_vocab(eddy_model_vocab(tm), eddy_model_vocab(dm), err);
+        if (rc == EDDY_OK && p->draft) d->dseq = eddy_ctx_seq(p->draft);
+        else if (rc == EDDY_OK) rc = eddy_seq_new(d->dengine, &d->dseq, err), d->own_seq = rc == EDDY_OK;
         if (rc == EDDY_OK) {
-            d->dseq = eddy_ctx_seq(d->dctx);
             d->dlogits = eddy_malloc((size_t)d->n_vocab * sizeof *d->dlogits);
             if (!d->dlogits) rc = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
         }
@@ -210,6 +214,7 @@ void drafter_free(drafter *d) {
         eddy_seq_restore(d->dseq, d->snap, &err);
     }
     eddy_snapshot_free(d->snap);
+    if (d->own_seq) eddy_seq_free(d->dseq);
     sampler_free(d->ds);
     eddy_free(d->dlogits);
     eddy_free(d);

@@ -55,8 +55,17 @@ for m in qwen35-tiny-f32 mamba2-tiny-f32 llama-tiny-f32; do
 done
 if grep -q "speculative: [0-9]* verify steps (per sequence), [0-9]* drafted" "$TMP/err"; then ok
 else bad "batch --spec-type ngram: no counts on stderr: $(cat "$TMP/err")"; fi
-expect_err "batch with a draft model" "a draft model (-md) serves one sequence" \
-  batch -m tests/data/models/qwen35-tiny-f32.gguf -f "$TMP/prompts.txt" -md tests/data/models/qwen35-tiny-q8_0.gguf
+# With a draft model: a draft sequence per running prompt
+M=tests/data/models/qwen35-tiny-f32.gguf
+expected "$M" --temp 0 -n 30 >"$TMP/want"
+for np in 1 4; do
+  if "$EDDY" batch -m "$M" -f "$TMP/prompts.txt" -np $np -t 2 --temp 0 -n 30 -md tests/data/models/qwen35-tiny-q4_k_m.gguf \
+       --draft-p-min 0 >"$TMP/got" 2>"$TMP/err" && cmp -s "$TMP/want" "$TMP/got" &&
+     grep -q "speculative: [1-9][0-9]* verify steps" "$TMP/err"; then ok
+  else bad "batch -np $np -md differs from run: $(diff "$TMP/want" "$TMP/got" | head -5) $(tail -2 "$TMP/err")"; fi
+done
+expect_err "batch with a draft model of another vocabulary" "the draft model's vocabulary has 512 tokens" \
+  batch -m "$M" -f "$TMP/prompts.txt" -md tests/data/models/llama-tiny-q8_0.gguf
 
 # Speeds per sequence and in aggregate on stderr; JSON lines in input order.
 M=tests/data/models/qwen35-tiny-f32.gguf
