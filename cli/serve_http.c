@@ -249,6 +249,37 @@ static void new_id(char *out, size_t n, const char *prefix) {
     snprintf(out, n, "%s%016llx", prefix, (unsigned long long)cli_random_seed());
 }
 
+/* Content given as an array of parts becomes the string of its text parts (joined by
+ * newlines), as templates expect a string; other kinds of parts are refused. */
+static int flatten_parts(json_t *msgs, bad_field *b) {
+    size_t i, k;
+    json_t *m, *part;
+    json_array_foreach(msgs, i, m) {
+        json_t *content = json_object_get(m, "content");
+        if (!json_is_array(content)) continue;
+        size_t len = 0;
+        json_array_foreach(content, k, part) {
+            json_t *type = json_object_get(part, "type"), *text = json_object_get(part, "text");
+            if (!json_is_object(part) || !json_is_string(type) || strcmp(json_string_value(type), "text") ||
+                !json_is_string(text))
+                return bad(b, "messages", "a content part in '%s' must be {\"type\": \"text\", \"text\": ...}%s",
+                           NULL);
+            len += json_string_length(text) + 1;
+        }
+        char *joined = malloc(len + 1), *at = joined;
+        if (!joined) return bad(b, "messages", "out of memory reading '%s'%s", NULL);
+        json_array_foreach(content, k, part) {
+            json_t *text = json_object_get(part, "text");
+            if (k) *at++ = '\n';
+            memcpy(at, json_string_value(text), json_string_length(text));
+            at += json_string_length(text);
+        }
+        json_object_set_new(m, "content", json_stringn(joined, (size_t)(at - joined)));
+        free(joined);
+    }
+    return 0;
+}
+
 /* The prompt of a chat request: messages through the template, tokenized. */
 static int chat_prompt(server *sv, json_t *req, srv_request *r, bad_field *b) {
     json_t *msgs = json_object_get(req, "messages");
@@ -265,6 +296,7 @@ static int chat_prompt(server *sv, json_t *req, srv_request *r, bad_field *b) {
             return bad(b, "messages", "a message's content in '%s' must be a string, an array of parts or null%s",
                        NULL);
     }
+    if (flatten_parts(msgs, b)) return 1;
     eddy_chat_options opt = sv->chat;
     json_t *kw = field(req, "chat_template_kwargs");
     if (kw) {
