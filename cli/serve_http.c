@@ -835,13 +835,17 @@ static enum MHD_Result handle_models(server *sv, struct MHD_Connection *c) {
 static enum MHD_Result handle_metrics(server *sv, struct MHD_Connection *c) {
     srv_metrics m;
     srv_metrics_get(sv->sched, &m);
-    char *buf = malloc(8192);
+    enum { CAP = 16384 }; /* the text below is about 4 KB */
+    char *buf = malloc(CAP);
     if (!buf) return MHD_NO;
     size_t k = 0;
-#define METRIC(name, type, help, fmt, value)                                                                  \
-    k += (size_t)snprintf(buf + k, 8192 - k, "# HELP eddy_" name " " help "\n# TYPE eddy_" name " " type "\neddy_" name \
-                          " " fmt "\n",                                                                        \
-                          value)
+#define METRIC(name, type, help, fmt, value)                                                                      \
+    do {                                                                                                          \
+        k += (size_t)snprintf(buf + k, CAP - k,                                                                   \
+                              "# HELP eddy_" name " " help "\n# TYPE eddy_" name " " type "\neddy_" name " " fmt "\n", \
+                              value);                                                                             \
+        if (k >= CAP) k = CAP - 1;                                                                                \
+    } while (0)
     METRIC("http_requests_total", "counter", "HTTP requests answered.", "%lld", (long long)m.http_requests);
     METRIC("http_errors_total", "counter", "HTTP requests answered with a 4xx or 5xx status.", "%lld",
            (long long)m.http_errors);

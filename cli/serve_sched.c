@@ -567,6 +567,10 @@ static void *sched_main(void *arg) {
                 srv_request_unref(r);
                 continue;
             }
+            if (r->deadline > 0 && cli_now_s() > r->deadline) {
+                fail_unstarted(r, 504, "the request waited longer than the server's --timeout");
+                continue;
+            }
             admit(s, r);
         }
         drop_cancelled(s, stopping);
