@@ -183,6 +183,16 @@ def stream_text(events, chat):
 
 def part_api():
     import openai
+    # bad command lines: one line "eddy: error: ...", exit status 1
+    for args, pat in [([], "no model given"), (["-m", QWEN, "--port", "70000"], "--port: 70000 is out of range"),
+                      (["-m", QWEN, "--host", "nowhere"], "is not an IPv4 or IPv6 address"),
+                      (["-m", QWEN, "-p", "hi"], "come with each request"), (["-m", QWEN, "-np", "0"], "-np: 0"),
+                      (["-m", QWEN, "--bogus"], "unknown option '--bogus' for 'serve'"),
+                      (["-m", "/nonexistent.gguf"], "/nonexistent.gguf")]:
+        r = subprocess.run([EDDY, "serve", *args], capture_output=True, timeout=60)
+        err = r.stderr.decode()
+        check(r.returncode == 1 and err.count("\n") == 1 and err.startswith("eddy: error: ") and pat in err,
+              "serve %s: %s %r" % (args, r.returncode, err))
     sv = Server(QWEN, "-np", "4", "--cache-ram", "64")
     try:
         cl = openai.OpenAI(base_url=sv.base + "/v1", api_key="none", max_retries=0, timeout=60)
