@@ -55,6 +55,7 @@ typedef struct srv_request {
     char *stop[SRV_MAX_STOPS];
     size_t stop_len[SRV_MAX_STOPS];
     int n_stop;
+    bool ignore_eos;     /* never sample an end-of-generation token (llama-server's ignore_eos) */
     int n_logprobs;      /* -1: none; else the top alternatives wanted per token (0..20) */
     char *session_id;    /* NULL: none */
     double deadline;     /* cli_now_s() time after which the request is abandoned (0: none) */

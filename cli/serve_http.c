@@ -380,6 +380,7 @@ static int parse_gen(server *sv, json_t *req, gen *g, bad_field *b) {
     long long n = 1;
     if (get_int(req, "n", 1, 1, &n, b)) return 1;
     if (get_bool(req, "stream", &g->stream, b)) return 1;
+    if (get_bool(req, "ignore_eos", &r->ignore_eos, b)) return 1;
     json_t *so = field(req, "stream_options");
     if (so) {
         if (!json_is_object(so)) return bad(b, "stream_options", "'%s' must be an object%s", NULL);

@@ -101,7 +101,8 @@ struct srv_sched {
     int64_t b_cap;
     slot **b_rows;       /* (n_slots) the slot of each logits row */
     float *logits;       /* (n_slots, n_vocab) */
-    float *lsm;          /* (n_vocab) log-softmax scratch */
+    eddy_token *eog;     /* (n_eog) the vocabulary's end-of-generation tokens */
+    int64_t n_eog;
 };
 
 /* ==== Publishing to the request ==== */
@@ -133,6 +134,12 @@ static void publish(slot *sl, size_t upto) {
 }
 
 static void pin_save(srv_sched *s, slot *sl);
+
+static int busy_slots(const srv_sched *s) {
+    int k = 0;
+    for (int i = 0; i < s->p.n_slots; i++) k += s->slots[i].r != NULL;
+    return k;
+}
 
 /* Ends the slot's request: finished with a reason, or failed with a status. */
 static void end_request(srv_sched *s, slot *sl, const char *finish, int status, const char *error) {
@@ -166,6 +173,9 @@ static void end_request(srv_sched *s, slot *sl, const char *finish, int status, 
     }
     srv_request_unref(r);
     sl->r = NULL;
+    pthread_mutex_lock(&s->mu);
+    s->m.slots_busy = busy_slots(s);
+    pthread_mutex_unlock(&s->mu);
 }
 
 static void fail_unstarted(srv_request *r, int status, const char *msg) {
@@ -371,6 +381,7 @@ static bool admit(srv_sched *s, srv_request *r) {
     r->n_cached = held;
     pthread_mutex_unlock(&r->mu);
     pthread_mutex_lock(&s->mu);
+    s->m.slots_busy = busy_slots(s);
     s->m.prompt_tokens += r->n_prompt;
     s->m.cached_tokens += held;
     pthread_mutex_unlock(&s->mu);
@@ -399,9 +410,11 @@ static bool reserve(srv_sched *s, int64_t n) {
 }
 
 /* Samples the slot's next token from its logits row and handles what it means. */
-static void sample_next(srv_sched *s, slot *sl, const float *row) {
+static void sample_next(srv_sched *s, slot *sl, float *row) {
     srv_request *r = sl->r;
     eddy_error err;
+    if (r->ignore_eos)
+        for (int64_t i = 0; i < s->n_eog; i++) row[s->eog[i]] = -INFINITY;
     const eddy_token t = eddy_sampler_sample(sl->s, row);
     if (!r->t_first) r->t_first = cli_now_s();
     if (eddy_vocab_is_eog(s->v, t)) {
@@ -533,12 +546,6 @@ static int step(srv_sched *s) {
 
 /* ==== The thread ==== */
 
-static int busy_slots(const srv_sched *s) {
-    int k = 0;
-    for (int i = 0; i < s->p.n_slots; i++) k += s->slots[i].r != NULL;
-    return k;
-}
-
 static void *sched_main(void *arg) {
     srv_sched *s = arg;
     for (;;) {
@@ -630,6 +637,10 @@ int srv_sched_start(const srv_sched_params *p, srv_sched **out) {
             srv_sched_stop(s);
             return cli_error("%s", err.msg);
         }
+    s->eog = malloc((size_t)s->n_vocab * sizeof *s->eog);
+    if (!s->eog) return cli_error("out of memory");
+    for (int64_t t = 0; t < s->n_vocab; t++)
+        if (eddy_vocab_is_eog(s->v, (eddy_token)t)) s->eog[s->n_eog++] = (eddy_token)t;
     s->m.slots_total = p->n_slots;
     eddy_engine_cache_stats(s->e, &s->m.cache);
     if (pthread_create(&s->thread, NULL, sched_main, s) != 0) {
@@ -662,7 +673,7 @@ void srv_sched_free(srv_sched *s) {
     for (int i = 0; s->pins && i < s->p.max_sessions; i++) pin_clear(&s->pins[i]);
     eddy_engine_free(s->e); /* with its sequences */
     free(s->queue), free(s->slots), free(s->pins), free(s->b_rows), free(s->logits);
-    free(s->b_tok), free(s->b_seq), free(s->b_want);
+    free(s->b_tok), free(s->b_seq), free(s->b_want), free(s->eog);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
