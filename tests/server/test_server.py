@@ -426,11 +426,11 @@ PROMPTS = ["Once upon a time", "The cat sat on the", "In the beginning", "hello 
 
 def part_load():
     np_ = "4" if SLOW else "8"
-    sv = Server(LLAMA, "-np", np_, "-c", "512", "--max-queue", "64")
+    sv = Server(LLAMA, "-np", np_, "-c", "2048", "--max-queue", "64")
     try:
         p = sv.port
         n_clients = 32
-        jobs = [{"prompt": PROMPTS[i % len(PROMPTS)], "seed": i, "temperature": 1.0, "max_tokens": 24 + i % 9,
+        jobs = [{"prompt": PROMPTS[i % len(PROMPTS)], "seed": i, "temperature": 1.0, "max_tokens": 40 + i % 17,
                  "top_k": 0} for i in range(n_clients)]
         # the answers alone, one at a time
         alone = []
@@ -447,7 +447,7 @@ def part_load():
                 hang = 2 if i % 10 == 3 else None  # about one in ten hangs up mid-stream
                 body = dict(jobs[i], stream=True)
                 if hang:
-                    body["max_tokens"] = 400
+                    body.update(max_tokens=1500, ignore_eos=True)
                 status, events, done = sse_stream(p, "/v1/completions", body, hang_up_after=hang)
                 if hang:
                     got[i] = "hung up"
@@ -476,6 +476,23 @@ def part_load():
         # and the server still answers, the same
         s, _, j = post(p, "/v1/completions", jobs[0])
         check(s == 200 and j["choices"][0]["text"] == alone[0], "an answer after the load")
+        # a reader that never reads (a tiny receive buffer) holds up no one else
+        k = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        k.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+        k.connect(("127.0.0.1", p))
+        body = json.dumps({"prompt": "slow", "max_tokens": 1500, "ignore_eos": True, "stream": True,
+                           "logprobs": 5}).encode()
+        k.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        time.sleep(0.5)
+        t1 = time.time()
+        answers = [post(p, "/v1/completions", jobs[i]) for i in range(1, 4)]
+        check(all(a[0] == 200 and a[2]["choices"][0]["text"] == alone[i + 1] for i, a in enumerate(answers)),
+              "answers beside a stalled reader")
+        k.close()
+        m = wait_idle(p)
+        check(m["eddy_slots_busy"] == 0, "the stalled reader's slot is freed once it hangs up: %s" % m)
+        print("load: 3 answers beside a stalled reader in %.2f s" % (time.time() - t1), flush=True)
         print("load: %d clients in %.1f s" % (n_clients, time.time() - t0), flush=True)
     finally:
         rc = sv.stop()
