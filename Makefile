@@ -175,7 +175,16 @@ $(SAN)/%.o: %.c
 $(SAN)/eddy-tests: $(SAN_TEST_OBJS) $(SAN_LIB_OBJS)
 	$(SAN_CC) $(SAN_FLAGS) -pthread -o $@ $^ $(LDLIBS_ALL)
 
-$(SAN)/eddy: $(SAN_CLI_OBJS) $(SAN_LIB_OBJS)
+# The sanitizer eddy links the library's objects as one object in which every name but the
+# public eddy_* is local, as the release eddy links libeddy.a. The sanitizer runtime makes the
+# executable export its symbols, and an internal name would otherwise stand in for the C
+# library's in the shared libraries the CLI links (libmicrohttpd's bind() calling eddy's).
+$(SAN)/libeddy-public.o: $(SAN_LIB_OBJS)
+	$(SAN_CC) -r -nostdlib -o $@.tmp $^
+	$(OBJCOPY) --wildcard --keep-global-symbol='eddy_*' $@.tmp $@
+	@rm -f $@.tmp
+
+$(SAN)/eddy: $(SAN_CLI_OBJS) $(SAN)/libeddy-public.o
 	$(SAN_CC) $(SAN_FLAGS) -pthread -o $@ $^ $(CLI_LIBS) $(LDLIBS_ALL)
 
 # ==== Fuzzers (clang libFuzzer) ====
