@@ -39,19 +39,18 @@
 /* ==== The server ==== */
 
 typedef struct {
-    const eddy_model *m;
     const eddy_vocab *v;
     srv_sched *sched;
     const char *model_name;
     const char *api_key;      /* NULL: none */
     double timeout;           /* seconds per request (0: none) */
     eddy_sampler_params sp;   /* defaults of requests */
+    bool seed_fixed;          /* --seed S: sp.seed for requests without a seed (else a random one) */
     long long n_predict;      /* default max_tokens (-1: until the context is full) */
     eddy_chat_options chat;
     bool wants_bos;           /* the vocabulary adds BOS to prompts */
     int64_t n_ctx, n_vocab;
     int64_t created;
-    volatile int stopping;
 } server;
 
 typedef struct {
@@ -409,7 +408,7 @@ static int parse_gen(server *sv, json_t *req, gen *g, bad_field *b) {
     if (field(req, "repeat_penalty")) r->sp.repeat_penalty = (float)d;
     if (get_int(req, "repeat_last_n", 0, 1 << 20, &v, b)) return 1;
     if (field(req, "repeat_last_n")) r->sp.repeat_last_n = (int32_t)v;
-    r->sp.seed = cli_random_seed();
+    r->sp.seed = sv->seed_fixed ? sv->sp.seed : cli_random_seed();
     json_t *seed = field(req, "seed");
     if (seed) {
         if (!json_is_integer(seed)) return bad(b, "seed", "'%s' must be an integer%s", NULL);
@@ -1078,14 +1077,14 @@ int cmd_serve(int argc, char **argv) {
     server sv = {0};
     gen_session g;
     o.n_snapshots = 0;
-    if (o.seed_random == false) eddy_log(EDDY_LOG_INFO, "serve: --seed is the seed of requests that give none");
     if (gen_session_open(&o, &g)) return 1;
     eddy_ctx_free(g.c); /* its memory goes to the engine's sequences */
     g.c = NULL;
-    sv.m = g.m, sv.v = g.v;
+    sv.v = g.v;
     sv.api_key = api_key;
     sv.timeout = timeout;
     sv.sp = o.sp;
+    sv.seed_fixed = !o.seed_random;
     sv.n_predict = o.n_predict;
     sv.chat = g.chat;
     sv.n_vocab = eddy_model_n_vocab(g.m);
@@ -1127,7 +1126,6 @@ int cmd_serve(int argc, char **argv) {
         sigwait(&sigs, &sig);
         fprintf(stderr, "eddy serve: %s: finishing the running answers and stopping\n",
                 sig == SIGINT ? "SIGINT" : "SIGTERM");
-        sv.stopping = 1;
         const MHD_socket ls = MHD_quiesce_daemon(d); /* no new connections */
         if (ls != MHD_INVALID_SOCKET) close(ls);
     }
