@@ -157,6 +157,12 @@ static void end_request(srv_sched *s, slot *sl, const char *finish, int status, 
     pthread_cond_broadcast(&r->cv);
     const bool cancelled = r->cancelled;
     const int64_t n_gen = r->n_gen;
+    const double t_gen = r->t_first > 0 ? r->t_end - r->t_first : 0;
+    eddy_log(EDDY_LOG_INFO, "serve: request done (%s): prompt %lld tokens (%lld restored), waited %.3f s, "
+             "first token after %.3f s, %lld tokens at %.1f t/s",
+             cancelled ? "client gone" : finish ? finish : r->error, (long long)r->n_prompt, (long long)r->n_cached,
+             r->t_start > 0 ? r->t_start - r->t_submit : 0, r->t_first > 0 ? r->t_first - r->t_submit : 0,
+             (long long)n_gen, t_gen > 0 ? (double)(n_gen - 1) / t_gen : 0.0);
     pthread_mutex_unlock(&r->mu);
     pthread_mutex_lock(&s->mu);
     if (cancelled) s->m.gen_cancelled++;
