@@ -398,7 +398,7 @@ def part_api():
         [t.join(120) for t in ts]
         codes = sorted(r[0] for r in results)
         n429 = [r for r in results if r[0] == 429]
-        check(len(results) == 8 and set(codes) <= {200, 429} and n429 and codes.count(200) >= 2,
+        check(len(results) == 8 and set(codes) <= {200, 429} and n429 and codes.count(200) >= 1,
               "queue full: statuses %s" % codes)
         check(all(r[1].get("retry-after") and is_error_object(r[2], 429) for r in n429), "429 with Retry-After")
         m = wait_idle(p)
