@@ -485,14 +485,27 @@ static void drop_cancelled(srv_sched *s, bool stopping) {
     }
 }
 
-/* One forward step over every slot with work; 0, or -1 when the step failed. */
+/* Ends every running request with a 500 (the step could not run); -1. */
+static int fail_all(srv_sched *s, const char *msg) {
+    eddy_log(EDDY_LOG_ERROR, "serve: a step failed: %s", msg);
+    for (int i = 0; i < s->p.n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (!sl->r) continue;
+        eddy_seq_clear(sl->seq);
+        end_request(s, sl, NULL, 500, msg);
+    }
+    return -1;
+}
+
+/* One forward step over every slot with work; 0, or -1 when the step failed (its requests
+ * are ended). */
 static int step(srv_sched *s) {
     int64_t n = 0, n_rows = 0, budget = s->p.n_batch;
     /* decoding slots first: one token each */
     for (int i = 0; i < s->p.n_slots; i++) {
         slot *sl = &s->slots[i];
         if (!sl->r || !sl->decoding) continue;
-        if (!reserve(s, n + 1)) return -1;
+        if (!reserve(s, n + 1)) return fail_all(s, "out of memory");
         s->b_tok[n] = sl->next, s->b_seq[n] = sl->seq, s->b_want[n] = 1;
         s->b_rows[n_rows++] = sl;
         n++;
@@ -505,7 +518,7 @@ static int step(srv_sched *s) {
         const srv_request *r = sl->r;
         int64_t take = r->n_prompt - sl->n_fed;
         if (take > budget) take = budget;
-        if (!reserve(s, n + take)) return -1;
+        if (!reserve(s, n + take)) return fail_all(s, "out of memory");
         memcpy(s->b_tok + n, r->prompt + sl->n_fed, (size_t)take * sizeof *s->b_tok);
         for (int64_t k = 0; k < take; k++) s->b_seq[n + k] = sl->seq, s->b_want[n + k] = 0;
         n += take;
@@ -528,23 +541,12 @@ static int step(srv_sched *s) {
     if (any_decoding) s->m.decode_seconds += dt;
     else s->m.prefill_seconds += dt;
     pthread_mutex_unlock(&s->mu);
-    if (st != EDDY_OK) {
-        eddy_log(EDDY_LOG_ERROR, "serve: a step failed: %s", err.msg);
-        for (int i = 0; i < s->p.n_slots; i++) {
-            slot *sl = &s->slots[i];
-            if (!sl->r) continue;
-            eddy_seq_clear(sl->seq);
-            end_request(s, sl, NULL, 500, err.msg);
-        }
-        return -1;
-    }
+    if (st != EDDY_OK) return fail_all(s, err.msg);
     for (int64_t k = 0; k < n_rows; k++) {
         slot *sl = s->b_rows[k];
-        srv_request *r = sl->r;
         if (!sl->decoding) { /* the prompt is in: keep its state for requests that share it */
             if (eddy_seq_cache_put(sl->seq, &err) != EDDY_OK) eddy_log(EDDY_LOG_WARN, "serve: %s", err.msg);
         }
-        (void)r;
         sample_next(s, sl, s->logits + k * s->n_vocab);
     }
     return 0;
