@@ -695,6 +695,17 @@ def part_shutdown():
     check(status == 200 and done and events and events[-1]["choices"][0]["finish_reason"] in ("stop", "length"),
           "the stream ended cleanly on SIGTERM: %s %s" % (status, events[-1:] if events else None))
     check(any("SIGTERM" in line for line in sv.lines), "the shutdown is logged")
+    # SIGINT (Ctrl-C) the same, and a request after it is refused: the port is closed
+    sv = Server(QWEN)
+    post(sv.port, "/v1/completions", {"prompt": "hi", "max_tokens": 2})
+    sv.p.send_signal(signal.SIGINT)
+    rc = sv.stop()
+    check(rc == 0 and any("SIGINT" in line for line in sv.lines), "SIGINT: exit %s %s" % (rc, sv.lines[-3:]))
+    try:
+        request(sv.port, "GET", "/health", timeout=5)
+        bad("the port still answers after shutdown")
+    except OSError:
+        ok()
 
 
 for part in PARTS:
