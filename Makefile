@@ -47,6 +47,17 @@ else
 LIB_SRCS := $(filter-out %_avx2.c %_avx512.c %_amx.c %_neon.c,$(ALL_SRCS))
 endif
 CLI_SRCS  := $(sort $(wildcard cli/*.c))
+# `eddy serve` (cli/serve_*.c) links libmicrohttpd and jansson (Debian: libmicrohttpd-dev,
+# libjansson-dev); libeddy itself needs neither. SERVER=0 builds eddy without it: the
+# aarch64 cross build does, as the arm64 builds of those libraries are not installed there
+# (its unit tests are what runs under qemu).
+SERVER    ?= 1
+ifeq ($(SERVER),1)
+CLI_LIBS  := -lmicrohttpd -ljansson
+else
+CLI_SRCS  := $(filter-out cli/serve_%.c,$(CLI_SRCS))
+CLI_DEFS  := -DEDDY_NO_SERVER
+endif
 TEST_SRCS := $(sort $(wildcard tests/*.c))
 FUZZ_SRCS := $(sort $(wildcard tests/fuzz/*.c))
 
@@ -73,7 +84,7 @@ all: $(BUILD)/eddy $(BUILD)/libeddy.a $(BUILD)/libeddy.so
 
 lib: $(BUILD)/libeddy.a $(BUILD)/libeddy.so
 
-$(CLI_OBJS): INCLUDES := -Iinclude
+$(CLI_OBJS): INCLUDES := -Iinclude $(CLI_DEFS)
 
 $(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -111,7 +122,7 @@ $(BUILD)/libeddy.so: $(BUILD)/libeddy.so.$(SOMAJOR)
 
 # The CLI links the public archive, as any program would.
 $(BUILD)/eddy: $(CLI_OBJS) $(BUILD)/libeddy.a
-	$(CC) -pthread $(LDFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libeddy.a $(LDLIBS_ALL)
+	$(CC) -pthread $(LDFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libeddy.a $(CLI_LIBS) $(LDLIBS_ALL)
 
 $(BUILD)/eddy-tests: $(TEST_OBJS) $(OBJ)/libeddy-internal.a
 	$(CC) -pthread $(LDFLAGS) -o $@ $(TEST_OBJS) $(OBJ)/libeddy-internal.a $(LDLIBS_ALL)
@@ -142,7 +153,7 @@ install: all
 CROSS_CC ?= aarch64-linux-gnu-gcc
 CROSS_OBJCOPY ?= $(CROSS_CC:%gcc=%objcopy)
 cross-aarch64:
-	@$(MAKE) --no-print-directory CC=$(CROSS_CC) OBJCOPY=$(CROSS_OBJCOPY) BUILD=$(BUILD)/aarch64 LDFLAGS=-static \
+	@$(MAKE) --no-print-directory CC=$(CROSS_CC) OBJCOPY=$(CROSS_OBJCOPY) BUILD=$(BUILD)/aarch64 LDFLAGS=-static SERVER=0 \
 	  $(BUILD)/aarch64/eddy $(BUILD)/aarch64/eddy-tests
 
 # ==== Sanitizer build (ASan + UBSan): same sources, own object tree ====
@@ -155,7 +166,7 @@ SAN_LIB_OBJS  := $(LIB_SRCS:%.c=$(SAN)/%.o)
 SAN_TEST_OBJS := $(TEST_SRCS:%.c=$(SAN)/%.o)
 SAN_CLI_OBJS  := $(CLI_SRCS:%.c=$(SAN)/%.o)
 
-$(SAN_CLI_OBJS): INCLUDES := -Iinclude
+$(SAN_CLI_OBJS): INCLUDES := -Iinclude $(CLI_DEFS)
 
 $(SAN)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -164,8 +175,17 @@ $(SAN)/%.o: %.c
 $(SAN)/eddy-tests: $(SAN_TEST_OBJS) $(SAN_LIB_OBJS)
 	$(SAN_CC) $(SAN_FLAGS) -pthread -o $@ $^ $(LDLIBS_ALL)
 
-$(SAN)/eddy: $(SAN_CLI_OBJS) $(SAN_LIB_OBJS)
-	$(SAN_CC) $(SAN_FLAGS) -pthread -o $@ $^ $(LDLIBS_ALL)
+# The sanitizer eddy links the library's objects as one object in which every name but the
+# public eddy_* is local, as the release eddy links libeddy.a. The sanitizer runtime makes the
+# executable export its symbols, and an internal name would otherwise stand in for the C
+# library's in the shared libraries the CLI links (libmicrohttpd's bind() calling eddy's).
+$(SAN)/libeddy-public.o: $(SAN_LIB_OBJS)
+	$(SAN_CC) -r -nostdlib -o $@.tmp $^
+	$(OBJCOPY) --wildcard --keep-global-symbol='eddy_*' $@.tmp $@
+	@rm -f $@.tmp
+
+$(SAN)/eddy: $(SAN_CLI_OBJS) $(SAN)/libeddy-public.o
+	$(SAN_CC) $(SAN_FLAGS) -pthread -o $@ $^ $(CLI_LIBS) $(LDLIBS_ALL)
 
 # ==== Fuzzers (clang libFuzzer) ====
 

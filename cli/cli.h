@@ -56,7 +56,7 @@ int cli_bad_arg(const char *cmd, const char *arg);
 
 /* Each command's part of `eddy --help` (the README's "Using eddy" block is that text). */
 extern const char usage_inspect[], usage_run[], usage_chat[], usage_tokenize[], usage_detokenize[],
-    usage_chat_format[], usage_perplexity[], usage_logits[], usage_bench[], usage_batch[];
+    usage_chat_format[], usage_perplexity[], usage_logits[], usage_bench[], usage_batch[], usage_serve[];
 
 int cmd_inspect(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
@@ -68,6 +68,7 @@ int cmd_logits(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_chat_format(int argc, char **argv);
+int cmd_serve(int argc, char **argv); /* serve_http.c; absent when built with SERVER=0 */
 
 /* ==== Text arguments, seeds (args.c) ==== */
 

@@ -144,6 +144,9 @@ static const struct {
     {"run", cmd_run, usage_run},
     {"batch", cmd_batch, usage_batch},
     {"chat", cmd_chat, usage_chat},
+#ifndef EDDY_NO_SERVER
+    {"serve", cmd_serve, usage_serve},
+#endif
     {"tokenize", cmd_tokenize, usage_tokenize},
     {"detokenize", cmd_detokenize, usage_detokenize},
     {"chat-format", cmd_chat_format, usage_chat_format},

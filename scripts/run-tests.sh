@@ -6,6 +6,9 @@
 #   3. unit tests under ASan + UBSan
 #   3b. unit tests of the aarch64 build (NEON paths) under qemu-user
 #   4. CLI tests against the release binary and the sanitizer binary
+#   4a. server tests: eddy serve against the openai Python package (installed from PyPI
+#       into build/venv-server), 32 concurrent streams, hostile requests; release and
+#       sanitizer binaries
 #   4b. library tests: exported symbols, a program with sockets linked against
 #       libeddy.a and libeddy.so, make install + pkg-config
 #   5. fuzz smoke: each fuzzer for FUZZ_SMOKE_SECONDS (default 20) from its seeds
@@ -53,6 +56,8 @@ suite "CLI batch tests" tests/cli/batch.sh "$B/eddy"
 suite "CLI batch tests, ASan+UBSan" env ASAN_OPTIONS=detect_leaks=1 tests/cli/batch.sh "$B/asan/eddy"
 suite "CLI session tests" tests/cli/session.sh "$B/eddy"
 suite "CLI session tests, ASan+UBSan" env ASAN_OPTIONS=detect_leaks=1 tests/cli/session.sh "$B/asan/eddy"
+suite "server tests" tests/server/run.sh "$B/eddy"
+suite "server tests, ASan+UBSan" tests/server/run.sh "$B/asan/eddy"
 suite "library tests" tests/lib/run.sh "$B"
 
 # Fuzz smoke: a clean exit after the time limit is a pass.

@@ -176,7 +176,7 @@ else bad "EDDY_LOG_LEVEL=debug prints the prompt's ids"; fi
 if "$EDDY" run -m $R -p "Hello" -n 2 -t 1 2>&1 >/dev/null | grep -q "info:"; then bad "info lines at the default level"; else ok; fi
 
 # ==== --help for every command; the README's "Using eddy" block is eddy --help ====
-for c in inspect run batch chat tokenize detokenize chat-format perplexity logits bench version help; do
+for c in inspect run batch chat serve tokenize detokenize chat-format perplexity logits bench version help; do
   for h in --help -h; do
     out=$("$EDDY" $c $h 2>"$TMP/err"); rc=$?
     first=${out%%$'\n'*}
@@ -190,7 +190,7 @@ sed -n '/^## Using eddy/,/^## /p' README.md | sed -n '/^```$/,/^```$/p' | sed '1
 "$EDDY" --help >"$TMP/help"
 if [ -s "$TMP/help" ] && cmp -s "$TMP/readme-usage" "$TMP/help"; then ok
 else bad "README's Using eddy block differs from eddy --help: $(diff "$TMP/readme-usage" "$TMP/help" | head -10)"; fi
-for c in inspect run batch chat tokenize detokenize chat-format perplexity logits bench version help; do
+for c in inspect run batch chat serve tokenize detokenize chat-format perplexity logits bench version help; do
   "$EDDY" $c --help >"$TMP/one"
   if grep -qxF -f "$TMP/one" "$TMP/help" && [ "$(grep -cxF -f "$TMP/one" "$TMP/help")" -eq "$(wc -l <"$TMP/one")" ]; then ok
   else bad "eddy $c --help is not part of eddy --help"; fi
