@@ -24,6 +24,8 @@
 
 #include "base/threadpool.h"
 #include "ops/matmul.h"
+#include "quant/qpack.h"
+#include "base/alloc.h"
 #include "quant/qdot.h"
 
 /* ==== Rows ==== */
@@ -391,7 +393,7 @@ static void check_matmul(test_rng *r, threadpool *pool, qtype t, mm_shape s) {
     uint8_t *wbuf = malloc(rb * (size_t)s.n_out + 8);
     uint8_t *wdata = wbuf + (t == QTYPE_F32 ? 4 : 2);
     for (int64_t o = 0; o < s.n_out; o++) rand_weights(r, t, wdata + o * rb, s.n_in, false);
-    matmul_weight w = {t, s.n_in, s.n_out, rb, wdata};
+    matmul_weight w = {t, s.n_in, s.n_out, rb, wdata, NULL};
     const int64_t xs = s.n_in + 3, ys = s.n_out + 2;
     float *x = malloc(sizeof(float) * (size_t)(xs * s.n_tok + 1));
     for (int64_t i = 0; i < xs * s.n_tok; i++) x[i] = ldexpf(test_rng_normal(r), (int)test_rng_uniform(r, -4, 4));
@@ -402,6 +404,18 @@ static void check_matmul(test_rng *r, threadpool *pool, qtype t, mm_shape s) {
     uint8_t *scratch = malloc(sb + 1);
     matmul_ref(&w, x, xs, s.n_tok, yr, ys, scratch + 1, sb); /* misaligned scratch is fine */
     matmul(pool, &w, x, xs, s.n_tok, y, ys, scratch, sb);
+    /* the same rows packed (where this CPU has a packed kernel for the type) */
+    float *yp = malloc(sizeof(float) * (size_t)(ys * s.n_tok + 1));
+    for (int64_t i = 0; i < ys * s.n_tok; i++) yp[i] = -777.0f;
+    matmul_weight wp = w;
+    const size_t pb = matmul_pack_bytes(&w);
+    void *pbuf = pb ? eddy_malloc_aligned(pb, 64) : NULL;
+    if (pb) {
+        REQUIRE(pbuf);
+        matmul_pack(&wp, pbuf);
+        CHECK(wp.packed == pbuf && matmul_scratch_bytes(&wp, s.n_tok) == sb);
+        matmul(pool, &wp, x, xs, s.n_tok, yp, ys, scratch + 1, sb);
+    }
 
     /* dequantized rows for the tolerance */
     qtype at = quant_dot_type(t);
@@ -418,17 +432,24 @@ static void check_matmul(test_rng *r, threadpool *pool, qtype t, mm_shape s) {
         dequantize_row_ref(t, wdata + o * rb, wd, s.n_in);
         bool off = offset_part(t, wdata + o * rb, s.n_in, w0);
         for (int64_t k = 0; k < s.n_tok && bad < 3; k++) {
-            float got = y[k * ys + o], want = yr[k * ys + o];
+            float want = yr[k * ys + o];
             double tol = dot_tolerance(t, s.n_in, wd, w0, off, ad + k * s.n_in);
-            bool ok = exact ? got == want : fabs((double)got - (double)want) <= tol;
-            if (!CHECKF(ok, "%s n_in=%lld n_out=%lld n_tok=%lld threads=%d: y[%lld][%lld] = %.9g, ref %.9g, tol %.3g",
-                        qtype_name(t), (long long)s.n_in, (long long)s.n_out, (long long)s.n_tok, pool_size(pool),
-                        (long long)k, (long long)o, (double)got, (double)want, tol))
-                bad++;
+            for (int p = 0; p < (pb ? 2 : 1); p++) {
+                float got = p ? yp[k * ys + o] : y[k * ys + o];
+                bool ok = exact ? got == want : fabs((double)got - (double)want) <= tol;
+                if (!CHECKF(ok, "%s%s n_in=%lld n_out=%lld n_tok=%lld threads=%d: y[%lld][%lld] = %.9g, ref %.9g, tol %.3g",
+                            qtype_name(t), p ? " packed" : "", (long long)s.n_in, (long long)s.n_out,
+                            (long long)s.n_tok, pool_size(pool), (long long)k, (long long)o, (double)got, (double)want,
+                            tol))
+                    bad++;
+            }
         }
     }
     /* the padding between rows of y is untouched */
     for (int64_t k = 0; k < s.n_tok; k++) CHECK(y[k * ys + s.n_out] == -777.0f && y[k * ys + s.n_out + 1] == -777.0f);
+    for (int64_t k = 0; pb && k < s.n_tok; k++)
+        CHECK(yp[k * ys + s.n_out] == -777.0f && yp[k * ys + s.n_out + 1] == -777.0f);
+    free(yp), eddy_free_aligned(pbuf);
     free(wbuf), free(x), free(y), free(yr), free(scratch), free(wd), free(w0), free(ad), free(arow);
 }
 
@@ -465,7 +486,73 @@ TEST(qmat_chunks_threads_and_many_tokens) {
     check_matmul(&r, pool, QTYPE_Q4_K, (mm_shape){2048, 1000, 5});
     check_matmul(&r, pool, QTYPE_F16, (mm_shape){512, 2100, 3});
     check_matmul(&r, NULL, QTYPE_Q6_K, (mm_shape){256, 3, 9});
+    /* packed formats: several token tiles and a partial one, groups of 16 and a partial
+     * one, more groups than one L2 chunk, fewer groups than threads (tiles split) */
+    check_matmul(&r, pool, QTYPE_Q8_0, (mm_shape){2048, 200, 19});
+    check_matmul(&r, pool, QTYPE_Q4_0, (mm_shape){96, 33, 17});
+    check_matmul(&r, pool, QTYPE_Q4_1, (mm_shape){4096, 70, 9});
+    check_matmul(&r, pool, QTYPE_Q4_K, (mm_shape){512, 17, 25});
+    check_matmul(&r, pool, QTYPE_Q6_K, (mm_shape){768, 40, 33});
+    check_matmul(&r, pool, QTYPE_Q6_K, (mm_shape){4096, 100, 1});
     pool_destroy(pool);
+}
+
+/* ==== Packed kernels ==== */
+
+TEST(qpack_kernels_match_ref) {
+    /* every packed format with a kernel here: the SIMD kernel and qpack_kernel_ref on the
+     * same packed group and tile give identical floats, for 1..8 tokens, 1..16 rows and
+     * 1..3 units; both write only y[t][r < nrows] */
+    test_rng r = test_rng_new();
+    static const qtype types[] = {QTYPE_Q8_0, QTYPE_Q4_0, QTYPE_Q4_1, QTYPE_Q4_K, QTYPE_Q6_K};
+    int tested = 0;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const qtype t = types[ti];
+        const qpack_format f = qpack_format_of(t);
+        REQUIRE(f != QPACK_NONE);
+        const qpack_kernel_fn k = qpack_kernel(f);
+        if (!k) continue;
+        tested++;
+        for (int nu = 1; nu <= 3; nu++) {
+            const int64_t n = nu * qpack_unit(f);
+            const size_t rb = row_bytes(t, n);
+            uint8_t *w = malloc(rb * QPACK_ROWS);
+            for (int o = 0; o < QPACK_ROWS; o++) rand_weights(&r, t, w + o * rb, n, nu == 2);
+            uint8_t *g = eddy_malloc_aligned(qpack_weight_bytes(f, n, QPACK_ROWS), 64);
+            const qtype at = quant_dot_type(t);
+            const size_t as = row_bytes(at, n) + 4;
+            uint8_t *act = malloc(as * QPACK_TOK);
+            float *x = malloc(sizeof(float) * (size_t)n);
+            for (int c = 0; c < QPACK_TOK; c++) {
+                for (int64_t i = 0; i < n; i++) x[i] = ldexpf(test_rng_normal(&r), (int)test_rng_uniform(&r, -6, 6));
+                quantize_row_ref(at, x, act + c * as, n);
+            }
+            uint8_t *tile = eddy_malloc_aligned((size_t)nu * qpack_act_unit_bytes(f), 64);
+            for (int nrows = 1; nrows <= QPACK_ROWS; nrows += nrows < 3 ? 1 : 6) {
+                qpack_weights(f, w, rb, n, nrows, g);
+                for (int nt = 1; nt <= QPACK_TOK; nt++) {
+                    qpack_act_tile(f, act, as, nt, n, tile);
+                    float y[QPACK_TOK][QPACK_ROWS + 1], yr[QPACK_TOK][QPACK_ROWS + 1];
+                    for (int c = 0; c < QPACK_TOK; c++)
+                        for (int o = 0; o <= QPACK_ROWS; o++) y[c][o] = yr[c][o] = -777.0f;
+                    k(nu, g, tile, nt, &y[0][0], QPACK_ROWS + 1, nrows);
+                    qpack_kernel_ref(f, nu, g, tile, nt, &yr[0][0], QPACK_ROWS + 1, nrows);
+                    int bad = 0;
+                    for (int c = 0; c < QPACK_TOK && bad < 3; c++)
+                        for (int o = 0; o <= QPACK_ROWS && bad < 3; o++) {
+                            const bool written = c < nt && o < nrows;
+                            const bool ok = memcmp(&y[c][o], &yr[c][o], sizeof(float)) == 0 &&
+                                            (written || y[c][o] == -777.0f);
+                            if (!CHECKF(ok, "%s units=%d rows=%d tokens=%d: y[%d][%d] = %.9g, ref %.9g", qtype_name(t),
+                                        nu, nrows, nt, c, o, (double)y[c][o], (double)yr[c][o]))
+                                bad++;
+                        }
+                }
+            }
+            free(w), free(act), free(x), eddy_free_aligned(g), eddy_free_aligned(tile);
+        }
+    }
+    if (!tested) printf("  (no packed kernel on this CPU: nothing to compare)\n");
 }
 
 TEST(qmat_empty_and_weight_init) {
@@ -479,7 +566,7 @@ TEST(qmat_empty_and_weight_init) {
     CHECK(!matmul_weight_init(&w, QTYPE_F32, -1, 3, data));
     CHECK(matmul_weight_init(&w, QTYPE_Q8_0, 64, 0, data));
     float x[64] = {0}, y[4] = {5, 5, 5, 5};
-    uint8_t scratch[512];
+    uint8_t scratch[1024];
     CHECK(matmul_scratch_bytes(&w, 2) <= sizeof scratch);
     matmul(NULL, &w, x, 64, 2, y, 0, scratch, sizeof scratch); /* no rows: nothing written */
     CHECK(y[0] == 5);

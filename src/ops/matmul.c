@@ -12,6 +12,9 @@
  *      kernels (qdot_gemm4), rows go four per call, in decode too.
  * Small products run on fewer threads (at least matmul_min_work multiply-adds each), since
  * waking a thread costs microseconds.
+ * Packed weights (matmul_pack, quant/qpack.h) take a third path for every n_tok: token
+ * rows are quantized and gathered into tiles of QPACK_TOK, and each thread runs groups of
+ * 16 rows against tiles, a chunk of groups (L2-sized) at a time.
  * On CPUs with AMX, prefill products of quantized and BF16 weights run on AMX tiles in
  * bf16 (matmul_amx.h) for their rows in whole blocks of 32; the rows left over, and every
  * decode product, take the path above. The scratch covers both.
@@ -22,7 +25,9 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/isa.h"
 #include "quant/qdot.h"
+#include "quant/qpack.h"
 #if defined(__x86_64__)
 #include "ops/matmul_amx.h"
 #endif
@@ -38,7 +43,7 @@ bool matmul_weight_init(matmul_weight *w, uint32_t type, int64_t n_in, int64_t n
     size_t rb;
     if (!t || !t->supported || n_in < 0 || n_out < 0 || !qtype_row_bytes(type, n_in, &rb)) return false;
     if ((uintptr_t)data % quant_row_align((qtype)type) != 0) return false;
-    *w = (matmul_weight){(qtype)type, n_in, n_out, rb, data};
+    *w = (matmul_weight){(qtype)type, n_in, n_out, rb, data, NULL};
     return true;
 }
 
@@ -57,8 +62,28 @@ static size_t act_scratch_bytes(const matmul_weight *w, int64_t n_tok) {
     return total + ACT_ALIGN; /* room to align the start */
 }
 
+/* Bytes of the packed path's activation tiles (0 for a type without a packed format;
+ * sized by type, not by whether w is packed, so that the scratch never depends on it). */
+static size_t tile_scratch_bytes(const matmul_weight *w, int64_t n_tok) {
+    const qpack_format f = qpack_format_of(w->type);
+    if (f == QPACK_NONE || w->n_in % qpack_unit(f) != 0) return 0;
+    size_t tile, total;
+    if (!eddy_mul_size((size_t)(w->n_in / qpack_unit(f)), qpack_act_unit_bytes(f), &tile) ||
+        !eddy_mul_size((size_t)((n_tok + QPACK_TOK - 1) / QPACK_TOK), tile, &total) || total > SIZE_MAX - ACT_ALIGN)
+        return SIZE_MAX;
+    return total + ACT_ALIGN;
+}
+
+/* Bytes of one activation tile. */
+static size_t tile_bytes(const matmul_weight *w) {
+    const qpack_format f = qpack_format_of(w->type);
+    return (size_t)(w->n_in / qpack_unit(f)) * qpack_act_unit_bytes(f);
+}
+
 size_t matmul_scratch_bytes(const matmul_weight *w, int64_t n_tok) {
     size_t bytes = act_scratch_bytes(w, n_tok);
+    const size_t tiles = tile_scratch_bytes(w, n_tok);
+    bytes = bytes == SIZE_MAX || tiles == SIZE_MAX || tiles > SIZE_MAX - bytes ? SIZE_MAX : bytes + tiles;
 #if defined(__x86_64__)
     /* the AMX path's bf16 rows follow the activation rows (sized for any n_tok, so the
      * scratch does not depend on which path a call takes) */
@@ -80,6 +105,24 @@ static void check_args(const matmul_weight *w, int64_t x_stride, int64_t n_tok, 
     EDDY_ASSERT(quant_weight_supported(w->type) && w->n_in >= 0 && w->n_out >= 0 && n_tok >= 0);
     EDDY_ASSERT(x_stride >= w->n_in && y_stride >= w->n_out);
     EDDY_ASSERT((uintptr_t)w->data % quant_row_align(w->type) == 0 && w->row_bytes % quant_row_align(w->type) == 0);
+}
+
+/* ==== Packing ==== */
+
+size_t matmul_pack_bytes(const matmul_weight *w) {
+    const qpack_format f = qpack_format_of(w->type);
+    if (f == QPACK_NONE || !qpack_kernel(f) || w->n_in % qpack_unit(f) != 0 || w->n_out == 0) return 0;
+#if defined(__x86_64__)
+    if (isa_has(ISA_EXT_AMX_BF16)) return 0; /* prefill runs on AMX tiles from the rows as they are */
+#endif
+    const size_t b = qpack_weight_bytes(f, w->n_in, w->n_out);
+    return b == SIZE_MAX ? 0 : b;
+}
+
+void matmul_pack(matmul_weight *w, void *dst) {
+    EDDY_ASSERT(matmul_pack_bytes(w) > 0 && (uintptr_t)dst % 64 == 0);
+    qpack_weights(qpack_format_of(w->type), w->data, w->row_bytes, w->n_in, w->n_out, dst);
+    w->packed = dst;
 }
 
 /* ==== Reference ==== */
@@ -172,6 +215,69 @@ static void dot_task(void *p, int ith, int nth) {
     }
 }
 
+/* ==== Packed weights ==== */
+
+typedef struct {
+    const matmul_weight *w;
+    qpack_format f;
+    qpack_kernel_fn kernel;
+    qtype act_type;
+    const float *x;
+    int64_t x_stride, n_tok;
+    float *y;
+    int64_t y_stride;
+    uint8_t *act; /* (QPACK_TOK) activation rows per thread part, act_stride apart */
+    size_t act_stride;
+    uint8_t *tiles; /* (n_tiles) tiles, tile_bytes apart */
+    size_t tile_bytes;
+    int64_t n_tiles, n_groups;
+    int split_tiles; /* threads split the tiles (few groups), not the groups */
+} pk_job;
+
+/* Tiles [b, e) of this part: quantize their token rows (into act rows of the same
+ * tokens) and gather them into tiles. */
+static void pk_quantize_task(void *p, int ith, int nth) {
+    pk_job *j = p;
+    int64_t b, e;
+    pool_split(j->n_tiles, ith, nth, &b, &e);
+    for (int64_t i = b; i < e; i++) {
+        const int64_t t0 = i * QPACK_TOK;
+        const int nt = j->n_tok - t0 < QPACK_TOK ? (int)(j->n_tok - t0) : QPACK_TOK;
+        uint8_t *rows = j->act + t0 * j->act_stride;
+        for (int t = 0; t < nt; t++)
+            quantize_row_act(j->act_type, j->x + (t0 + t) * j->x_stride, rows + t * j->act_stride, j->w->n_in);
+        qpack_act_tile(j->f, rows, j->act_stride, nt, j->w->n_in, j->tiles + i * j->tile_bytes);
+    }
+}
+
+static void pk_dot_task(void *p, int ith, int nth) {
+    const pk_job *j = p;
+    const matmul_weight *w = j->w;
+    const int64_t nu = w->n_in / qpack_unit(j->f);
+    const size_t gbytes = (size_t)nu * qpack_unit_bytes(j->f);
+    int64_t g0 = 0, g1 = j->n_groups, i0 = 0, i1 = j->n_tiles;
+    if (j->split_tiles) pool_split(j->n_tiles, ith, nth, &i0, &i1);
+    else pool_split(j->n_groups, ith, nth, &g0, &g1);
+    /* a chunk of groups stays in L2 while every tile runs through it */
+    int64_t chunk = gbytes ? (int64_t)(CHUNK_BYTES / gbytes) : 1;
+    if (chunk < 1) chunk = 1;
+    for (int64_t c0 = g0; c0 < g1; c0 += chunk) {
+        const int64_t c1 = c0 + chunk < g1 ? c0 + chunk : g1;
+        for (int64_t i = i0; i < i1; i++) {
+            const int64_t t0 = i * QPACK_TOK;
+            const int nt = j->n_tok - t0 < QPACK_TOK ? (int)(j->n_tok - t0) : QPACK_TOK;
+            for (int64_t g = c0; g < c1; g++) {
+                const int64_t r0 = g * QPACK_ROWS;
+                const int nrows = w->n_out - r0 < QPACK_ROWS ? (int)(w->n_out - r0) : QPACK_ROWS;
+                const uint8_t *gd = (const uint8_t *)w->packed + (size_t)g * gbytes;
+                if (j->n_tiles == 1) /* decode-like: stream the weights, prefetching ahead */
+                    for (size_t o = 0; o < gbytes; o += 64) __builtin_prefetch(gd + gbytes + o, 0, 3);
+                j->kernel(nu, gd, j->tiles + i * j->tile_bytes, nt, j->y + t0 * j->y_stride + r0, j->y_stride, nrows);
+            }
+        }
+    }
+}
+
 int64_t matmul_min_work = (int64_t)1 << 17;
 
 /* Threads worth using for `work` multiply-adds. */
@@ -182,10 +288,49 @@ static int threads_for(threadpool *pool, int64_t work, int64_t max_parts) {
     return n < 1 ? 1 : (int)n;
 }
 
+static void matmul_packed(threadpool *pool, const matmul_weight *w, const float *x, int64_t x_stride, int64_t n_tok,
+                          float *y, int64_t y_stride, void *scratch, size_t scratch_bytes) {
+    const size_t act_bytes = act_scratch_bytes(w, n_tok);
+    uint8_t *tiles = (uint8_t *)scratch + scratch_bytes - tile_scratch_bytes(w, n_tok);
+    tiles = (uint8_t *)(((uintptr_t)tiles + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN);
+    EDDY_ASSERT(act_bytes != SIZE_MAX && tile_scratch_bytes(w, n_tok) != SIZE_MAX &&
+                (uint8_t *)scratch + act_bytes <= tiles);
+    const qpack_format f = qpack_format_of(w->type);
+    pk_job job = {
+        .w = w,
+        .f = f,
+        .kernel = qpack_kernel(f),
+        .act_type = quant_dot_type(w->type),
+        .x = x,
+        .x_stride = x_stride,
+        .n_tok = n_tok,
+        .y = y,
+        .y_stride = y_stride,
+        .act = align_scratch(scratch, scratch_bytes, act_bytes),
+        .act_stride = act_stride(w),
+        .tiles = tiles,
+        .tile_bytes = tile_bytes(w),
+        .n_tiles = (n_tok + QPACK_TOK - 1) / QPACK_TOK,
+        .n_groups = (w->n_out + QPACK_ROWS - 1) / QPACK_ROWS,
+    };
+    EDDY_ASSERT(job.kernel);
+    pool_run(pool, pk_quantize_task, &job, threads_for(pool, n_tok * w->n_in / 8, job.n_tiles));
+    const int64_t work = n_tok * w->n_in * w->n_out;
+    const int nth = threads_for(pool, work, job.n_groups > job.n_tiles ? job.n_groups : job.n_tiles);
+    /* groups split best (each thread reads only its weights); tiles when there are
+     * too few groups to keep every thread busy */
+    job.split_tiles = job.n_groups < 2 * nth && job.n_tiles > job.n_groups;
+    pool_run(pool, pk_dot_task, &job, nth);
+}
+
 void matmul(threadpool *pool, const matmul_weight *w, const float *x, int64_t x_stride, int64_t n_tok, float *y,
             int64_t y_stride, void *scratch, size_t scratch_bytes) {
     check_args(w, x_stride, n_tok, y_stride);
     if (n_tok == 0 || w->n_out == 0) return;
+    if (w->packed) {
+        matmul_packed(pool, w, x, x_stride, n_tok, y, y_stride, scratch, scratch_bytes);
+        return;
+    }
     int64_t first_row = 0; /* rows before it are done */
 #if defined(__x86_64__)
     if (matmul_amx_usable(w, n_tok)) {

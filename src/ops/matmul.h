@@ -31,12 +31,23 @@ typedef struct {
     int64_t n_out;    /* rows (ne1) */
     size_t row_bytes; /* bytes from one row to the next */
     const void *data; /* row 0, aligned as quant_row_align(type) says */
+    const void *packed; /* NULL, or the same rows repacked by matmul_pack (quant/qpack.h) */
 } matmul_weight;
 
 /* A view of a packed weight tensor (rows back to back). False, and *w untouched, when
  * the type is not supported, n_in is not a multiple of its block size, a count is
  * negative, or the data is misaligned; the caller reports that as a bad tensor. */
 bool matmul_weight_init(matmul_weight *w, uint32_t type, int64_t n_in, int64_t n_out, const void *data);
+
+/* Bytes of the packed copy of w that matmul_pack writes, or 0 when this CPU has no
+ * packed kernel for w's type (or one would not pay: with AMX, prefill reads the rows
+ * as they are). */
+size_t matmul_pack_bytes(const matmul_weight *w);
+
+/* Repacks w's rows into dst (matmul_pack_bytes(w) bytes, 64-byte aligned) and points
+ * w->packed at it; from then on matmul reads only the packed copy (matmul_ref still
+ * reads w->data). */
+void matmul_pack(matmul_weight *w, void *dst);
 
 /* Bytes of scratch matmul and matmul_ref need for n_tok token rows (SIZE_MAX if the
  * size overflows). The scratch needs no particular alignment. */

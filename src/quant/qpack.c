@@ -1,0 +1,323 @@
+/*
+ * qpack.c — packed weight formats: repacking, activation tiles, the scalar reference
+ * kernel and dispatch (qpack.h).
+ *
+ * Byte layouts, per group of 16 rows and unit (r = row in the group, 0..15):
+ *
+ *   QPACK_Q8_0 (unit 32, 544 B): u8 q[j][r][4] = q + 128 of element 4j + i (512 B),
+ *                                fp16 d[r] (32 B)
+ *   QPACK_Q4_0 (unit 32, 288 B): nibbles n[v][r][4] (256 B): low nibble element 4v + i,
+ *                                high nibble element 16 + 4v + i (the Q4_0 byte itself);
+ *                                fp16 d[r]
+ *   QPACK_Q4_1 (unit 32, 320 B): as Q4_0, then fp16 m[r]
+ *   QPACK_Q4_K (unit 256, 2368 B): sub-block s (32 elements) as Q4_0's nibbles at 256 s
+ *                                (2048 B); u8 sc[s][r] (128 B); u8 m[s][r] (128 B);
+ *                                fp16 d[r]; fp16 dmin[r]
+ *   QPACK_Q6_K (unit 256, 3360 B): the low 4 bits of the 6-bit q (0..63) as Q4_0's
+ *                                nibbles per 32 elements p (2048 B); the high 2 bits
+ *                                per 32 elements p at 2048 + 128 p: c[c][r][4], bits
+ *                                2k..2k+1 of byte i = element 32p + 4(4c + k) + i
+ *                                (1024 B); i8 sc[s16][r] (256 B); fp16 d[r]
+ *
+ * Activation tile, per unit (t = token in the tile, 0..7):
+ *   32-element formats (320 B): i8 qs[t][32]; f32 d[t]; then Q8_0/Q4_0: i32
+ *     cs[t] = -off * sum(qs) (off 128 / 8), Q4_1: f32 ds[t] = d * sum(qs)
+ *   Q4_K (2336 B): i8 qs[s][t][32] (s = 32-element sub-block); f32 d[t]; f32
+ *     fs[s][t] = sum of the sub-block's quants
+ *   Q6_K (2592 B): i8 qs[s][t][32]; f32 d[t]; i32 cs[s16][t] = -32 * bsums[s16]
+ */
+#include "qpack.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "base/isa.h"
+
+/* ==== Formats ==== */
+
+qpack_format qpack_format_of(qtype t) {
+    switch (t) {
+    case QTYPE_Q8_0: return QPACK_Q8_0;
+    case QTYPE_Q4_0: return QPACK_Q4_0;
+    case QTYPE_Q4_1: return QPACK_Q4_1;
+    case QTYPE_Q4_K: return QPACK_Q4_K;
+    case QTYPE_Q6_K: return QPACK_Q6_K;
+    default: return QPACK_NONE;
+    }
+}
+
+int64_t qpack_unit(qpack_format f) { return f == QPACK_Q4_K || f == QPACK_Q6_K ? QK_K : 32; }
+
+size_t qpack_unit_bytes(qpack_format f) {
+    switch (f) {
+    case QPACK_Q8_0: return 544;
+    case QPACK_Q4_0: return 288;
+    case QPACK_Q4_1: return 320;
+    case QPACK_Q4_K: return 2368;
+    case QPACK_Q6_K: return 3360;
+    default: return 0;
+    }
+}
+
+size_t qpack_act_unit_bytes(qpack_format f) {
+    switch (f) {
+    case QPACK_Q4_K: return 2336;
+    case QPACK_Q6_K: return 2592;
+    case QPACK_NONE:
+    case QPACK_COUNT: return 0;
+    default: return 320;
+    }
+}
+
+size_t qpack_weight_bytes(qpack_format f, int64_t n_in, int64_t n_out) {
+    EDDY_ASSERT(f > QPACK_NONE && f < QPACK_COUNT && n_in >= 0 && n_out >= 0 && n_in % qpack_unit(f) == 0);
+    const size_t groups = (size_t)((n_out + QPACK_ROWS - 1) / QPACK_ROWS), units = (size_t)(n_in / qpack_unit(f));
+    size_t per_group, total;
+    if (!eddy_mul_size(units, qpack_unit_bytes(f), &per_group) || !eddy_mul_size(groups, per_group, &total))
+        return SIZE_MAX;
+    return total;
+}
+
+/* ==== Repacking ==== */
+
+static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
+
+/* The 6-bit quant (0..63) of element e of a Q6_K block. */
+static int q6_of(const block_q6_K *b, int e) {
+    const int h = e / 128, r = e % 128;
+    const int lo = (b->ql[64 * h + r % 64] >> (4 * (r / 64))) & 15;
+    const int hi = (b->qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+    return lo | hi << 4;
+}
+
+/* One unit of one row r (0..15) into the group's unit at u; src is the row's unit. */
+static void pack_row_unit(qpack_format f, const uint8_t *src, int r, uint8_t *u) {
+    switch (f) {
+    case QPACK_Q8_0: {
+        const block_q8_0 *b = (const block_q8_0 *)src;
+        for (int e = 0; e < 32; e++) u[(e / 4 * 16 + r) * 4 + e % 4] = (uint8_t)(b->qs[e] + 128);
+        put16(u + 512 + 2 * r, b->d);
+        break;
+    }
+    case QPACK_Q4_0:
+    case QPACK_Q4_1: {
+        const uint8_t *qs = f == QPACK_Q4_0 ? ((const block_q4_0 *)src)->qs : ((const block_q4_1 *)src)->qs;
+        for (int e = 0; e < 16; e++) u[(e / 4 * 16 + r) * 4 + e % 4] = qs[e];
+        if (f == QPACK_Q4_0) {
+            put16(u + 256 + 2 * r, ((const block_q4_0 *)src)->d);
+        } else {
+            put16(u + 256 + 2 * r, ((const block_q4_1 *)src)->d);
+            put16(u + 288 + 2 * r, ((const block_q4_1 *)src)->m);
+        }
+        break;
+    }
+    case QPACK_Q4_K: {
+        const block_q4_K *b = (const block_q4_K *)src;
+        for (int s = 0; s < 8; s++) {
+            const uint8_t *q = b->qs + 32 * (s / 2);
+            const int sh = 4 * (s % 2);
+            for (int e = 0; e < 16; e++) {
+                const int lo = (q[e] >> sh) & 15, hi = (q[e + 16] >> sh) & 15;
+                u[256 * s + (e / 4 * 16 + r) * 4 + e % 4] = (uint8_t)(lo | hi << 4);
+            }
+            uint8_t sc, m;
+            quant_get_scale_min_k4(b->scales, s, &sc, &m);
+            u[2048 + 16 * s + r] = sc;
+            u[2176 + 16 * s + r] = m;
+        }
+        put16(u + 2304 + 2 * r, b->d);
+        put16(u + 2336 + 2 * r, b->dmin);
+        break;
+    }
+    case QPACK_Q6_K: {
+        const block_q6_K *b = (const block_q6_K *)src;
+        for (int p = 0; p < 8; p++) {
+            for (int e = 0; e < 16; e++) {
+                const int lo = q6_of(b, 32 * p + e) & 15, hi = q6_of(b, 32 * p + 16 + e) & 15;
+                u[256 * p + (e / 4 * 16 + r) * 4 + e % 4] = (uint8_t)(lo | hi << 4);
+            }
+            for (int c = 0; c < 2; c++)
+                for (int i = 0; i < 4; i++) {
+                    int v = 0;
+                    for (int k = 0; k < 4; k++) v |= (q6_of(b, 32 * p + 4 * (4 * c + k) + i) >> 4) << (2 * k);
+                    u[2048 + 128 * p + (c * 16 + r) * 4 + i] = (uint8_t)v;
+                }
+        }
+        for (int s = 0; s < 16; s++) u[3072 + 16 * s + r] = (uint8_t)b->scales[s];
+        put16(u + 3328 + 2 * r, b->d);
+        break;
+    }
+    default: EDDY_ASSERT(0);
+    }
+}
+
+/* The bytes of one unit of a row that is padding: zero quants (Q8_0: 128), zero scales. */
+static void pack_pad_unit(qpack_format f, int r, uint8_t *u) {
+    if (f == QPACK_Q8_0)
+        for (int j = 0; j < 8; j++) memset(u + (j * 16 + r) * 4, 128, 4);
+    /* every other format's zero quant is byte 0, and the group was zeroed */
+}
+
+void qpack_weights(qpack_format f, const void *w, size_t row_bytes, int64_t n_in, int64_t n_out, void *dst) {
+    const int64_t units = n_in / qpack_unit(f), groups = (n_out + QPACK_ROWS - 1) / QPACK_ROWS;
+    static const size_t src_bytes[QPACK_COUNT] = {0, sizeof(block_q8_0), sizeof(block_q4_0), sizeof(block_q4_1),
+                                                  sizeof(block_q4_K), sizeof(block_q6_K)};
+    const size_t ub = qpack_unit_bytes(f), src_ub = src_bytes[f];
+    uint8_t *out = dst;
+    for (int64_t g = 0; g < groups; g++) {
+        uint8_t *gd = out + (size_t)g * (size_t)units * ub;
+        memset(gd, 0, (size_t)units * ub);
+        for (int r = 0; r < QPACK_ROWS; r++) {
+            const int64_t row = g * QPACK_ROWS + r;
+            for (int64_t k = 0; k < units; k++) {
+                if (row < n_out)
+                    pack_row_unit(f, (const uint8_t *)w + (size_t)row * row_bytes + (size_t)k * src_ub, r,
+                                  gd + (size_t)k * ub);
+                else
+                    pack_pad_unit(f, r, gd + (size_t)k * ub);
+            }
+        }
+    }
+}
+
+/* ==== Activation tiles ==== */
+
+void qpack_act_tile(qpack_format f, const void *act, size_t act_stride, int nt, int64_t n_in, void *dst) {
+    EDDY_ASSERT(nt >= 1 && nt <= QPACK_TOK);
+    const int64_t units = n_in / qpack_unit(f);
+    const size_t ab = qpack_act_unit_bytes(f);
+    for (int64_t k = 0; k < units; k++) {
+        uint8_t *u = (uint8_t *)dst + (size_t)k * ab;
+        for (int t = 0; t < nt; t++) {
+            const uint8_t *row = (const uint8_t *)act + (size_t)t * act_stride;
+            if (f == QPACK_Q4_K || f == QPACK_Q6_K) {
+                const block_q8_K *b = (const block_q8_K *)row + k;
+                for (int s = 0; s < 8; s++) memcpy(u + 256 * s + 32 * t, b->qs + 32 * s, 32);
+                memcpy(u + 2048 + 4 * t, &b->d, 4);
+                if (f == QPACK_Q4_K) {
+                    for (int s = 0; s < 8; s++) {
+                        const float fs = (float)(b->bsums[2 * s] + b->bsums[2 * s + 1]);
+                        memcpy(u + 2080 + 4 * (8 * s + t), &fs, 4);
+                    }
+                } else {
+                    for (int s = 0; s < 16; s++) {
+                        const int32_t cs = -32 * b->bsums[s];
+                        memcpy(u + 2080 + 4 * (8 * s + t), &cs, 4);
+                    }
+                }
+            } else {
+                const block_q8_0 *b = (const block_q8_0 *)row + k;
+                memcpy(u + 32 * t, b->qs, 32);
+                const float d = fp16_to_f32(b->d);
+                memcpy(u + 256 + 4 * t, &d, 4);
+                int32_t sum = 0;
+                for (int e = 0; e < 32; e++) sum += b->qs[e];
+                if (f == QPACK_Q4_1) {
+                    const float ds = d * (float)sum;
+                    memcpy(u + 288 + 4 * t, &ds, 4);
+                } else {
+                    const int32_t cs = -(f == QPACK_Q8_0 ? 128 : 8) * sum;
+                    memcpy(u + 288 + 4 * t, &cs, 4);
+                }
+            }
+        }
+    }
+}
+
+/* ==== Reference kernel ==== */
+
+static float rd_f32(const uint8_t *p) {
+    float v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static int32_t rd_i32(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static float rd_f16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return fp16_to_f32(v);
+}
+
+/* The unsigned weight of quant j*4+i (j < 8) of row r in a 32-element piece: Q8_0 bytes
+ * at q, nibbles at q (low for j < 4, high for j >= 4), Q6_K: nibbles plus crumbs at c. */
+static int wq(qpack_format f, const uint8_t *q, const uint8_t *c, int j, int r, int i) {
+    if (f == QPACK_Q8_0) return q[(j * 16 + r) * 4 + i];
+    const int n = q[((j % 4) * 16 + r) * 4 + i];
+    int v = j < 4 ? n & 15 : n >> 4;
+    if (f == QPACK_Q6_K) v |= ((c[((j / 4) * 16 + r) * 4 + i] >> (2 * (j % 4))) & 3) << 4;
+    return v;
+}
+
+/* sum over j in [j0, j1) of the 4 products of row r with token t's quants a (32 bytes) */
+static int32_t dot_piece(qpack_format f, const uint8_t *q, const uint8_t *c, const int8_t *a, int r, int j0,
+                         int j1) {
+    int32_t s = 0;
+    for (int j = j0; j < j1; j++)
+        for (int i = 0; i < 4; i++) s += wq(f, q, c, j, r, i) * a[4 * j + i];
+    return s;
+}
+
+void qpack_kernel_ref(qpack_format f, int64_t n_units, const void *group, const void *tile, int nt, float *y,
+                      int64_t y_stride, int nrows) {
+    EDDY_ASSERT(nt >= 1 && nt <= QPACK_TOK && nrows >= 1 && nrows <= QPACK_ROWS);
+    const size_t ub = qpack_unit_bytes(f), ab = qpack_act_unit_bytes(f);
+    for (int t = 0; t < nt; t++) {
+        for (int r = 0; r < nrows; r++) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < n_units; k++) {
+                const uint8_t *w = (const uint8_t *)group + (size_t)k * ub, *a = (const uint8_t *)tile + (size_t)k * ab;
+                if (f == QPACK_Q4_K || f == QPACK_Q6_K) {
+                    const float da = rd_f32(a + 2048 + 4 * t);
+                    float sb = 0.0f;
+                    if (f == QPACK_Q4_K) {
+                        const float dv = rd_f16(w + 2304 + 2 * r), mv = rd_f16(w + 2336 + 2 * r);
+                        for (int s = 0; s < 8; s++) {
+                            const int32_t i = dot_piece(f, w + 256 * s, NULL, (const int8_t *)(a + 256 * s + 32 * t),
+                                                        r, 0, 8);
+                            const float dws = dv * (float)w[2048 + 16 * s + r];
+                            const float mws = mv * (float)w[2176 + 16 * s + r];
+                            sb = fmaf((float)i, dws, sb);
+                            sb = fmaf(-mws, rd_f32(a + 2080 + 4 * (8 * s + t)), sb);
+                        }
+                    } else {
+                        const float dv = rd_f16(w + 3328 + 2 * r);
+                        for (int s = 0; s < 16; s++) {
+                            const int p = s / 2, h = s % 2;
+                            const int32_t i =
+                                rd_i32(a + 2080 + 4 * (8 * s + t)) +
+                                dot_piece(f, w + 256 * p, w + 2048 + 128 * p, (const int8_t *)(a + 256 * p + 32 * t),
+                                          r, 4 * h, 4 * h + 4);
+                            const float dws = dv * (float)(int8_t)w[3072 + 16 * s + r];
+                            sb = fmaf((float)i, dws, sb);
+                        }
+                    }
+                    acc = fmaf(sb, da, acc);
+                } else {
+                    const float da = rd_f32(a + 256 + 4 * t);
+                    const float dw = rd_f16(w + (f == QPACK_Q8_0 ? 512 : 256) + 2 * r);
+                    int32_t i = f == QPACK_Q4_1 ? 0 : rd_i32(a + 288 + 4 * t);
+                    i += dot_piece(f, w, NULL, (const int8_t *)(a + 32 * t), r, 0, 8);
+                    acc = fmaf((float)i, dw * da, acc);
+                    if (f == QPACK_Q4_1) acc = fmaf(rd_f16(w + 288 + 2 * r), rd_f32(a + 288 + 4 * t), acc);
+                }
+            }
+            y[t * y_stride + r] = acc;
+        }
+    }
+}
+
+/* ==== Dispatch ==== */
+
+qpack_kernel_fn qpack_kernel(qpack_format f) {
+    if (f <= QPACK_NONE || f >= QPACK_COUNT) return NULL;
+#if defined(__x86_64__)
+    if (isa_has(ISA_EXT_AVX512VNNI)) return qpack_kernel_avx512(f);
+#endif
+    return NULL;
+}
