@@ -10,6 +10,7 @@ static matmul_weight weight_of(const tensor *W) {
     matmul_weight w;
     /* the model loader checked type, row length and alignment of every bound tensor */
     EDDY_ASSERT(matmul_weight_init(&w, W->type, W->ne[0], W->ne[1] * W->ne[2] * W->ne[3], W->data));
+    w.packed = W->packed;
     return w;
 }
 
