@@ -270,8 +270,6 @@ static void pk_dot_task(void *p, int ith, int nth) {
                 const int64_t r0 = g * QPACK_ROWS;
                 const int nrows = w->n_out - r0 < QPACK_ROWS ? (int)(w->n_out - r0) : QPACK_ROWS;
                 const uint8_t *gd = (const uint8_t *)w->packed + (size_t)g * gbytes;
-                if (j->n_tiles == 1) /* decode-like: stream the weights, prefetching ahead */
-                    for (size_t o = 0; o < gbytes; o += 64) __builtin_prefetch(gd + gbytes + o, 0, 3);
                 j->kernel(nu, gd, j->tiles + i * j->tile_bytes, nt, j->y + t0 * j->y_stride + r0, j->y_stride, nrows);
             }
         }

@@ -38,6 +38,16 @@ INLINE __m512 f16x16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si2
 
 INLINE __m512i ld(const uint8_t *p) { return _mm512_loadu_si512((const void *)p); }
 
+/* Decode (one token) streams the weights once: each unit first prefetches the bytes
+ * PF_BYTES ahead of it (the next group's, past the end of this one, which a thread's
+ * next call reads), since at a few instructions per byte the out-of-order window alone
+ * keeps too few misses in flight. With more tokens the weights come from L2. */
+#define PF_BYTES 4096
+INLINE void prefetch_unit(const uint8_t *w, size_t bytes, const int NT) {
+    if (NT == 1)
+        for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(w + PF_BYTES + o, 0, 3);
+}
+
 /* ==== 32-element formats: Q8_0, Q4_0, Q4_1 ==== */
 
 INLINE void k32(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_t *a, float *y, int64_t ys,
@@ -48,6 +58,7 @@ INLINE void k32(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_
     __m512 acc[QPACK_TOK];
     FOR_T acc[t] = _mm512_setzero_ps();
     for (int64_t k = 0; k < nu; k++, w += UB, a += AB) {
+        prefetch_unit(w, UB, NT);
         __m512i ia[QPACK_TOK];
         FOR_T ia[t] = F == QPACK_Q4_1 ? _mm512_setzero_si512() : bcast32(a + 288 + 4 * t);
         if (F == QPACK_Q8_0) {
@@ -81,6 +92,7 @@ INLINE void k4k(int64_t nu, const uint8_t *w, const uint8_t *a, float *y, int64_
     __m512 acc[QPACK_TOK];
     FOR_T acc[t] = _mm512_setzero_ps();
     for (int64_t k = 0; k < nu; k++, w += 2368, a += 2336) {
+        prefetch_unit(w, 2368, NT);
         const __m512 dv = f16x16(w + 2304), mv = f16x16(w + 2336);
         __m512 sb[QPACK_TOK];
         FOR_T sb[t] = _mm512_setzero_ps();
@@ -121,6 +133,7 @@ INLINE void k6k(int64_t nu, const uint8_t *w, const uint8_t *a, float *y, int64_
     __m512 acc[QPACK_TOK];
     FOR_T acc[t] = _mm512_setzero_ps();
     for (int64_t k = 0; k < nu; k++, w += 3360, a += 2592) {
+        prefetch_unit(w, 3360, NT);
         const __m512 dv = f16x16(w + 3328);
         __m512 sb[QPACK_TOK];
         FOR_T sb[t] = _mm512_setzero_ps();
