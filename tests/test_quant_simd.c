@@ -497,6 +497,61 @@ TEST(qmat_chunks_threads_and_many_tokens) {
     pool_destroy(pool);
 }
 
+/* matmul_many: 3 weights of one type (n_out 40, 7, 16) plus, in a second call, one of
+ * another type (unfused fallback), against matmul on each; packed where the CPU has a
+ * packed kernel, so the fused pass gives exactly what the separate passes give. */
+TEST(qmat_many_matches_separate) {
+    test_rng r = test_rng_new();
+    threadpool *pool;
+    REQUIRE(pool_create(&pool, 2, NULL) == EDDY_OK);
+    const int64_t saved = matmul_min_work;
+    matmul_min_work = 1;
+    static const qtype types[] = {QTYPE_Q8_0, QTYPE_Q4_K, QTYPE_Q6_K, QTYPE_F16};
+    const int64_t n_in = 512, outs[] = {40, 7, 16, 9};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        for (int64_t n_tok = 1; n_tok <= 17; n_tok += 8) {
+            matmul_weight w[4];
+            const matmul_weight *wp[4];
+            uint8_t *wbuf[4];
+            void *pbuf[4] = {NULL, NULL, NULL, NULL};
+            float *y[4], *ys[4];
+            int64_t yst[4];
+            size_t sb = 0;
+            for (int i = 0; i < 4; i++) {
+                const qtype t = i < 3 ? types[ti] : types[(ti + 1) % 4];
+                const size_t rb = row_bytes(t, n_in);
+                wbuf[i] = eddy_malloc_aligned(rb * (size_t)outs[i], 64);
+                for (int64_t o = 0; o < outs[i]; o++) rand_weights(&r, t, wbuf[i] + o * rb, n_in, false);
+                REQUIRE(matmul_weight_init(&w[i], t, n_in, outs[i], wbuf[i]));
+                const size_t pb = matmul_pack_bytes(&w[i]);
+                if (pb) {
+                    pbuf[i] = eddy_malloc_aligned(pb, 64);
+                    matmul_pack(&w[i], pbuf[i]);
+                }
+                wp[i] = &w[i];
+                yst[i] = outs[i];
+                y[i] = malloc(sizeof(float) * (size_t)(outs[i] * n_tok));
+                ys[i] = malloc(sizeof(float) * (size_t)(outs[i] * n_tok));
+                const size_t b = matmul_scratch_bytes(&w[i], n_tok);
+                if (b > sb) sb = b;
+            }
+            float *x = malloc(sizeof(float) * (size_t)(n_in * n_tok));
+            for (int64_t i = 0; i < n_in * n_tok; i++) x[i] = test_rng_normal(&r);
+            uint8_t *scratch = malloc(sb);
+            matmul_many(pool, wp, 3, x, n_in, n_tok, y, yst, scratch, sb);
+            matmul_many(pool, wp + 2, 2, x, n_in, n_tok, y + 2, yst + 2, scratch, sb); /* mixed: one at a time */
+            for (int i = 0; i < 4; i++) matmul(pool, &w[i], x, n_in, n_tok, ys[i], yst[i], scratch, sb);
+            for (int i = 0; i < 4; i++)
+                CHECKF(memcmp(y[i], ys[i], sizeof(float) * (size_t)(outs[i] * n_tok)) == 0,
+                       "%s weight %d n_tok=%lld: fused result differs", qtype_name(w[i].type), i, (long long)n_tok);
+            for (int i = 0; i < 4; i++) eddy_free_aligned(wbuf[i]), eddy_free_aligned(pbuf[i]), free(y[i]), free(ys[i]);
+            free(x), free(scratch);
+        }
+    }
+    matmul_min_work = saved;
+    pool_destroy(pool);
+}
+
 /* ==== Packed kernels ==== */
 
 TEST(qpack_kernels_match_ref) {

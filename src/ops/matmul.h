@@ -59,6 +59,15 @@ size_t matmul_scratch_bytes(const matmul_weight *w, int64_t n_tok);
 void matmul(threadpool *pool, const matmul_weight *w, const float *x, int64_t x_stride, int64_t n_tok, float *y,
             int64_t y_stride, void *scratch, size_t scratch_bytes);
 
+/* Several products of the same x at once, y[i] = x . W[i]^T for i < n_w (at most
+ * MATMUL_MANY_MAX): when every W[i] is packed in the same format, x is quantized once
+ * and all their rows go in one pass over the threads (one hand-off instead of n_w,
+ * which is what bounds small models' decode); otherwise one matmul each. scratch holds
+ * the largest matmul_scratch_bytes of them. */
+#define MATMUL_MANY_MAX 4
+void matmul_many(threadpool *pool, const matmul_weight *const *w, int n_w, const float *x, int64_t x_stride,
+                 int64_t n_tok, float *const *y, const int64_t *y_stride, void *scratch, size_t scratch_bytes);
+
 /* Multiply-adds each thread must get before matmul uses another thread (waking one
  * costs microseconds). Default 2^17; tests lower it to exercise the split. */
 extern int64_t matmul_min_work;
