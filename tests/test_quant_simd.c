@@ -506,8 +506,8 @@ TEST(qmat_many_matches_separate) {
     REQUIRE(pool_create(&pool, 2, NULL) == EDDY_OK);
     const int64_t saved = matmul_min_work;
     matmul_min_work = 1;
-    static const qtype types[] = {QTYPE_Q8_0, QTYPE_Q4_K, QTYPE_Q6_K, QTYPE_F16};
-    const int64_t n_in = 512, outs[] = {40, 7, 16, 9};
+    static const qtype types[] = {QTYPE_Q8_0, QTYPE_Q4_1, QTYPE_Q4_K, QTYPE_Q6_K, QTYPE_F16};
+    const int64_t n_in = 768, outs[] = {576, 7, 192, 9};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         for (int64_t n_tok = 1; n_tok <= 17; n_tok += 8) {
             matmul_weight w[4];
@@ -518,7 +518,7 @@ TEST(qmat_many_matches_separate) {
             int64_t yst[4];
             size_t sb = 0;
             for (int i = 0; i < 4; i++) {
-                const qtype t = i < 3 ? types[ti] : types[(ti + 1) % 4];
+                const qtype t = i < 3 ? types[ti] : types[(ti + 1) % 5];
                 const size_t rb = row_bytes(t, n_in);
                 wbuf[i] = eddy_malloc_aligned(rb * (size_t)outs[i], 64);
                 for (int64_t o = 0; o < outs[i]; o++) rand_weights(&r, t, wbuf[i] + o * rb, n_in, false);

@@ -84,12 +84,23 @@ size_t qpack_weight_bytes(qpack_format f, int64_t n_in, int64_t n_out) {
 
 static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
 
-/* The 6-bit quant (0..63) of element e of a Q6_K block. */
-static int q6_of(const block_q6_K *b, int e) {
-    const int h = e / 128, r = e % 128;
-    const int lo = (b->ql[64 * h + r % 64] >> (4 * (r / 64))) & 15;
-    const int hi = (b->qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
-    return lo | hi << 4;
+/* The 256 6-bit quants (0..63) of a Q6_K block. */
+static void q6_all(const block_q6_K *b, uint8_t *q) {
+    for (int e = 0; e < QK_K; e++) {
+        const int h = e / 128, r = e % 128;
+        const int lo = (b->ql[64 * h + r % 64] >> (4 * (r / 64))) & 15;
+        const int hi = (b->qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+        q[e] = (uint8_t)(lo | hi << 4);
+    }
+}
+
+/* Quants 4j..4j+3 of row r go to bytes (j * 16 + r) * 4 of a 32-element piece. */
+static uint8_t *slot(uint8_t *piece, int j, int r) { return piece + (j * 16 + r) * 4; }
+
+/* 32 nibbles (lo: elements 0..15, hi: 16..31, values 0..15) into the piece's 4 vectors */
+static void put_nibbles(uint8_t *piece, int r, const uint8_t *q32) {
+    for (int v = 0; v < 4; v++)
+        for (int i = 0; i < 4; i++) slot(piece, v, r)[i] = (uint8_t)(q32[4 * v + i] | q32[16 + 4 * v + i] << 4);
 }
 
 /* One unit of one row r (0..15) into the group's unit at u; src is the row's unit. */
@@ -97,14 +108,20 @@ static void pack_row_unit(qpack_format f, const uint8_t *src, int r, uint8_t *u)
     switch (f) {
     case QPACK_Q8_0: {
         const block_q8_0 *b = (const block_q8_0 *)src;
-        for (int e = 0; e < 32; e++) u[(e / 4 * 16 + r) * 4 + e % 4] = (uint8_t)(b->qs[e] + 128);
+        for (int j = 0; j < 8; j++) {
+            uint32_t v;
+            memcpy(&v, b->qs + 4 * j, 4);
+            v ^= 0x80808080u; /* q + 128 */
+            memcpy(slot(u, j, r), &v, 4);
+        }
         put16(u + 512 + 2 * r, b->d);
         break;
     }
     case QPACK_Q4_0:
     case QPACK_Q4_1: {
+        /* a Q4_0 byte holds element e (low nibble) and e + 16 (high): the packed byte itself */
         const uint8_t *qs = f == QPACK_Q4_0 ? ((const block_q4_0 *)src)->qs : ((const block_q4_1 *)src)->qs;
-        for (int e = 0; e < 16; e++) u[(e / 4 * 16 + r) * 4 + e % 4] = qs[e];
+        for (int v = 0; v < 4; v++) memcpy(slot(u, v, r), qs + 4 * v, 4);
         if (f == QPACK_Q4_0) {
             put16(u + 256 + 2 * r, ((const block_q4_0 *)src)->d);
         } else {
@@ -118,10 +135,9 @@ static void pack_row_unit(qpack_format f, const uint8_t *src, int r, uint8_t *u)
         for (int s = 0; s < 8; s++) {
             const uint8_t *q = b->qs + 32 * (s / 2);
             const int sh = 4 * (s % 2);
-            for (int e = 0; e < 16; e++) {
-                const int lo = (q[e] >> sh) & 15, hi = (q[e + 16] >> sh) & 15;
-                u[256 * s + (e / 4 * 16 + r) * 4 + e % 4] = (uint8_t)(lo | hi << 4);
-            }
+            uint8_t q32[32];
+            for (int e = 0; e < 32; e++) q32[e] = (q[e] >> sh) & 15;
+            put_nibbles(u + 256 * s, r, q32);
             uint8_t sc, m;
             quant_get_scale_min_k4(b->scales, s, &sc, &m);
             u[2048 + 16 * s + r] = sc;
@@ -133,15 +149,16 @@ static void pack_row_unit(qpack_format f, const uint8_t *src, int r, uint8_t *u)
     }
     case QPACK_Q6_K: {
         const block_q6_K *b = (const block_q6_K *)src;
+        uint8_t q[QK_K];
+        q6_all(b, q);
         for (int p = 0; p < 8; p++) {
-            for (int e = 0; e < 16; e++) {
-                const int lo = q6_of(b, 32 * p + e) & 15, hi = q6_of(b, 32 * p + 16 + e) & 15;
-                u[256 * p + (e / 4 * 16 + r) * 4 + e % 4] = (uint8_t)(lo | hi << 4);
-            }
+            uint8_t q32[32];
+            for (int e = 0; e < 32; e++) q32[e] = q[32 * p + e] & 15;
+            put_nibbles(u + 256 * p, r, q32);
             for (int c = 0; c < 2; c++)
                 for (int i = 0; i < 4; i++) {
                     int v = 0;
-                    for (int k = 0; k < 4; k++) v |= (q6_of(b, 32 * p + 4 * (4 * c + k) + i) >> 4) << (2 * k);
+                    for (int k = 0; k < 4; k++) v |= (q[32 * p + 4 * (4 * c + k) + i] >> 4) << (2 * k);
                     u[2048 + 128 * p + (c * 16 + r) * 4 + i] = (uint8_t)v;
                 }
         }
