@@ -319,9 +319,10 @@ const eddy_vocab *eddy_model_vocab(const eddy_model *m) { return m ? m->vocab : 
 
 /* ==== Packed weights ==== */
 
-/* The tensors only linear() reads (so a packed copy can replace them), NULL-terminated
- * into out (room for 17 per layer + 2). The output head is one of them unless it is
- * the token embedding, whose rows the embedding look-up reads. */
+/* The tensors linear() reads, NULL-terminated into out (room for 17 per layer + 2). The
+ * output head is one of them even when it is the token embedding: the packed copy
+ * serves the head, while the embedding look-up keeps reading the file's rows (their
+ * pages dropped below come back one row's page at a time, for the tokens looked up). */
 static int64_t linear_tensors(model *m, tensor **out) {
     int64_t n = 0;
     for (int64_t il = 0; il < m->hp.n_layer; il++) {
@@ -332,21 +333,34 @@ static int64_t linear_tensors(model *m, tensor **out) {
         for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
             if (ts[i]->name && ts[i]->ne[2] == 1 && ts[i]->ne[3] == 1) out[n++] = ts[i];
     }
-    if (m->output.name && m->output.data != m->tok_embd.data) out[n++] = &m->output;
+    if (m->output.name) out[n++] = &m->output;
     out[n] = NULL;
     return n;
 }
 
-static void pack_one(tensor *t, uint8_t *dst, bool *fits) {
+/* Drops the whole pages of [p, p + bytes) of a mapped file from this process. */
+static void drop_pages(const void *p, size_t bytes, long page) {
+    const uintptr_t b = ((uintptr_t)p + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
+    const uintptr_t e = ((uintptr_t)p + bytes) / (uintptr_t)page * (uintptr_t)page;
+    if (e > b) (void)madvise((void *)b, e - b, MADV_DONTNEED);
+}
+
+/* Packs t into dst (matmul_pack_bytes of it) a slice of rows at a time, dropping each
+ * slice's original pages once it is packed (page > 0), so that at no time are both
+ * copies of more than one slice resident. */
+static void pack_tensor(tensor *t, uint8_t *dst, long page) {
     matmul_weight w;
-    if (!matmul_weight_init(&w, t->type, t->ne[0], t->ne[1], t->data)) return;
-    const size_t b = matmul_pack_bytes(&w);
-    if (!b) return;
-    if (dst) {
-        matmul_pack(&w, dst);
-        t->packed = dst;
+    EDDY_ASSERT(matmul_weight_init(&w, t->type, t->ne[0], t->ne[1], t->data));
+    const size_t group_bytes = matmul_pack_bytes(&w) / (size_t)((w.n_out + 15) / 16);
+    const int64_t slice = 1024; /* rows: a multiple of the 16-row group */
+    for (int64_t r0 = 0; r0 < w.n_out; r0 += slice) {
+        matmul_weight ws = w;
+        ws.n_out = w.n_out - r0 < slice ? w.n_out - r0 : slice;
+        ws.data = (const uint8_t *)w.data + (size_t)r0 * w.row_bytes;
+        matmul_pack(&ws, dst + (size_t)(r0 / 16) * group_bytes);
+        if (page > 0) drop_pages(ws.data, (size_t)ws.n_out * w.row_bytes, page);
     }
-    *fits = true;
+    t->packed = dst;
 }
 
 /* Repacks every linear() weight this CPU has a packed kernel for (matmul_pack_bytes)
@@ -384,18 +398,13 @@ static void pack_weights(loader *L) {
     size_t at = 0;
     int64_t n_packed = 0;
     for (int64_t i = 0; i < n; i++) {
-        bool packed = false;
-        pack_one(ts[i], m->packed + at, &packed);
-        if (!packed) continue;
-        n_packed++;
         matmul_weight w;
-        EDDY_ASSERT(matmul_weight_init(&w, ts[i]->type, ts[i]->ne[0], ts[i]->ne[1], ts[i]->data));
-        at += (matmul_pack_bytes(&w) + 63) / 64 * 64;
-        if (m->file->map.mapped && page > 0) {
-            const uintptr_t b = ((uintptr_t)ts[i]->data + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
-            const uintptr_t e = ((uintptr_t)ts[i]->data + w.row_bytes * (size_t)w.n_out) / (uintptr_t)page * (uintptr_t)page;
-            if (e > b) (void)madvise((void *)b, e - b, MADV_DONTNEED);
-        }
+        if (!matmul_weight_init(&w, ts[i]->type, ts[i]->ne[0], ts[i]->ne[1], ts[i]->data)) continue;
+        const size_t b = matmul_pack_bytes(&w);
+        if (!b) continue;
+        pack_tensor(ts[i], m->packed + at, m->file->map.mapped ? page : 0);
+        at += (b + 63) / 64 * 64;
+        n_packed++;
     }
     LOG_INFO("repacked %" PRId64 " weight tensors for the matrix kernels (%.1f MiB)%s", n_packed,
              (double)total / (1 << 20), m->file->map.mapped ? ", their mapped pages dropped" : "");
