@@ -10,6 +10,11 @@
  *                                high nibble element 16 + 4v + i (the Q4_0 byte itself);
  *                                fp16 d[r]
  *   QPACK_Q4_1 (unit 32, 320 B): as Q4_0, then fp16 m[r]
+ *   QPACK_IQ4_NL (unit 32, 288 B): as Q4_0 (the nibbles are table indices)
+ *   QPACK_Q5_0 (unit 32, 352 B): as Q4_0's nibbles (the low 4 bits); then 8 64-bit masks
+ *                                h[j], bit 4r + i = bit 4 of element 4j + i of row r
+ *                                (64 B); fp16 d[r] at 320
+ *   QPACK_Q5_1 (unit 32, 384 B): as Q5_0, then fp16 m[r] at 352
  *   QPACK_Q4_K (unit 256, 2368 B): sub-block s (32 elements) as Q4_0's nibbles at 256 s
  *                                (2048 B); u8 sc[s][r] (128 B); u8 m[s][r] (128 B);
  *                                fp16 d[r]; fp16 dmin[r]
@@ -20,8 +25,8 @@
  *                                (1024 B); i8 sc[s16][r] (256 B); fp16 d[r]
  *
  * Activation tile, per unit (t = token in the tile, 0..7):
- *   32-element formats (320 B): i8 qs[t][32]; f32 d[t]; then Q8_0/Q4_0: i32
- *     cs[t] = -off * sum(qs) (off 128 / 8), Q4_1: f32 ds[t] = d * sum(qs)
+ *   32-element formats (320 B): i8 qs[t][32]; f32 d[t]; then Q8_0/Q4_0/IQ4_NL/Q5_0:
+ *     i32 cs[t] = -off * sum(qs) (off 128 / 8 / 128 / 16), Q4_1/Q5_1: f32 ds[t] = d * sum(qs)
  *   Q4_K (2336 B): i8 qs[s][t][32] (s = 32-element sub-block); f32 d[t]; f32
  *     fs[s][t] = sum of the sub-block's quants
  *   Q6_K (2592 B): i8 qs[s][t][32]; f32 d[t]; i32 cs[s16][t] = -32 * bsums[s16]
@@ -44,6 +49,9 @@ qpack_format qpack_format_of(qtype t) {
     case QTYPE_Q4_1: return QPACK_Q4_1;
     case QTYPE_Q4_K: return QPACK_Q4_K;
     case QTYPE_Q6_K: return QPACK_Q6_K;
+    case QTYPE_IQ4_NL: return QPACK_IQ4_NL;
+    case QTYPE_Q5_0: return QPACK_Q5_0;
+    case QTYPE_Q5_1: return QPACK_Q5_1;
     default: return QPACK_NONE;
     }
 }
@@ -55,6 +63,9 @@ size_t qpack_unit_bytes(qpack_format f) {
     case QPACK_Q8_0: return 544;
     case QPACK_Q4_0: return 288;
     case QPACK_Q4_1: return 320;
+    case QPACK_IQ4_NL: return 288;
+    case QPACK_Q5_0: return 352;
+    case QPACK_Q5_1: return 384;
     case QPACK_Q4_K: return 2368;
     case QPACK_Q6_K: return 3360;
     default: return 0;
@@ -130,6 +141,33 @@ static void pack_row_unit(qpack_format f, const uint8_t *src, int r, uint8_t *u)
         }
         break;
     }
+    case QPACK_IQ4_NL: {
+        const block_iq4_nl *b = (const block_iq4_nl *)src;
+        for (int v = 0; v < 4; v++) memcpy(slot(u, v, r), b->qs + 4 * v, 4);
+        put16(u + 256 + 2 * r, b->d);
+        break;
+    }
+    case QPACK_Q5_0:
+    case QPACK_Q5_1: {
+        const uint8_t *qs = f == QPACK_Q5_0 ? ((const block_q5_0 *)src)->qs : ((const block_q5_1 *)src)->qs;
+        const uint8_t *qh = f == QPACK_Q5_0 ? ((const block_q5_0 *)src)->qh : ((const block_q5_1 *)src)->qh;
+        uint32_t h;
+        memcpy(&h, qh, 4);
+        for (int v = 0; v < 4; v++) memcpy(slot(u, v, r), qs + 4 * v, 4);
+        for (int j = 0; j < 8; j++) {
+            uint64_t mask;
+            memcpy(&mask, u + 256 + 8 * j, 8);
+            for (int i = 0; i < 4; i++) mask |= (uint64_t)((h >> (4 * j + i)) & 1) << (4 * r + i);
+            memcpy(u + 256 + 8 * j, &mask, 8);
+        }
+        if (f == QPACK_Q5_0) {
+            put16(u + 320 + 2 * r, ((const block_q5_0 *)src)->d);
+        } else {
+            put16(u + 320 + 2 * r, ((const block_q5_1 *)src)->d);
+            put16(u + 352 + 2 * r, ((const block_q5_1 *)src)->m);
+        }
+        break;
+    }
     case QPACK_Q4_K: {
         const block_q4_K *b = (const block_q4_K *)src;
         for (int s = 0; s < 8; s++) {
@@ -179,8 +217,15 @@ static void pack_pad_unit(qpack_format f, int r, uint8_t *u) {
 
 void qpack_weights(qpack_format f, const void *w, size_t row_bytes, int64_t n_in, int64_t n_out, void *dst) {
     const int64_t units = n_in / qpack_unit(f), groups = (n_out + QPACK_ROWS - 1) / QPACK_ROWS;
-    static const size_t src_bytes[QPACK_COUNT] = {0, sizeof(block_q8_0), sizeof(block_q4_0), sizeof(block_q4_1),
-                                                  sizeof(block_q4_K), sizeof(block_q6_K)};
+    static const size_t src_bytes[QPACK_COUNT] = {0,
+                                                  sizeof(block_q8_0),
+                                                  sizeof(block_q4_0),
+                                                  sizeof(block_q4_1),
+                                                  sizeof(block_q4_K),
+                                                  sizeof(block_q6_K),
+                                                  sizeof(block_iq4_nl),
+                                                  sizeof(block_q5_0),
+                                                  sizeof(block_q5_1)};
     const size_t ub = qpack_unit_bytes(f), src_ub = src_bytes[f];
     uint8_t *out = dst;
     for (int64_t g = 0; g < groups; g++) {
@@ -231,11 +276,12 @@ void qpack_act_tile(qpack_format f, const void *act, size_t act_stride, int nt, 
                 memcpy(u + 256 + 4 * t, &d, 4);
                 int32_t sum = 0;
                 for (int e = 0; e < 32; e++) sum += b->qs[e];
-                if (f == QPACK_Q4_1) {
+                if (f == QPACK_Q4_1 || f == QPACK_Q5_1) {
                     const float ds = d * (float)sum;
                     memcpy(u + 288 + 4 * t, &ds, 4);
                 } else {
-                    const int32_t cs = -(f == QPACK_Q8_0 ? 128 : 8) * sum;
+                    const int off = f == QPACK_Q4_0 ? 8 : f == QPACK_Q5_0 ? 16 : 128;
+                    const int32_t cs = -off * sum;
                     memcpy(u + 288 + 4 * t, &cs, 4);
                 }
             }
@@ -268,6 +314,12 @@ static int wq(qpack_format f, const uint8_t *q, const uint8_t *c, int j, int r, 
     const int n = q[((j % 4) * 16 + r) * 4 + i];
     int v = j < 4 ? n & 15 : n >> 4;
     if (f == QPACK_Q6_K) v |= ((c[((j / 4) * 16 + r) * 4 + i] >> (2 * (j % 4))) & 3) << 4;
+    if (f == QPACK_IQ4_NL) v = kvalues_iq4nl[v] + 128;
+    if (f == QPACK_Q5_0 || f == QPACK_Q5_1) {
+        uint64_t mask;
+        memcpy(&mask, q + 256 + 8 * j, 8);
+        v += (int)((mask >> (4 * r + i)) & 1) << 4;
+    }
     return v;
 }
 
@@ -317,11 +369,12 @@ void qpack_kernel_ref(qpack_format f, int64_t n_units, const void *group, const 
                     acc = fmaf(sb, da, acc);
                 } else {
                     const float da = rd_f32(a + 256 + 4 * t);
-                    const float dw = rd_f16(w + (f == QPACK_Q8_0 ? 512 : 256) + 2 * r);
-                    int32_t i = f == QPACK_Q4_1 ? 0 : rd_i32(a + 288 + 4 * t);
+                    const bool q5 = f == QPACK_Q5_0 || f == QPACK_Q5_1, has_min = f == QPACK_Q4_1 || f == QPACK_Q5_1;
+                    const float dw = rd_f16(w + (f == QPACK_Q8_0 ? 512 : q5 ? 320 : 256) + 2 * r);
+                    int32_t i = has_min ? 0 : rd_i32(a + 288 + 4 * t);
                     i += dot_piece(f, w, NULL, (const int8_t *)(a + 32 * t), r, 0, 8);
                     acc = fmaf((float)i, dw * da, acc);
-                    if (f == QPACK_Q4_1) acc = fmaf(rd_f16(w + 288 + 2 * r), rd_f32(a + 288 + 4 * t), acc);
+                    if (has_min) acc = fmaf(rd_f16(w + (q5 ? 352 : 288) + 2 * r), rd_f32(a + 288 + 4 * t), acc);
                 }
             }
             y[t * y_stride + r] = acc;

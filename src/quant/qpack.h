@@ -15,7 +15,8 @@
  * 16 rows' quants interleaved four bytes at a time, [j][row][4] — so one 64-byte
  * vector is 4 consecutive quants of each of the 16 rows, what one vpdpbusd multiplies
  * by 4 activation bytes broadcast to every lane — followed by the 16 rows' scales.
- * The quants are unsigned (Q8_0: q + 128, Q4_0: q as stored, Q6_K: q as stored), the
+ * The quants are unsigned (Q8_0: q + 128, Q4_0: q as stored, Q6_K: q as stored,
+ * IQ4_NL: the table index, mapped to kvalue + 128 in the kernel), the
  * offset going through the activation sums. Each packed format has exactly the bytes of
  * the original rows (Q4_K: 64 more per 16 rows and super-block).
  *
@@ -38,7 +39,18 @@
 #define QPACK_ROWS 16 /* rows per group (one 16-lane vector of int32) */
 #define QPACK_TOK 8   /* tokens per activation tile */
 
-typedef enum { QPACK_NONE = 0, QPACK_Q8_0, QPACK_Q4_0, QPACK_Q4_1, QPACK_Q4_K, QPACK_Q6_K, QPACK_COUNT } qpack_format;
+typedef enum {
+    QPACK_NONE = 0,
+    QPACK_Q8_0,
+    QPACK_Q4_0,
+    QPACK_Q4_1,
+    QPACK_Q4_K,
+    QPACK_Q6_K,
+    QPACK_IQ4_NL,
+    QPACK_Q5_0,
+    QPACK_Q5_1,
+    QPACK_COUNT
+} qpack_format;
 
 /* The packed format of a weight type, or QPACK_NONE. */
 qpack_format qpack_format_of(qtype t);

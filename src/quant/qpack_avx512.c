@@ -38,6 +38,11 @@ INLINE __m512 f16x16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si2
 
 INLINE __m512i ld(const uint8_t *p) { return _mm512_loadu_si512((const void *)p); }
 
+/* qpack_unit_bytes of the 32-element formats, as a constant after inlining */
+INLINE size_t qpack_unit_bytes_c(const qpack_format F) {
+    return F == QPACK_Q8_0 ? 544 : F == QPACK_Q4_1 ? 320 : F == QPACK_Q5_0 ? 352 : F == QPACK_Q5_1 ? 384 : 288;
+}
+
 /* Decode (one token) streams the weights once: each unit first prefetches the bytes
  * PF_BYTES ahead of it (the next group's, past the end of this one, which a thread's
  * next call reads), since at a few instructions per byte the out-of-order window alone
@@ -48,19 +53,23 @@ INLINE void prefetch_unit(const uint8_t *w, size_t bytes, const int NT) {
         for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(w + PF_BYTES + o, 0, 3);
 }
 
-/* ==== 32-element formats: Q8_0, Q4_0, Q4_1 ==== */
+/* ==== 32-element formats: Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1 ==== */
 
 INLINE void k32(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_t *a, float *y, int64_t ys,
                 int nrows, const int NT) {
-    const size_t UB = F == QPACK_Q8_0 ? 544 : F == QPACK_Q4_0 ? 288 : 320, AB = 320;
-    const size_t DOFF = F == QPACK_Q8_0 ? 512 : 256;
-    const __m512i m4 = _mm512_set1_epi8(15);
+    const bool Q5 = F == QPACK_Q5_0 || F == QPACK_Q5_1, MIN = F == QPACK_Q4_1 || F == QPACK_Q5_1;
+    const size_t UB = qpack_unit_bytes_c(F), AB = 320;
+    const size_t DOFF = F == QPACK_Q8_0 ? 512 : Q5 ? 320 : 256, MOFF = Q5 ? 352 : 288;
+    const __m512i m4 = _mm512_set1_epi8(15), k16 = _mm512_set1_epi8(16);
+    /* IQ4_NL: index -> kvalue + 128 (unsigned), in each 128-bit lane */
+    const __m512i kv = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)kvalues_iq4nl)),
+                                        _mm512_set1_epi8((char)0x80));
     __m512 acc[QPACK_TOK];
     FOR_T acc[t] = _mm512_setzero_ps();
     for (int64_t k = 0; k < nu; k++, w += UB, a += AB) {
         prefetch_unit(w, UB, NT);
         __m512i ia[QPACK_TOK];
-        FOR_T ia[t] = F == QPACK_Q4_1 ? _mm512_setzero_si512() : bcast32(a + 288 + 4 * t);
+        FOR_T ia[t] = MIN ? _mm512_setzero_si512() : bcast32(a + 288 + 4 * t);
         if (F == QPACK_Q8_0) {
             UNROLL for (int j = 0; j < 8; j++) {
                 const __m512i wv = ld(w + 64 * j);
@@ -69,15 +78,23 @@ INLINE void k32(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_
         } else {
             UNROLL for (int v = 0; v < 4; v++) {
                 const __m512i n = ld(w + 64 * v);
-                const __m512i lo = _mm512_and_si512(n, m4), hi = _mm512_and_si512(_mm512_srli_epi16(n, 4), m4);
+                __m512i lo = _mm512_and_si512(n, m4), hi = _mm512_and_si512(_mm512_srli_epi16(n, 4), m4);
+                if (F == QPACK_IQ4_NL) lo = _mm512_shuffle_epi8(kv, lo), hi = _mm512_shuffle_epi8(kv, hi);
+                if (Q5) {
+                    uint64_t h0, h1;
+                    memcpy(&h0, w + 256 + 8 * v, 8);
+                    memcpy(&h1, w + 256 + 8 * (v + 4), 8);
+                    lo = _mm512_mask_add_epi8(lo, (__mmask64)h0, lo, k16);
+                    hi = _mm512_mask_add_epi8(hi, (__mmask64)h1, hi, k16);
+                }
                 FOR_T ia[t] = _mm512_dpbusd_epi32(ia[t], lo, bcast32(a + 32 * t + 4 * v));
                 FOR_T ia[t] = _mm512_dpbusd_epi32(ia[t], hi, bcast32(a + 32 * t + 16 + 4 * v));
             }
         }
         const __m512 dw = f16x16(w + DOFF);
         FOR_T acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), _mm512_mul_ps(dw, bcastf(a + 256 + 4 * t)), acc[t]);
-        if (F == QPACK_Q4_1) {
-            const __m512 mw = f16x16(w + 288);
+        if (MIN) {
+            const __m512 mw = f16x16(w + MOFF);
             FOR_T acc[t] = _mm512_fmadd_ps(mw, bcastf(a + 288 + 4 * t), acc[t]);
         }
     }
@@ -185,11 +202,17 @@ INLINE void k6k(int64_t nu, const uint8_t *w, const uint8_t *a, float *y, int64_
 #define q8_0_CALL(N) k32(QPACK_Q8_0, nu, g, tile, y, ys, nrows, N)
 #define q4_0_CALL(N) k32(QPACK_Q4_0, nu, g, tile, y, ys, nrows, N)
 #define q4_1_CALL(N) k32(QPACK_Q4_1, nu, g, tile, y, ys, nrows, N)
+#define iq4_nl_CALL(N) k32(QPACK_IQ4_NL, nu, g, tile, y, ys, nrows, N)
+#define q5_0_CALL(N) k32(QPACK_Q5_0, nu, g, tile, y, ys, nrows, N)
+#define q5_1_CALL(N) k32(QPACK_Q5_1, nu, g, tile, y, ys, nrows, N)
 #define q4_K_CALL(N) k4k(nu, g, tile, y, ys, nrows, N)
 #define q6_K_CALL(N) k6k(nu, g, tile, y, ys, nrows, N)
 KERNEL_FN(q8_0)
 KERNEL_FN(q4_0)
 KERNEL_FN(q4_1)
+KERNEL_FN(iq4_nl)
+KERNEL_FN(q5_0)
+KERNEL_FN(q5_1)
 KERNEL_FN(q4_K)
 KERNEL_FN(q6_K)
 
@@ -198,6 +221,9 @@ qpack_kernel_fn qpack_kernel_avx512(qpack_format f) {
     case QPACK_Q8_0: return q8_0;
     case QPACK_Q4_0: return q4_0;
     case QPACK_Q4_1: return q4_1;
+    case QPACK_IQ4_NL: return iq4_nl;
+    case QPACK_Q5_0: return q5_0;
+    case QPACK_Q5_1: return q5_1;
     case QPACK_Q4_K: return q4_K;
     case QPACK_Q6_K: return q6_K;
     default: return NULL;
