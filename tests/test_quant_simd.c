@@ -26,6 +26,7 @@
 #include "ops/matmul.h"
 #include "quant/qpack.h"
 #include "base/alloc.h"
+#include "base/isa.h"
 #include "quant/qdot.h"
 
 /* ==== Rows ==== */
@@ -558,7 +559,7 @@ TEST(qmat_many_matches_separate) {
 /* ==== Packed kernels ==== */
 
 TEST(qpack_kernels_match_ref) {
-    /* every packed format with a kernel here: the SIMD kernel and qpack_kernel_ref on the
+    /* every packed format and SIMD kernel this CPU runs (AVX-512 VNNI, AVX2): the kernel and qpack_kernel_ref on the
      * same packed group and tile give identical floats, for 1..8 tokens, 1..16 rows and
      * 1..3 units; both write only y[t][r < nrows] */
     test_rng r = test_rng_new();
@@ -569,8 +570,13 @@ TEST(qpack_kernels_match_ref) {
         const qtype t = types[ti];
         const qpack_format f = qpack_format_of(t);
         REQUIRE(f != QPACK_NONE);
-        const qpack_kernel_fn k = qpack_kernel(f);
-        if (!k) continue;
+        qpack_kernel_fn ks[2] = {NULL, NULL};
+        const char *kn[2] = {"avx512", "avx2"};
+#if defined(__x86_64__)
+        if (isa_has(ISA_EXT_AVX512VNNI)) ks[0] = qpack_kernel_avx512(f);
+        if (isa_available(ISA_AVX2)) ks[1] = qpack_kernel_avx2(f);
+#endif
+        if (!ks[0] && !ks[1]) continue;
         tested++;
         for (int nu = 1; nu <= 3; nu++) {
             const int64_t n = nu * qpack_unit(f);
@@ -591,21 +597,27 @@ TEST(qpack_kernels_match_ref) {
                 qpack_weights(f, w, rb, n, nrows, g);
                 for (int nt = 1; nt <= QPACK_TOK; nt++) {
                     qpack_act_tile(f, act, as, nt, n, tile);
-                    float y[QPACK_TOK][QPACK_ROWS + 1], yr[QPACK_TOK][QPACK_ROWS + 1];
+                    float yr[QPACK_TOK][QPACK_ROWS + 1];
                     for (int c = 0; c < QPACK_TOK; c++)
-                        for (int o = 0; o <= QPACK_ROWS; o++) y[c][o] = yr[c][o] = -777.0f;
-                    k(nu, g, tile, nt, &y[0][0], QPACK_ROWS + 1, nrows);
+                        for (int o = 0; o <= QPACK_ROWS; o++) yr[c][o] = -777.0f;
                     qpack_kernel_ref(f, nu, g, tile, nt, &yr[0][0], QPACK_ROWS + 1, nrows);
+                    for (int ki = 0; ki < 2; ki++) {
+                    if (!ks[ki]) continue;
+                    float y[QPACK_TOK][QPACK_ROWS + 1];
+                    for (int c = 0; c < QPACK_TOK; c++)
+                        for (int o = 0; o <= QPACK_ROWS; o++) y[c][o] = -777.0f;
+                    ks[ki](nu, g, tile, nt, &y[0][0], QPACK_ROWS + 1, nrows);
                     int bad = 0;
                     for (int c = 0; c < QPACK_TOK && bad < 3; c++)
                         for (int o = 0; o <= QPACK_ROWS && bad < 3; o++) {
                             const bool written = c < nt && o < nrows;
                             const bool ok = memcmp(&y[c][o], &yr[c][o], sizeof(float)) == 0 &&
                                             (written || y[c][o] == -777.0f);
-                            if (!CHECKF(ok, "%s units=%d rows=%d tokens=%d: y[%d][%d] = %.9g, ref %.9g", qtype_name(t),
-                                        nu, nrows, nt, c, o, (double)y[c][o], (double)yr[c][o]))
+                            if (!CHECKF(ok, "%s %s units=%d rows=%d tokens=%d: y[%d][%d] = %.9g, ref %.9g", kn[ki],
+                                        qtype_name(t), nu, nrows, nt, c, o, (double)y[c][o], (double)yr[c][o]))
                                 bad++;
                         }
+                    }
                 }
             }
             free(w), free(act), free(x), eddy_free_aligned(g), eddy_free_aligned(tile);

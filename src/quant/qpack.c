@@ -388,6 +388,7 @@ qpack_kernel_fn qpack_kernel(qpack_format f) {
     if (f <= QPACK_NONE || f >= QPACK_COUNT) return NULL;
 #if defined(__x86_64__)
     if (isa_has(ISA_EXT_AVX512VNNI)) return qpack_kernel_avx512(f);
+    if (isa_available(ISA_AVX2)) return qpack_kernel_avx2(f);
 #endif
     return NULL;
 }

@@ -87,7 +87,9 @@ void qpack_kernel_ref(qpack_format f, int64_t n_units, const void *group, const 
  * e.g. under EDDY_FORCE_REF=1: then nothing is packed and matmul runs the row kernels). */
 qpack_kernel_fn qpack_kernel(qpack_format f);
 
-/* The AVX-512 VNNI kernels (compiled for x86-64 only; called when the CPU has them). */
+/* The AVX-512 VNNI kernels and the AVX2 ones (compiled for x86-64 only; called when the
+ * CPU has them: the dispatcher takes AVX-512 VNNI, else AVX2). */
 qpack_kernel_fn qpack_kernel_avx512(qpack_format f);
+qpack_kernel_fn qpack_kernel_avx2(qpack_format f);
 
 #endif
