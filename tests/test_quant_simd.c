@@ -498,6 +498,8 @@ TEST(qmat_chunks_threads_and_many_tokens) {
     check_matmul(&r, pool, QTYPE_IQ4_NL, (mm_shape){256, 21, 11});
     check_matmul(&r, pool, QTYPE_Q5_0, (mm_shape){320, 18, 9});
     check_matmul(&r, pool, QTYPE_Q5_1, (mm_shape){160, 35, 10});
+    check_matmul(&r, pool, QTYPE_Q5_K, (mm_shape){768, 19, 12});
+    check_matmul(&r, pool, QTYPE_IQ4_XS, (mm_shape){512, 33, 9});
     pool_destroy(pool);
 }
 
@@ -563,8 +565,8 @@ TEST(qpack_kernels_match_ref) {
      * same packed group and tile give identical floats, for 1..8 tokens, 1..16 rows and
      * 1..3 units; both write only y[t][r < nrows] */
     test_rng r = test_rng_new();
-    static const qtype types[] = {QTYPE_Q8_0, QTYPE_Q4_0,   QTYPE_Q4_1, QTYPE_Q4_K,
-                                  QTYPE_Q6_K, QTYPE_IQ4_NL, QTYPE_Q5_0, QTYPE_Q5_1};
+    static const qtype types[] = {QTYPE_Q8_0, QTYPE_Q4_0, QTYPE_Q4_1, QTYPE_Q4_K, QTYPE_Q6_K,
+                                  QTYPE_IQ4_NL, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q5_K, QTYPE_IQ4_XS};
     int tested = 0;
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const qtype t = types[ti];

@@ -18,6 +18,11 @@
  *   QPACK_Q4_K (unit 256, 2368 B): sub-block s (32 elements) as Q4_0's nibbles at 256 s
  *                                (2048 B); u8 sc[s][r] (128 B); u8 m[s][r] (128 B);
  *                                fp16 d[r]; fp16 dmin[r]
+ *   QPACK_Q5_K (unit 256, 2880 B): as Q4_K's nibbles (2048 B); bit 4 as Q5_0's masks per
+ *                                sub-block s at 2048 + 64 s (512 B); u8 sc[s][r] at 2560,
+ *                                m[s][r] at 2688; fp16 d[r] at 2816, dmin[r] at 2848
+ *   QPACK_IQ4_XS (unit 256, 2208 B): table indices as Q4_K's nibbles (2048 B); i8
+ *                                ls[s][r] - 32 at 2048 (128 B); fp16 d[r] at 2176
  *   QPACK_Q6_K (unit 256, 3360 B): the low 4 bits of the 6-bit q (0..63) as Q4_0's
  *                                nibbles per 32 elements p (2048 B); the high 2 bits
  *                                per 32 elements p at 2048 + 128 p: c[c][r][4], bits
@@ -30,6 +35,7 @@
  *   Q4_K (2336 B): i8 qs[s][t][32] (s = 32-element sub-block); f32 d[t]; f32
  *     fs[s][t] = sum of the sub-block's quants
  *   Q6_K (2592 B): i8 qs[s][t][32]; f32 d[t]; i32 cs[s16][t] = -32 * bsums[s16]
+ *   Q5_K: as Q4_K; IQ4_XS (2336 B): as Q4_K but i32 cs[s][t] = -128 * (sub-block sum)
  */
 #include "qpack.h"
 
@@ -52,11 +58,15 @@ qpack_format qpack_format_of(qtype t) {
     case QTYPE_IQ4_NL: return QPACK_IQ4_NL;
     case QTYPE_Q5_0: return QPACK_Q5_0;
     case QTYPE_Q5_1: return QPACK_Q5_1;
+    case QTYPE_Q5_K: return QPACK_Q5_K;
+    case QTYPE_IQ4_XS: return QPACK_IQ4_XS;
     default: return QPACK_NONE;
     }
 }
 
-int64_t qpack_unit(qpack_format f) { return f == QPACK_Q4_K || f == QPACK_Q6_K ? QK_K : 32; }
+static bool is_k(qpack_format f) { return f == QPACK_Q4_K || f == QPACK_Q6_K || f == QPACK_Q5_K || f == QPACK_IQ4_XS; }
+
+int64_t qpack_unit(qpack_format f) { return is_k(f) ? QK_K : 32; }
 
 size_t qpack_unit_bytes(qpack_format f) {
     switch (f) {
@@ -66,6 +76,8 @@ size_t qpack_unit_bytes(qpack_format f) {
     case QPACK_IQ4_NL: return 288;
     case QPACK_Q5_0: return 352;
     case QPACK_Q5_1: return 384;
+    case QPACK_Q5_K: return 2880;
+    case QPACK_IQ4_XS: return 2208;
     case QPACK_Q4_K: return 2368;
     case QPACK_Q6_K: return 3360;
     default: return 0;
@@ -74,7 +86,9 @@ size_t qpack_unit_bytes(qpack_format f) {
 
 size_t qpack_act_unit_bytes(qpack_format f) {
     switch (f) {
-    case QPACK_Q4_K: return 2336;
+    case QPACK_Q4_K:
+    case QPACK_Q5_K:
+    case QPACK_IQ4_XS: return 2336;
     case QPACK_Q6_K: return 2592;
     case QPACK_NONE:
     case QPACK_COUNT: return 0;
@@ -185,6 +199,39 @@ static void pack_row_unit(qpack_format f, const uint8_t *src, int r, uint8_t *u)
         put16(u + 2336 + 2 * r, b->dmin);
         break;
     }
+    case QPACK_Q5_K: {
+        const block_q5_K *b = (const block_q5_K *)src;
+        for (int s = 0; s < 8; s++) {
+            const uint8_t *q = b->qs + 32 * (s / 2);
+            const int sh = 4 * (s % 2);
+            uint8_t q32[32];
+            for (int e = 0; e < 32; e++) q32[e] = (q[e] >> sh) & 15;
+            put_nibbles(u + 256 * s, r, q32);
+            for (int j = 0; j < 8; j++) {
+                uint64_t mask;
+                memcpy(&mask, u + 2048 + 64 * s + 8 * j, 8);
+                for (int i = 0; i < 4; i++) mask |= (uint64_t)((b->qh[4 * j + i] >> s) & 1) << (4 * r + i);
+                memcpy(u + 2048 + 64 * s + 8 * j, &mask, 8);
+            }
+            uint8_t sc, m;
+            quant_get_scale_min_k4(b->scales, s, &sc, &m);
+            u[2560 + 16 * s + r] = sc;
+            u[2688 + 16 * s + r] = m;
+        }
+        put16(u + 2816 + 2 * r, b->d);
+        put16(u + 2848 + 2 * r, b->dmin);
+        break;
+    }
+    case QPACK_IQ4_XS: {
+        const block_iq4_xs *b = (const block_iq4_xs *)src;
+        for (int s = 0; s < 8; s++) {
+            for (int v = 0; v < 4; v++) memcpy(slot(u + 256 * s, v, r), b->qs + 16 * s + 4 * v, 4);
+            const int ls = ((b->scales_l[s / 2] >> (4 * (s % 2))) & 15) | (((b->scales_h >> (2 * s)) & 3) << 4);
+            u[2048 + 16 * s + r] = (uint8_t)(int8_t)(ls - 32);
+        }
+        put16(u + 2176 + 2 * r, b->d);
+        break;
+    }
     case QPACK_Q6_K: {
         const block_q6_K *b = (const block_q6_K *)src;
         uint8_t q[QK_K];
@@ -225,7 +272,9 @@ void qpack_weights(qpack_format f, const void *w, size_t row_bytes, int64_t n_in
                                                   sizeof(block_q6_K),
                                                   sizeof(block_iq4_nl),
                                                   sizeof(block_q5_0),
-                                                  sizeof(block_q5_1)};
+                                                  sizeof(block_q5_1),
+                                                  sizeof(block_q5_K),
+                                                  sizeof(block_iq4_xs)};
     const size_t ub = qpack_unit_bytes(f), src_ub = src_bytes[f];
     uint8_t *out = dst;
     for (int64_t g = 0; g < groups; g++) {
@@ -254,11 +303,16 @@ void qpack_act_tile(qpack_format f, const void *act, size_t act_stride, int nt, 
         uint8_t *u = (uint8_t *)dst + (size_t)k * ab;
         for (int t = 0; t < nt; t++) {
             const uint8_t *row = (const uint8_t *)act + (size_t)t * act_stride;
-            if (f == QPACK_Q4_K || f == QPACK_Q6_K) {
+            if (is_k(f)) {
                 const block_q8_K *b = (const block_q8_K *)row + k;
                 for (int s = 0; s < 8; s++) memcpy(u + 256 * s + 32 * t, b->qs + 32 * s, 32);
                 memcpy(u + 2048 + 4 * t, &b->d, 4);
-                if (f == QPACK_Q4_K) {
+                if (f == QPACK_IQ4_XS) {
+                    for (int s = 0; s < 8; s++) {
+                        const int32_t cs = -128 * (b->bsums[2 * s] + b->bsums[2 * s + 1]);
+                        memcpy(u + 2080 + 4 * (8 * s + t), &cs, 4);
+                    }
+                } else if (f == QPACK_Q4_K || f == QPACK_Q5_K) {
                     for (int s = 0; s < 8; s++) {
                         const float fs = (float)(b->bsums[2 * s] + b->bsums[2 * s + 1]);
                         memcpy(u + 2080 + 4 * (8 * s + t), &fs, 4);
@@ -314,7 +368,12 @@ static int wq(qpack_format f, const uint8_t *q, const uint8_t *c, int j, int r, 
     const int n = q[((j % 4) * 16 + r) * 4 + i];
     int v = j < 4 ? n & 15 : n >> 4;
     if (f == QPACK_Q6_K) v |= ((c[((j / 4) * 16 + r) * 4 + i] >> (2 * (j % 4))) & 3) << 4;
-    if (f == QPACK_IQ4_NL) v = kvalues_iq4nl[v] + 128;
+    if (f == QPACK_IQ4_NL || f == QPACK_IQ4_XS) v = kvalues_iq4nl[v] + 128;
+    if (f == QPACK_Q5_K) {
+        uint64_t mask;
+        memcpy(&mask, c + 8 * j, 8);
+        v += (int)((mask >> (4 * r + i)) & 1) << 4;
+    }
     if (f == QPACK_Q5_0 || f == QPACK_Q5_1) {
         uint64_t mask;
         memcpy(&mask, q + 256 + 8 * j, 8);
@@ -341,18 +400,29 @@ void qpack_kernel_ref(qpack_format f, int64_t n_units, const void *group, const 
             float acc = 0.0f;
             for (int64_t k = 0; k < n_units; k++) {
                 const uint8_t *w = (const uint8_t *)group + (size_t)k * ub, *a = (const uint8_t *)tile + (size_t)k * ab;
-                if (f == QPACK_Q4_K || f == QPACK_Q6_K) {
+                if (is_k(f)) {
                     const float da = rd_f32(a + 2048 + 4 * t);
                     float sb = 0.0f;
-                    if (f == QPACK_Q4_K) {
-                        const float dv = rd_f16(w + 2304 + 2 * r), mv = rd_f16(w + 2336 + 2 * r);
+                    if (f == QPACK_Q4_K || f == QPACK_Q5_K) {
+                        const bool q5 = f == QPACK_Q5_K;
+                        const size_t so = q5 ? 2560 : 2048, doff = q5 ? 2816 : 2304;
+                        const float dv = rd_f16(w + doff + 2 * r), mv = rd_f16(w + doff + 32 + 2 * r);
                         for (int s = 0; s < 8; s++) {
-                            const int32_t i = dot_piece(f, w + 256 * s, NULL, (const int8_t *)(a + 256 * s + 32 * t),
-                                                        r, 0, 8);
-                            const float dws = dv * (float)w[2048 + 16 * s + r];
-                            const float mws = mv * (float)w[2176 + 16 * s + r];
+                            const int32_t i = dot_piece(f, w + 256 * s, q5 ? w + 2048 + 64 * s : NULL,
+                                                        (const int8_t *)(a + 256 * s + 32 * t), r, 0, 8);
+                            const float dws = dv * (float)w[so + 16 * s + r];
+                            const float mws = mv * (float)w[so + 128 + 16 * s + r];
                             sb = fmaf((float)i, dws, sb);
                             sb = fmaf(-mws, rd_f32(a + 2080 + 4 * (8 * s + t)), sb);
+                        }
+                    } else if (f == QPACK_IQ4_XS) {
+                        const float dv = rd_f16(w + 2176 + 2 * r);
+                        for (int s = 0; s < 8; s++) {
+                            const int32_t i = rd_i32(a + 2080 + 4 * (8 * s + t)) +
+                                              dot_piece(f, w + 256 * s, NULL, (const int8_t *)(a + 256 * s + 32 * t),
+                                                        r, 0, 8);
+                            const float dws = dv * (float)(int8_t)w[2048 + 16 * s + r];
+                            sb = fmaf((float)i, dws, sb);
                         }
                     } else {
                         const float dv = rd_f16(w + 3328 + 2 * r);

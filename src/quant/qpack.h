@@ -49,6 +49,8 @@ typedef enum {
     QPACK_IQ4_NL,
     QPACK_Q5_0,
     QPACK_Q5_1,
+    QPACK_Q5_K,
+    QPACK_IQ4_XS,
     QPACK_COUNT
 } qpack_format;
 

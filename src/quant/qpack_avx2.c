@@ -131,33 +131,56 @@ INLINE void k32(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_
     }
 }
 
-/* ==== Q4_K ==== */
+/* ==== Q4_K, Q5_K, IQ4_XS: 8 sub-blocks of 32 ==== */
 
-INLINE void k4k(int64_t nu, const uint8_t *w, const uint8_t *a, int h, int t0, float *y, int64_t ys, int nrows,
-                const int NT) {
+INLINE void k4k(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_t *a, int h, int t0, float *y,
+                int64_t ys, int nrows, const int NT) {
+    const bool Q5 = F == QPACK_Q5_K, XS = F == QPACK_IQ4_XS;
+    const size_t UB = Q5 ? 2880 : XS ? 2208 : 2368, SO = Q5 ? 2560 : 2048, DO = Q5 ? 2816 : XS ? 2176 : 2304;
     const __m256i m4 = _mm256_set1_epi8(15);
+    const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl)); /* signed */
     __m256 acc[HT];
     FOR_T acc[t] = _mm256_setzero_ps();
-    for (int64_t k = 0; k < nu; k++, w += 2368, a += 2336) {
-        const __m256 dv = f16x8(w + 2304 + 16 * h), mv = f16x8(w + 2336 + 16 * h);
+    for (int64_t k = 0; k < nu; k++, w += UB, a += 2336) {
+        const __m256 dv = f16x8(w + DO + 16 * h), mv = XS ? dv : f16x8(w + DO + 32 + 16 * h);
         __m256 sb[HT];
         FOR_T sb[t] = _mm256_setzero_ps();
         for (int s = 0; s < 8; s++) {
             const uint8_t *q = w + 256 * s + 32 * h, *x = a + 256 * s + 32 * t0;
             __m256i ia[HT];
-            FOR_T ia[t] = _mm256_setzero_si256();
+            FOR_T ia[t] = _mm256_setzero_si256(); /* IQ4_XS: signed quants, no -128 sum */
             UNROLL for (int v = 0; v < 4; v++) {
                 const __m256i n = ld(q + 64 * v);
-                const __m256i lo = _mm256_and_si256(n, m4), hi = _mm256_and_si256(_mm256_srli_epi16(n, 4), m4);
-                FOR_T ia[t] = dot2u(ia[t], lo, bcast32(x + 32 * t + 4 * v), hi, bcast32(x + 32 * t + 16 + 4 * v));
+                __m256i lo = _mm256_and_si256(n, m4), hi = _mm256_and_si256(_mm256_srli_epi16(n, 4), m4);
+                if (Q5) {
+                    uint32_t h0, h1;
+                    memcpy(&h0, w + 2048 + 64 * s + 8 * v + 4 * h, 4);
+                    memcpy(&h1, w + 2048 + 64 * s + 8 * (v + 4) + 4 * h, 4);
+                    lo = _mm256_add_epi8(lo, mask_bytes16(h0));
+                    hi = _mm256_add_epi8(hi, mask_bytes16(h1));
+                }
+                if (XS) {
+                    lo = _mm256_shuffle_epi8(kv, lo), hi = _mm256_shuffle_epi8(kv, hi);
+                    const __m256i la = _mm256_abs_epi8(lo), ha = _mm256_abs_epi8(hi);
+                    FOR_T {
+                        ia[t] = dot1s(ia[t], la, lo, bcast32(x + 32 * t + 4 * v));
+                        ia[t] = dot1s(ia[t], ha, hi, bcast32(x + 32 * t + 16 + 4 * v));
+                    }
+                } else {
+                    FOR_T ia[t] = dot2u(ia[t], lo, bcast32(x + 32 * t + 4 * v), hi, bcast32(x + 32 * t + 16 + 4 * v));
+                }
             }
-            const __m256 dws = _mm256_mul_ps(
-                dv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + 2048 + 16 * s + 8 * h)))));
-            const __m256 mws = _mm256_mul_ps(
-                mv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + 2176 + 16 * s + 8 * h)))));
-            FOR_T {
-                sb[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[t]), dws, sb[t]);
-                sb[t] = _mm256_fnmadd_ps(mws, bcastf(a + 2080 + 4 * (8 * s + t0 + t)), sb[t]);
+            const __m128i sc8 = _mm_loadl_epi64((const __m128i *)(w + SO + 16 * s + 8 * h));
+            const __m256 dws = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(XS ? _mm256_cvtepi8_epi32(sc8) : _mm256_cvtepu8_epi32(sc8)));
+            if (XS) {
+                FOR_T sb[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[t]), dws, sb[t]);
+            } else {
+                const __m256 mws = _mm256_mul_ps(
+                    mv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + SO + 128 + 16 * s + 8 * h)))));
+                FOR_T {
+                    sb[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[t]), dws, sb[t]);
+                    sb[t] = _mm256_fnmadd_ps(mws, bcastf(a + 2080 + 4 * (8 * s + t0 + t)), sb[t]);
+                }
             }
         }
         FOR_T acc[t] = _mm256_fmadd_ps(sb[t], bcastf(a + 2048 + 4 * (t0 + t)), acc[t]);
@@ -243,7 +266,9 @@ INLINE void k6k(int64_t nu, const uint8_t *w, const uint8_t *a, int h, int t0, f
 #define iq4_nl_CALL(N) k32(QPACK_IQ4_NL, nu, g, tile, h, t0, y, ys, nrows, N)
 #define q5_0_CALL(N) k32(QPACK_Q5_0, nu, g, tile, h, t0, y, ys, nrows, N)
 #define q5_1_CALL(N) k32(QPACK_Q5_1, nu, g, tile, h, t0, y, ys, nrows, N)
-#define q4_K_CALL(N) k4k(nu, g, tile, h, t0, y, ys, nrows, N)
+#define q4_K_CALL(N) k4k(QPACK_Q4_K, nu, g, tile, h, t0, y, ys, nrows, N)
+#define q5_K_CALL(N) k4k(QPACK_Q5_K, nu, g, tile, h, t0, y, ys, nrows, N)
+#define iq4_xs_CALL(N) k4k(QPACK_IQ4_XS, nu, g, tile, h, t0, y, ys, nrows, N)
 #define q6_K_CALL(N) k6k(nu, g, tile, h, t0, y, ys, nrows, N)
 KERNEL_FN(q8_0)
 KERNEL_FN(q4_0)
@@ -252,6 +277,8 @@ KERNEL_FN(iq4_nl)
 KERNEL_FN(q5_0)
 KERNEL_FN(q5_1)
 KERNEL_FN(q4_K)
+KERNEL_FN(q5_K)
+KERNEL_FN(iq4_xs)
 KERNEL_FN(q6_K)
 
 qpack_kernel_fn qpack_kernel_avx2(qpack_format f) {
@@ -263,6 +290,8 @@ qpack_kernel_fn qpack_kernel_avx2(qpack_format f) {
     case QPACK_Q5_0: return q5_0;
     case QPACK_Q5_1: return q5_1;
     case QPACK_Q4_K: return q4_K;
+    case QPACK_Q5_K: return q5_K;
+    case QPACK_IQ4_XS: return iq4_xs;
     case QPACK_Q6_K: return q6_K;
     default: return NULL;
     }

@@ -102,34 +102,51 @@ INLINE void k32(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_
     FOR_T _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
 }
 
-/* ==== Q4_K ==== */
+/* ==== Q4_K, Q5_K, IQ4_XS: 8 sub-blocks of 32 ==== */
 
-INLINE void k4k(int64_t nu, const uint8_t *w, const uint8_t *a, float *y, int64_t ys, int nrows, const int NT) {
-    const __m512i m4 = _mm512_set1_epi8(15);
+INLINE void k4k(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_t *a, float *y, int64_t ys, int nrows,
+                const int NT) {
+    const bool Q5 = F == QPACK_Q5_K, XS = F == QPACK_IQ4_XS;
+    const size_t UB = Q5 ? 2880 : XS ? 2208 : 2368, SO = Q5 ? 2560 : 2048, DO = Q5 ? 2816 : XS ? 2176 : 2304;
+    const __m512i m4 = _mm512_set1_epi8(15), k16 = _mm512_set1_epi8(16);
+    const __m512i kv = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)kvalues_iq4nl)),
+                                        _mm512_set1_epi8((char)0x80));
     __m512 acc[QPACK_TOK];
     FOR_T acc[t] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < nu; k++, w += 2368, a += 2336) {
-        prefetch_unit(w, 2368, NT);
-        const __m512 dv = f16x16(w + 2304), mv = f16x16(w + 2336);
+    for (int64_t k = 0; k < nu; k++, w += UB, a += 2336) {
+        prefetch_unit(w, UB, NT);
+        const __m512 dv = f16x16(w + DO), mv = XS ? dv : f16x16(w + DO + 32);
         __m512 sb[QPACK_TOK];
         FOR_T sb[t] = _mm512_setzero_ps();
         for (int s = 0; s < 8; s++) {
             const uint8_t *q = w + 256 * s, *x = a + 256 * s;
             __m512i ia[QPACK_TOK];
-            FOR_T ia[t] = _mm512_setzero_si512();
+            FOR_T ia[t] = XS ? bcast32(a + 2080 + 4 * (8 * s + t)) : _mm512_setzero_si512();
             UNROLL for (int v = 0; v < 4; v++) {
                 const __m512i n = ld(q + 64 * v);
-                const __m512i lo = _mm512_and_si512(n, m4), hi = _mm512_and_si512(_mm512_srli_epi16(n, 4), m4);
+                __m512i lo = _mm512_and_si512(n, m4), hi = _mm512_and_si512(_mm512_srli_epi16(n, 4), m4);
+                if (Q5) {
+                    uint64_t h0, h1;
+                    memcpy(&h0, w + 2048 + 64 * s + 8 * v, 8);
+                    memcpy(&h1, w + 2048 + 64 * s + 8 * (v + 4), 8);
+                    lo = _mm512_mask_add_epi8(lo, (__mmask64)h0, lo, k16);
+                    hi = _mm512_mask_add_epi8(hi, (__mmask64)h1, hi, k16);
+                }
+                if (XS) lo = _mm512_shuffle_epi8(kv, lo), hi = _mm512_shuffle_epi8(kv, hi);
                 FOR_T ia[t] = _mm512_dpbusd_epi32(ia[t], lo, bcast32(x + 32 * t + 4 * v));
                 FOR_T ia[t] = _mm512_dpbusd_epi32(ia[t], hi, bcast32(x + 32 * t + 16 + 4 * v));
             }
-            const __m512 dws = _mm512_mul_ps(
-                dv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(w + 2048 + 16 * s)))));
-            const __m512 mws = _mm512_mul_ps(
-                mv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(w + 2176 + 16 * s)))));
-            FOR_T {
-                sb[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), dws, sb[t]);
-                sb[t] = _mm512_fnmadd_ps(mws, bcastf(a + 2080 + 4 * (8 * s + t)), sb[t]);
+            const __m128i sc8 = _mm_loadu_si128((const __m128i *)(w + SO + 16 * s));
+            const __m512 dws = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(XS ? _mm512_cvtepi8_epi32(sc8) : _mm512_cvtepu8_epi32(sc8)));
+            if (XS) {
+                FOR_T sb[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), dws, sb[t]);
+            } else {
+                const __m512 mws = _mm512_mul_ps(
+                    mv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(w + SO + 128 + 16 * s)))));
+                FOR_T {
+                    sb[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), dws, sb[t]);
+                    sb[t] = _mm512_fnmadd_ps(mws, bcastf(a + 2080 + 4 * (8 * s + t)), sb[t]);
+                }
             }
         }
         FOR_T acc[t] = _mm512_fmadd_ps(sb[t], bcastf(a + 2048 + 4 * t), acc[t]);
@@ -205,7 +222,9 @@ INLINE void k6k(int64_t nu, const uint8_t *w, const uint8_t *a, float *y, int64_
 #define iq4_nl_CALL(N) k32(QPACK_IQ4_NL, nu, g, tile, y, ys, nrows, N)
 #define q5_0_CALL(N) k32(QPACK_Q5_0, nu, g, tile, y, ys, nrows, N)
 #define q5_1_CALL(N) k32(QPACK_Q5_1, nu, g, tile, y, ys, nrows, N)
-#define q4_K_CALL(N) k4k(nu, g, tile, y, ys, nrows, N)
+#define q4_K_CALL(N) k4k(QPACK_Q4_K, nu, g, tile, y, ys, nrows, N)
+#define q5_K_CALL(N) k4k(QPACK_Q5_K, nu, g, tile, y, ys, nrows, N)
+#define iq4_xs_CALL(N) k4k(QPACK_IQ4_XS, nu, g, tile, y, ys, nrows, N)
 #define q6_K_CALL(N) k6k(nu, g, tile, y, ys, nrows, N)
 KERNEL_FN(q8_0)
 KERNEL_FN(q4_0)
@@ -214,6 +233,8 @@ KERNEL_FN(iq4_nl)
 KERNEL_FN(q5_0)
 KERNEL_FN(q5_1)
 KERNEL_FN(q4_K)
+KERNEL_FN(q5_K)
+KERNEL_FN(iq4_xs)
 KERNEL_FN(q6_K)
 
 qpack_kernel_fn qpack_kernel_avx512(qpack_format f) {
@@ -225,6 +246,8 @@ qpack_kernel_fn qpack_kernel_avx512(qpack_format f) {
     case QPACK_Q5_0: return q5_0;
     case QPACK_Q5_1: return q5_1;
     case QPACK_Q4_K: return q4_K;
+    case QPACK_Q5_K: return q5_K;
+    case QPACK_IQ4_XS: return iq4_xs;
     case QPACK_Q6_K: return q6_K;
     default: return NULL;
     }
