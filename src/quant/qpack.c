@@ -425,16 +425,19 @@ void qpack_kernel_ref(qpack_format f, int64_t n_units, const void *group, const 
                             sb = fmaf((float)i, dws, sb);
                         }
                     } else {
+                        /* Q6_K: the sub-block scales in integers, as vec_dot_ref (|sum| < 2^31) */
                         const float dv = rd_f16(w + 3328 + 2 * r);
+                        int32_t isb = 0;
                         for (int s = 0; s < 16; s++) {
                             const int p = s / 2, h = s % 2;
                             const int32_t i =
                                 rd_i32(a + 2080 + 4 * (8 * s + t)) +
                                 dot_piece(f, w + 256 * p, w + 2048 + 128 * p, (const int8_t *)(a + 256 * p + 32 * t),
                                           r, 4 * h, 4 * h + 4);
-                            const float dws = dv * (float)(int8_t)w[3072 + 16 * s + r];
-                            sb = fmaf((float)i, dws, sb);
+                            isb += (int8_t)w[3072 + 16 * s + r] * i;
                         }
+                        acc = fmaf((float)isb, dv * da, acc);
+                        continue;
                     }
                     acc = fmaf(sb, da, acc);
                 } else {

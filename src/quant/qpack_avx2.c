@@ -205,9 +205,8 @@ INLINE void k6k(int64_t nu, const uint8_t *w, const uint8_t *a, int h, int t0, f
     __m256 acc[HT];
     FOR_T acc[t] = _mm256_setzero_ps();
     for (int64_t k = 0; k < nu; k++, w += 3360, a += 2592) {
-        const __m256 dv = f16x8(w + 3328 + 16 * h);
-        __m256 sb[HT];
-        FOR_T sb[t] = _mm256_setzero_ps();
+        __m256i isb[HT]; /* sub-block scales in integers, as vec_dot_ref */
+        FOR_T isb[t] = _mm256_setzero_si256();
         for (int p = 0; p < 8; p++) {
             const uint8_t *q = w + 256 * p + 32 * h, *x = a + 256 * p + 32 * t0;
             UNROLL for (int hh = 0; hh < 2; hh++) {
@@ -225,12 +224,13 @@ INLINE void k6k(int64_t nu, const uint8_t *w, const uint8_t *a, int h, int t0, f
                     FOR_T ia[t] = dot2u(ia[t], wv[0], bcast32(x + 32 * t + 16 * hh + 4 * jj), wv[1],
                                         bcast32(x + 32 * t + 16 * hh + 4 * jj + 4));
                 }
-                const __m256 dws = _mm256_mul_ps(
-                    dv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(w + 3072 + 16 * s + 8 * h)))));
-                FOR_T sb[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[t]), dws, sb[t]);
+                const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(w + 3072 + 16 * s + 8 * h)));
+                FOR_T isb[t] = _mm256_add_epi32(isb[t], _mm256_mullo_epi32(ia[t], sc));
             }
         }
-        FOR_T acc[t] = _mm256_fmadd_ps(sb[t], bcastf(a + 2048 + 4 * (t0 + t)), acc[t]);
+        const __m256 dv = f16x8(w + 3328 + 16 * h);
+        FOR_T acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isb[t]), _mm256_mul_ps(dv, bcastf(a + 2048 + 4 * (t0 + t))),
+                                       acc[t]);
     }
     float out[8];
     FOR_T {

@@ -168,9 +168,9 @@ INLINE void k6k(int64_t nu, const uint8_t *w, const uint8_t *a, float *y, int64_
     FOR_T acc[t] = _mm512_setzero_ps();
     for (int64_t k = 0; k < nu; k++, w += 3360, a += 2592) {
         prefetch_unit(w, 3360, NT);
-        const __m512 dv = f16x16(w + 3328);
-        __m512 sb[QPACK_TOK];
-        FOR_T sb[t] = _mm512_setzero_ps();
+        /* the sub-block scales apply in integers (vpmulld): |sum| < 2^31, as in vec_dot_ref */
+        __m512i isb[QPACK_TOK];
+        FOR_T isb[t] = _mm512_setzero_si512();
         for (int p = 0; p < 8; p++) {
             const uint8_t *q = w + 256 * p, *x = a + 256 * p;
             UNROLL for (int h = 0; h < 2; h++) {
@@ -185,12 +185,12 @@ INLINE void k6k(int64_t nu, const uint8_t *w, const uint8_t *a, float *y, int64_
                     const __m512i wv = _mm512_ternarylogic_epi32(crumb_hi(c, jj), m30, lo, 0xEA);
                     FOR_T ia[t] = _mm512_dpbusd_epi32(ia[t], wv, bcast32(x + 32 * t + 16 * h + 4 * jj));
                 }
-                const __m512 dws = _mm512_mul_ps(
-                    dv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + 3072 + 16 * s)))));
-                FOR_T sb[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), dws, sb[t]);
+                const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + 3072 + 16 * s)));
+                FOR_T isb[t] = _mm512_add_epi32(isb[t], _mm512_mullo_epi32(ia[t], sc));
             }
         }
-        FOR_T acc[t] = _mm512_fmadd_ps(sb[t], bcastf(a + 2048 + 4 * t), acc[t]);
+        const __m512 dv = f16x16(w + 3328);
+        FOR_T acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isb[t]), _mm512_mul_ps(dv, bcastf(a + 2048 + 4 * t)), acc[t]);
     }
     const __mmask16 m = (__mmask16)((1u << nrows) - 1);
     FOR_T _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
