@@ -108,10 +108,10 @@ TEST(matmul_amx_matches_bf16_oracle) {
     check_amx(&r, pool, QTYPE_Q6_K, 768, 64, 32);
     check_amx(&r, pool, QTYPE_Q5_K, 512, 40, 17);  /* the reference dequantizer */
     check_amx(&r, pool, QTYPE_Q2_K, 256, 33, 48);
-    CHECK(matmul_amx_usable(&(matmul_weight){QTYPE_Q8_0, 64, 32, 68, NULL}, 16));
-    CHECK(!matmul_amx_usable(&(matmul_weight){QTYPE_Q8_0, 64, 32, 68, NULL}, 15)); /* too few tokens */
-    CHECK(!matmul_amx_usable(&(matmul_weight){QTYPE_F32, 64, 32, 256, NULL}, 64));  /* keeps f32 precision */
-    CHECK(!matmul_amx_usable(&(matmul_weight){QTYPE_Q8_0, 64, 31, 68, NULL}, 64));  /* not one block of rows */
+    CHECK(matmul_amx_usable(&(matmul_weight){QTYPE_Q8_0, 64, 32, 68, NULL, NULL}, 16));
+    CHECK(!matmul_amx_usable(&(matmul_weight){QTYPE_Q8_0, 64, 32, 68, NULL, NULL}, 15)); /* too few tokens */
+    CHECK(!matmul_amx_usable(&(matmul_weight){QTYPE_F32, 64, 32, 256, NULL, NULL}, 64));  /* keeps f32 precision */
+    CHECK(!matmul_amx_usable(&(matmul_weight){QTYPE_Q8_0, 64, 31, 68, NULL, NULL}, 64));  /* not one block of rows */
     pool_destroy(pool);
 #else
     printf("  (not x86-64: nothing to check)\n");

@@ -24,6 +24,9 @@
 
 #include "base/threadpool.h"
 #include "ops/matmul.h"
+#include "quant/qpack.h"
+#include "base/alloc.h"
+#include "base/isa.h"
 #include "quant/qdot.h"
 
 /* ==== Rows ==== */
@@ -391,7 +394,7 @@ static void check_matmul(test_rng *r, threadpool *pool, qtype t, mm_shape s) {
     uint8_t *wbuf = malloc(rb * (size_t)s.n_out + 8);
     uint8_t *wdata = wbuf + (t == QTYPE_F32 ? 4 : 2);
     for (int64_t o = 0; o < s.n_out; o++) rand_weights(r, t, wdata + o * rb, s.n_in, false);
-    matmul_weight w = {t, s.n_in, s.n_out, rb, wdata};
+    matmul_weight w = {t, s.n_in, s.n_out, rb, wdata, NULL};
     const int64_t xs = s.n_in + 3, ys = s.n_out + 2;
     float *x = malloc(sizeof(float) * (size_t)(xs * s.n_tok + 1));
     for (int64_t i = 0; i < xs * s.n_tok; i++) x[i] = ldexpf(test_rng_normal(r), (int)test_rng_uniform(r, -4, 4));
@@ -402,6 +405,18 @@ static void check_matmul(test_rng *r, threadpool *pool, qtype t, mm_shape s) {
     uint8_t *scratch = malloc(sb + 1);
     matmul_ref(&w, x, xs, s.n_tok, yr, ys, scratch + 1, sb); /* misaligned scratch is fine */
     matmul(pool, &w, x, xs, s.n_tok, y, ys, scratch, sb);
+    /* the same rows packed (where this CPU has a packed kernel for the type) */
+    float *yp = malloc(sizeof(float) * (size_t)(ys * s.n_tok + 1));
+    for (int64_t i = 0; i < ys * s.n_tok; i++) yp[i] = -777.0f;
+    matmul_weight wp = w;
+    const size_t pb = matmul_pack_bytes(&w);
+    void *pbuf = pb ? eddy_malloc_aligned(pb, 64) : NULL;
+    if (pb) {
+        REQUIRE(pbuf);
+        matmul_pack(&wp, pbuf);
+        CHECK(wp.packed == pbuf && matmul_scratch_bytes(&wp, s.n_tok) == sb);
+        matmul(pool, &wp, x, xs, s.n_tok, yp, ys, scratch + 1, sb);
+    }
 
     /* dequantized rows for the tolerance */
     qtype at = quant_dot_type(t);
@@ -418,17 +433,24 @@ static void check_matmul(test_rng *r, threadpool *pool, qtype t, mm_shape s) {
         dequantize_row_ref(t, wdata + o * rb, wd, s.n_in);
         bool off = offset_part(t, wdata + o * rb, s.n_in, w0);
         for (int64_t k = 0; k < s.n_tok && bad < 3; k++) {
-            float got = y[k * ys + o], want = yr[k * ys + o];
+            float want = yr[k * ys + o];
             double tol = dot_tolerance(t, s.n_in, wd, w0, off, ad + k * s.n_in);
-            bool ok = exact ? got == want : fabs((double)got - (double)want) <= tol;
-            if (!CHECKF(ok, "%s n_in=%lld n_out=%lld n_tok=%lld threads=%d: y[%lld][%lld] = %.9g, ref %.9g, tol %.3g",
-                        qtype_name(t), (long long)s.n_in, (long long)s.n_out, (long long)s.n_tok, pool_size(pool),
-                        (long long)k, (long long)o, (double)got, (double)want, tol))
-                bad++;
+            for (int p = 0; p < (pb ? 2 : 1); p++) {
+                float got = p ? yp[k * ys + o] : y[k * ys + o];
+                bool ok = exact ? got == want : fabs((double)got - (double)want) <= tol;
+                if (!CHECKF(ok, "%s%s n_in=%lld n_out=%lld n_tok=%lld threads=%d: y[%lld][%lld] = %.9g, ref %.9g, tol %.3g",
+                            qtype_name(t), p ? " packed" : "", (long long)s.n_in, (long long)s.n_out,
+                            (long long)s.n_tok, pool_size(pool), (long long)k, (long long)o, (double)got, (double)want,
+                            tol))
+                    bad++;
+            }
         }
     }
     /* the padding between rows of y is untouched */
     for (int64_t k = 0; k < s.n_tok; k++) CHECK(y[k * ys + s.n_out] == -777.0f && y[k * ys + s.n_out + 1] == -777.0f);
+    for (int64_t k = 0; pb && k < s.n_tok; k++)
+        CHECK(yp[k * ys + s.n_out] == -777.0f && yp[k * ys + s.n_out + 1] == -777.0f);
+    free(yp), eddy_free_aligned(pbuf);
     free(wbuf), free(x), free(y), free(yr), free(scratch), free(wd), free(w0), free(ad), free(arow);
 }
 
@@ -465,7 +487,145 @@ TEST(qmat_chunks_threads_and_many_tokens) {
     check_matmul(&r, pool, QTYPE_Q4_K, (mm_shape){2048, 1000, 5});
     check_matmul(&r, pool, QTYPE_F16, (mm_shape){512, 2100, 3});
     check_matmul(&r, NULL, QTYPE_Q6_K, (mm_shape){256, 3, 9});
+    /* packed formats: several token tiles and a partial one, groups of 16 and a partial
+     * one, more groups than one L2 chunk, fewer groups than threads (tiles split) */
+    check_matmul(&r, pool, QTYPE_Q8_0, (mm_shape){2048, 200, 19});
+    check_matmul(&r, pool, QTYPE_Q4_0, (mm_shape){96, 33, 17});
+    check_matmul(&r, pool, QTYPE_Q4_1, (mm_shape){4096, 70, 9});
+    check_matmul(&r, pool, QTYPE_Q4_K, (mm_shape){512, 17, 25});
+    check_matmul(&r, pool, QTYPE_Q6_K, (mm_shape){768, 40, 33});
+    check_matmul(&r, pool, QTYPE_Q6_K, (mm_shape){4096, 100, 1});
+    check_matmul(&r, pool, QTYPE_IQ4_NL, (mm_shape){256, 21, 11});
+    check_matmul(&r, pool, QTYPE_Q5_0, (mm_shape){320, 18, 9});
+    check_matmul(&r, pool, QTYPE_Q5_1, (mm_shape){160, 35, 10});
+    check_matmul(&r, pool, QTYPE_Q5_K, (mm_shape){768, 19, 12});
+    check_matmul(&r, pool, QTYPE_IQ4_XS, (mm_shape){512, 33, 9});
     pool_destroy(pool);
+}
+
+/* matmul_many: 3 weights of one type (n_out 40, 7, 16) plus, in a second call, one of
+ * another type (unfused fallback), against matmul on each; packed where the CPU has a
+ * packed kernel, so the fused pass gives exactly what the separate passes give. */
+TEST(qmat_many_matches_separate) {
+    test_rng r = test_rng_new();
+    threadpool *pool;
+    REQUIRE(pool_create(&pool, 2, NULL) == EDDY_OK);
+    const int64_t saved = matmul_min_work;
+    matmul_min_work = 1;
+    static const qtype types[] = {QTYPE_Q8_0, QTYPE_Q4_1, QTYPE_Q4_K, QTYPE_Q6_K, QTYPE_F16};
+    const int64_t n_in = 768, outs[] = {576, 7, 192, 9};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        for (int64_t n_tok = 1; n_tok <= 17; n_tok += 8) {
+            matmul_weight w[4];
+            const matmul_weight *wp[4];
+            uint8_t *wbuf[4];
+            void *pbuf[4] = {NULL, NULL, NULL, NULL};
+            float *y[4], *ys[4];
+            int64_t yst[4];
+            size_t sb = 0;
+            for (int i = 0; i < 4; i++) {
+                const qtype t = i < 3 ? types[ti] : types[(ti + 1) % 5];
+                const size_t rb = row_bytes(t, n_in);
+                wbuf[i] = eddy_malloc_aligned(rb * (size_t)outs[i], 64);
+                for (int64_t o = 0; o < outs[i]; o++) rand_weights(&r, t, wbuf[i] + o * rb, n_in, false);
+                REQUIRE(matmul_weight_init(&w[i], t, n_in, outs[i], wbuf[i]));
+                const size_t pb = matmul_pack_bytes(&w[i]);
+                if (pb) {
+                    pbuf[i] = eddy_malloc_aligned(pb, 64);
+                    matmul_pack(&w[i], pbuf[i]);
+                }
+                wp[i] = &w[i];
+                yst[i] = outs[i];
+                y[i] = malloc(sizeof(float) * (size_t)(outs[i] * n_tok));
+                ys[i] = malloc(sizeof(float) * (size_t)(outs[i] * n_tok));
+                const size_t b = matmul_scratch_bytes(&w[i], n_tok);
+                if (b > sb) sb = b;
+            }
+            float *x = malloc(sizeof(float) * (size_t)(n_in * n_tok));
+            for (int64_t i = 0; i < n_in * n_tok; i++) x[i] = test_rng_normal(&r);
+            uint8_t *scratch = malloc(sb);
+            matmul_many(pool, wp, 3, x, n_in, n_tok, y, yst, scratch, sb);
+            matmul_many(pool, wp + 2, 2, x, n_in, n_tok, y + 2, yst + 2, scratch, sb); /* mixed: one at a time */
+            for (int i = 0; i < 4; i++) matmul(pool, &w[i], x, n_in, n_tok, ys[i], yst[i], scratch, sb);
+            for (int i = 0; i < 4; i++)
+                CHECKF(memcmp(y[i], ys[i], sizeof(float) * (size_t)(outs[i] * n_tok)) == 0,
+                       "%s weight %d n_tok=%lld: fused result differs", qtype_name(w[i].type), i, (long long)n_tok);
+            for (int i = 0; i < 4; i++) eddy_free_aligned(wbuf[i]), eddy_free_aligned(pbuf[i]), free(y[i]), free(ys[i]);
+            free(x), free(scratch);
+        }
+    }
+    matmul_min_work = saved;
+    pool_destroy(pool);
+}
+
+/* ==== Packed kernels ==== */
+
+TEST(qpack_kernels_match_ref) {
+    /* every packed format and SIMD kernel this CPU runs (AVX-512 VNNI, AVX2): the kernel and qpack_kernel_ref on the
+     * same packed group and tile give identical floats, for 1..8 tokens, 1..16 rows and
+     * 1..3 units; both write only y[t][r < nrows] */
+    test_rng r = test_rng_new();
+    static const qtype types[] = {QTYPE_Q8_0, QTYPE_Q4_0, QTYPE_Q4_1, QTYPE_Q4_K, QTYPE_Q6_K,
+                                  QTYPE_IQ4_NL, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q5_K, QTYPE_IQ4_XS};
+    int tested = 0;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const qtype t = types[ti];
+        const qpack_format f = qpack_format_of(t);
+        REQUIRE(f != QPACK_NONE);
+        qpack_kernel_fn ks[2] = {NULL, NULL};
+        const char *kn[2] = {"avx512", "avx2"};
+#if defined(__x86_64__)
+        if (isa_has(ISA_EXT_AVX512VNNI)) ks[0] = qpack_kernel_avx512(f);
+        if (isa_available(ISA_AVX2)) ks[1] = qpack_kernel_avx2(f);
+#endif
+        if (!ks[0] && !ks[1]) continue;
+        tested++;
+        for (int nu = 1; nu <= 3; nu++) {
+            const int64_t n = nu * qpack_unit(f);
+            const size_t rb = row_bytes(t, n);
+            uint8_t *w = malloc(rb * QPACK_ROWS);
+            for (int o = 0; o < QPACK_ROWS; o++) rand_weights(&r, t, w + o * rb, n, nu == 2);
+            uint8_t *g = eddy_malloc_aligned(qpack_weight_bytes(f, n, QPACK_ROWS), 64);
+            const qtype at = quant_dot_type(t);
+            const size_t as = row_bytes(at, n) + 4;
+            uint8_t *act = malloc(as * QPACK_TOK);
+            float *x = malloc(sizeof(float) * (size_t)n);
+            for (int c = 0; c < QPACK_TOK; c++) {
+                for (int64_t i = 0; i < n; i++) x[i] = ldexpf(test_rng_normal(&r), (int)test_rng_uniform(&r, -6, 6));
+                quantize_row_ref(at, x, act + c * as, n);
+            }
+            uint8_t *tile = eddy_malloc_aligned((size_t)nu * qpack_act_unit_bytes(f), 64);
+            for (int nrows = 1; nrows <= QPACK_ROWS; nrows += nrows < 3 ? 1 : 6) {
+                qpack_weights(f, w, rb, n, nrows, g);
+                for (int nt = 1; nt <= QPACK_TOK; nt++) {
+                    qpack_act_tile(f, act, as, nt, n, tile);
+                    float yr[QPACK_TOK][QPACK_ROWS + 1];
+                    for (int c = 0; c < QPACK_TOK; c++)
+                        for (int o = 0; o <= QPACK_ROWS; o++) yr[c][o] = -777.0f;
+                    qpack_kernel_ref(f, nu, g, tile, nt, &yr[0][0], QPACK_ROWS + 1, nrows);
+                    for (int ki = 0; ki < 2; ki++) {
+                    if (!ks[ki]) continue;
+                    float y[QPACK_TOK][QPACK_ROWS + 1];
+                    for (int c = 0; c < QPACK_TOK; c++)
+                        for (int o = 0; o <= QPACK_ROWS; o++) y[c][o] = -777.0f;
+                    ks[ki](nu, g, tile, nt, &y[0][0], QPACK_ROWS + 1, nrows);
+                    int bad = 0;
+                    for (int c = 0; c < QPACK_TOK && bad < 3; c++)
+                        for (int o = 0; o <= QPACK_ROWS && bad < 3; o++) {
+                            const bool written = c < nt && o < nrows;
+                            const bool ok = memcmp(&y[c][o], &yr[c][o], sizeof(float)) == 0 &&
+                                            (written || y[c][o] == -777.0f);
+                            if (!CHECKF(ok, "%s %s units=%d rows=%d tokens=%d: y[%d][%d] = %.9g, ref %.9g", kn[ki],
+                                        qtype_name(t), nu, nrows, nt, c, o, (double)y[c][o], (double)yr[c][o]))
+                                bad++;
+                        }
+                    }
+                }
+            }
+            free(w), free(act), free(x), eddy_free_aligned(g), eddy_free_aligned(tile);
+        }
+    }
+    if (!tested) printf("  (no packed kernel on this CPU: nothing to compare)\n");
 }
 
 TEST(qmat_empty_and_weight_init) {
@@ -479,7 +639,7 @@ TEST(qmat_empty_and_weight_init) {
     CHECK(!matmul_weight_init(&w, QTYPE_F32, -1, 3, data));
     CHECK(matmul_weight_init(&w, QTYPE_Q8_0, 64, 0, data));
     float x[64] = {0}, y[4] = {5, 5, 5, 5};
-    uint8_t scratch[512];
+    uint8_t scratch[1024];
     CHECK(matmul_scratch_bytes(&w, 2) <= sizeof scratch);
     matmul(NULL, &w, x, 64, 2, y, 0, scratch, sizeof scratch); /* no rows: nothing written */
     CHECK(y[0] == 5);

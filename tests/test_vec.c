@@ -12,21 +12,24 @@
 
 typedef float (*dot_fn)(const float *, const float *, int64_t);
 typedef void (*axpy_fn)(float *, float, const float *, int64_t);
+typedef void (*swiglu_fn)(float *, const float *, const float *, int64_t);
 
 typedef struct {
     const char *name;
     dot_fn dot;
     axpy_fn axpy;
+    swiglu_fn swiglu;
     bool available;
 } vec_variant_case;
 
 /* The dispatcher, then each level's table (ISA_REF's is _ref itself). */
 static int variants(vec_variant_case *out) {
     int n = 0;
-    out[n++] = (vec_variant_case){"dispatch", vec_dot_f32, vec_axpy_f32, true};
+    out[n++] = (vec_variant_case){"dispatch", vec_dot_f32, vec_axpy_f32, vec_swiglu_f32, true};
     for (int l = ISA_REF + 1; l < ISA_COUNT; l++) {
         const vec_kernels *k = vec_kernels_for((isa_level)l);
-        if (k) out[n++] = (vec_variant_case){isa_name((isa_level)l), k->dot, k->axpy, isa_available((isa_level)l)};
+        if (k) out[n++] = (vec_variant_case){isa_name((isa_level)l), k->dot, k->axpy, k->swiglu,
+                                                   isa_available((isa_level)l)};
     }
     return n;
 }
@@ -89,6 +92,39 @@ TEST(vec_axpy_matches_ref) {
         }
     }
     free(x), free(y0), free(yr), free(yv);
+}
+
+/* swiglu: the vector exp (about 2 ulp) against libm's, a division and a product, so
+ * |got - ref| <= 8 * 2^-24 * |ref| + 1e-30; gates from -100 (exp(-g) clamped, result
+ * ~ -0) to 100 and exact zeros; out aliasing gate, one element past n untouched. */
+TEST(vec_swiglu_matches_ref) {
+    vec_variant_case v[ISA_COUNT];
+    int nv = variants(v);
+    test_rng rng = test_rng_new();
+    float *g = malloc(4200 * sizeof(float)), *u = malloc(4200 * sizeof(float));
+    float *yr = malloc(4200 * sizeof(float)), *yv = malloc(4200 * sizeof(float));
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
+        int64_t n = lengths[li];
+        for (int64_t i = 0; i < n + 1; i++) {
+            const uint32_t kind = test_rng_below(&rng, 8);
+            g[i] = kind == 0 ? 0.0f : kind == 1 ? test_rng_uniform(&rng, -100, 100) : 4 * test_rng_normal(&rng);
+            u[i] = test_rng_normal(&rng);
+        }
+        vec_swiglu_f32_ref(yr, g, u, n);
+        for (int k = 0; k < nv; k++) {
+            if (!v[k].available) continue;
+            memcpy(yv, g, (size_t)(n + 1) * sizeof(float));
+            v[k].swiglu(yv, yv, u, n); /* in place over the gate */
+            for (int64_t i = 0; i < n; i++) {
+                double bound = 8 * 0x1p-24 * fabs((double)yr[i]) + 1e-30;
+                if (!CHECKF(fabs((double)yv[i] - yr[i]) <= bound, "%s n=%lld i=%lld: silu(%g) * %g = %g vs %g",
+                            v[k].name, (long long)n, (long long)i, g[i], u[i], yv[i], yr[i]))
+                    break;
+            }
+            CHECKF(yv[n] == g[n], "%s wrote past the end (n=%lld)", v[k].name, (long long)n);
+        }
+    }
+    free(g), free(u), free(yr), free(yv);
 }
 
 TEST(vec_dispatch_respects_force_ref) {

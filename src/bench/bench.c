@@ -82,18 +82,30 @@ float *bench_random_floats(int64_t n, uint64_t seed, float scale) {
 void bench_emit(const bench_env *env, const bench_result *r) {
     double bw = r->seconds > 0 ? r->bytes / r->seconds : 0;
     double fl = r->seconds > 0 ? r->flops / r->seconds : 0;
+    const int threads = r->threads > 0 ? r->threads : env->n_threads;
+    const int li = threads > 1 ? 1 : 0; /* the limits measured on as many threads */
+    const double read_bw = env->read_bw[li];
+    /* integer dots against the integer peak where there is one, else against f32 FMA */
+    const bool vs_dot8 = r->int8 && env->dot8_peak[li] > 0;
+    const double peak = vs_dot8 ? env->dot8_peak[li] : env->fma_peak[li];
     if (env->json) {
         printf("{\"op\": \"%s\", \"variant\": \"%s\", \"shape\": \"%s\", \"threads\": %d, "
-               "\"seconds\": %.9g, \"bytes\": %.0f, \"flops\": %.0f, \"read_bw\": %.4g, \"fma_peak\": %.4g}\n",
-               r->op, r->variant, r->shape, env->n_threads, r->seconds, r->bytes, r->flops, env->read_bw,
-               env->fma_peak);
+               "\"seconds\": %.9g, \"bytes\": %.0f, \"flops\": %.0f, \"in_cache\": %s, \"int8\": %s, "
+               "\"read_bw\": %.4g, \"fma_peak\": %.4g, \"dot8_peak\": %.4g}\n",
+               r->op, r->variant, r->shape, threads, r->seconds, r->bytes, r->flops, r->in_cache ? "true" : "false",
+               r->int8 ? "true" : "false", read_bw, env->fma_peak[li], env->dot8_peak[li]);
     } else {
-        /* the limit that matters: whichever of bandwidth and compute the op is closer to */
-        double f_bw = env->read_bw > 0 ? bw / env->read_bw : 0;
-        double f_fl = env->fma_peak > 0 ? fl / env->fma_peak : 0;
-        printf("%-16s %-10s %-44s %11.3f us %9.2f GB/s %9.2f GF/s   %5.1f%% %s\n", r->op, r->variant, r->shape,
-               r->seconds * 1e6, bw / 1e9, fl / 1e9, 100 * (f_bw > f_fl ? f_bw : f_fl),
-               f_bw > f_fl ? "of bandwidth" : "of FMA peak");
+        /* the limit that matters: whichever of bandwidth and compute the op is closer to;
+         * data served from cache has no memory-bandwidth limit to compare with */
+        double f_bw = read_bw > 0 && !r->in_cache ? bw / read_bw : 0;
+        double f_fl = peak > 0 ? fl / peak : 0;
+        const char *what = f_bw > f_fl ? "of bandwidth" : vs_dot8 ? "of int8 dot peak" : "of FMA peak";
+        printf("%-16s %-10s %-44s %11.3f us %9.2f GB/s %9.2f GF/s", r->op, r->variant, r->shape, r->seconds * 1e6,
+               bw / 1e9, fl / 1e9);
+        if (f_bw > 0 || f_fl > 0)
+            printf("   %5.1f%% %s\n", 100 * (f_bw > f_fl ? f_bw : f_fl), what);
+        else
+            printf("   -\n");
     }
     fflush(stdout);
 }
@@ -107,19 +119,32 @@ eddy_status eddy_bench_kernels(const char *filter, int n_threads, int json, eddy
     bench_env env = {.n_threads = n_threads, .json = json != 0};
     eddy_status s = pool_create(&env.pool, n_threads, err);
     if (s != EDDY_OK) return s;
-    env.read_bw = bench_measure_read_bw(env.pool, n_threads);
-    env.fma_peak = bench_measure_fma_peak(env.pool, n_threads);
+    for (int li = 0; li < 2; li++) {
+        const int nt = li ? n_threads : 1;
+        if (li && n_threads == 1) {
+            env.read_bw[1] = env.read_bw[0], env.fma_peak[1] = env.fma_peak[0], env.dot8_peak[1] = env.dot8_peak[0];
+            break;
+        }
+        env.read_bw[li] = bench_measure_read_bw(env.pool, nt);
+        env.fma_peak[li] = bench_measure_fma_peak(env.pool, nt);
+        env.dot8_peak[li] = bench_measure_dot8_peak(env.pool, nt);
+    }
     if (!json) {
         printf("eddy kernel benchmarks: %d threads, cpu features: %s, kernels: %s\n", n_threads,
                eddy_cpu_features(), eddy_cpu_isa());
-        printf("machine limits measured now: read bandwidth %.2f GB/s, f32 FMA peak %.1f GFLOP/s\n\n",
-               env.read_bw / 1e9, env.fma_peak / 1e9);
+        for (int li = n_threads > 1; li >= 0; li--)
+            printf("machine limits measured now, %d thread%s: read bandwidth %.2f GB/s, f32 FMA peak %.1f GFLOP/s, "
+                   "int8 dot peak %.1f GOP/s\n",
+                   li ? n_threads : 1, li && n_threads > 1 ? "s" : "", env.read_bw[li] / 1e9, env.fma_peak[li] / 1e9,
+                   env.dot8_peak[li] / 1e9);
+        printf("(each result is compared with the limits for its thread count; in-cache data with compute only)\n\n");
         printf("%-16s %-10s %-44s %14s %14s %14s   %s\n", "op", "variant", "shape", "time/call",
                "bandwidth", "compute", "fraction of limit");
     } else {
-        printf("{\"machine\": true, \"threads\": %d, \"read_bw\": %.4g, \"fma_peak\": %.4g, \"cpu\": \"%s\", "
-               "\"isa\": \"%s\"}\n",
-               n_threads, env.read_bw, env.fma_peak, eddy_cpu_features(), eddy_cpu_isa());
+        printf("{\"machine\": true, \"threads\": %d, \"read_bw\": %.4g, \"fma_peak\": %.4g, \"dot8_peak\": %.4g, "
+               "\"read_bw_1\": %.4g, \"fma_peak_1\": %.4g, \"dot8_peak_1\": %.4g, \"cpu\": \"%s\", \"isa\": \"%s\"}\n",
+               n_threads, env.read_bw[1], env.fma_peak[1], env.dot8_peak[1], env.read_bw[0], env.fma_peak[0],
+               env.dot8_peak[0], eddy_cpu_features(), eddy_cpu_isa());
     }
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (!filter || strstr(cases[i].name, filter)) cases[i].fn(&env);

@@ -24,8 +24,11 @@ typedef struct {
     threadpool *pool;
     int n_threads;
     bool json;
-    double read_bw;  /* bytes/s, this run's measurement with n_threads */
-    double fma_peak; /* f32 flop/s, this run's measurement with n_threads */
+    /* this run's measurements, [0] on one thread, [1] on n_threads */
+    double read_bw[2];  /* bytes/s */
+    double fma_peak[2]; /* f32 flop/s */
+    double dot8_peak[2]; /* 8-bit integer multiply-adds x 2 per s (vpdpbusd chains); 0 where the
+                          * ISA level has no such loop */
 } bench_env;
 
 typedef struct {
@@ -34,7 +37,10 @@ typedef struct {
     char shape[192];     /* human-readable, e.g. "n_seq=1 h=32 dk=128 dv=128" */
     double seconds;      /* median per call */
     double bytes;        /* least bytes that must move per call */
-    double flops;        /* floating-point operations per call */
+    double flops;        /* floating-point operations per call (int8: 2 per multiply-add) */
+    int threads;         /* threads the case ran on; 0: env->n_threads */
+    bool in_cache;       /* the bytes come from cache: no memory-bandwidth fraction */
+    bool int8;           /* the flops are 8-bit integer multiply-adds: compared with dot8_peak */
 } bench_result;
 
 typedef void (*bench_case_fn)(bench_env *env);
@@ -54,6 +60,7 @@ void bench_emit(const bench_env *env, const bench_result *r);
 /* Measured machine limits (called once per run). */
 double bench_measure_read_bw(threadpool *pool, int n_threads);
 double bench_measure_fma_peak(threadpool *pool, int n_threads);
+double bench_measure_dot8_peak(threadpool *pool, int n_threads);
 
 /* Peak-FMA loop per ISA: runs `iters` iterations of independent FMA chains and
  * returns the flops done (the sum keeps the work from being optimized away via *sink). */
@@ -61,6 +68,8 @@ double bench_fma_loop_ref(int64_t iters, float *sink);
 double bench_fma_loop_avx2(int64_t iters, float *sink);
 double bench_fma_loop_avx512(int64_t iters, float *sink);
 double bench_fma_loop_neon(int64_t iters, float *sink);
+/* The same for 8-bit dot products (AVX-512 VNNI vpdpbusd): returns 2 x the multiply-adds. */
+double bench_dot8_loop_avx512(int64_t iters, float *sink);
 
 /* A buffer of `bytes` filled with small random floats (eddy_malloc_aligned;
  * free with eddy_free_aligned). NULL on failure. */

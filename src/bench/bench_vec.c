@@ -41,6 +41,8 @@ void bench_vec_cases(bench_env *env) {
             r.seconds = bench_median(run_dot, &job, n > 100000 ? 3 : 1000, n > 100000 ? 0.5 : 0.1);
             r.bytes = 2.0 * (double)n * sizeof(float);
             r.flops = 2.0 * (double)n;
+            r.threads = 1;
+            r.in_cache = n <= 4096;
             bench_emit(env, &r);
         }
         eddy_free_aligned(x), eddy_free_aligned(y);

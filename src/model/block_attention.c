@@ -23,7 +23,9 @@ void block_attention(engine *c, const model_layer *l, int64_t il, const step_pla
     const int64_t O = hp->n_head * hp->head_dim_v;
 
     /* q (and its gate): with a gate the projection row is, per head, q (hd) then gate (hd) */
-    linear(c->pool, &l->wq, c->xn, n, hp->attn_gated ? c->qg : c->q, c->act);
+    /* q, k and v read the same rows: one pass */
+    linear_many(c->pool, (const tensor *[]){&l->wq, &l->wk, &l->wv}, 3, c->xn, n,
+                (float *[]){hp->attn_gated ? c->qg : c->q, c->k, c->v}, c->act);
     if (hp->attn_gated)
         for (int64_t t = 0; t < n; t++)
             for (int64_t h = 0; h < hp->n_head; h++) {
@@ -31,8 +33,6 @@ void block_attention(engine *c, const model_layer *l, int64_t il, const step_pla
                 memcpy(c->q + t * Q + h * hd, src, (size_t)hd * sizeof(float));
                 memcpy(c->attn + t * O + h * hd, src + hd, (size_t)hd * sizeof(float)); /* gate, kept for later */
             }
-    linear(c->pool, &l->wk, c->xn, n, c->k, c->act);
-    linear(c->pool, &l->wv, c->xn, n, c->v, c->act);
     if (l->q_norm.name) {
         ops_rmsnorm_rows(c->q, hd, c->q, hd, (const float *)l->q_norm.data, hd, n * hp->n_head, hp->rms_eps);
         ops_rmsnorm_rows(c->k, hd, c->k, hd, (const float *)l->k_norm.data, hd, n * hp->n_head_kv, hp->rms_eps);

@@ -23,8 +23,7 @@ void block_ffn_relu2(engine *c, const model_layer *l, int64_t n) {
 static void swiglu_expert(engine *c, const tensor *gate, const tensor *up, const tensor *down, const float *x, int64_t m,
                           float *out) {
     const int64_t F = gate->ne[1];
-    linear(c->pool, gate, x, m, c->ff_a, c->act);
-    linear(c->pool, up, x, m, c->ff_b, c->act);
+    linear_many(c->pool, (const tensor *[]){gate, up}, 2, x, m, (float *[]){c->ff_a, c->ff_b}, c->act);
     ops_swiglu(c->ff_a, c->ff_a, c->ff_b, m * F);
     linear(c->pool, down, c->ff_a, m, out, c->act);
 }

@@ -38,15 +38,14 @@ void block_gdn(engine *c, const model_layer *l, int64_t il, const step_plan *pla
     const int64_t n_k = hp->ssm_n_k, n_v = hp->ssm_n_v, d_k = hp->ssm_d_k, d_v = hp->ssm_d_v;
     const int64_t conv_dim = model_gdn_conv_dim(hp), key_dim = n_k * d_k, V = n_v * d_v, r = n_v / n_k;
 
-    linear(c->pool, &l->ssm_qkv, c->xn, n, c->conv_in, c->act);
-    linear(c->pool, &l->ssm_z, c->xn, n, c->gdn_z, c->act);
+    /* the input projections all read xn: one pass */
     const bool ba = l->ssm_ba.name != NULL;
-    if (ba) {
-        linear(c->pool, &l->ssm_ba, c->xn, n, c->gdn_b, c->act);
-    } else {
-        linear(c->pool, &l->ssm_beta, c->xn, n, c->gdn_b, c->act);
-        linear(c->pool, &l->ssm_alpha, c->xn, n, c->gdn_a, c->act);
-    }
+    if (ba)
+        linear_many(c->pool, (const tensor *[]){&l->ssm_qkv, &l->ssm_z, &l->ssm_ba}, 3, c->xn, n,
+                    (float *[]){c->conv_in, c->gdn_z, c->gdn_b}, c->act);
+    else
+        linear_many(c->pool, (const tensor *[]){&l->ssm_qkv, &l->ssm_z, &l->ssm_beta, &l->ssm_alpha}, 4, c->xn, n,
+                    (float *[]){c->conv_in, c->gdn_z, c->gdn_b, c->gdn_a}, c->act);
     /* each value head's beta and decay; qwen3next's fused projection interleaves per
      * key head: b of its r value heads, then a of them */
     const float *a_log_neg = (const float *)l->ssm_a.data, *dt_bias = (const float *)l->ssm_dt_bias.data;

@@ -21,4 +21,10 @@ size_t linear_scratch_bytes(const tensor *W, int64_t n_tok);
 
 void linear(threadpool *pool, const tensor *W, const float *x, int64_t n_tok, float *y, void *scratch);
 
+/* y[i] = x W[i]^T for i < n (at most MATMUL_MANY_MAX) weights reading the same x: one
+ * pass over the threads when they are packed alike (ops/matmul.h matmul_many); scratch
+ * as for the largest of them. */
+void linear_many(threadpool *pool, const tensor *const *W, int n, const float *x, int64_t n_tok, float *const *y,
+                 void *scratch);
+
 #endif

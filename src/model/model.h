@@ -45,6 +45,8 @@ typedef struct {
     int64_t ne[4];
     size_t row_bytes;     /* bytes of one ne[0] row */
     const uint8_t *data;
+    const uint8_t *packed; /* NULL, or the rows repacked at load for the matrix kernels
+                            * (ops/matmul.h matmul_pack; only tensors linear() reads) */
 } tensor;
 
 typedef enum { MIXER_ATTENTION = 0, MIXER_GDN, MIXER_MAMBA2, MIXER_NONE } mixer_kind;
@@ -125,6 +127,8 @@ struct eddy_model {
     tensor output_norm; /* (n_embd) f32 */
     tensor output;      /* (n_vocab rows of n_embd); tok_embd when tied */
     model_layer *layers; /* (n_layer) */
+    uint8_t *packed;     /* one allocation holding every tensor's packed rows, or NULL */
+    size_t packed_bytes;
     /* the file's tokenizer, of exactly n_vocab tokens; NULL when the file has none */
     eddy_vocab *vocab;
 };

@@ -9,13 +9,19 @@
  * shape [256, 256], file has [256, 128]`). The model loads the file's vocabulary too
  * and holds it to one size with the embedding (see "Vocabulary" below).
  */
+#define _DEFAULT_SOURCE /* madvise */
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/log.h"
+#include "ops/matmul.h"
 #include "model/model_loader.h"
 #include "ssm/ssm.h"
 #include "quant/quant.h"
@@ -311,6 +317,100 @@ static void load_vocab(loader *L) {
 
 const eddy_vocab *eddy_model_vocab(const eddy_model *m) { return m ? m->vocab : NULL; }
 
+/* ==== Packed weights ==== */
+
+/* The tensors linear() reads, NULL-terminated into out (room for 17 per layer + 2). The
+ * output head is one of them even when it is the token embedding: the packed copy
+ * serves the head, while the embedding look-up keeps reading the file's rows (their
+ * pages dropped below come back one row's page at a time, for the tokens looked up). */
+static int64_t linear_tensors(model *m, tensor **out) {
+    int64_t n = 0;
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        model_layer *l = &m->layers[il];
+        tensor *ts[] = {&l->wq,      &l->wk,      &l->wv,        &l->wo,         &l->ssm_qkv,    &l->ssm_z,
+                        &l->ssm_beta, &l->ssm_alpha, &l->ssm_ba, &l->ssm_out,   &l->ssm_in,     &l->ffn_gate,
+                        &l->ffn_up,  &l->ffn_down, &l->shexp_gate, &l->shexp_up, &l->shexp_down};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+            if (ts[i]->name && ts[i]->ne[2] == 1 && ts[i]->ne[3] == 1) out[n++] = ts[i];
+    }
+    if (m->output.name) out[n++] = &m->output;
+    out[n] = NULL;
+    return n;
+}
+
+/* Drops the whole pages of [p, p + bytes) of a mapped file from this process. */
+static void drop_pages(const void *p, size_t bytes, long page) {
+    const uintptr_t b = ((uintptr_t)p + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
+    const uintptr_t e = ((uintptr_t)p + bytes) / (uintptr_t)page * (uintptr_t)page;
+    if (e > b) (void)madvise((void *)b, e - b, MADV_DONTNEED);
+}
+
+/* Packs t into dst (matmul_pack_bytes of it) a slice of rows at a time, dropping each
+ * slice's original pages once it is packed (page > 0), so that at no time are both
+ * copies of more than one slice resident. */
+static void pack_tensor(tensor *t, uint8_t *dst, long page) {
+    matmul_weight w;
+    EDDY_ASSERT(matmul_weight_init(&w, t->type, t->ne[0], t->ne[1], t->data));
+    const size_t group_bytes = matmul_pack_bytes(&w) / (size_t)((w.n_out + 15) / 16);
+    const int64_t slice = 1024; /* rows: a multiple of the 16-row group */
+    for (int64_t r0 = 0; r0 < w.n_out; r0 += slice) {
+        matmul_weight ws = w;
+        ws.n_out = w.n_out - r0 < slice ? w.n_out - r0 : slice;
+        ws.data = (const uint8_t *)w.data + (size_t)r0 * w.row_bytes;
+        matmul_pack(&ws, dst + (size_t)(r0 / 16) * group_bytes);
+        if (page > 0) drop_pages(ws.data, (size_t)ws.n_out * w.row_bytes, page);
+    }
+    t->packed = dst;
+}
+
+/* Repacks every linear() weight this CPU has a packed kernel for (matmul_pack_bytes)
+ * into one private allocation, and, when the file is memory-mapped, drops the pages of
+ * the originals from this process (madvise MADV_DONTNEED on the read-only private file
+ * mapping: the memory is not doubled, and a page read again later, e.g. by matmul_ref,
+ * comes back from the file). Without memory, or with EDDY_NO_PACK=1, nothing is packed
+ * and the row kernels run as before. */
+static void pack_weights(loader *L) {
+    model *m = L->m;
+    const char *off = getenv("EDDY_NO_PACK");
+    if ((off && *off && strcmp(off, "0") != 0) || m->hp.n_layer < 0) return;
+    tensor **ts = eddy_malloc(sizeof(tensor *) * (size_t)(17 * m->hp.n_layer + 2));
+    if (!ts) return;
+    const int64_t n = linear_tensors(m, ts);
+    size_t total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        matmul_weight w;
+        if (!matmul_weight_init(&w, ts[i]->type, ts[i]->ne[0], ts[i]->ne[1], ts[i]->data)) continue;
+        const size_t b = (matmul_pack_bytes(&w) + 63) / 64 * 64;
+        if (b > SIZE_MAX - total) {
+            eddy_free(ts);
+            return;
+        }
+        total += b;
+    }
+    if (total) m->packed = eddy_malloc_aligned(total, 64);
+    if (!m->packed) {
+        if (total) LOG_WARN("not enough memory to repack the weights (%zu MiB): using them as they are", total >> 20);
+        eddy_free(ts);
+        return;
+    }
+    m->packed_bytes = total;
+    const long page = sysconf(_SC_PAGESIZE);
+    size_t at = 0;
+    int64_t n_packed = 0;
+    for (int64_t i = 0; i < n; i++) {
+        matmul_weight w;
+        if (!matmul_weight_init(&w, ts[i]->type, ts[i]->ne[0], ts[i]->ne[1], ts[i]->data)) continue;
+        const size_t b = matmul_pack_bytes(&w);
+        if (!b) continue;
+        pack_tensor(ts[i], m->packed + at, m->file->map.mapped ? page : 0);
+        at += (b + 63) / 64 * 64;
+        n_packed++;
+    }
+    LOG_INFO("repacked %" PRId64 " weight tensors for the matrix kernels (%.1f MiB)%s", n_packed,
+             (double)total / (1 << 20), m->file->map.mapped ? ", their mapped pages dropped" : "");
+    eddy_free(ts);
+}
+
 /* ==== Entry ==== */
 
 eddy_status model_load(model **out, const char *path, eddy_error *err) {
@@ -366,6 +466,7 @@ eddy_status model_load_gguf(model **out, gguf_file *f, eddy_error *err) {
         model_free(m);
         return L.status;
     }
+    pack_weights(&L);
     *out = m;
     return EDDY_OK;
 }
@@ -374,6 +475,7 @@ void model_free(model *m) {
     if (!m) return;
     for (int64_t il = 0; m->layers && il < m->hp.n_layer; il++) eddy_free(m->layers[il].conv_w);
     eddy_free(m->layers);
+    eddy_free_aligned(m->packed);
     eddy_vocab_free(m->vocab);
     gguf_close(m->file);
     eddy_free(m);

@@ -12,6 +12,9 @@
  *      kernels (qdot_gemm4), rows go four per call, in decode too.
  * Small products run on fewer threads (at least matmul_min_work multiply-adds each), since
  * waking a thread costs microseconds.
+ * Packed weights (matmul_pack, quant/qpack.h) take a third path for every n_tok: token
+ * rows are quantized and gathered into tiles of QPACK_TOK, and each thread runs groups of
+ * 16 rows against tiles, a chunk of groups (L2-sized) at a time.
  * On CPUs with AMX, prefill products of quantized and BF16 weights run on AMX tiles in
  * bf16 (matmul_amx.h) for their rows in whole blocks of 32; the rows left over, and every
  * decode product, take the path above. The scratch covers both.
@@ -22,7 +25,9 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/isa.h"
 #include "quant/qdot.h"
+#include "quant/qpack.h"
 #if defined(__x86_64__)
 #include "ops/matmul_amx.h"
 #endif
@@ -38,7 +43,7 @@ bool matmul_weight_init(matmul_weight *w, uint32_t type, int64_t n_in, int64_t n
     size_t rb;
     if (!t || !t->supported || n_in < 0 || n_out < 0 || !qtype_row_bytes(type, n_in, &rb)) return false;
     if ((uintptr_t)data % quant_row_align((qtype)type) != 0) return false;
-    *w = (matmul_weight){(qtype)type, n_in, n_out, rb, data};
+    *w = (matmul_weight){(qtype)type, n_in, n_out, rb, data, NULL};
     return true;
 }
 
@@ -57,8 +62,28 @@ static size_t act_scratch_bytes(const matmul_weight *w, int64_t n_tok) {
     return total + ACT_ALIGN; /* room to align the start */
 }
 
+/* Bytes of the packed path's activation tiles (0 for a type without a packed format;
+ * sized by type, not by whether w is packed, so that the scratch never depends on it). */
+static size_t tile_scratch_bytes(const matmul_weight *w, int64_t n_tok) {
+    const qpack_format f = qpack_format_of(w->type);
+    if (f == QPACK_NONE || w->n_in % qpack_unit(f) != 0) return 0;
+    size_t tile, total;
+    if (!eddy_mul_size((size_t)(w->n_in / qpack_unit(f)), qpack_act_unit_bytes(f), &tile) ||
+        !eddy_mul_size((size_t)((n_tok + QPACK_TOK - 1) / QPACK_TOK), tile, &total) || total > SIZE_MAX - ACT_ALIGN)
+        return SIZE_MAX;
+    return total + ACT_ALIGN;
+}
+
+/* Bytes of one activation tile. */
+static size_t tile_bytes(const matmul_weight *w) {
+    const qpack_format f = qpack_format_of(w->type);
+    return (size_t)(w->n_in / qpack_unit(f)) * qpack_act_unit_bytes(f);
+}
+
 size_t matmul_scratch_bytes(const matmul_weight *w, int64_t n_tok) {
     size_t bytes = act_scratch_bytes(w, n_tok);
+    const size_t tiles = tile_scratch_bytes(w, n_tok);
+    bytes = bytes == SIZE_MAX || tiles == SIZE_MAX || tiles > SIZE_MAX - bytes ? SIZE_MAX : bytes + tiles;
 #if defined(__x86_64__)
     /* the AMX path's bf16 rows follow the activation rows (sized for any n_tok, so the
      * scratch does not depend on which path a call takes) */
@@ -80,6 +105,24 @@ static void check_args(const matmul_weight *w, int64_t x_stride, int64_t n_tok, 
     EDDY_ASSERT(quant_weight_supported(w->type) && w->n_in >= 0 && w->n_out >= 0 && n_tok >= 0);
     EDDY_ASSERT(x_stride >= w->n_in && y_stride >= w->n_out);
     EDDY_ASSERT((uintptr_t)w->data % quant_row_align(w->type) == 0 && w->row_bytes % quant_row_align(w->type) == 0);
+}
+
+/* ==== Packing ==== */
+
+size_t matmul_pack_bytes(const matmul_weight *w) {
+    const qpack_format f = qpack_format_of(w->type);
+    if (f == QPACK_NONE || !qpack_kernel(f) || w->n_in % qpack_unit(f) != 0 || w->n_out == 0) return 0;
+#if defined(__x86_64__)
+    if (isa_has(ISA_EXT_AMX_BF16)) return 0; /* prefill runs on AMX tiles from the rows as they are */
+#endif
+    const size_t b = qpack_weight_bytes(f, w->n_in, w->n_out);
+    return b == SIZE_MAX ? 0 : b;
+}
+
+void matmul_pack(matmul_weight *w, void *dst) {
+    EDDY_ASSERT(matmul_pack_bytes(w) > 0 && (uintptr_t)dst % 64 == 0);
+    qpack_weights(qpack_format_of(w->type), w->data, w->row_bytes, w->n_in, w->n_out, dst);
+    w->packed = dst;
 }
 
 /* ==== Reference ==== */
@@ -172,6 +215,78 @@ static void dot_task(void *p, int ith, int nth) {
     }
 }
 
+/* ==== Packed weights ==== */
+
+/* One weight of a packed job: its groups are [g_first, g_first + its group count) of
+ * the job's group index. */
+typedef struct {
+    const matmul_weight *w;
+    float *y;
+    int64_t y_stride;
+    int64_t g_first;
+} pk_out;
+
+typedef struct {
+    pk_out out[MATMUL_MANY_MAX + 1]; /* out[n_w].g_first = n_groups */
+    int n_w;
+    qpack_format f;
+    qpack_kernel_fn kernel;
+    qtype act_type;
+    int64_t n_in, n_units;
+    size_t group_bytes;
+    const float *x;
+    int64_t x_stride, n_tok;
+    uint8_t *act; /* (n_tok) activation rows, act_stride apart */
+    size_t act_stride;
+    uint8_t *tiles; /* (n_tiles) tiles, tile_bytes apart */
+    size_t tile_bytes;
+    int64_t n_tiles, n_groups;
+    int split_tiles; /* threads split the tiles (few groups), not the groups */
+} pk_job;
+
+/* Tiles [b, e) of this part: quantize their token rows (into act rows of the same
+ * tokens) and gather them into tiles. */
+static void pk_quantize_task(void *p, int ith, int nth) {
+    pk_job *j = p;
+    int64_t b, e;
+    pool_split(j->n_tiles, ith, nth, &b, &e);
+    for (int64_t i = b; i < e; i++) {
+        const int64_t t0 = i * QPACK_TOK;
+        const int nt = j->n_tok - t0 < QPACK_TOK ? (int)(j->n_tok - t0) : QPACK_TOK;
+        uint8_t *rows = j->act + t0 * j->act_stride;
+        for (int t = 0; t < nt; t++)
+            quantize_row_act(j->act_type, j->x + (t0 + t) * j->x_stride, rows + t * j->act_stride, j->n_in);
+        qpack_act_tile(j->f, rows, j->act_stride, nt, j->n_in, j->tiles + i * j->tile_bytes);
+    }
+}
+
+static void pk_dot_task(void *p, int ith, int nth) {
+    const pk_job *j = p;
+    int64_t g0 = 0, g1 = j->n_groups, i0 = 0, i1 = j->n_tiles;
+    if (j->split_tiles) pool_split(j->n_tiles, ith, nth, &i0, &i1);
+    else pool_split(j->n_groups, ith, nth, &g0, &g1);
+    /* a chunk of groups stays in L2 while every tile runs through it */
+    int64_t chunk = j->group_bytes ? (int64_t)(CHUNK_BYTES / j->group_bytes) : 1;
+    if (chunk < 1) chunk = 1;
+    for (int64_t c0 = g0; c0 < g1; c0 += chunk) {
+        const int64_t c1 = c0 + chunk < g1 ? c0 + chunk : g1;
+        for (int64_t i = i0; i < i1; i++) {
+            const int64_t t0 = i * QPACK_TOK;
+            const int nt = j->n_tok - t0 < QPACK_TOK ? (int)(j->n_tok - t0) : QPACK_TOK;
+            int k = 0;
+            for (int64_t g = c0; g < c1; g++) {
+                while (g >= j->out[k + 1].g_first) k++;
+                const pk_out *o = &j->out[k];
+                const int64_t r0 = (g - o->g_first) * QPACK_ROWS;
+                const int nrows = o->w->n_out - r0 < QPACK_ROWS ? (int)(o->w->n_out - r0) : QPACK_ROWS;
+                const uint8_t *gd = (const uint8_t *)o->w->packed + (size_t)(g - o->g_first) * j->group_bytes;
+                j->kernel(j->n_units, gd, j->tiles + i * j->tile_bytes, nt, o->y + t0 * o->y_stride + r0, o->y_stride,
+                          nrows);
+            }
+        }
+    }
+}
+
 int64_t matmul_min_work = (int64_t)1 << 17;
 
 /* Threads worth using for `work` multiply-adds. */
@@ -182,10 +297,59 @@ static int threads_for(threadpool *pool, int64_t work, int64_t max_parts) {
     return n < 1 ? 1 : (int)n;
 }
 
+/* The n_w packed weights (same format and n_in) against x in one quantize pass and one
+ * dot pass. */
+static void matmul_packed(threadpool *pool, const matmul_weight *const *w, int n_w, const float *x, int64_t x_stride,
+                          int64_t n_tok, float *const *y, const int64_t *y_stride, void *scratch,
+                          size_t scratch_bytes) {
+    const matmul_weight *w0 = w[0];
+    const size_t act_bytes = act_scratch_bytes(w0, n_tok), tsb = tile_scratch_bytes(w0, n_tok);
+    EDDY_ASSERT(act_bytes != SIZE_MAX && tsb != SIZE_MAX && scratch_bytes >= act_bytes + tsb);
+    uint8_t *tiles = (uint8_t *)scratch + scratch_bytes - tsb;
+    tiles = (uint8_t *)(((uintptr_t)tiles + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN);
+    const qpack_format f = qpack_format_of(w0->type);
+    pk_job job = {
+        .n_w = n_w,
+        .f = f,
+        .kernel = qpack_kernel(f),
+        .act_type = quant_dot_type(w0->type),
+        .n_in = w0->n_in,
+        .n_units = w0->n_in / qpack_unit(f),
+        .group_bytes = (size_t)(w0->n_in / qpack_unit(f)) * qpack_unit_bytes(f),
+        .x = x,
+        .x_stride = x_stride,
+        .n_tok = n_tok,
+        .act = align_scratch(scratch, scratch_bytes, act_bytes),
+        .act_stride = act_stride(w0),
+        .tiles = tiles,
+        .tile_bytes = tile_bytes(w0),
+        .n_tiles = (n_tok + QPACK_TOK - 1) / QPACK_TOK,
+    };
+    EDDY_ASSERT(job.kernel && n_w >= 1 && n_w <= MATMUL_MANY_MAX);
+    int64_t rows = 0;
+    for (int i = 0; i < n_w; i++) {
+        job.out[i] = (pk_out){w[i], y[i], y_stride[i], job.n_groups};
+        job.n_groups += (w[i]->n_out + QPACK_ROWS - 1) / QPACK_ROWS;
+        rows += w[i]->n_out;
+    }
+    job.out[n_w].g_first = job.n_groups;
+    pool_run(pool, pk_quantize_task, &job, threads_for(pool, n_tok * w0->n_in / 8, job.n_tiles));
+    const int64_t work = n_tok * w0->n_in * rows;
+    const int nth = threads_for(pool, work, job.n_groups > job.n_tiles ? job.n_groups : job.n_tiles);
+    /* groups split best (each thread reads only its weights); tiles when there are
+     * too few groups to keep every thread busy */
+    job.split_tiles = job.n_groups < 2 * nth && job.n_tiles > job.n_groups;
+    pool_run(pool, pk_dot_task, &job, nth);
+}
+
 void matmul(threadpool *pool, const matmul_weight *w, const float *x, int64_t x_stride, int64_t n_tok, float *y,
             int64_t y_stride, void *scratch, size_t scratch_bytes) {
     check_args(w, x_stride, n_tok, y_stride);
     if (n_tok == 0 || w->n_out == 0) return;
+    if (w->packed) {
+        matmul_packed(pool, &w, 1, x, x_stride, n_tok, &y, &y_stride, scratch, scratch_bytes);
+        return;
+    }
     int64_t first_row = 0; /* rows before it are done */
 #if defined(__x86_64__)
     if (matmul_amx_usable(w, n_tok)) {
@@ -215,4 +379,20 @@ void matmul(threadpool *pool, const matmul_weight *w, const float *x, int64_t x_
     const int64_t rows = w->n_out - first_row;
     int64_t work = n_tok * w->n_in * rows; /* < 2^63 for any tensor that fits in memory */
     pool_run(pool, dot_task, &job, threads_for(pool, work, (rows + 3) / 4));
+}
+
+void matmul_many(threadpool *pool, const matmul_weight *const *w, int n_w, const float *x, int64_t x_stride,
+                 int64_t n_tok, float *const *y, const int64_t *y_stride, void *scratch, size_t scratch_bytes) {
+    EDDY_ASSERT(n_w >= 1 && n_w <= MATMUL_MANY_MAX);
+    bool fused = n_tok > 0;
+    for (int i = 0; i < n_w; i++) {
+        check_args(w[i], x_stride, n_tok, y_stride[i]);
+        fused = fused && w[i]->packed && w[i]->n_out > 0 && w[i]->n_in == w[0]->n_in &&
+                qpack_format_of(w[i]->type) == qpack_format_of(w[0]->type);
+    }
+    if (!fused) {
+        for (int i = 0; i < n_w; i++) matmul(pool, w[i], x, x_stride, n_tok, y[i], y_stride[i], scratch, scratch_bytes);
+        return;
+    }
+    matmul_packed(pool, w, n_w, x, x_stride, n_tok, y, y_stride, scratch, scratch_bytes);
 }

@@ -4,6 +4,8 @@
  */
 #include "norm.h"
 
+#include "vec.h"
+
 void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
     double ss = 0.0;
     for (int64_t i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
@@ -19,9 +21,7 @@ void ops_rmsnorm_rows(float *y, int64_t sy, const float *x, int64_t sx, const fl
     for (int64_t r = 0; r < n_rows; r++) ops_rmsnorm(y + r * sy, x + r * sx, w, n, eps);
 }
 
-void ops_swiglu(float *out, const float *gate, const float *up, int64_t n) {
-    for (int64_t i = 0; i < n; i++) out[i] = ops_silu(gate[i]) * up[i];
-}
+void ops_swiglu(float *out, const float *gate, const float *up, int64_t n) { vec_swiglu_f32(out, gate, up, n); }
 
 void ops_softmax(float *x, int64_t n) {
     if (n <= 0) return;

@@ -4,6 +4,7 @@
  */
 #include "vec.h"
 
+#include <math.h>
 #include <stddef.h>
 
 /* ==== Reference ==== */
@@ -18,15 +19,19 @@ void vec_axpy_f32_ref(float *y, float a, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
+void vec_swiglu_f32_ref(float *out, const float *gate, const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
 /* ==== Per-level table and dispatch ==== */
 
 static const vec_kernels tables[ISA_COUNT] = {
-    [ISA_REF] = {vec_dot_f32_ref, vec_axpy_f32_ref},
+    [ISA_REF] = {vec_dot_f32_ref, vec_axpy_f32_ref, vec_swiglu_f32_ref},
 #if defined(__x86_64__)
-    [ISA_AVX2] = {vec_dot_f32_avx2, vec_axpy_f32_avx2},
-    [ISA_AVX512] = {vec_dot_f32_avx512, vec_axpy_f32_avx512},
+    [ISA_AVX2] = {vec_dot_f32_avx2, vec_axpy_f32_avx2, vec_swiglu_f32_avx2},
+    [ISA_AVX512] = {vec_dot_f32_avx512, vec_axpy_f32_avx512, vec_swiglu_f32_avx512},
 #elif defined(__aarch64__)
-    [ISA_NEON] = {vec_dot_f32_neon, vec_axpy_f32_neon},
+    [ISA_NEON] = {vec_dot_f32_neon, vec_axpy_f32_neon, vec_swiglu_f32_neon},
 #endif
 };
 
@@ -39,3 +44,7 @@ const char *vec_variant(void) { return isa_name(isa_active()); }
 float vec_dot_f32(const float *x, const float *y, int64_t n) { return tables[isa_active()].dot(x, y, n); }
 
 void vec_axpy_f32(float *y, float a, const float *x, int64_t n) { tables[isa_active()].axpy(y, a, x, n); }
+
+void vec_swiglu_f32(float *out, const float *gate, const float *up, int64_t n) {
+    tables[isa_active()].swiglu(out, gate, up, n);
+}

@@ -21,20 +21,30 @@ float vec_dot_f32_ref(const float *x, const float *y, int64_t n);
 void vec_axpy_f32(float *y, float a, const float *x, int64_t n);
 void vec_axpy_f32_ref(float *y, float a, const float *x, int64_t n);
 
+/* out[i] = silu(gate[i]) * up[i] = gate[i] / (1 + exp(-gate[i])) * up[i]; out may
+ * alias gate or up. The SIMD variants use the vector exp of vexp.h (about 2 ulp), so
+ * they agree with _ref (libm expf) within a few ulp of the result. */
+void vec_swiglu_f32(float *out, const float *gate, const float *up, int64_t n);
+void vec_swiglu_f32_ref(float *out, const float *gate, const float *up, int64_t n);
+
 /* ISA variants, compiled only for their architecture; called only when the CPU
  * has the feature. Exposed for the tests. */
 float vec_dot_f32_avx2(const float *x, const float *y, int64_t n);
 void vec_axpy_f32_avx2(float *y, float a, const float *x, int64_t n);
+void vec_swiglu_f32_avx2(float *out, const float *gate, const float *up, int64_t n);
 float vec_dot_f32_avx512(const float *x, const float *y, int64_t n);
 void vec_axpy_f32_avx512(float *y, float a, const float *x, int64_t n);
+void vec_swiglu_f32_avx512(float *out, const float *gate, const float *up, int64_t n);
 float vec_dot_f32_neon(const float *x, const float *y, int64_t n);
 void vec_axpy_f32_neon(float *y, float a, const float *x, int64_t n);
+void vec_swiglu_f32_neon(float *out, const float *gate, const float *up, int64_t n);
 
 /* The kernels of one ISA level; NULL where this build has none (the level's
  * isa_available() says whether this CPU runs them). */
 typedef struct {
     float (*dot)(const float *x, const float *y, int64_t n);
     void (*axpy)(float *y, float a, const float *x, int64_t n);
+    void (*swiglu)(float *out, const float *gate, const float *up, int64_t n);
 } vec_kernels;
 const vec_kernels *vec_kernels_for(isa_level isa);
 

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "vec.h"
+#include "vexp.h"
 
 float vec_dot_f32_avx512(const float *x, const float *y, int64_t n) {
     __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
@@ -32,5 +33,15 @@ void vec_axpy_f32_avx512(float *y, float a, const float *x, int64_t n) {
         __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
         __m512 r = _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i));
         _mm512_mask_storeu_ps(y + i, m, r);
+    }
+}
+
+void vec_swiglu_f32_avx512(float *out, const float *gate, const float *up, int64_t n) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 g = _mm512_maskz_loadu_ps(m, gate + i), u = _mm512_maskz_loadu_ps(m, up + i);
+        const __m512 e = vexp512(_mm512_sub_ps(_mm512_setzero_ps(), g));
+        _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), u));
     }
 }

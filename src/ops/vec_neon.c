@@ -4,6 +4,7 @@
 #include <arm_neon.h>
 
 #include "vec.h"
+#include "vexp.h"
 
 float vec_dot_f32_neon(const float *x, const float *y, int64_t n) {
     float32x4_t acc0 = vdupq_n_f32(0), acc1 = acc0, acc2 = acc0, acc3 = acc0;
@@ -25,4 +26,15 @@ void vec_axpy_f32_neon(float *y, float a, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_f32(vld1q_f32(y + i), va, vld1q_f32(x + i)));
     for (; i < n; i++) y[i] += a * x[i];
+}
+
+void vec_swiglu_f32_neon(float *out, const float *gate, const float *up, int64_t n) {
+    const float32x4_t one = vdupq_n_f32(1.0f);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t g = vld1q_f32(gate + i), u = vld1q_f32(up + i);
+        const float32x4_t e = vexp_neon(vnegq_f32(g));
+        vst1q_f32(out + i, vmulq_f32(vdivq_f32(g, vaddq_f32(one, e)), u));
+    }
+    vec_swiglu_f32_ref(out + i, gate + i, up + i, n - i);
 }

@@ -1,0 +1,467 @@
+/*
+ * qpack.c — packed weight formats: repacking, activation tiles, the scalar reference
+ * kernel and dispatch (qpack.h).
+ *
+ * Byte layouts, per group of 16 rows and unit (r = row in the group, 0..15):
+ *
+ *   QPACK_Q8_0 (unit 32, 544 B): u8 q[j][r][4] = q + 128 of element 4j + i (512 B),
+ *                                fp16 d[r] (32 B)
+ *   QPACK_Q4_0 (unit 32, 288 B): nibbles n[v][r][4] (256 B): low nibble element 4v + i,
+ *                                high nibble element 16 + 4v + i (the Q4_0 byte itself);
+ *                                fp16 d[r]
+ *   QPACK_Q4_1 (unit 32, 320 B): as Q4_0, then fp16 m[r]
+ *   QPACK_IQ4_NL (unit 32, 288 B): as Q4_0 (the nibbles are table indices)
+ *   QPACK_Q5_0 (unit 32, 352 B): as Q4_0's nibbles (the low 4 bits); then 8 64-bit masks
+ *                                h[j], bit 4r + i = bit 4 of element 4j + i of row r
+ *                                (64 B); fp16 d[r] at 320
+ *   QPACK_Q5_1 (unit 32, 384 B): as Q5_0, then fp16 m[r] at 352
+ *   QPACK_Q4_K (unit 256, 2368 B): sub-block s (32 elements) as Q4_0's nibbles at 256 s
+ *                                (2048 B); u8 sc[s][r] (128 B); u8 m[s][r] (128 B);
+ *                                fp16 d[r]; fp16 dmin[r]
+ *   QPACK_Q5_K (unit 256, 2880 B): as Q4_K's nibbles (2048 B); bit 4 as Q5_0's masks per
+ *                                sub-block s at 2048 + 64 s (512 B); u8 sc[s][r] at 2560,
+ *                                m[s][r] at 2688; fp16 d[r] at 2816, dmin[r] at 2848
+ *   QPACK_IQ4_XS (unit 256, 2208 B): table indices as Q4_K's nibbles (2048 B); i8
+ *                                ls[s][r] - 32 at 2048 (128 B); fp16 d[r] at 2176
+ *   QPACK_Q6_K (unit 256, 3360 B): the low 4 bits of the 6-bit q (0..63) as Q4_0's
+ *                                nibbles per 32 elements p (2048 B); the high 2 bits
+ *                                per 32 elements p at 2048 + 128 p: c[c][r][4], bits
+ *                                2k..2k+1 of byte i = element 32p + 4(4c + k) + i
+ *                                (1024 B); i8 sc[s16][r] (256 B); fp16 d[r]
+ *
+ * Activation tile, per unit (t = token in the tile, 0..7):
+ *   32-element formats (320 B): i8 qs[t][32]; f32 d[t]; then Q8_0/Q4_0/IQ4_NL/Q5_0:
+ *     i32 cs[t] = -off * sum(qs) (off 128 / 8 / 128 / 16), Q4_1/Q5_1: f32 ds[t] = d * sum(qs)
+ *   Q4_K (2336 B): i8 qs[s][t][32] (s = 32-element sub-block); f32 d[t]; f32
+ *     fs[s][t] = sum of the sub-block's quants
+ *   Q6_K (2592 B): i8 qs[s][t][32]; f32 d[t]; i32 cs[s16][t] = -32 * bsums[s16]
+ *   Q5_K: as Q4_K; IQ4_XS (2336 B): as Q4_K but i32 cs[s][t] = -128 * (sub-block sum)
+ */
+#include "qpack.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "base/isa.h"
+
+/* ==== Formats ==== */
+
+qpack_format qpack_format_of(qtype t) {
+    switch (t) {
+    case QTYPE_Q8_0: return QPACK_Q8_0;
+    case QTYPE_Q4_0: return QPACK_Q4_0;
+    case QTYPE_Q4_1: return QPACK_Q4_1;
+    case QTYPE_Q4_K: return QPACK_Q4_K;
+    case QTYPE_Q6_K: return QPACK_Q6_K;
+    case QTYPE_IQ4_NL: return QPACK_IQ4_NL;
+    case QTYPE_Q5_0: return QPACK_Q5_0;
+    case QTYPE_Q5_1: return QPACK_Q5_1;
+    case QTYPE_Q5_K: return QPACK_Q5_K;
+    case QTYPE_IQ4_XS: return QPACK_IQ4_XS;
+    default: return QPACK_NONE;
+    }
+}
+
+static bool is_k(qpack_format f) { return f == QPACK_Q4_K || f == QPACK_Q6_K || f == QPACK_Q5_K || f == QPACK_IQ4_XS; }
+
+int64_t qpack_unit(qpack_format f) { return is_k(f) ? QK_K : 32; }
+
+size_t qpack_unit_bytes(qpack_format f) {
+    switch (f) {
+    case QPACK_Q8_0: return 544;
+    case QPACK_Q4_0: return 288;
+    case QPACK_Q4_1: return 320;
+    case QPACK_IQ4_NL: return 288;
+    case QPACK_Q5_0: return 352;
+    case QPACK_Q5_1: return 384;
+    case QPACK_Q5_K: return 2880;
+    case QPACK_IQ4_XS: return 2208;
+    case QPACK_Q4_K: return 2368;
+    case QPACK_Q6_K: return 3360;
+    default: return 0;
+    }
+}
+
+size_t qpack_act_unit_bytes(qpack_format f) {
+    switch (f) {
+    case QPACK_Q4_K:
+    case QPACK_Q5_K:
+    case QPACK_IQ4_XS: return 2336;
+    case QPACK_Q6_K: return 2592;
+    case QPACK_NONE:
+    case QPACK_COUNT: return 0;
+    default: return 320;
+    }
+}
+
+size_t qpack_weight_bytes(qpack_format f, int64_t n_in, int64_t n_out) {
+    EDDY_ASSERT(f > QPACK_NONE && f < QPACK_COUNT && n_in >= 0 && n_out >= 0 && n_in % qpack_unit(f) == 0);
+    const size_t groups = (size_t)((n_out + QPACK_ROWS - 1) / QPACK_ROWS), units = (size_t)(n_in / qpack_unit(f));
+    size_t per_group, total;
+    if (!eddy_mul_size(units, qpack_unit_bytes(f), &per_group) || !eddy_mul_size(groups, per_group, &total))
+        return SIZE_MAX;
+    return total;
+}
+
+/* ==== Repacking ==== */
+
+static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
+
+/* The 256 6-bit quants (0..63) of a Q6_K block. */
+static void q6_all(const block_q6_K *b, uint8_t *q) {
+    for (int e = 0; e < QK_K; e++) {
+        const int h = e / 128, r = e % 128;
+        const int lo = (b->ql[64 * h + r % 64] >> (4 * (r / 64))) & 15;
+        const int hi = (b->qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+        q[e] = (uint8_t)(lo | hi << 4);
+    }
+}
+
+/* Quants 4j..4j+3 of row r go to bytes (j * 16 + r) * 4 of a 32-element piece. */
+static uint8_t *slot(uint8_t *piece, int j, int r) { return piece + (j * 16 + r) * 4; }
+
+/* 32 nibbles (lo: elements 0..15, hi: 16..31, values 0..15) into the piece's 4 vectors */
+static void put_nibbles(uint8_t *piece, int r, const uint8_t *q32) {
+    for (int v = 0; v < 4; v++)
+        for (int i = 0; i < 4; i++) slot(piece, v, r)[i] = (uint8_t)(q32[4 * v + i] | q32[16 + 4 * v + i] << 4);
+}
+
+/* One unit of one row r (0..15) into the group's unit at u; src is the row's unit. */
+static void pack_row_unit(qpack_format f, const uint8_t *src, int r, uint8_t *u) {
+    switch (f) {
+    case QPACK_Q8_0: {
+        const block_q8_0 *b = (const block_q8_0 *)src;
+        for (int j = 0; j < 8; j++) {
+            uint32_t v;
+            memcpy(&v, b->qs + 4 * j, 4);
+            v ^= 0x80808080u; /* q + 128 */
+            memcpy(slot(u, j, r), &v, 4);
+        }
+        put16(u + 512 + 2 * r, b->d);
+        break;
+    }
+    case QPACK_Q4_0:
+    case QPACK_Q4_1: {
+        /* a Q4_0 byte holds element e (low nibble) and e + 16 (high): the packed byte itself */
+        const uint8_t *qs = f == QPACK_Q4_0 ? ((const block_q4_0 *)src)->qs : ((const block_q4_1 *)src)->qs;
+        for (int v = 0; v < 4; v++) memcpy(slot(u, v, r), qs + 4 * v, 4);
+        if (f == QPACK_Q4_0) {
+            put16(u + 256 + 2 * r, ((const block_q4_0 *)src)->d);
+        } else {
+            put16(u + 256 + 2 * r, ((const block_q4_1 *)src)->d);
+            put16(u + 288 + 2 * r, ((const block_q4_1 *)src)->m);
+        }
+        break;
+    }
+    case QPACK_IQ4_NL: {
+        const block_iq4_nl *b = (const block_iq4_nl *)src;
+        for (int v = 0; v < 4; v++) memcpy(slot(u, v, r), b->qs + 4 * v, 4);
+        put16(u + 256 + 2 * r, b->d);
+        break;
+    }
+    case QPACK_Q5_0:
+    case QPACK_Q5_1: {
+        const uint8_t *qs = f == QPACK_Q5_0 ? ((const block_q5_0 *)src)->qs : ((const block_q5_1 *)src)->qs;
+        const uint8_t *qh = f == QPACK_Q5_0 ? ((const block_q5_0 *)src)->qh : ((const block_q5_1 *)src)->qh;
+        uint32_t h;
+        memcpy(&h, qh, 4);
+        for (int v = 0; v < 4; v++) memcpy(slot(u, v, r), qs + 4 * v, 4);
+        for (int j = 0; j < 8; j++) {
+            uint64_t mask;
+            memcpy(&mask, u + 256 + 8 * j, 8);
+            for (int i = 0; i < 4; i++) mask |= (uint64_t)((h >> (4 * j + i)) & 1) << (4 * r + i);
+            memcpy(u + 256 + 8 * j, &mask, 8);
+        }
+        if (f == QPACK_Q5_0) {
+            put16(u + 320 + 2 * r, ((const block_q5_0 *)src)->d);
+        } else {
+            put16(u + 320 + 2 * r, ((const block_q5_1 *)src)->d);
+            put16(u + 352 + 2 * r, ((const block_q5_1 *)src)->m);
+        }
+        break;
+    }
+    case QPACK_Q4_K: {
+        const block_q4_K *b = (const block_q4_K *)src;
+        for (int s = 0; s < 8; s++) {
+            const uint8_t *q = b->qs + 32 * (s / 2);
+            const int sh = 4 * (s % 2);
+            uint8_t q32[32];
+            for (int e = 0; e < 32; e++) q32[e] = (q[e] >> sh) & 15;
+            put_nibbles(u + 256 * s, r, q32);
+            uint8_t sc, m;
+            quant_get_scale_min_k4(b->scales, s, &sc, &m);
+            u[2048 + 16 * s + r] = sc;
+            u[2176 + 16 * s + r] = m;
+        }
+        put16(u + 2304 + 2 * r, b->d);
+        put16(u + 2336 + 2 * r, b->dmin);
+        break;
+    }
+    case QPACK_Q5_K: {
+        const block_q5_K *b = (const block_q5_K *)src;
+        for (int s = 0; s < 8; s++) {
+            const uint8_t *q = b->qs + 32 * (s / 2);
+            const int sh = 4 * (s % 2);
+            uint8_t q32[32];
+            for (int e = 0; e < 32; e++) q32[e] = (q[e] >> sh) & 15;
+            put_nibbles(u + 256 * s, r, q32);
+            for (int j = 0; j < 8; j++) {
+                uint64_t mask;
+                memcpy(&mask, u + 2048 + 64 * s + 8 * j, 8);
+                for (int i = 0; i < 4; i++) mask |= (uint64_t)((b->qh[4 * j + i] >> s) & 1) << (4 * r + i);
+                memcpy(u + 2048 + 64 * s + 8 * j, &mask, 8);
+            }
+            uint8_t sc, m;
+            quant_get_scale_min_k4(b->scales, s, &sc, &m);
+            u[2560 + 16 * s + r] = sc;
+            u[2688 + 16 * s + r] = m;
+        }
+        put16(u + 2816 + 2 * r, b->d);
+        put16(u + 2848 + 2 * r, b->dmin);
+        break;
+    }
+    case QPACK_IQ4_XS: {
+        const block_iq4_xs *b = (const block_iq4_xs *)src;
+        for (int s = 0; s < 8; s++) {
+            for (int v = 0; v < 4; v++) memcpy(slot(u + 256 * s, v, r), b->qs + 16 * s + 4 * v, 4);
+            const int ls = ((b->scales_l[s / 2] >> (4 * (s % 2))) & 15) | (((b->scales_h >> (2 * s)) & 3) << 4);
+            u[2048 + 16 * s + r] = (uint8_t)(int8_t)(ls - 32);
+        }
+        put16(u + 2176 + 2 * r, b->d);
+        break;
+    }
+    case QPACK_Q6_K: {
+        const block_q6_K *b = (const block_q6_K *)src;
+        uint8_t q[QK_K];
+        q6_all(b, q);
+        for (int p = 0; p < 8; p++) {
+            uint8_t q32[32];
+            for (int e = 0; e < 32; e++) q32[e] = q[32 * p + e] & 15;
+            put_nibbles(u + 256 * p, r, q32);
+            for (int c = 0; c < 2; c++)
+                for (int i = 0; i < 4; i++) {
+                    int v = 0;
+                    for (int k = 0; k < 4; k++) v |= (q[32 * p + 4 * (4 * c + k) + i] >> 4) << (2 * k);
+                    u[2048 + 128 * p + (c * 16 + r) * 4 + i] = (uint8_t)v;
+                }
+        }
+        for (int s = 0; s < 16; s++) u[3072 + 16 * s + r] = (uint8_t)b->scales[s];
+        put16(u + 3328 + 2 * r, b->d);
+        break;
+    }
+    default: EDDY_ASSERT(0);
+    }
+}
+
+/* The bytes of one unit of a row that is padding: zero quants (Q8_0: 128), zero scales. */
+static void pack_pad_unit(qpack_format f, int r, uint8_t *u) {
+    if (f == QPACK_Q8_0)
+        for (int j = 0; j < 8; j++) memset(u + (j * 16 + r) * 4, 128, 4);
+    /* every other format's zero quant is byte 0, and the group was zeroed */
+}
+
+void qpack_weights(qpack_format f, const void *w, size_t row_bytes, int64_t n_in, int64_t n_out, void *dst) {
+    const int64_t units = n_in / qpack_unit(f), groups = (n_out + QPACK_ROWS - 1) / QPACK_ROWS;
+    static const size_t src_bytes[QPACK_COUNT] = {0,
+                                                  sizeof(block_q8_0),
+                                                  sizeof(block_q4_0),
+                                                  sizeof(block_q4_1),
+                                                  sizeof(block_q4_K),
+                                                  sizeof(block_q6_K),
+                                                  sizeof(block_iq4_nl),
+                                                  sizeof(block_q5_0),
+                                                  sizeof(block_q5_1),
+                                                  sizeof(block_q5_K),
+                                                  sizeof(block_iq4_xs)};
+    const size_t ub = qpack_unit_bytes(f), src_ub = src_bytes[f];
+    uint8_t *out = dst;
+    for (int64_t g = 0; g < groups; g++) {
+        uint8_t *gd = out + (size_t)g * (size_t)units * ub;
+        memset(gd, 0, (size_t)units * ub);
+        for (int r = 0; r < QPACK_ROWS; r++) {
+            const int64_t row = g * QPACK_ROWS + r;
+            for (int64_t k = 0; k < units; k++) {
+                if (row < n_out)
+                    pack_row_unit(f, (const uint8_t *)w + (size_t)row * row_bytes + (size_t)k * src_ub, r,
+                                  gd + (size_t)k * ub);
+                else
+                    pack_pad_unit(f, r, gd + (size_t)k * ub);
+            }
+        }
+    }
+}
+
+/* ==== Activation tiles ==== */
+
+void qpack_act_tile(qpack_format f, const void *act, size_t act_stride, int nt, int64_t n_in, void *dst) {
+    EDDY_ASSERT(nt >= 1 && nt <= QPACK_TOK);
+    const int64_t units = n_in / qpack_unit(f);
+    const size_t ab = qpack_act_unit_bytes(f);
+    for (int64_t k = 0; k < units; k++) {
+        uint8_t *u = (uint8_t *)dst + (size_t)k * ab;
+        for (int t = 0; t < nt; t++) {
+            const uint8_t *row = (const uint8_t *)act + (size_t)t * act_stride;
+            if (is_k(f)) {
+                const block_q8_K *b = (const block_q8_K *)row + k;
+                for (int s = 0; s < 8; s++) memcpy(u + 256 * s + 32 * t, b->qs + 32 * s, 32);
+                memcpy(u + 2048 + 4 * t, &b->d, 4);
+                if (f == QPACK_IQ4_XS) {
+                    for (int s = 0; s < 8; s++) {
+                        const int32_t cs = -128 * (b->bsums[2 * s] + b->bsums[2 * s + 1]);
+                        memcpy(u + 2080 + 4 * (8 * s + t), &cs, 4);
+                    }
+                } else if (f == QPACK_Q4_K || f == QPACK_Q5_K) {
+                    for (int s = 0; s < 8; s++) {
+                        const float fs = (float)(b->bsums[2 * s] + b->bsums[2 * s + 1]);
+                        memcpy(u + 2080 + 4 * (8 * s + t), &fs, 4);
+                    }
+                } else {
+                    for (int s = 0; s < 16; s++) {
+                        const int32_t cs = -32 * b->bsums[s];
+                        memcpy(u + 2080 + 4 * (8 * s + t), &cs, 4);
+                    }
+                }
+            } else {
+                const block_q8_0 *b = (const block_q8_0 *)row + k;
+                memcpy(u + 32 * t, b->qs, 32);
+                const float d = fp16_to_f32(b->d);
+                memcpy(u + 256 + 4 * t, &d, 4);
+                int32_t sum = 0;
+                for (int e = 0; e < 32; e++) sum += b->qs[e];
+                if (f == QPACK_Q4_1 || f == QPACK_Q5_1) {
+                    const float ds = d * (float)sum;
+                    memcpy(u + 288 + 4 * t, &ds, 4);
+                } else {
+                    const int off = f == QPACK_Q4_0 ? 8 : f == QPACK_Q5_0 ? 16 : 128;
+                    const int32_t cs = -off * sum;
+                    memcpy(u + 288 + 4 * t, &cs, 4);
+                }
+            }
+        }
+    }
+}
+
+/* ==== Reference kernel ==== */
+
+static float rd_f32(const uint8_t *p) {
+    float v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static int32_t rd_i32(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static float rd_f16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return fp16_to_f32(v);
+}
+
+/* The unsigned weight of quant j*4+i (j < 8) of row r in a 32-element piece: Q8_0 bytes
+ * at q, nibbles at q (low for j < 4, high for j >= 4), Q6_K: nibbles plus crumbs at c. */
+static int wq(qpack_format f, const uint8_t *q, const uint8_t *c, int j, int r, int i) {
+    if (f == QPACK_Q8_0) return q[(j * 16 + r) * 4 + i];
+    const int n = q[((j % 4) * 16 + r) * 4 + i];
+    int v = j < 4 ? n & 15 : n >> 4;
+    if (f == QPACK_Q6_K) v |= ((c[((j / 4) * 16 + r) * 4 + i] >> (2 * (j % 4))) & 3) << 4;
+    if (f == QPACK_IQ4_NL || f == QPACK_IQ4_XS) v = kvalues_iq4nl[v] + 128;
+    if (f == QPACK_Q5_K) {
+        uint64_t mask;
+        memcpy(&mask, c + 8 * j, 8);
+        v += (int)((mask >> (4 * r + i)) & 1) << 4;
+    }
+    if (f == QPACK_Q5_0 || f == QPACK_Q5_1) {
+        uint64_t mask;
+        memcpy(&mask, q + 256 + 8 * j, 8);
+        v += (int)((mask >> (4 * r + i)) & 1) << 4;
+    }
+    return v;
+}
+
+/* sum over j in [j0, j1) of the 4 products of row r with token t's quants a (32 bytes) */
+static int32_t dot_piece(qpack_format f, const uint8_t *q, const uint8_t *c, const int8_t *a, int r, int j0,
+                         int j1) {
+    int32_t s = 0;
+    for (int j = j0; j < j1; j++)
+        for (int i = 0; i < 4; i++) s += wq(f, q, c, j, r, i) * a[4 * j + i];
+    return s;
+}
+
+void qpack_kernel_ref(qpack_format f, int64_t n_units, const void *group, const void *tile, int nt, float *y,
+                      int64_t y_stride, int nrows) {
+    EDDY_ASSERT(nt >= 1 && nt <= QPACK_TOK && nrows >= 1 && nrows <= QPACK_ROWS);
+    const size_t ub = qpack_unit_bytes(f), ab = qpack_act_unit_bytes(f);
+    for (int t = 0; t < nt; t++) {
+        for (int r = 0; r < nrows; r++) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < n_units; k++) {
+                const uint8_t *w = (const uint8_t *)group + (size_t)k * ub, *a = (const uint8_t *)tile + (size_t)k * ab;
+                if (is_k(f)) {
+                    const float da = rd_f32(a + 2048 + 4 * t);
+                    float sb = 0.0f;
+                    if (f == QPACK_Q4_K || f == QPACK_Q5_K) {
+                        const bool q5 = f == QPACK_Q5_K;
+                        const size_t so = q5 ? 2560 : 2048, doff = q5 ? 2816 : 2304;
+                        const float dv = rd_f16(w + doff + 2 * r), mv = rd_f16(w + doff + 32 + 2 * r);
+                        for (int s = 0; s < 8; s++) {
+                            const int32_t i = dot_piece(f, w + 256 * s, q5 ? w + 2048 + 64 * s : NULL,
+                                                        (const int8_t *)(a + 256 * s + 32 * t), r, 0, 8);
+                            const float dws = dv * (float)w[so + 16 * s + r];
+                            const float mws = mv * (float)w[so + 128 + 16 * s + r];
+                            sb = fmaf((float)i, dws, sb);
+                            sb = fmaf(-mws, rd_f32(a + 2080 + 4 * (8 * s + t)), sb);
+                        }
+                    } else if (f == QPACK_IQ4_XS) {
+                        const float dv = rd_f16(w + 2176 + 2 * r);
+                        for (int s = 0; s < 8; s++) {
+                            const int32_t i = rd_i32(a + 2080 + 4 * (8 * s + t)) +
+                                              dot_piece(f, w + 256 * s, NULL, (const int8_t *)(a + 256 * s + 32 * t),
+                                                        r, 0, 8);
+                            const float dws = dv * (float)(int8_t)w[2048 + 16 * s + r];
+                            sb = fmaf((float)i, dws, sb);
+                        }
+                    } else {
+                        /* Q6_K: the sub-block scales in integers, as vec_dot_ref (|sum| < 2^31) */
+                        const float dv = rd_f16(w + 3328 + 2 * r);
+                        int32_t isb = 0;
+                        for (int s = 0; s < 16; s++) {
+                            const int p = s / 2, h = s % 2;
+                            const int32_t i =
+                                rd_i32(a + 2080 + 4 * (8 * s + t)) +
+                                dot_piece(f, w + 256 * p, w + 2048 + 128 * p, (const int8_t *)(a + 256 * p + 32 * t),
+                                          r, 4 * h, 4 * h + 4);
+                            isb += (int8_t)w[3072 + 16 * s + r] * i;
+                        }
+                        acc = fmaf((float)isb, dv * da, acc);
+                        continue;
+                    }
+                    acc = fmaf(sb, da, acc);
+                } else {
+                    const float da = rd_f32(a + 256 + 4 * t);
+                    const bool q5 = f == QPACK_Q5_0 || f == QPACK_Q5_1, has_min = f == QPACK_Q4_1 || f == QPACK_Q5_1;
+                    const float dw = rd_f16(w + (f == QPACK_Q8_0 ? 512 : q5 ? 320 : 256) + 2 * r);
+                    int32_t i = has_min ? 0 : rd_i32(a + 288 + 4 * t);
+                    i += dot_piece(f, w, NULL, (const int8_t *)(a + 32 * t), r, 0, 8);
+                    acc = fmaf((float)i, dw * da, acc);
+                    if (has_min) acc = fmaf(rd_f16(w + (q5 ? 352 : 288) + 2 * r), rd_f32(a + 288 + 4 * t), acc);
+                }
+            }
+            y[t * y_stride + r] = acc;
+        }
+    }
+}
+
+/* ==== Dispatch ==== */
+
+qpack_kernel_fn qpack_kernel(qpack_format f) {
+    if (f <= QPACK_NONE || f >= QPACK_COUNT) return NULL;
+#if defined(__x86_64__)
+    if (isa_has(ISA_EXT_AVX512VNNI)) return qpack_kernel_avx512(f);
+    if (isa_available(ISA_AVX2)) return qpack_kernel_avx2(f);
+#endif
+    return NULL;
+}

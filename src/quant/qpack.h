@@ -1,0 +1,97 @@
+/*
+ * qpack.h — weights repacked once, at model load, into row-interleaved panels for the
+ * prefill (and decode) matrix kernels of CPUs without AMX; activations packed per
+ * product into token tiles that match them.
+ *
+ * Owns: the packed formats (which weight types have one, their byte layouts), the
+ * portable repacking of GGUF rows into them, the activation tile builder, the scalar
+ * reference kernel on the packed layout, and the dispatch of the SIMD kernels. Does
+ * not own: the split over threads and tiles (ops/matmul.c) or the GGUF block formats
+ * (quant.h).
+ *
+ * Layout (docs/kernels-matmul.md, "Packed weights"): rows go in groups of
+ * QPACK_ROWS = 16 (the last group padded with zero rows); a group is a run of units
+ * (32 elements, or a 256-element super-block for the K-quants), each unit holding the
+ * 16 rows' quants interleaved four bytes at a time, [j][row][4] — so one 64-byte
+ * vector is 4 consecutive quants of each of the 16 rows, what one vpdpbusd multiplies
+ * by 4 activation bytes broadcast to every lane — followed by the 16 rows' scales.
+ * The quants are unsigned (Q8_0: q + 128, Q4_0: q as stored, Q6_K: q as stored,
+ * IQ4_NL: the table index, mapped to kvalue + 128 in the kernel), the
+ * offset going through the activation sums. Each packed format has exactly the bytes of
+ * the original rows (Q4_K: 64 more per 16 rows and super-block).
+ *
+ * A kernel call multiplies one group (16 rows) by one tile of 1..QPACK_TOK tokens over
+ * the whole row length and writes y[t][r] for the rows that exist. The integer block
+ * sums are those of vec_dot_ref, exactly; the float operations are the same in the
+ * reference kernel and the SIMD ones (lanes are rows, so no horizontal sums), so the two
+ * are bit-identical; against vec_dot_ref they differ in rounding only, within the bound
+ * of docs/kernels-matmul.md.
+ */
+#ifndef EDDY_QUANT_QPACK_H
+#define EDDY_QUANT_QPACK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "quant/quant.h"
+
+#define QPACK_ROWS 16 /* rows per group (one 16-lane vector of int32) */
+#define QPACK_TOK 8   /* tokens per activation tile */
+
+typedef enum {
+    QPACK_NONE = 0,
+    QPACK_Q8_0,
+    QPACK_Q4_0,
+    QPACK_Q4_1,
+    QPACK_Q4_K,
+    QPACK_Q6_K,
+    QPACK_IQ4_NL,
+    QPACK_Q5_0,
+    QPACK_Q5_1,
+    QPACK_Q5_K,
+    QPACK_IQ4_XS,
+    QPACK_COUNT
+} qpack_format;
+
+/* The packed format of a weight type, or QPACK_NONE. */
+qpack_format qpack_format_of(qtype t);
+
+/* Elements per unit (32, or 256 for the K-quants). */
+int64_t qpack_unit(qpack_format f);
+
+/* Bytes of one unit of one group of weights, and of one unit of one activation tile. */
+size_t qpack_unit_bytes(qpack_format f);
+size_t qpack_act_unit_bytes(qpack_format f);
+
+/* Bytes of a whole packed matrix of n_out rows of n_in (n_in a multiple of the unit);
+ * SIZE_MAX on overflow. */
+size_t qpack_weight_bytes(qpack_format f, int64_t n_in, int64_t n_out);
+
+/* Repacks rows [0, n_out) of w (GGUF rows, row_bytes apart) into dst
+ * (qpack_weight_bytes; any alignment, 64 is best). */
+void qpack_weights(qpack_format f, const void *w, size_t row_bytes, int64_t n_in, int64_t n_out, void *dst);
+
+/* One activation tile: nt (1..QPACK_TOK) rows in quant_dot_type (Q8_0 or Q8_K),
+ * act_stride bytes apart, into dst (n_in / unit units of qpack_act_unit_bytes). */
+void qpack_act_tile(qpack_format f, const void *act, size_t act_stride, int nt, int64_t n_in, void *dst);
+
+/* y[t * y_stride + r] = row r of the group . token t of the tile, for t < nt, r < nrows
+ * (1..16), over n_units units. */
+typedef void (*qpack_kernel_fn)(int64_t n_units, const void *group, const void *tile, int nt, float *y,
+                                int64_t y_stride, int nrows);
+
+/* The scalar oracle of the kernels (the same operations, one lane at a time). */
+void qpack_kernel_ref(qpack_format f, int64_t n_units, const void *group, const void *tile, int nt, float *y,
+                      int64_t y_stride, int nrows);
+
+/* The SIMD kernel for f at the ISA level in force, or NULL (no packed kernel here,
+ * e.g. under EDDY_FORCE_REF=1: then nothing is packed and matmul runs the row kernels). */
+qpack_kernel_fn qpack_kernel(qpack_format f);
+
+/* The AVX-512 VNNI kernels and the AVX2 ones (compiled for x86-64 only; called when the
+ * CPU has them: the dispatcher takes AVX-512 VNNI, else AVX2). */
+qpack_kernel_fn qpack_kernel_avx512(qpack_format f);
+qpack_kernel_fn qpack_kernel_avx2(qpack_format f);
+
+#endif
