@@ -96,6 +96,10 @@ typedef struct {
     size_t cache_bytes;   /* the prefix cache's budget */
     int max_queue;        /* requests waiting for a slot before 429 */
     int max_sessions;     /* pinned conversations (session_id) */
+    /* speculative decoding (NULL or EDDY_SPEC_NONE: none); a draft model's engine is made
+     * here, one draft sequence per slot */
+    const eddy_spec_params *spec;
+    const eddy_model *draft_model;
 } srv_sched_params;
 
 /* Makes the engine and starts the scheduler thread; 1 after printing an error. */
@@ -124,6 +128,7 @@ typedef struct {
     double prefill_seconds, decode_seconds;
     int64_t queue, slots_busy, slots_total;
     eddy_cache_stats cache;
+    int64_t spec_steps, spec_drafted, spec_accepted; /* speculative decoding of finished requests */
 } srv_metrics;
 
 void srv_metrics_get(srv_sched *s, srv_metrics *out);

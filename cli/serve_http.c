@@ -869,6 +869,10 @@ static enum MHD_Result handle_metrics(server *sv, struct MHD_Connection *c) {
     METRIC("busy_seconds_total", "counter", "Seconds spent in forward steps.", "%.6f", m.busy_seconds);
     METRIC("generated_tokens_per_second", "gauge", "Generated tokens per second of steps with decoding.", "%.3f",
            m.decode_seconds > 0 ? (double)m.generated_tokens / m.decode_seconds : 0.0);
+    METRIC("spec_verify_steps_total", "counter", "Speculative verify steps of finished requests.", "%lld",
+           (long long)m.spec_steps);
+    METRIC("spec_drafted_total", "counter", "Draft tokens checked.", "%lld", (long long)m.spec_drafted);
+    METRIC("spec_accepted_total", "counter", "Draft tokens accepted.", "%lld", (long long)m.spec_accepted);
     METRIC("cache_entries", "gauge", "States held by the prefix cache.", "%lld", (long long)m.cache.entries);
     METRIC("cache_lookups_total", "counter", "Prefix cache look-ups.", "%lld", (long long)m.cache.lookups);
     METRIC("cache_hits_total", "counter", "Prefix cache look-ups that restored a state.", "%lld",
@@ -1005,7 +1009,8 @@ const char usage_serve[] =
     "        256 MiB) lets a request that shares a conversation's start evaluate only the rest.\n"
     "        --max-queue requests (default 64) may wait before 429; --timeout S ends a request\n"
     "        after S seconds (504); --api-key KEY wants \"Authorization: Bearer KEY\". SIGINT or\n"
-    "        SIGTERM ends the running answers cleanly and stops\n";
+    "        SIGTERM ends the running answers cleanly and stops. --spec-type ngram or -md FILE\n"
+    "        (and the draft flags of run): drafts for every request, verified in one step\n";
 
 int cmd_serve(int argc, char **argv) {
     gen_opts o;
@@ -1100,7 +1105,10 @@ int cmd_serve(int argc, char **argv) {
     srv_sched_params sp = {.m = g.m, .n_slots = (int)np, .n_ctx = o.n_ctx, .n_threads = (int)o.threads,
                            .n_batch = o.n_batch > 0 ? o.n_batch : 256, .type_k = o.type_k, .type_v = o.type_v,
                            .cache_bytes = (size_t)(o.cache_mib >= 0 ? o.cache_mib : 256) << 20,
-                           .max_queue = (int)max_queue, .max_sessions = (int)sessions};
+                           .max_queue = (int)max_queue, .max_sessions = (int)sessions,
+                           .spec = o.spec.type != EDDY_SPEC_NONE ? &g.spec : NULL, .draft_model = g.dm};
+    eddy_ctx_free(g.dc); /* the scheduler makes a draft engine of its own */
+    g.dc = NULL, g.spec.draft = NULL;
     if (srv_sched_start(&sp, &sv.sched)) {
         srv_sched_free(sv.sched);
         gen_session_close(&g);

@@ -66,6 +66,8 @@ typedef struct {
     size_t out_len, out_cap;
     size_t published;    /* bytes of out handed to the request */
     size_t max_stop;     /* the request's longest stop string */
+    eddy_spec *spec;     /* speculative decoding of the request (NULL: none) */
+    int64_t row0;        /* its first row in a verify step's logits */
 } slot;
 
 typedef struct {
@@ -103,6 +105,12 @@ struct srv_sched {
     float *logits;       /* (n_slots, n_vocab) */
     eddy_token *eog;     /* (n_eog) the vocabulary's end-of-generation tokens */
     int64_t n_eog;
+    /* speculative decoding: the settings, a draft engine (-md), drafts per slot and step */
+    eddy_spec_params spec;
+    bool spec_on;
+    eddy_engine *draft;
+    int64_t k_max;
+    eddy_token *drafts;  /* (k_max + 1) scratch */
 };
 
 /* ==== Publishing to the request ==== */
@@ -169,6 +177,15 @@ static void end_request(srv_sched *s, slot *sl, const char *finish, int status, 
     else if (finish) s->m.gen_finished++;
     s->m.generated_tokens += n_gen;
     pthread_mutex_unlock(&s->mu);
+    if (sl->spec) {
+        int64_t steps, drafted, accepted;
+        eddy_spec_counts(sl->spec, &steps, &drafted, &accepted);
+        pthread_mutex_lock(&s->mu);
+        s->m.spec_steps += steps, s->m.spec_drafted += drafted, s->m.spec_accepted += accepted;
+        pthread_mutex_unlock(&s->mu);
+        eddy_spec_free(sl->spec);
+        sl->spec = NULL;
+    }
     eddy_sampler_free(sl->s);
     eddy_detok_free(sl->d);
     sl->s = NULL, sl->d = NULL;
@@ -373,6 +390,11 @@ static bool admit(srv_sched *s, srv_request *r) {
         end_request(s, sl, NULL, 500, err.msg);
         return false;
     }
+    /* drafts need the end-of-generation tokens sampled as they are: not with ignore_eos */
+    if (s->spec_on && !r->ignore_eos && eddy_spec_new(sl->seq, sl->s, &s->spec, &sl->spec, &err) != EDDY_OK) {
+        end_request(s, sl, NULL, 500, err.msg);
+        return false;
+    }
     pin_restore(s, sl);
     int64_t held = 0;
     if (eddy_seq_restore_prefix(sl->seq, r->prompt, r->n_prompt, &held, &err) != EDDY_OK) {
@@ -415,25 +437,40 @@ static bool reserve(srv_sched *s, int64_t n) {
     return true;
 }
 
+/* The model produced an end-of-generation token: the answer is complete. */
+static void end_at_eog(srv_sched *s, slot *sl) {
+    const char *text;
+    size_t len;
+    bool oom = false;
+    eddy_detok_flush(sl->d, &text, &len);
+    if (!add_text(sl, text, len, &oom)) publish(sl, sl->out_len);
+    end_request(s, sl, "stop", 0, NULL);
+}
+
+static void take_token(srv_sched *s, slot *sl, eddy_token t, const float *row, int64_t fed);
+
 /* Samples the slot's next token from its logits row and handles what it means. */
 static void sample_next(srv_sched *s, slot *sl, float *row) {
     srv_request *r = sl->r;
-    eddy_error err;
     if (r->ignore_eos)
         for (int64_t i = 0; i < s->n_eog; i++) row[s->eog[i]] = -INFINITY;
     const eddy_token t = eddy_sampler_sample(sl->s, row);
     if (!r->t_first) r->t_first = cli_now_s();
     if (eddy_vocab_is_eog(s->v, t)) {
-        const char *text;
-        size_t len;
-        bool oom = false;
-        eddy_detok_flush(sl->d, &text, &len);
-        if (!add_text(sl, text, len, &oom)) publish(sl, sl->out_len);
-        end_request(s, sl, "stop", 0, NULL);
+        end_at_eog(s, sl);
         return;
     }
-    if (r->n_logprobs >= 0) record_logprobs(s, sl, row, t);
     eddy_sampler_accept(sl->s, t);
+    take_token(s, sl, t, row, eddy_seq_n_pos(sl->seq));
+}
+
+/* Token t, sampled from row (the sequence holding fed positions, not t) and seen by the
+ * sampler: its log-probabilities, text and what it means (a stop string, the length
+ * limit, a full context). */
+static void take_token(srv_sched *s, slot *sl, eddy_token t, const float *row, int64_t fed) {
+    srv_request *r = sl->r;
+    eddy_error err;
+    if (r->n_logprobs >= 0) record_logprobs(s, sl, row, t);
     pthread_mutex_lock(&r->mu);
     r->n_gen++;
     const int64_t n_gen = r->n_gen;
@@ -453,7 +490,7 @@ static void sample_next(srv_sched *s, slot *sl, float *row) {
         end_request(s, sl, NULL, 500, "out of memory");
         return;
     }
-    const bool full = eddy_seq_n_pos(sl->seq) >= s->n_ctx;
+    const bool full = fed >= s->n_ctx;
     if ((r->max_tokens >= 0 && n_gen >= r->max_tokens) || full) {
         eddy_detok_flush(sl->d, &text, &len);
         if (!add_text(sl, text, len, &oom)) publish(sl, sl->out_len);
@@ -497,9 +534,77 @@ static int fail_all(srv_sched *s, const char *msg) {
     return -1;
 }
 
+/* One verify step over the decoding slots (no prompt going in): each one's next token
+ * and its drafts; then each keeps the drafts the model agrees with and one token of its
+ * own (docs/speculative.md). A slot without drafts (ignore_eos) feeds its token alone. */
+static int spec_step(srv_sched *s) {
+    eddy_error err;
+    int64_t n = 0;
+    for (int i = 0; i < s->p.n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (!sl->r || !sl->decoding) continue;
+        const srv_request *r = sl->r;
+        int64_t k = 0;
+        if (sl->spec) {
+            const int64_t left = r->max_tokens >= 0 ? r->max_tokens - r->n_gen : s->k_max;
+            if (eddy_spec_draft(sl->spec, sl->next, left < s->k_max ? left : s->k_max, s->drafts, &k, &err) !=
+                EDDY_OK) {
+                end_request(s, sl, NULL, 500, err.msg);
+                continue;
+            }
+        }
+        if (!reserve(s, n + k + 1)) return fail_all(s, "out of memory");
+        s->b_tok[n] = sl->next;
+        memcpy(s->b_tok + n + 1, s->drafts, (size_t)k * sizeof *s->b_tok);
+        for (int64_t j = 0; j <= k; j++) s->b_seq[n + j] = sl->seq, s->b_want[n + j] = 1;
+        sl->row0 = n;
+        n += k + 1;
+    }
+    if (n == 0) return 0;
+    eddy_batch b = {n, s->b_tok, s->b_seq, s->b_want};
+    const double t0 = cli_now_s();
+    const eddy_status st = eddy_engine_verify(s->e, &b, s->logits, &err);
+    const double dt = cli_now_s() - t0;
+    pthread_mutex_lock(&s->mu);
+    s->m.steps++;
+    s->m.busy_seconds += dt;
+    s->m.decode_seconds += dt;
+    pthread_mutex_unlock(&s->mu);
+    if (st != EDDY_OK) return fail_all(s, err.msg);
+    for (int i = 0; i < s->p.n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (!sl->r || !sl->decoding) continue;
+        srv_request *r = sl->r;
+        float *rows = s->logits + sl->row0 * s->n_vocab;
+        if (!sl->spec) {
+            if (eddy_seq_accept(sl->seq, 1, &err) != EDDY_OK) end_request(s, sl, NULL, 500, err.msg);
+            else sample_next(s, sl, rows);
+            continue;
+        }
+        const int64_t base = eddy_seq_n_pos(sl->seq), max_emit = r->max_tokens >= 0 ? r->max_tokens - r->n_gen : -1;
+        int64_t n_out = 0;
+        eddy_spec_end end;
+        if (eddy_spec_accept(sl->spec, rows, max_emit, s->drafts, &n_out, &end, &err) != EDDY_OK) {
+            end_request(s, sl, NULL, 500, err.msg);
+            continue;
+        }
+        if (!r->t_first) r->t_first = cli_now_s();
+        /* token j was sampled from rows[j], the sequence then holding base + j + 1 positions */
+        for (int64_t j = 0; j < n_out && sl->r; j++) take_token(s, sl, s->drafts[j], rows + j * s->n_vocab, base + j + 1);
+        if (sl->r && end == EDDY_SPEC_EOG) end_at_eog(s, sl);
+    }
+    return 0;
+}
+
 /* One forward step over every slot with work; 0, or -1 when the step failed (its requests
  * are ended). */
 static int step(srv_sched *s) {
+    if (s->spec_on) { /* drafts when every running request is decoding */
+        bool decoding = false, prefilling = false;
+        for (int i = 0; i < s->p.n_slots; i++)
+            if (s->slots[i].r) decoding |= s->slots[i].decoding, prefilling |= !s->slots[i].decoding;
+        if (decoding && !prefilling) return spec_step(s);
+    }
     int64_t n = 0, n_rows = 0, budget = s->p.n_batch;
     /* decoding slots first: one token each */
     for (int i = 0; i < s->p.n_slots; i++) {
@@ -623,12 +728,31 @@ int srv_sched_start(const srv_sched_params *p, srv_sched **out) {
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     eddy_error err;
-    eddy_engine_params ep = {.n_ctx = p->n_ctx, .n_seq_max = p->n_slots, .n_snapshots = p->max_sessions,
+    /* drafts: a verify holds a state per token, each slot's next token and its drafts, in
+     * one step of at most 512 rows */
+    if (p->spec && p->spec->type != EDDY_SPEC_NONE) {
+        s->spec = *p->spec;
+        s->k_max = s->spec.draft_max > 0 ? s->spec.draft_max : 16;
+        if (s->k_max > 512 / p->n_slots - 1) s->k_max = 512 / p->n_slots - 1;
+        s->spec_on = s->k_max >= 1;
+        if (!s->spec_on)
+            eddy_log(EDDY_LOG_WARN, "serve: %d slots leave no room for drafts: no speculative decoding", p->n_slots);
+    }
+    const int spec_states = s->spec_on ? p->n_slots * (int)(s->k_max + 1) : 0;
+    eddy_engine_params ep = {.n_ctx = p->n_ctx, .n_seq_max = p->n_slots, .n_snapshots = p->max_sessions + spec_states,
                              .n_threads = p->n_threads, .type_k = p->type_k, .type_v = p->type_v,
                              .cache_bytes = p->cache_bytes};
     if (eddy_engine_new(p->m, &ep, &s->e, &err) != EDDY_OK) {
         return cli_error("%s", err.msg);
     }
+    if (s->spec_on && s->spec.type == EDDY_SPEC_DRAFT) { /* a draft sequence and its snapshot per slot */
+        eddy_engine_params dp = {.n_ctx = eddy_engine_n_ctx(s->e), .n_seq_max = p->n_slots,
+                                 .n_snapshots = p->n_slots, .n_threads = p->n_threads};
+        if (!p->draft_model) return cli_error("--spec-type draft needs a draft model (-md FILE)");
+        if (eddy_engine_new(p->draft_model, &dp, &s->draft, &err) != EDDY_OK) return cli_error("-md: %s", err.msg);
+        s->spec.draft = NULL, s->spec.draft_engine = s->draft;
+    }
+    s->drafts = malloc((size_t)(s->k_max + 1) * sizeof *s->drafts);
     s->v = eddy_model_vocab(p->m);
     s->n_ctx = eddy_engine_n_ctx(s->e);
     s->n_vocab = eddy_model_n_vocab(p->m);
@@ -636,8 +760,8 @@ int srv_sched_start(const srv_sched_params *p, srv_sched **out) {
     s->slots = calloc((size_t)p->n_slots, sizeof *s->slots);
     s->pins = calloc((size_t)(p->max_sessions > 0 ? p->max_sessions : 1), sizeof *s->pins);
     s->b_rows = calloc((size_t)p->n_slots, sizeof *s->b_rows);
-    s->logits = malloc((size_t)(p->n_slots * s->n_vocab) * sizeof *s->logits);
-    if (!s->queue || !s->slots || !s->pins || !s->b_rows || !s->logits) {
+    s->logits = malloc((size_t)(p->n_slots * (s->k_max + 1) * s->n_vocab) * sizeof *s->logits);
+    if (!s->queue || !s->slots || !s->pins || !s->b_rows || !s->logits || !s->drafts) {
         return cli_error("out of memory");
     }
     for (int i = 0; i < p->n_slots; i++)
@@ -680,6 +804,8 @@ void srv_sched_free(srv_sched *s) {
     }
     for (int i = 0; s->pins && i < s->p.max_sessions; i++) pin_clear(&s->pins[i]);
     eddy_engine_free(s->e); /* with its sequences */
+    eddy_engine_free(s->draft); /* after the slots' drafters gave back their draft sequences */
+    free(s->drafts);
     free(s->queue), free(s->slots), free(s->pins), free(s->b_rows), free(s->logits);
     free(s->b_tok), free(s->b_seq), free(s->b_want), free(s->eog);
     pthread_mutex_destroy(&s->mu);

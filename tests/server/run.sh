@@ -2,8 +2,8 @@
 # tests/server/run.sh EDDY_BINARY [PART...] — `eddy serve` against real clients: the
 # official openai Python package (installed from PyPI into a virtualenv, build/venv-server
 # unless EDDY_SERVER_VENV says otherwise, made here when missing), many concurrent
-# streams, and hostile requests (tests/server/test_server.py; PART: api, load, hostile,
-# shutdown; all by default). Prints "N passed, M failed". When the virtualenv or the
+# streams, hostile requests and drafts (tests/server/test_server.py; PART: api, load, hostile,
+# shutdown, spec; all by default). Prints "N passed, M failed". When the virtualenv or the
 # package cannot be installed (no PyPI), that is a failure, never a skip.
 set -u
 EDDY=${1:?usage: run.sh EDDY_BINARY [PART...]}

@@ -27,7 +27,7 @@ import threading
 import time
 
 EDDY = sys.argv[1]
-PARTS = sys.argv[2:] or ["api", "load", "hostile", "shutdown"]
+PARTS = sys.argv[2:] or ["api", "load", "hostile", "shutdown", "spec"]
 SLOW = "asan" in EDDY  # the sanitizer build is several times slower
 QWEN = "tests/data/models/qwen35-tiny-f32.gguf"    # has a chat template
 LLAMA = "tests/data/models/llama-tiny-f32.gguf"    # varied (random) text, no template
@@ -708,9 +708,57 @@ def part_shutdown():
         ok()
 
 
+def part_spec():
+    """Speculative decoding: prompt lookup and a draft model give every request the
+    answer eddy run gives without drafts (greedy, seeded, stop strings, length limits),
+    with several requests decoding together; the counts show up in /metrics."""
+    prompts = ["one two three one two three one two", "Once upon a time there was", "a b a b a b a"]
+    for model, args in [(LLAMA, ["--spec-type", "ngram", "--draft-max", "6"]),
+                        (QWEN, ["-md", "tests/data/models/qwen35-tiny-q4_k_m.gguf", "--draft-p-min", "0"])]:
+        want = {(pr, mode): eddy_run(model, pr, "-n", "24", *mode) for pr in prompts
+                for mode in (("--temp", "0"), ("--seed", "5"))}
+        sv = Server(model, "-np", "3", *args)
+        try:
+            res = {}
+
+            def one(pr, mode):
+                body = {"prompt": pr, "max_tokens": 24}
+                body.update({"temperature": 0} if mode[0] == "--temp" else {"seed": 5})
+                s, _, j = post(sv.port, "/v1/completions", body)
+                res[(pr, mode)] = (s, j)
+
+            threads = [threading.Thread(target=one, args=k) for k in want]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+            for k, text in want.items():
+                s, j = res.get(k, (None, None))
+                got = j["choices"][0]["text"] if s == 200 else j
+                if model == QWEN and k[1][0] == "--seed":  # a draft model samples its drafts: another random
+                    check(s == 200 and j["usage"]["completion_tokens"] == 24, "%s seeded: %s" % (k, j))  # stream
+                    continue
+                check(s == 200 and got == text, "%s %s %s: %r vs eddy run's %r" % (model, args[:2], k, got, text))
+            # a stop string inside drafted text ends the answer there
+            full = want[(prompts[0], ("--temp", "0"))]
+            if len(full) > 6:
+                stop = full[3:6]
+                s, _, j = post(sv.port, "/v1/completions", {"prompt": prompts[0], "max_tokens": 24, "temperature": 0,
+                                                            "stop": [stop]})
+                check(s == 200 and j["choices"][0]["text"] == full[:full.find(stop)],
+                      "stop string with drafts: %r" % (j,))
+            m = wait_idle(sv.port)
+            check(m["eddy_spec_verify_steps_total"] > 0 and m["eddy_spec_drafted_total"] > 0 and
+                  m["eddy_slots_busy"] == 0, "speculative counts in /metrics: %s" %
+                  {k: v for k, v in m.items() if "spec" in k})
+        finally:
+            check(sv.stop() == 0, "exit status with drafts: %s" % sv.lines[-3:])
+
+
 for part in PARTS:
     try:
-        {"api": part_api, "load": part_load, "hostile": part_hostile, "shutdown": part_shutdown}[part]()
+        {"api": part_api, "load": part_load, "hostile": part_hostile, "shutdown": part_shutdown,
+         "spec": part_spec}[part]()
     except Exception as e:  # noqa: BLE001 - a crash of the test is a failure
         import traceback
         traceback.print_exc()
