@@ -44,7 +44,10 @@ def run_eddy(binary, model, threads, a, prefix=()):
     cmd = list(prefix) + [binary, "bench", "-m", model, "-p", "0", "-n", str(a.n), "-r", str(a.r), "--json"]
     if threads:
         cmd += ["-t", str(threads)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
+    except subprocess.TimeoutExpired:
+        return None
     if r.returncode:
         return None
     return json.loads(r.stdout.strip().splitlines()[-1])["tg_tps"]
@@ -53,7 +56,10 @@ def run_eddy(binary, model, threads, a, prefix=()):
 def run_llama(binary, model, threads, a, prefix=()):
     cmd = list(prefix) + [binary, "-m", model, "-p", "0", "-n", str(a.n), "-r", str(a.r), "-o", "json",
                           "-t", str(threads or len(cpus()))]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
+    except subprocess.TimeoutExpired:
+        return None
     if r.returncode:
         return None
     rows = json.loads(r.stdout[r.stdout.find("["):])
@@ -70,6 +76,7 @@ def main():
     ap.add_argument("-n", type=int, default=64, help="decode tokens per run")
     ap.add_argument("-r", type=int, default=3, help="repetitions inside each run")
     ap.add_argument("-R", type=int, default=3, help="rounds")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds a run may take (past it: failed)")
     a = ap.parse_args()
     c = cpus()
     if len(c) < 2:
@@ -110,7 +117,7 @@ def main():
         for cname, *_ in conditions:
             v = [x for x in res[(ename, cname)] if x]
             if not v:
-                cells.append("failed")
+                cells.append("failed or timed out")
                 continue
             m = statistics.median(v)
             cells.append(f"{m:.1f} ({m / b:.2f}×)" if b else f"{m:.1f}")
