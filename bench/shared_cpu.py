@@ -40,29 +40,30 @@ def busy_loop(cpu):
     return subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", "while True: pass"])
 
 
-def run_eddy(binary, model, threads, a, prefix=()):
-    cmd = list(prefix) + [binary, "bench", "-m", model, "-p", "0", "-n", str(a.n), "-r", str(a.r), "--json"]
-    if threads:
-        cmd += ["-t", str(threads)]
+def output(cmd, a):
+    """The command's standard output, or None when it failed or ran past --timeout."""
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
     except subprocess.TimeoutExpired:
         return None
-    if r.returncode:
-        return None
-    return json.loads(r.stdout.strip().splitlines()[-1])["tg_tps"]
+    return None if r.returncode else r.stdout
+
+
+def run_eddy(binary, model, threads, a, prefix=()):
+    cmd = list(prefix) + [binary, "bench", "-m", model, "-p", "0", "-n", str(a.n), "-r", str(a.r), "--json"]
+    if threads:
+        cmd += ["-t", str(threads)]
+    out = output(cmd, a)
+    return json.loads(out.strip().splitlines()[-1])["tg_tps"] if out else None
 
 
 def run_llama(binary, model, threads, a, prefix=()):
     cmd = list(prefix) + [binary, "-m", model, "-p", "0", "-n", str(a.n), "-r", str(a.r), "-o", "json",
                           "-t", str(threads or len(cpus()))]
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
-    except subprocess.TimeoutExpired:
+    out = output(cmd, a)
+    if not out:
         return None
-    if r.returncode:
-        return None
-    rows = json.loads(r.stdout[r.stdout.find("["):])
+    rows = json.loads(out[out.find("["):])
     return next((j["avg_ts"] for j in rows if j.get("n_gen", 0) > 0), None)
 
 
