@@ -125,7 +125,8 @@ eddy_status eddy_spec_draft(eddy_spec *sp, eddy_token t, int64_t max, eddy_token
     int64_t k_max = drafter_length(sp->d);
     if (k_max > max) k_max = max;
     if (k_max > eddy_engine_n_ctx(e) - base - 1) k_max = eddy_engine_n_ctx(e) - base - 1;
-    if (k_max > engine_verify_room(e) - 1) k_max = engine_verify_room(e) - 1;
+    const int64_t room = engine_verify_room(e) - 1;
+    if (k_max > room) k_max = room;
     int64_t k = 0;
     if (k_max >= drafter_min(sp->d)) {
         memcpy(sp->hist, eddy_seq_tokens(sp->seq), (size_t)base * sizeof *sp->hist);
