@@ -274,12 +274,13 @@ wait_exit $pid; rc=$?
 if [ $rc -eq 130 ]; then ok; else bad "two Ctrl-C in a chat reply: exit status $rc (expected 130, SIGINT)"; fi
 exec 3>&-
 # Ctrl-C during a long prefill (one token per step) stops it there; the next turn goes on from it
-for i in $(seq 1000); do printf 'word%d ' $i; done >"$TMP/long.txt"
+# (~14,000 tokens: seconds of prefill even on a fast machine, so the Ctrl-C lands inside it)
+for i in $(seq 2500); do printf 'word%d ' $i; done >"$TMP/long.txt"
 mkfifo "$TMP/in4"
 EDDY_LOG_LEVEL=debug "$EDDY" chat -m $R -f "$TMP/long.txt" -n 2 -ub 1 -c 60000 -t 1 <"$TMP/in4" >/dev/null 2>"$TMP/c4.err" &
 pid=$!
 exec 3>"$TMP/in4"
-wait_for "$TMP/c4.err" "chat: 1 messages"; sleep 0.3
+wait_for "$TMP/c4.err" "chat: 1 messages"; sleep 0.1
 kill -INT $pid
 if wait_for "$TMP/c4.err" "chat: a reply of 0 tokens, stopped by Ctrl-C"; then
   echo "next" >&3
