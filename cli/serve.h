@@ -92,6 +92,7 @@ typedef struct {
     int64_t n_ctx;        /* positions per sequence (0: the model's, at most 4096) */
     int n_threads;
     int64_t n_batch;      /* prefill tokens per step across requests (the bound on a step's length) */
+    int64_t prefill_chunk; /* ... while some request is decoding (each waits on those steps) */
     eddy_kv_type type_k, type_v;
     size_t cache_bytes;   /* the prefix cache's budget */
     int max_queue;        /* requests waiting for a slot before 429 */

@@ -1000,13 +1000,15 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state, enum
 const char usage_serve[] =
     "eddy serve -m MODEL.gguf [--host 127.0.0.1] [--port 8080] [-np N] [-c N] [-t N] [--api-key KEY]\n"
     "           [--cache-ram MiB] [--timeout S] [--max-queue N] [--sessions N] [--alias NAME]\n"
+    "           [--prefill-chunk N]\n"
     "           [the sampling, context, thread and template options of run: the requests' defaults]\n"
     "        an OpenAI-compatible HTTP server (docs/server.md): POST /v1/chat/completions and\n"
     "        /v1/completions (streamed as server-sent events or not), GET /v1/models, /health,\n"
     "        /metrics (Prometheus), POST /tokenize and /detokenize. Up to N requests (-np,\n"
-    "        default 4) are decoded together on one engine, new ones joining at each step; long\n"
-    "        prompts go in -b tokens per step (default 256); the prefix cache (--cache-ram, default\n"
-    "        256 MiB) lets a request that shares a conversation's start evaluate only the rest.\n"
+    "        default 4) are decoded together on one engine, new ones joining at each step; prompts\n"
+    "        go in -b tokens per step (default 256), or --prefill-chunk N (default 64) while other\n"
+    "        requests decode, bounding the gap between their tokens; the prefix cache (--cache-ram,\n"
+    "        default 256 MiB) lets a request that shares a conversation's start evaluate the rest.\n"
     "        --max-queue requests (default 64) may wait before 429; --timeout S ends a request\n"
     "        after S seconds (504); --api-key KEY wants \"Authorization: Bearer KEY\". SIGINT or\n"
     "        SIGTERM ends the running answers cleanly and stops. --spec-type ngram or -md FILE\n"
@@ -1016,7 +1018,7 @@ int cmd_serve(int argc, char **argv) {
     gen_opts o;
     gen_opts_init(&o);
     const char *host = "127.0.0.1", *api_key = NULL, *alias = NULL;
-    long long port = 8080, np = 4, max_queue = 64, sessions = 16;
+    long long port = 8080, np = 4, max_queue = 64, sessions = 16, prefill_chunk = 64;
     double timeout = 0;
     for (int i = 1; i < argc; i++) {
         int r = gen_opts_parse(&o, argc, argv, &i);
@@ -1037,6 +1039,8 @@ int cmd_serve(int argc, char **argv) {
             if (cli_parse_float(a, val, 0, 1e7, &timeout)) return 1;
         } else if (!strcmp(a, "--max-queue")) {
             if (cli_parse_int(a, val, 1, 1 << 20, &max_queue)) return 1;
+        } else if (!strcmp(a, "--prefill-chunk")) {
+            if (cli_parse_int(a, val, 1, 1 << 20, &prefill_chunk)) return 1;
         } else if (!strcmp(a, "--sessions")) {
             if (cli_parse_int(a, val, 0, 4096, &sessions)) return 1;
         } else if (!strcmp(a, "--alias") || !strcmp(a, "-a")) {
@@ -1102,8 +1106,10 @@ int cmd_serve(int argc, char **argv) {
                    n_probe > 0 && probe[0] == eddy_vocab_bos(g.v);
     eddy_buffer_free(probe);
 
+    const int64_t n_batch = o.n_batch > 0 ? o.n_batch : 256;
     srv_sched_params sp = {.m = g.m, .n_slots = (int)np, .n_ctx = o.n_ctx, .n_threads = (int)o.threads,
-                           .n_batch = o.n_batch > 0 ? o.n_batch : 256, .type_k = o.type_k, .type_v = o.type_v,
+                           .n_batch = n_batch, .prefill_chunk = prefill_chunk < n_batch ? prefill_chunk : n_batch,
+                           .type_k = o.type_k, .type_v = o.type_v,
                            .cache_bytes = (size_t)(o.cache_mib >= 0 ? o.cache_mib : 256) << 20,
                            .max_queue = (int)max_queue, .max_sessions = (int)sessions,
                            .spec = o.spec.type != EDDY_SPEC_NONE ? &g.spec : NULL, .draft_model = g.dm};

@@ -5,9 +5,10 @@
  * Each step: waiting requests take free slots (the slot whose sequence shares the
  * longest prefix with the prompt first); each new one restores the deepest state of
  * its prompt the sequence, a pinned session or the prefix cache holds; then one
- * forward step carries one token of every decoding request and up to n_batch prompt
- * tokens of the prefilling ones (long prompts go in over several steps, so the
- * decoding streams wait at most one bounded step per token); then every request with
+ * forward step carries one token of every decoding request and up to prefill_chunk
+ * prompt tokens of the prefilling ones (n_batch when no request decodes; long prompts go
+ * in over several steps, so the decoding streams wait at most one bounded step per
+ * token); then every request with
  * logits samples its next token. Requests leave when they finish, are cancelled (the
  * client went away, the deadline passed) or fail. A sequence's tokens and logits do
  * not depend on what shares its steps (docs/sequences.md), so each answer is the one
@@ -605,7 +606,7 @@ static int step(srv_sched *s) {
             if (s->slots[i].r) decoding |= s->slots[i].decoding, prefilling |= !s->slots[i].decoding;
         if (decoding && !prefilling) return spec_step(s);
     }
-    int64_t n = 0, n_rows = 0, budget = s->p.n_batch;
+    int64_t n = 0, n_rows = 0;
     /* decoding slots first: one token each */
     for (int i = 0; i < s->p.n_slots; i++) {
         slot *sl = &s->slots[i];
@@ -615,8 +616,11 @@ static int step(srv_sched *s) {
         s->b_rows[n_rows++] = sl;
         n++;
     }
+    const int64_t n_decoding = n;
     const bool any_decoding = n > 0;
-    /* then prompts, up to the budget */
+    /* then prompts, up to the budget: small while streams decode (each of them waits for
+     * this step: the bound on the gap between two of its tokens), large when none does */
+    int64_t budget = any_decoding ? s->p.prefill_chunk : s->p.n_batch;
     for (int i = 0; i < s->p.n_slots && budget > 0; i++) {
         slot *sl = &s->slots[i];
         if (!sl->r || sl->decoding) continue;
@@ -635,6 +639,8 @@ static int step(srv_sched *s) {
         sl->n_fed += take; /* undone below when the step fails */
     }
     if (n == 0) return 0;
+    eddy_log(EDDY_LOG_DEBUG, "serve: a step of %lld decoding and %lld prompt tokens", (long long)n_decoding,
+             (long long)(n - n_decoding));
     eddy_batch b = {n, s->b_tok, s->b_seq, s->b_want};
     eddy_error err;
     const double t0 = cli_now_s();

@@ -53,10 +53,12 @@ def check(cond, msg):
 # ==== The server process ====
 
 class Server:
-    def __init__(self, model, *args):
+    def __init__(self, model, *args, log_level=None):
         self.lines = []
         cmd = [EDDY, "serve", "-m", model, "--port", "0", "-t", "2", *args]
         env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1")
+        if log_level:
+            env["EDDY_LOG_LEVEL"] = log_level
         self.p = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
         self.port = None
         self.drainer = threading.Thread(target=self._drain, daemon=True)
@@ -183,6 +185,14 @@ def sse_stream(port, path, body, hang_up_after=None, timeout=60):
     return 200, events, done
 
 
+def quietly(fn, *args):
+    """fn(*args), its exceptions dropped (a background request the server's stop cuts off)."""
+    try:
+        fn(*args)
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def stream_text(events, chat):
     if chat:
         return "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e.get("choices"))
@@ -196,7 +206,7 @@ def part_api():
     # bad command lines: one line "eddy: error: ...", exit status 1
     for args, pat in [([], "no model given"), (["-m", QWEN, "--port", "70000"], "--port: 70000 is out of range"),
                       (["-m", QWEN, "--host", "nowhere"], "is not an IPv4 or IPv6 address"),
-                      (["-m", QWEN, "-p", "hi"], "come with each request"), (["-m", QWEN, "-np", "0"], "-np: 0"),
+                      (["-m", QWEN, "-p", "hi"], "come with each request"), (["-m", QWEN, "-np", "0"], "-np: 0"), (["-m", QWEN, "--prefill-chunk", "0"], "--prefill-chunk: 0"),
                       (["-m", QWEN, "--bogus"], "unknown option '--bogus' for 'serve'"),
                       (["-m", "/nonexistent.gguf"], "/nonexistent.gguf")]:
         r = subprocess.run([EDDY, "serve", *args], capture_output=True, timeout=60)
@@ -416,6 +426,36 @@ def part_api():
         check(wait_idle(p)["eddy_slots_busy"] == 0, "slot free after the timeout")
     finally:
         check(sv.stop() == 0, "timeout server exit")
+
+
+    # --prefill-chunk: a prompt that arrives while another request decodes goes in that many
+    # tokens per step (the scheduler's debug lines tell each step's tokens); -b when nothing
+    # else decodes
+    prompt = " ".join("word%d" % i for i in range(60))
+    for chunk in (16, 256):
+        sv = Server(LLAMA, "-np", "2", "-c", "4096", "--prefill-chunk", str(chunk), log_level="debug")
+        bg = None
+        try:
+            p = sv.port
+            s, _, j = post(p, "/tokenize", {"content": prompt})
+            n = len(j["tokens"])
+            bg = threading.Thread(target=quietly, args=(sse_stream, p, "/v1/completions", {
+                "prompt": "x", "max_tokens": 4000, "ignore_eos": True, "temperature": 1, "seed": 5, "stream": True}))
+            bg.start()
+            deadline = time.time() + 30
+            while metrics(p)["eddy_steps_total"] < 3 and time.time() < deadline:
+                time.sleep(0.01)
+            s, _, j = post(p, "/v1/completions", {"prompt": prompt, "max_tokens": 1, "temperature": 0})
+            steps = [tuple(map(int, m.groups())) for m in (re.search(r"step of (\d+) decoding and (\d+) prompt", x)
+                                                         for x in list(sv.lines)) if m]
+            fed = [(d, k) for d, k in steps if k > 0][1:]  # after the background request's prompt
+            n += 1  # BOS
+            check(s == 200 and fed == [(1, min(chunk, n - i * chunk)) for i in range(-(-n // chunk))],
+                  "--prefill-chunk %d: a %d-token prompt beside a decoding stream went in as %s" % (chunk, n, fed))
+        finally:
+            check(sv.stop() == 0, "--prefill-chunk server exit")
+            if bg:
+                bg.join(60)
 
 
 # ==== load ====
