@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,6 +27,7 @@
 #include <xxhash.h>
 
 #include "base/alloc.h"
+#include "base/mapfile.h"
 #include "gen/sampler.h"
 #include "gguf/gguf.h"
 #include "model/engine.h"
@@ -433,44 +435,27 @@ eddy_status eddy_seq_load(eddy_seq *s, eddy_sampler *smp, const char *path, eddy
     return eddy_seq_load_app(s, smp, path, NULL, NULL, err);
 }
 
-/* The whole file at path in *buf (free with eddy_free), *len bytes. */
-static eddy_status read_file(const char *path, uint8_t **buf, size_t *len, eddy_error *err) {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return eddy_error_set(err, EDDY_ERR_IO, "%s: cannot open the session: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return eddy_error_set(err, EDDY_ERR_IO, "%s: not a regular file", path);
-    }
-    *len = (size_t)sb.st_size;
-    *buf = eddy_malloc(*len ? *len : 1);
-    if (!*buf) {
-        close(fd);
-        return eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate %.1f MiB to read %s", (double)*len / (1 << 20), path);
-    }
-    size_t got = 0;
-    while (got < *len) {
-        ssize_t r = read(fd, *buf + got, *len - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
-    if (got == *len) return EDDY_OK;
-    eddy_free(*buf);
-    *buf = NULL;
-    return eddy_error_set(err, EDDY_ERR_IO, "%s: read %zu of %zu bytes", path, got, *len);
+/* The whole file at path in f (mapfile_close it). Mapped, not read into a buffer: no
+ * second copy of a file of tens of megabytes in memory while it is copied into the
+ * pool, and the kernel is asked to read the whole file ahead while the checks run.
+ * Session files are replaced by rename (session_write_atomic), never rewritten in
+ * place, so the mapped bytes do not change under the loader. */
+static eddy_status read_file(const char *path, mapfile *f, eddy_error *err) {
+    eddy_error e;
+    eddy_status st = mapfile_open(f, path, true, &e);
+    if (st != EDDY_OK) return eddy_error_set(err, st, "cannot open the session %s", e.msg);
+    if (f->mapped) posix_madvise((void *)f->data, (size_t)f->size, POSIX_MADV_WILLNEED);
+    return EDDY_OK;
 }
 
 eddy_status eddy_seq_load_app(eddy_seq *s, eddy_sampler *smp, const char *path, void **app, size_t *app_len,
                               eddy_error *err) {
     if (!s || !path || (app && !app_len)) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_seq_load: NULL argument");
-    uint8_t *buf;
-    size_t len;
-    eddy_status st = read_file(path, &buf, &len, err);
+    mapfile f;
+    eddy_status st = read_file(path, &f, err);
     if (st != EDDY_OK) return st;
-    st = load_bytes(s, smp, path, buf, len, app, app_len, err);
-    eddy_free(buf);
+    st = load_bytes(s, smp, path, f.data, (size_t)f.size, app, app_len, err);
+    mapfile_close(&f);
     return st;
 }
 
@@ -482,10 +467,11 @@ eddy_status session_serialize_entry(engine *c, const seq_state *st, uint8_t **ou
 
 eddy_status session_load_prefix(engine *c, eddy_seq *s, const char *path, const int32_t *tokens, int64_t n,
                                 eddy_error *err) {
-    uint8_t *buf;
-    size_t len;
-    eddy_status st = read_file(path, &buf, &len, err);
+    mapfile f;
+    eddy_status st = read_file(path, &f, err);
     if (st != EDDY_OK) return st;
+    const uint8_t *buf = f.data;
+    const size_t len = (size_t)f.size;
     const size_t nl = (size_t)(c->sp->n_layer > 0 ? c->sp->n_layer : 1);
     parsed p = {0};
     p.conv = eddy_calloc(4 * nl, sizeof *p.conv);
@@ -497,7 +483,7 @@ eddy_status session_load_prefix(engine *c, eddy_seq *s, const char *path, const 
         if ((int32_t)get32(p.sec[SEC_TOKENS] + 4 * i) != tokens[i]) st = BAD("%s: holds other tokens", path);
     if (st == EDDY_OK) st = apply(c, s, NULL, &p, err);
     eddy_free(p.conv);
-    eddy_free(buf);
+    mapfile_close(&f);
     return st;
 }
 
