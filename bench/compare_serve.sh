@@ -34,7 +34,7 @@ run_one() { # NAME COMMAND...
 }
 
 for r in $(seq 1 "$ROUNDS"); do
-  run_one eddy "$EDDY" serve -m "$MODEL" -t 2 -np 16 -c 2048 --port "$PORT"
+  run_one eddy "$EDDY" serve -m "$MODEL" -t 2 -np 16 -c 2048 --port "$PORT" ${EDDY_ARGS:-}
   if [ -x "$LLAMA_SERVER" ]; then
     run_one llama-server "$LLAMA_SERVER" -m "$MODEL" -t 2 -np 16 -c 32768 --port "$PORT" --host 127.0.0.1
   fi

@@ -1006,9 +1006,9 @@ const char usage_serve[] =
     "        /v1/completions (streamed as server-sent events or not), GET /v1/models, /health,\n"
     "        /metrics (Prometheus), POST /tokenize and /detokenize. Up to N requests (-np,\n"
     "        default 4) are decoded together on one engine, new ones joining at each step; prompts\n"
-    "        go in -b tokens per step (default 256), or --prefill-chunk N (default 64) while other\n"
+    "        go in -b tokens per step (default 256), or --prefill-chunk N (default 32) while other\n"
     "        requests decode, bounding the gap between their tokens; the prefix cache (--cache-ram,\n"
-    "        default 256 MiB) lets a request that shares a conversation's start evaluate the rest.\n"
+    "        default 4096 MiB) lets a request that shares a conversation's start evaluate the rest.\n"
     "        --max-queue requests (default 64) may wait before 429; --timeout S ends a request\n"
     "        after S seconds (504); --api-key KEY wants \"Authorization: Bearer KEY\". SIGINT or\n"
     "        SIGTERM ends the running answers cleanly and stops. --spec-type ngram or -md FILE\n"
@@ -1018,7 +1018,7 @@ int cmd_serve(int argc, char **argv) {
     gen_opts o;
     gen_opts_init(&o);
     const char *host = "127.0.0.1", *api_key = NULL, *alias = NULL;
-    long long port = 8080, np = 4, max_queue = 64, sessions = 16, prefill_chunk = 64;
+    long long port = 8080, np = 4, max_queue = 64, sessions = 16, prefill_chunk = 32;
     double timeout = 0;
     for (int i = 1; i < argc; i++) {
         int r = gen_opts_parse(&o, argc, argv, &i);
@@ -1110,7 +1110,7 @@ int cmd_serve(int argc, char **argv) {
     srv_sched_params sp = {.m = g.m, .n_slots = (int)np, .n_ctx = o.n_ctx, .n_threads = (int)o.threads,
                            .n_batch = n_batch, .prefill_chunk = prefill_chunk < n_batch ? prefill_chunk : n_batch,
                            .type_k = o.type_k, .type_v = o.type_v,
-                           .cache_bytes = (size_t)(o.cache_mib >= 0 ? o.cache_mib : 256) << 20,
+                           .cache_bytes = (size_t)(o.cache_mib >= 0 ? o.cache_mib : 4096) << 20,
                            .max_queue = (int)max_queue, .max_sessions = (int)sessions,
                            .spec = o.spec.type != EDDY_SPEC_NONE ? &g.spec : NULL, .draft_model = g.dm};
     eddy_ctx_free(g.dc); /* the scheduler makes a draft engine of its own */
