@@ -20,8 +20,9 @@
 
 static int64_t read_ids_from(const char *file, int32_t *ids, int64_t max) {
     size_t n;
-    char *text = test_read_file(test_data_path(file), &n);
-    if (!text) return 0;
+    char *raw = test_read_file(test_data_path(file), &n), *text = raw ? realloc(raw, n + 1) : NULL;
+    if (!text) return free(raw), 0;
+    text[n] = '\0'; /* test_read_file's bytes end without one: strtol must stop there */
     char *p = text;
     int64_t count = 0;
     while (count < max) {

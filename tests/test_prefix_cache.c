@@ -5,7 +5,8 @@
  *     prefix with an earlier one restores the deepest checkpoint and, evaluating only
  *     the rest, gets the logits of evaluating it all, on every architecture;
  *   - two sequences restored from one checkpoint share its KV blocks;
- *   - a small budget evicts the least recently used states and stays correct;
+ *   - a small budget evicts the least recently used states and stays correct; the
+ *     budget counts the KV blocks the entries share once;
  *   - long prompts of several sequences in one batch, cut into steps, give each the
  *     logits it gets alone (steps only cut a sequence where a piece ends);
  *   - the disk tier: states evicted from memory, and those cached when the engine is
@@ -21,6 +22,7 @@
 
 #include "eddy.h"
 #include "model/engine.h"
+#include "state/state.h"
 #include "test_seq.h"
 
 static const char *const models[] = {
@@ -123,6 +125,36 @@ TEST(prefix_cache_put_and_own_prefix) {
     eddy_engine_free(e);
     eddy_model_free(m);
     free(l1), free(l2);
+}
+
+/* The entries of one sequence share its KV blocks, and the budget counts each block
+ * once: checkpoints at 256 and 512 and the state at 600 hold three recurrent slots and
+ * the 600 positions' three blocks (counted as one entry each, they would be six); the
+ * sequence leaving changes nothing. */
+TEST(prefix_cache_counts_shared_blocks_once) {
+    eddy_model *m = NULL;
+    REQUIRE(eddy_model_load(test_data_path("models/qwen35-tiny-f32.gguf"), &m, NULL) == EDDY_OK);
+    const int64_t V = eddy_model_n_vocab(m);
+    eddy_engine *e = new_engine(m, (size_t)64 << 20, 1);
+    eddy_seq *s = e ? new_seq(e) : NULL;
+    int32_t t[600];
+    for (int i = 0; i < 600; i++) t[i] = (int32_t)((i * 37 + 5) % V);
+    if (s && feed(s, t, 600, NULL)) {
+        const size_t slot = eddy_engine_state_bytes(e), block = STATE_KV_BLOCK * eddy_engine_kv_bytes_per_pos(e);
+        CHECK(eddy_seq_cache_put(s, NULL) == EDDY_OK);
+        eddy_cache_stats st;
+        eddy_engine_cache_stats(e, &st);
+        const size_t want = 3 * slot + 3 * block; /* blocks of [0, 256), [256, 512), [512, 600) */
+        CHECKF(st.entries == 3 && st.bytes == want, "%lld entries, %zu bytes, want %zu", (long long)st.entries,
+               st.bytes, want);
+        eddy_seq_free(s);
+        s = NULL;
+        eddy_engine_cache_stats(e, &st);
+        CHECKF(st.entries == 3 && st.bytes == want, "after the sequence left: %zu bytes", st.bytes);
+    }
+    eddy_seq_free(s);
+    eddy_engine_free(e);
+    eddy_model_free(m);
 }
 
 /* A budget of about two states: five prompts leave at most two, the most recent;

@@ -184,6 +184,10 @@ static eddy_status new_state_pool(engine *c, int64_t n_states, int64_t n_cache_b
                                          n_states, c->n_ctx)
                         : state_pool_new(&c->sp, shapes, hp->n_layer, n_states, n_blocks, type_k, type_v, err);
     eddy_free(shapes);
+    if (s == EDDY_OK && c->n_cache_max) { /* the prefix cache counts the blocks its entries hold */
+        c->cache_block_refs = eddy_calloc((size_t)(n_blocks > 0 ? n_blocks : 1), sizeof *c->cache_block_refs);
+        if (!c->cache_block_refs) s = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+    }
     return s;
 }
 

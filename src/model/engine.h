@@ -107,7 +107,8 @@ struct eddy_engine {
      * and a checkpoint at a multiple of cache_every exists whenever piece is it. */
     int64_t piece;
     size_t cache_budget;  /* 0: no cache */
-    size_t cache_used;
+    size_t cache_used;    /* the entries' slots, and each KV block they hold counted once */
+    int32_t *cache_block_refs; /* (sp->n_blocks) entries holding each block */
     int64_t n_cache_max;
     cache_entry *cache;   /* (n_cache_max) */
     uint64_t cache_clock;

@@ -34,13 +34,34 @@ static uint64_t tokens_hash(const int32_t *tokens, int64_t n) {
     return XXH3_64bits(tokens, (size_t)n * sizeof *tokens);
 }
 
-static size_t entry_cost(const engine *c, int64_t n_pos) {
-    return state_slot_bytes(c->sp) + (size_t)seq_state_n_blocks(n_pos) * state_block_bytes(c->sp);
+/* What the cache would newly hold for an entry of positions [0, n_pos) whose KV blocks
+ * are blocks (NULL or -1: not written yet): its recurrent slot, and each block no entry
+ * holds yet. The entries of one conversation share their blocks (a checkpoint every 512
+ * positions and the end of each turn hold the same first blocks), so each block counts
+ * once, or a 4,000-token hybrid conversation would count eight times its KV cache. */
+static size_t entry_cost(const engine *c, const int32_t *blocks, int64_t n_pos) {
+    size_t cost = state_slot_bytes(c->sp);
+    const int64_t nb = seq_state_n_blocks(n_pos);
+    for (int64_t i = 0; i < nb; i++)
+        if (!blocks || blocks[i] < 0 || c->cache_block_refs[blocks[i]] == 0) cost += state_block_bytes(c->sp);
+    return cost;
+}
+
+/* Counts (dir +1) or uncounts (-1) the blocks of e in cache_used. */
+static void entry_count_blocks(engine *c, const cache_entry *e, int dir) {
+    const int64_t nb = seq_state_n_blocks(e->st.n_pos);
+    for (int64_t i = 0; i < nb; i++) {
+        const int32_t b = e->st.blocks[i];
+        if (b < 0) continue;
+        if (dir > 0 && c->cache_block_refs[b]++ == 0) c->cache_used += state_block_bytes(c->sp);
+        if (dir < 0 && --c->cache_block_refs[b] == 0) c->cache_used -= state_block_bytes(c->sp);
+    }
 }
 
 /* Gives back an entry's slot and blocks; its arrays stay for the next use. */
 static void entry_drop(engine *c, cache_entry *e) {
     if (e->st.slot < 0) return;
+    entry_count_blocks(c, e, -1);
     seq_state_drop_kv(c->sp, &e->st, 0);
     state_slot_free(c->sp, e->st.slot);
     e->st.slot = -1;
@@ -59,12 +80,14 @@ static cache_entry *find(engine *c, const int32_t *tokens, int64_t n, uint64_t h
     return NULL;
 }
 
-/* A free entry with a free slot, within the budget for cost bytes, evicting the
- * least recently used entries (never those with last_use >= keep_from) as needed;
- * NULL when that is not possible. The slot is taken. */
-static cache_entry *make_room(engine *c, size_t cost, uint64_t keep_from) {
-    if (cost > c->cache_budget) return NULL;
+/* A free entry with a free slot, within the budget for an entry of positions
+ * [0, n_pos) with the KV blocks blocks (entry_cost), evicting the least recently used
+ * entries (never those with last_use >= keep_from) as needed; NULL when that is not
+ * possible. The slot is taken. */
+static cache_entry *make_room(engine *c, const int32_t *blocks, int64_t n_pos, uint64_t keep_from) {
     for (;;) {
+        const size_t cost = entry_cost(c, blocks, n_pos); /* an eviction may uncount shared blocks */
+        if (cost > c->cache_budget) return NULL;
         cache_entry *free_e = NULL, *oldest = NULL;
         for (int64_t i = 0; i < c->n_cache_max; i++) {
             cache_entry *e = &c->cache[i];
@@ -88,7 +111,7 @@ static void entry_set(engine *c, cache_entry *e, const int32_t *tokens, int64_t 
     e->hash = hash;
     e->last_use = ++c->cache_clock;
     e->on_disk = false;
-    e->cost = entry_cost(c, n);
+    e->cost = state_slot_bytes(c->sp); /* its blocks count when it shares them */
     c->cache_used += e->cost;
 }
 
@@ -99,6 +122,7 @@ static void entry_share_blocks(engine *c, cache_entry *e, const seq_state *s) {
         e->st.blocks[i] = s->blocks[i];
         if (s->blocks[i] >= 0) c->sp->block_refs[s->blocks[i]]++;
     }
+    entry_count_blocks(c, e, +1);
 }
 
 /* ==== Engine life ==== */
@@ -148,7 +172,9 @@ void cache_free(engine *c) {
         eddy_free(c->cache[i].st.blocks);
     }
     eddy_free(c->cache);
+    eddy_free(c->cache_block_refs);
     c->cache = NULL;
+    c->cache_block_refs = NULL;
 }
 
 /* ==== Checkpoints of a step ==== */
@@ -168,7 +194,7 @@ void cache_plan_run(engine *c, step_run *run) {
             e->last_use = ++c->cache_clock;
             continue;
         }
-        if (!(e = make_room(c, entry_cost(c, b), c->cache_step_start))) break; /* this step's entries stay */
+        if (!(e = make_room(c, run->seq->st.blocks, b, c->cache_step_start))) break; /* this step's entries stay */
         entry_set(c, e, tokens, b, h); /* its blocks: after the step, once written */
         p->ckpt_pos[p->n_ckpt] = b;
         p->ckpt_slot[p->n_ckpt] = e->st.slot;
@@ -191,7 +217,7 @@ void cache_commit_run(engine *c, const step_run *run) {
         e->last_use = ++c->cache_clock;
         return;
     }
-    if (!(e = make_room(c, entry_cost(c, end), c->cache_step_start))) return;
+    if (!(e = make_room(c, s->blocks, end, c->cache_step_start))) return;
     state_slot_copy(c->sp, e->st.slot, s->slot);
     entry_set(c, e, s->tokens, end, h);
     entry_share_blocks(c, e, s);
@@ -212,7 +238,7 @@ eddy_status eddy_seq_cache_put(eddy_seq *s, eddy_error *err) {
         cache_entry *e = find(c, q->tokens, q->n_pos, h);
         if (e) {
             e->last_use = ++c->cache_clock;
-        } else if ((e = make_room(c, entry_cost(c, q->n_pos), c->cache_clock + 1))) {
+        } else if ((e = make_room(c, q->blocks, q->n_pos, c->cache_clock + 1))) {
             state_slot_copy(c->sp, e->st.slot, q->slot);
             entry_set(c, e, q->tokens, q->n_pos, h);
             entry_share_blocks(c, e, q); /* the last block too: the sequence copies it before writing */
