@@ -4,7 +4,8 @@
 # per answer with ignore_eos, temperature 0), each server started with 2 threads and 16
 # slots on 127.0.0.1, the two alternating for ROUNDS rounds (default 2). LLAMA_SERVER
 # names llama-server (default /work/peers/llama.cpp/build/bin/llama-server); without it
-# only eddy runs. Prints serve_load.py's JSON lines, each tagged with the server.
+# only eddy runs. CLIENTS=1,4,16 picks the client counts, EDDY_ARGS adds options to eddy serve
+# (e.g. "--prefill-chunk 16"). Prints serve_load.py's JSON lines, each tagged with the server.
 set -eu
 MODEL=${1:?usage: compare_serve.sh MODEL [ROUNDS]}
 ROUNDS=${2:-2}
