@@ -6,6 +6,8 @@
  *   - damaged, truncated, other-version, other-model, other-cache-type and too-long
  *     sessions are refused with a message naming the problem, and the sequence they
  *     were loaded into is left as it was;
+ *   - a load with no KV block to spare works as one with blocks to spare, and a
+ *     refused load leaves the pool's free blocks as they were;
  *   - a process killed at random moments of a save leaves at the path either nothing
  *     or a whole session file, never a torn one.
  */
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "eddy.h"
+#include "model/engine.h"
 #include "test_seq.h"
 
 static const char *const models[] = {
@@ -93,6 +96,50 @@ TEST(session_save_load_continue_is_exact) {
 }
 
 /* The sampler's generator and history come back: the same draws follow. */
+/* A load first reserves KV blocks for the session beside the sequence's own, to ready
+ * them while the file is checked; with no block to spare it frees the sequence's and
+ * takes them after the checks: both ways the logits of never stopping. A refused file
+ * gives every reserved block back. */
+TEST(session_load_with_no_spare_blocks_and_refused_loads_keep_the_pool) {
+    eddy_model *m = load("models/qwen35-tiny-f32.gguf");
+    if (!m) return;
+    /* one sequence of 64 positions: the pool has one block, which the sequence holds */
+    eddy_engine *e = tseq_engine(m, (eddy_engine_params){.n_ctx = 64, .n_seq_max = 1});
+    eddy_engine *e3 = tseq_engine(m, (eddy_engine_params){.n_ctx = 64, .n_seq_max = 3});
+    const int64_t V = eddy_model_n_vocab(m);
+    int32_t p[P_LEN];
+    for (int i = 0; i < P_LEN; i++) p[i] = (int32_t)((i * 29 + 3) % V);
+    eddy_seq *a = e ? new_seq(e) : NULL, *b = e3 ? new_seq(e3) : NULL;
+    float *want = malloc((size_t)V * 4), *got = malloc((size_t)V * 4);
+    void *buf = NULL;
+    size_t len = 0;
+    eddy_error err;
+    if (a && b && feed(a, p, P_LEN, NULL) && CHECK(eddy_seq_save_buffer(a, NULL, &buf, &len, &err) == EDDY_OK)) {
+        feed(a, p, 1, want);
+        CHECK_EQ(((engine *)e)->sp->n_blocks_free, 0);
+        CHECKF(eddy_seq_load_buffer(a, NULL, buf, len, &err) == EDDY_OK, "%s", err.msg);
+        CHECK_EQ(eddy_seq_n_pos(a), P_LEN);
+        feed(a, p, 1, got);
+        CHECK(!memcmp(want, got, (size_t)V * 4));
+        CHECK_EQ(((engine *)e)->sp->n_blocks_free, 0);
+        /* refused loads (a damaged byte in a section; too short) leave the free blocks as they were */
+        const int64_t free_before = ((engine *)e3)->sp->n_blocks_free;
+        uint8_t *bad = malloc(len);
+        memcpy(bad, buf, len);
+        bad[len - 8] ^= 1;
+        CHECK(eddy_seq_load_buffer(b, NULL, bad, len, &err) != EDDY_OK);
+        CHECK(eddy_seq_load_buffer(b, NULL, bad, len / 2, &err) != EDDY_OK);
+        CHECK_EQ(((engine *)e3)->sp->n_blocks_free, free_before);
+        CHECKF(eddy_seq_load_buffer(b, NULL, buf, len, &err) == EDDY_OK, "%s", err.msg);
+        CHECK_EQ(((engine *)e3)->sp->n_blocks_free, free_before - 1);
+        free(bad);
+    }
+    eddy_buffer_free(buf);
+    free(want), free(got);
+    eddy_engine_free(e), eddy_engine_free(e3);
+    eddy_model_free(m);
+}
+
 TEST(session_keeps_the_sampler) {
     eddy_model *m = load("models/qwen35-tiny-f32.gguf");
     eddy_engine *e = m ? new_engine(m, 64, EDDY_KV_DEFAULT) : NULL;

@@ -1,6 +1,7 @@
 /*
  * mapfile.c — mmap a file read-only, falling back to read() into memory.
  */
+#define _DEFAULT_SOURCE /* madvise */
 #define _POSIX_C_SOURCE 200809L
 #include "mapfile.h"
 
@@ -11,6 +12,10 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
+#define MADV_POPULATE_WRITE 23
+#endif
 
 #include "alloc.h"
 
@@ -90,4 +95,13 @@ void mapfile_close(mapfile *m) {
             eddy_free((void *)m->data);
     }
     memset(m, 0, sizeof *m);
+}
+
+void mem_populate_write(void *p, size_t n) {
+#ifdef MADV_POPULATE_WRITE
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p & ~(page - 1);
+    if (n) madvise((void *)a, ((uintptr_t)p + n - a + page - 1) & ~(page - 1), MADV_POPULATE_WRITE);
+#else
+    (void)p, (void)n;
+#endif
 }

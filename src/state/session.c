@@ -28,6 +28,7 @@
 
 #include "base/alloc.h"
 #include "base/mapfile.h"
+#include "base/threadpool.h"
 #include "gen/sampler.h"
 #include "gguf/gguf.h"
 #include "model/engine.h"
@@ -374,15 +375,21 @@ static eddy_status check_file(const engine *c, const char *what, const uint8_t *
     return EDDY_OK;
 }
 
-/* Puts the checked state into s (the lock held). */
-static eddy_status apply(engine *c, eddy_seq *s, sampler *smp, const parsed *p, eddy_error *err) {
+/* Puts the checked state into s (the lock held). stage (or NULL): blocks reserved for
+ * the session's n_pos positions before the checks (staged_check), which s takes over. */
+static eddy_status apply(engine *c, eddy_seq *s, sampler *smp, const parsed *p, seq_state *stage, eddy_error *err) {
     state_pool *sp = c->sp;
     seq_state *st = &s->st;
     engine_release_pending(c, s, -1);
-    seq_state_clear(sp, st);
-    if (!seq_state_reserve_kv(sp, st, 0, p->n_pos))
-        return eddy_error_set(err, EDDY_ERR_NOMEM, "the KV cache has no free block for the session's %" PRId64
-                              " positions", p->n_pos);
+    if (stage) { /* every recurrent section is present, so the slot needs no zeroing */
+        seq_state_drop_kv(sp, st, 0);
+        for (int64_t i = 0; i < seq_state_n_blocks(st->n_ctx); i++) st->blocks[i] = stage->blocks[i], stage->blocks[i] = -1;
+    } else {
+        seq_state_clear(sp, st);
+        if (!seq_state_reserve_kv(sp, st, 0, p->n_pos))
+            return eddy_error_set(err, EDDY_ERR_NOMEM, "the KV cache has no free block for the session's %" PRId64
+                                  " positions", p->n_pos);
+    }
     for (int64_t il = 0; il < sp->n_layer; il++) {
         if (p->conv[il]) memcpy(state_conv(sp, il, st->slot), p->conv[il], (size_t)sp->shape[il].conv_floats * 4);
         if (p->rec[il]) memcpy(state_rec(sp, il, st->slot), p->rec[il], (size_t)sp->shape[il].rec_floats * 4);
@@ -397,6 +404,65 @@ static eddy_status apply(engine *c, eddy_seq *s, sampler *smp, const parsed *p, 
     return EDDY_OK;
 }
 
+/* ==== Checking while the destination is made ready ==== */
+
+/* A cold load is two waits of about the same length: reading the file from the disk
+ * (the checks read it through the mapping) and the kernel giving the pool's never
+ * touched pages to the copy, one fault per 4 KiB. staged_check overlaps them: KV
+ * blocks for the session's positions are reserved into a staging state (not the
+ * sequence, which nothing may change before the checks pass), and a second thread
+ * populates them, and the sequence's recurrent slot, while the first checks. */
+typedef struct {
+    engine *c;
+    const eddy_seq *s;
+    const char *what;
+    const uint8_t *buf;
+    size_t len;
+    parsed *p;
+    const seq_state *stage;
+    int64_t n_pos;
+    eddy_status st;
+    eddy_error *err;
+} check_job;
+
+static void populate_dest(const check_job *j) {
+    const state_pool *sp = j->c->sp;
+    for (int64_t il = 0; il < sp->n_layer; il++) {
+        if (sp->conv[il]) mem_populate_write(state_conv(sp, il, j->s->st.slot), (size_t)sp->shape[il].conv_floats * 4);
+        if (sp->rec[il]) mem_populate_write(state_rec(sp, il, j->s->st.slot), (size_t)sp->shape[il].rec_floats * 4);
+        for (int kv = 0; kv < 2 && j->stage->blocks; kv++) {
+            uint8_t *slab = kv ? sp->v[il] : sp->k[il];
+            if (!slab) continue;
+            const size_t block = (size_t)STATE_KV_BLOCK * (size_t)(kv ? sp->shape[il].kv_v : sp->shape[il].kv_k) *
+                                 state_elem_bytes(kv ? sp->type_v : sp->type_k);
+            for (int64_t b = 0; b < seq_state_n_blocks(j->n_pos); b++)
+                if (j->stage->blocks[b] >= 0) mem_populate_write(slab + (size_t)j->stage->blocks[b] * block, block);
+        }
+    }
+}
+
+static void check_task(void *ctx, int ith, int nth) {
+    check_job *j = ctx;
+    if (ith == 0) j->st = check_file(j->c, j->what, j->buf, j->len, j->p, j->err);
+    if (ith == nth - 1 && (nth > 1 || j->st == EDDY_OK)) populate_dest(j);
+}
+
+/* check_file, with stage's blocks reserved for the positions the header names (when the
+ * pool has them free: else stage->blocks stays NULL) and populated alongside. */
+static eddy_status staged_check(engine *c, const eddy_seq *s, const char *what, const uint8_t *buf, size_t len,
+                                parsed *p, seq_state *stage, eddy_error *err) {
+    const int64_t n_pos = len >= HEADER_BYTES && get64(buf + 32) <= (uint64_t)c->n_ctx ? (int64_t)get64(buf + 32) : 0;
+    if (n_pos > 0 && c->sp->n_blocks > 0) {
+        const int64_t nb = seq_state_n_blocks(c->n_ctx);
+        stage->blocks = eddy_malloc((size_t)nb * sizeof *stage->blocks);
+        for (int64_t i = 0; stage->blocks && i < nb; i++) stage->blocks[i] = -1;
+        if (stage->blocks && !seq_state_reserve_kv(c->sp, stage, 0, n_pos)) eddy_free(stage->blocks), stage->blocks = NULL;
+    }
+    check_job j = {c, s, what, buf, len, p, stage, n_pos, EDDY_OK, err};
+    pool_run(c->pool, check_task, &j, pool_size(c->pool) > 1 ? 2 : 1);
+    return j.st;
+}
+
 static eddy_status load_bytes(eddy_seq *s, sampler *smp, const char *what, const uint8_t *buf, size_t len,
                               void **app, size_t *app_len, eddy_error *err) {
     engine *c = s->e;
@@ -406,9 +472,10 @@ static eddy_status load_bytes(eddy_seq *s, sampler *smp, const char *what, const
     if (!p.conv) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     p.rec = p.conv + nl, p.keys = p.conv + 2 * nl, p.values = p.conv + 3 * nl;
     pthread_mutex_lock(&c->lock);
+    seq_state stage = {.slot = -1, .n_ctx = c->n_ctx};
     eddy_status st = s->n_pending ? eddy_error_set(err, EDDY_ERR_ARG, "cannot load into a sequence whose verify awaits "
                                                    "eddy_seq_accept")
-                                  : check_file(c, what, buf, len, &p, err);
+                                  : staged_check(c, s, what, buf, len, &p, &stage, err);
     /* the sampler's bytes are checked against it before anything changes */
     if (st == EDDY_OK && smp && p.sec[SEC_SAMPLER] && !sampler_state_valid(smp, p.sec[SEC_SAMPLER], (size_t)p.sampler_bytes))
         st = BAD("%s: the sampler section is not a sampler state of this vocabulary", what);
@@ -420,8 +487,10 @@ static eddy_status load_bytes(eddy_seq *s, sampler *smp, const char *what, const
             else memcpy(*app, p.sec[SEC_APP], (size_t)p.app_bytes), *app_len = (size_t)p.app_bytes;
         }
     }
-    if (st == EDDY_OK) st = apply(c, s, smp, &p, err);
+    if (st == EDDY_OK) st = apply(c, s, smp, &p, stage.blocks ? &stage : NULL, err);
+    if (stage.blocks) seq_state_drop_kv(c->sp, &stage, 0); /* what apply did not take */
     pthread_mutex_unlock(&c->lock);
+    eddy_free(stage.blocks);
     eddy_free(p.conv);
     return st;
 }
@@ -481,7 +550,7 @@ eddy_status session_load_prefix(engine *c, eddy_seq *s, const char *path, const 
     if (st == EDDY_OK && p.n_pos != n) st = BAD("%s: holds %" PRId64 " positions, its name says %" PRId64, path, p.n_pos, n);
     for (int64_t i = 0; st == EDDY_OK && i < n; i++)
         if ((int32_t)get32(p.sec[SEC_TOKENS] + 4 * i) != tokens[i]) st = BAD("%s: holds other tokens", path);
-    if (st == EDDY_OK) st = apply(c, s, NULL, &p, err);
+    if (st == EDDY_OK) st = apply(c, s, NULL, &p, NULL, err);
     eddy_free(p.conv);
     mapfile_close(&f);
     return st;
