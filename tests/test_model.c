@@ -306,6 +306,29 @@ TEST(model_qwen_quantized_matches_llamacpp) {
         for (int t = 0; t < 2; t++) check_qwen_llamacpp(archs[a], types[t]);
 }
 
+/* Greedy decoding of prompt on file (n_threads, KV cache in f32): the n_want tokens
+ * transformers chose, token for token. */
+static void check_greedy(const char *file, int64_t n_vocab, const int32_t *prompt, int64_t n_prompt,
+                         const int32_t *want, int n_want, int n_threads) {
+    eddy_model *m;
+    eddy_ctx *c;
+    REQUIRE(eddy_model_load(test_data_path(file), &m, NULL) == EDDY_OK);
+    eddy_ctx_params p = {.n_ctx = 128, .n_threads = n_threads, KV_F32};
+    REQUIRE(eddy_ctx_new(m, &p, &c, NULL) == EDDY_OK);
+    float *row = malloc(sizeof(float) * (size_t)n_vocab);
+    REQUIRE(eddy_ctx_eval(c, prompt, n_prompt, row, 0, NULL) == EDDY_OK);
+    for (int i = 0; i < n_want; i++) {
+        int32_t best = 0;
+        for (int32_t j = 1; j < n_vocab; j++)
+            if (row[j] > row[best]) best = j;
+        if (!CHECKF(best == want[i], "%s: token %d is %d, transformers chose %d", file, i, best, want[i])) break;
+        REQUIRE(eddy_ctx_eval(c, &best, 1, row, 0, NULL) == EDDY_OK);
+    }
+    free(row);
+    eddy_ctx_free(c);
+    eddy_model_free(m);
+}
+
 /* F32 greedy continuation: 64 tokens after the first 20 ids, token for token the
  * ones transformers chose. */
 TEST(model_qwen_greedy_matches_transformers) {
@@ -318,22 +341,7 @@ TEST(model_qwen_greedy_matches_transformers) {
         int32_t want[64];
         REQUIRE_EQ(read_ids_from(file, want, 64), 64);
         snprintf(file, sizeof file, "models/%s-tiny-f32.gguf", archs[a]);
-        eddy_model *m;
-        eddy_ctx *c;
-        REQUIRE(eddy_model_load(test_data_path(file), &m, NULL) == EDDY_OK);
-        eddy_ctx_params p = {.n_ctx = 128, .n_threads = 1, KV_F32};
-        REQUIRE(eddy_ctx_new(m, &p, &c, NULL) == EDDY_OK);
-        float row[QWEN_VOCAB];
-        REQUIRE(eddy_ctx_eval(c, ids, 20, row, 0, NULL) == EDDY_OK);
-        for (int i = 0; i < 64; i++) {
-            int32_t best = 0;
-            for (int32_t j = 1; j < QWEN_VOCAB; j++)
-                if (row[j] > row[best]) best = j;
-            if (!CHECKF(best == want[i], "%s: token %d is %d, transformers chose %d", file, i, best, want[i])) break;
-            REQUIRE(eddy_ctx_eval(c, &best, 1, row, 0, NULL) == EDDY_OK);
-        }
-        eddy_ctx_free(c);
-        eddy_model_free(m);
+        check_greedy(file, QWEN_VOCAB, ids, 20, want, 64, 1);
     }
 }
 
@@ -404,24 +412,7 @@ TEST(model_trained_hybrid_greedy_matches_transformers) {
     int32_t all[128];
     int64_t n = read_ids_from("models/tiny-hybrid.greedy", all, 128);
     REQUIRE(n > 1 && all[0] > 0 && n == 1 + all[0] + 48);
-    const int32_t n_prompt = all[0], *prompt = all + 1, *want = all + 1 + n_prompt;
-    eddy_model *m;
-    eddy_ctx *c;
-    REQUIRE(eddy_model_load(test_data_path(TRAINED), &m, NULL) == EDDY_OK);
-    eddy_ctx_params p = {.n_ctx = 128, .n_threads = 2, KV_F32};
-    REQUIRE(eddy_ctx_new(m, &p, &c, NULL) == EDDY_OK);
-    float *row = malloc(sizeof(float) * TRAINED_VOCAB);
-    REQUIRE(eddy_ctx_eval(c, prompt, n_prompt, row, 0, NULL) == EDDY_OK);
-    for (int i = 0; i < 48; i++) {
-        int32_t best = 0;
-        for (int32_t j = 1; j < TRAINED_VOCAB; j++)
-            if (row[j] > row[best]) best = j;
-        if (!CHECKF(best == want[i], "token %d is %d, transformers chose %d", i, best, want[i])) break;
-        REQUIRE(eddy_ctx_eval(c, &best, 1, row, 0, NULL) == EDDY_OK);
-    }
-    free(row);
-    eddy_ctx_free(c);
-    eddy_model_free(m);
+    check_greedy(TRAINED, TRAINED_VOCAB, all + 1, all[0], all + 1 + all[0], 48, 2);
 }
 
 /* ==== Mamba-2 ==== */

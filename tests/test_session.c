@@ -95,7 +95,6 @@ TEST(session_save_load_continue_is_exact) {
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) check_roundtrip(models[i]);
 }
 
-/* The sampler's generator and history come back: the same draws follow. */
 /* A load first reserves KV blocks for the session beside the sequence's own, to ready
  * them while the file is checked; with no block to spare it frees the sequence's and
  * takes them after the checks: both ways the logits of never stopping. A refused file
@@ -140,6 +139,7 @@ TEST(session_load_with_no_spare_blocks_and_refused_loads_keep_the_pool) {
     eddy_model_free(m);
 }
 
+/* The sampler's generator and history come back: the same draws follow. */
 TEST(session_keeps_the_sampler) {
     eddy_model *m = load("models/qwen35-tiny-f32.gguf");
     eddy_engine *e = m ? new_engine(m, 64, EDDY_KV_DEFAULT) : NULL;

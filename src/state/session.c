@@ -433,7 +433,7 @@ static void populate_dest(const check_job *j) {
         for (int kv = 0; kv < 2 && j->stage->blocks; kv++) {
             uint8_t *slab = kv ? sp->v[il] : sp->k[il];
             if (!slab) continue;
-            const size_t block = (size_t)STATE_KV_BLOCK * (size_t)(kv ? sp->shape[il].kv_v : sp->shape[il].kv_k) *
+            const size_t block = (size_t)(kv ? state_block_elems_v(sp, il) : state_block_elems_k(sp, il)) *
                                  state_elem_bytes(kv ? sp->type_v : sp->type_k);
             for (int64_t b = 0; b < seq_state_n_blocks(j->n_pos); b++)
                 if (j->stage->blocks[b] >= 0) mem_populate_write(slab + (size_t)j->stage->blocks[b] * block, block);
@@ -546,11 +546,14 @@ eddy_status session_load_prefix(engine *c, eddy_seq *s, const char *path, const 
     p.conv = eddy_calloc(4 * nl, sizeof *p.conv);
     if (!p.conv) st = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     else p.rec = p.conv + nl, p.keys = p.conv + 2 * nl, p.values = p.conv + 3 * nl;
-    if (st == EDDY_OK) st = check_file(c, path, buf, len, &p, err);
+    seq_state stage = {.slot = -1, .n_ctx = c->n_ctx};
+    if (st == EDDY_OK) st = staged_check(c, s, path, buf, len, &p, &stage, err);
     if (st == EDDY_OK && p.n_pos != n) st = BAD("%s: holds %" PRId64 " positions, its name says %" PRId64, path, p.n_pos, n);
     for (int64_t i = 0; st == EDDY_OK && i < n; i++)
         if ((int32_t)get32(p.sec[SEC_TOKENS] + 4 * i) != tokens[i]) st = BAD("%s: holds other tokens", path);
-    if (st == EDDY_OK) st = apply(c, s, NULL, &p, NULL, err);
+    if (st == EDDY_OK) st = apply(c, s, NULL, &p, stage.blocks ? &stage : NULL, err);
+    if (stage.blocks) seq_state_drop_kv(c->sp, &stage, 0); /* what apply did not take */
+    eddy_free(stage.blocks);
     eddy_free(p.conv);
     mapfile_close(&f);
     return st;
