@@ -30,6 +30,27 @@ def prompt_for(i, n_words):
     return " ".join(["Story %d:" % i] + [WORDS[(i * 7 + k) % len(WORDS)] for k in range(n_words)])
 
 
+def sse_events(r):
+    """The JSON objects of a server-sent event stream (an HTTP response), as they arrive."""
+    buf = b""
+    while True:
+        chunk = r.read1(65536)
+        if not chunk:
+            return
+        buf += chunk
+        while b"\n\n" in buf:
+            ev, buf = buf.split(b"\n\n", 1)
+            data = ev.decode("utf-8", "replace")
+            if data.startswith("data: ") and data != "data: [DONE]":
+                yield json.loads(data[6:])
+
+
+def event_text(j):
+    """The text of a streamed completion or chat completion event ("" for none)."""
+    ch = j.get("choices") or []
+    return (ch[0].get("text") or (ch[0].get("delta") or {}).get("content") or "") if ch else ""
+
+
 def one_request(host, port, path, body, out):
     t0 = time.perf_counter()
     c = http.client.HTTPConnection(host, port, timeout=600)
@@ -39,29 +60,17 @@ def one_request(host, port, path, body, out):
         out.append({"error": r.status})
         c.close()
         return
-    first, last, gaps, n_tokens, buf = None, None, [], 0, b""
-    while True:
-        chunk = r.read1(65536)
-        if not chunk:
-            break
-        buf += chunk
-        while b"\n\n" in buf:
-            ev, buf = buf.split(b"\n\n", 1)
-            data = ev.decode("utf-8", "replace")
-            if not data.startswith("data: ") or data == "data: [DONE]":
-                continue
-            j = json.loads(data[6:])
-            if j.get("usage"):
-                n_tokens = j["usage"]["completion_tokens"]
-            ch = j.get("choices") or []
-            text = (ch[0].get("text") or (ch[0].get("delta") or {}).get("content") or "") if ch else ""
-            if text:
-                now = time.perf_counter()
-                if first is None:
-                    first = now - t0
-                else:
-                    gaps.append(now - last)
-                last = now
+    first, last, gaps, n_tokens = None, None, [], 0
+    for j in sse_events(r):
+        if j.get("usage"):
+            n_tokens = j["usage"]["completion_tokens"]
+        if event_text(j):
+            now = time.perf_counter()
+            if first is None:
+                first = now - t0
+            else:
+                gaps.append(now - last)
+            last = now
     c.close()
     out.append({"ttft": first, "gaps": gaps, "tokens": n_tokens})
 

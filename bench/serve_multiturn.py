@@ -24,6 +24,8 @@ import statistics
 import time
 import urllib.parse
 
+from serve_load import event_text, sse_events
+
 
 def post(host, port, path, body):
     c = http.client.HTTPConnection(host, port, timeout=900)
@@ -47,25 +49,14 @@ def stream_chat(host, port, messages, max_tokens):
     r = c.getresponse()
     if r.status != 200:
         raise SystemExit("chat: status %d: %s" % (r.status, r.read()[:300]))
-    first, text, prompt_tokens, buf = None, "", None, b""
-    while True:
-        chunk = r.read1(65536)
-        if not chunk:
-            break
-        buf += chunk
-        while b"\n\n" in buf:
-            ev, buf = buf.split(b"\n\n", 1)
-            data = ev.decode("utf-8", "replace")
-            if not data.startswith("data: ") or data == "data: [DONE]":
-                continue
-            j = json.loads(data[6:])
-            if j.get("usage"):
-                prompt_tokens = j["usage"].get("prompt_tokens")
-            for ch in j.get("choices") or []:
-                piece = (ch.get("delta") or {}).get("content") or ""
-                if piece and first is None:
-                    first = time.perf_counter() - t0
-                text += piece
+    first, text, prompt_tokens = None, "", None
+    for j in sse_events(r):
+        if j.get("usage"):
+            prompt_tokens = j["usage"].get("prompt_tokens")
+        piece = event_text(j)
+        if piece and first is None:
+            first = time.perf_counter() - t0
+        text += piece
     c.close()
     return first if first is not None else time.perf_counter() - t0, text, prompt_tokens
 

@@ -41,7 +41,6 @@ Usage:
 tokenizers, numpy and llama.cpp's gguf-py.
 """
 import argparse
-import importlib
 import json
 import math
 import os
@@ -54,6 +53,8 @@ sys.modules["fla"] = None  # transformers would use fla's GPU kernels when it is
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers as T  # noqa: E402
+
+from gen_tiny_qwen import use_torch_reference_kernels  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -122,17 +123,6 @@ def config(eot_id):
         rope_parameters={"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
                          "mrope_section": [3, 3, 2], "mrope_interleaved": True},
         bos_token_id=eot_id, eos_token_id=eot_id, pad_token_id=eot_id)
-
-
-def use_torch_reference_kernels():
-    """transformers swaps in fla's kernels when fla is installed; use its torch ones."""
-    mod = importlib.import_module("transformers.models.qwen3_5.modeling_qwen3_5")
-    for fn in ["torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule"]:
-        f = getattr(mod, fn, None)
-        while f is not None and hasattr(f, "__wrapped__"):
-            f = f.__wrapped__
-        if f is not None:
-            setattr(mod, fn, f)
 
 
 def lr_at(step, steps):
