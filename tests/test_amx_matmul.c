@@ -9,7 +9,8 @@
  * pair sum, with room). Shapes cover partial token blocks, rows left to the 8-bit
  * kernels (n_out not a multiple of 32), partial weight panels (n_in not a multiple of
  * 512), several threads, the SIMD dequantizers (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, BF16)
- * and the reference one (others). Where the CPU or OS lacks AMX the test says so and
+ * and the reference one (others), and each with its weights packed (qpack.h), which
+ * the tiles read back bit for bit. Where the CPU or OS lacks AMX the test says so and
  * checks nothing.
  */
 #include "test.h"
@@ -18,6 +19,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "base/isa.h"
 #include "base/threadpool.h"
 #include "ops/matmul.h"
@@ -60,6 +62,19 @@ static void check_amx(test_rng *r, threadpool *pool, qtype t, int64_t n_in, int6
     size_t sb = matmul_scratch_bytes(&w, n_tok);
     void *scratch = malloc(sb);
     matmul(pool, &w, x, xs, n_tok, y, ys, scratch, sb);
+    /* packed weights (where this CPU packs the type): the tiles read the rows back from
+     * the packed copy, so their rows come out bit for bit as from the rows; the rows
+     * left over take the packed kernels */
+    const size_t pb = matmul_pack_bytes(&w);
+    matmul_weight wp = w;
+    void *pbuf = pb ? eddy_malloc_aligned(pb, 64) : NULL;
+    float *yp = malloc(sizeof(float) * (size_t)(ys * n_tok));
+    for (int64_t i = 0; i < ys * n_tok; i++) yp[i] = -777.0f;
+    if (pb) {
+        REQUIRE(pbuf);
+        matmul_pack(&wp, pbuf);
+        matmul(pool, &wp, x, xs, n_tok, yp, ys, scratch, sb);
+    }
 
     float *wd = malloc(sizeof(float) * (size_t)n_in);
     int bad = 0;
@@ -82,9 +97,17 @@ static void check_amx(test_rng *r, threadpool *pool, qtype t, int64_t n_in, int6
                         qtype_name(t), (long long)n_in, (long long)n_out, (long long)n_tok, pool_size(pool),
                         (long long)tk, (long long)o, got, want))
                 bad++;
+            if (!pb) continue;
+            const float gp = yp[tk * ys + o], g32 = y[tk * ys + o];
+            const bool ok = o < amx_rows ? memcmp(&gp, &g32, sizeof gp) == 0 : fabs(gp - want) <= tol;
+            if (!CHECKF(ok, "%s packed %lldx%lld n_tok %lld: y[%lld][%lld] = %.9g, from the rows %.9g, want %.9g",
+                        qtype_name(t), (long long)n_in, (long long)n_out, (long long)n_tok, (long long)tk,
+                        (long long)o, (double)gp, (double)g32, want))
+                bad++;
         }
     }
     for (int64_t tk = 0; tk < n_tok; tk++) CHECK(y[tk * ys + n_out] == -777.0f);
+
     free(wdata), free(x), free(y), free(scratch), free(wd);
 }
 
@@ -108,6 +131,12 @@ TEST(matmul_amx_matches_bf16_oracle) {
     check_amx(&r, pool, QTYPE_Q6_K, 768, 64, 32);
     check_amx(&r, pool, QTYPE_Q5_K, 512, 40, 17);  /* the reference dequantizer */
     check_amx(&r, pool, QTYPE_Q2_K, 256, 33, 48);
+    /* every other packed format, with rows left over */
+    check_amx(&r, pool, QTYPE_Q6_K, 512, 50, 20);
+    check_amx(&r, pool, QTYPE_Q5_0, 320, 40, 20);
+    check_amx(&r, pool, QTYPE_Q5_1, 160, 48, 16);
+    check_amx(&r, pool, QTYPE_IQ4_NL, 256, 35, 18);
+    check_amx(&r, pool, QTYPE_IQ4_XS, 512, 64, 17);
     CHECK(matmul_amx_usable(&(matmul_weight){QTYPE_Q8_0, 64, 32, 68, NULL, NULL}, 16));
     CHECK(!matmul_amx_usable(&(matmul_weight){QTYPE_Q8_0, 64, 32, 68, NULL, NULL}, 15)); /* too few tokens */
     CHECK(!matmul_amx_usable(&(matmul_weight){QTYPE_F32, 64, 32, 256, NULL, NULL}, 64));  /* keeps f32 precision */

@@ -7,6 +7,7 @@
 
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "base/alloc.h"
@@ -180,6 +181,37 @@ TEST(cpu_features_are_consistent) {
     const char *names = eddy_cpu_features();
     CHECK(names != NULL && names[0] != '\0');
     if (cpu_force_ref()) CHECK_STR(names, "none");
+}
+
+/* EDDY_CPU_OFF's names turn off a feature and everything that needs it, nothing else. */
+TEST(cpu_turn_off_clears_a_feature_and_what_needs_it) {
+    cpu_caps all;
+    memset(&all, 1, sizeof all);
+    cpu_caps c = all;
+    CHECK(cpu_turn_off(&c, "amx"));
+    CHECK(!c.amx_bf16 && c.avx512f && c.avx512vnni && c.avx512bf16 && c.avx2 && c.neon);
+    c = all;
+    CHECK(cpu_turn_off(&c, "vnni"));
+    CHECK(!c.avx512vnni && !c.avx_vnni && c.avx512f && c.amx_bf16);
+    c = all;
+    CHECK(cpu_turn_off(&c, "avx512"));
+    CHECK(!c.avx512f && !c.avx512bw && !c.avx512vl && !c.avx512dq && !c.avx512vnni && !c.amx_bf16);
+    CHECK(c.avx2 && c.fma && c.f16c && c.avx_vnni);
+    c = all;
+    CHECK(cpu_turn_off(&c, "avx2"));
+    CHECK(!c.avx2 && !c.fma && !c.avx512f && !c.amx_bf16 && !c.avx_vnni && c.neon && c.dotprod);
+    c = all;
+    CHECK(cpu_turn_off(&c, "neon"));
+    CHECK(!c.neon && !c.dotprod && !c.fp16 && c.avx2);
+    c = all;
+    CHECK(cpu_turn_off(&c, " dotprod,amx "));
+    CHECK(!c.dotprod && !c.amx_bf16 && c.neon && c.avx512f);
+    c = all;
+    CHECK(!cpu_turn_off(&c, "amx,sse9"));
+    CHECK(!c.amx_bf16 && c.avx512f);
+    c = all;
+    CHECK(cpu_turn_off(&c, ""));
+    CHECK(memcmp(&c, &all, sizeof c) == 0);
 }
 
 /* The level follows the features: the best level of this architecture that

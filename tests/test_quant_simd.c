@@ -24,6 +24,9 @@
 
 #include "base/threadpool.h"
 #include "ops/matmul.h"
+#if defined(__x86_64__)
+#include "ops/matmul_amx.h"
+#endif
 #include "quant/qpack.h"
 #include "base/alloc.h"
 #include "base/isa.h"
@@ -429,7 +432,12 @@ static void check_matmul(test_rng *r, threadpool *pool, qtype t, mm_shape s) {
     }
     bool exact = !strcmp(qdot_kernel_name(t), "ref");
     int bad = 0;
-    for (int64_t o = 0; o < s.n_out && bad < 3; o++) {
+    /* rows the AMX tiles compute (bf16) have their own oracle in test_amx_matmul.c */
+    int64_t o0 = 0;
+#if defined(__x86_64__)
+    if (matmul_amx_usable(&w, s.n_tok)) o0 = s.n_out / MATMUL_AMX_ROWS * MATMUL_AMX_ROWS;
+#endif
+    for (int64_t o = o0; o < s.n_out && bad < 3; o++) {
         dequantize_row_ref(t, wdata + o * rb, wd, s.n_in);
         bool off = offset_part(t, wdata + o * rb, s.n_in, w0);
         for (int64_t k = 0; k < s.n_tok && bad < 3; k++) {
@@ -626,6 +634,37 @@ TEST(qpack_kernels_match_ref) {
         }
     }
     if (!tested) printf("  (no packed kernel on this CPU: nothing to compare)\n");
+}
+
+/* qpack_unpack_row undoes qpack_weights bit for bit, for every packed format: random
+ * bytes (every bit of a block is a quant, a scale or a flag, so any bytes are a block),
+ * 35 rows (a padded last group), 3 units, read back in every unit range. */
+TEST(qpack_unpack_row_inverts_the_packing) {
+    test_rng r = test_rng_new();
+    for (int fi = QPACK_NONE + 1; fi < QPACK_COUNT; fi++) {
+        const qpack_format f = (qpack_format)fi;
+        const int64_t nu = 3, n = nu * qpack_unit(f), n_out = 35;
+        const size_t bb = qpack_block_bytes(f), rb = bb * (size_t)nu;
+        REQUIRE(bb > 0);
+        uint8_t *w = malloc(rb * (size_t)n_out), *back = malloc(rb);
+        for (size_t i = 0; i < rb * (size_t)n_out; i++) w[i] = (uint8_t)test_rng_uniform(&r, 0, 256);
+        uint8_t *g = eddy_malloc_aligned(qpack_weight_bytes(f, n, n_out), 64);
+        qpack_weights(f, w, rb, n, n_out, g);
+        const size_t group_bytes = qpack_weight_bytes(f, n, QPACK_ROWS);
+        int bad = 0;
+        for (int64_t row = 0; row < n_out && bad < 3; row++)
+            for (int64_t u0 = 0; u0 < nu; u0++)
+                for (int64_t cnt = 1; u0 + cnt <= nu; cnt++) {
+                    memset(back, 0xA5, rb);
+                    qpack_unpack_row(f, g + (size_t)(row / QPACK_ROWS) * group_bytes, u0, cnt, (int)(row % QPACK_ROWS),
+                                     back);
+                    if (!CHECKF(memcmp(back, w + (size_t)row * rb + (size_t)u0 * bb, (size_t)cnt * bb) == 0,
+                                "format %d row %lld units [%lld, %lld): not the original bytes", fi, (long long)row,
+                                (long long)u0, (long long)(u0 + cnt)))
+                        bad++;
+                }
+        free(w), free(back), eddy_free_aligned(g);
+    }
 }
 
 TEST(qmat_empty_and_weight_init) {

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "log.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -116,14 +117,54 @@ bool cpu_force_ref(void) {
     return s && *s && strcmp(s, "0") != 0;
 }
 
+static bool turn_off_one(cpu_caps *c, const char *name, size_t len) {
+#define IS(s) (len == sizeof(s) - 1 && memcmp(name, s, len) == 0)
+    if (IS("amx")) {
+        c->amx_bf16 = false;
+    } else if (IS("vnni")) {
+        c->avx512vnni = c->avx_vnni = false;
+    } else if (IS("avx512")) {
+        c->avx512f = c->avx512bw = c->avx512vl = c->avx512dq = c->avx512vnni = c->avx512bf16 = false;
+        c->amx_bf16 = false;
+    } else if (IS("avx2")) {
+        const bool neon = c->neon, dotprod = c->dotprod, fp16 = c->fp16;
+        memset(c, 0, sizeof *c);
+        c->neon = neon, c->dotprod = dotprod, c->fp16 = fp16;
+    } else if (IS("dotprod")) {
+        c->dotprod = false;
+    } else if (IS("neon")) {
+        c->neon = c->dotprod = c->fp16 = false;
+    } else {
+        return false;
+    }
+    return true;
+#undef IS
+}
+
+bool cpu_turn_off(cpu_caps *c, const char *names) {
+    bool ok = true;
+    for (const char *p = names; *p;) {
+        size_t len = strcspn(p, ", ");
+        if (len > 0 && !turn_off_one(c, p, len)) ok = false;
+        p += len;
+        p += strspn(p, ", ");
+    }
+    return ok;
+}
+
 static cpu_caps cached;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void init_cached(void) {
-    if (cpu_force_ref())
+    if (cpu_force_ref()) {
         memset(&cached, 0, sizeof cached);
-    else
-        cached = cpu_detect();
+        return;
+    }
+    cached = cpu_detect();
+    const char *off = getenv("EDDY_CPU_OFF");
+    if (off && !cpu_turn_off(&cached, off))
+        LOG_WARN("EDDY_CPU_OFF=%s: only amx, vnni, avx512, avx2, dotprod and neon can be turned off; "
+                 "the other names are ignored", off);
 }
 
 const cpu_caps *cpu_features(void) {

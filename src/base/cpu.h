@@ -3,7 +3,8 @@
  *
  * Kernels do not read these flags: base/isa.h turns them into the one ISA level
  * every dispatcher uses. Setting EDDY_FORCE_REF=1 in the environment clears every
- * flag, which leaves that level at ISA_REF (portable C).
+ * flag, which leaves that level at ISA_REF (portable C); EDDY_CPU_OFF=amx,... clears
+ * the ones it names (cpu_turn_off).
  *
  * Also owns how many CPUs this process may use (its affinity mask and its cgroup's
  * CPU quota), which sets the default thread count.
@@ -32,6 +33,13 @@ cpu_caps cpu_detect(void);
 
 /* True when EDDY_FORCE_REF is set to a non-empty value other than "0". */
 bool cpu_force_ref(void);
+
+/* Turns off in *c the features a comma-separated list names (EDDY_CPU_OFF), and what
+ * needs them: "amx"; "vnni" (avx512vnni, avxvnni); "avx512" (all AVX-512, AMX);
+ * "avx2" (every x86 feature); "dotprod"; "neon" (every aarch64 feature). So a CPU with
+ * AMX can run, and be measured, as one without it. Returns false, having applied the
+ * names it knows, when a name is unknown. */
+bool cpu_turn_off(cpu_caps *c, const char *names);
 
 /* Convenience for dispatch: AVX2 with FMA and F16C (the Haswell baseline). */
 static inline bool cpu_has_avx2(const cpu_caps *c) { return c->avx2 && c->fma && c->f16c; }

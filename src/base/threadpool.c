@@ -46,6 +46,12 @@
  * a token's sampling; the caller covers the usual spread of its helpers' parts. */
 #define WORKER_SPIN_NS 300000
 #define CALLER_SPIN_NS 100000
+/* A spinning thread that saw this much time pass between two looks at the clock was
+ * descheduled: another process wants its CPU. */
+#define PREEMPTED_GAP_NS 200000
+/* Then workers sleep between ops instead of spinning for this long, after which they
+ * try spinning again (and find out within one scheduler slice if it still does not pay). */
+#define CONTENDED_HOLD_NS 100000000
 
 struct threadpool {
     int n_threads;
@@ -60,6 +66,7 @@ struct threadpool {
     _Alignas(CACHE_LINE) _Atomic uint32_t done; /* parts finished this generation */
     _Atomic uint32_t caller_sleeping;
     _Alignas(CACHE_LINE) _Atomic int n_sleeping; /* workers asleep or about to be */
+    _Atomic uint64_t contended_until;            /* timer_ns() before which workers do not spin */
     _Atomic bool stop;
     _Atomic bool running; /* guards against nested pool_run */
     pool_task fn;         /* written by the caller only while no part is claimed */
@@ -144,20 +151,40 @@ static void run_parts(threadpool *pool, uint64_t w, uint32_t gen) {
 
 /* ==== Workers ==== */
 
+/* Another process shares our CPUs: a spinning worker would hold a part it claimed
+ * through every slice the scheduler gives the other process, and the caller would wait
+ * for it at each join. A worker that sleeps between ops uses less than its share, so
+ * the scheduler runs it soon after it is woken, and the caller takes the parts it is
+ * late for. */
+static void mark_contended(threadpool *pool, uint64_t now) {
+    atomic_store_explicit(&pool->contended_until, now + CONTENDED_HOLD_NS, memory_order_relaxed);
+}
+
+static bool contended(threadpool *pool, uint64_t now) {
+    return now < atomic_load_explicit(&pool->contended_until, memory_order_relaxed);
+}
+
 /* The next job word whose generation differs from `seen` (or any, once stopping). */
 static uint64_t wait_for_job(threadpool *pool, uint32_t seen) {
     uint64_t w = atomic_load_explicit(&pool->job, memory_order_acquire);
     const int n_workers = pool->n_threads - 1;
+    const uint64_t t0 = timer_ns();
     /* spin only while the awake workers (this one included) fit beside the caller */
-    if (n_workers - atomic_load_explicit(&pool->n_sleeping, memory_order_relaxed) <= pool->n_cpus - 1) {
-        uint64_t t0 = timer_ns();
+    if (job_gen(w) == seen && !contended(pool, t0) &&
+        n_workers - atomic_load_explicit(&pool->n_sleeping, memory_order_relaxed) <= pool->n_cpus - 1) {
+        uint64_t last = t0;
         for (uint32_t i = 1; job_gen(w) == seen; i++) {
             cpu_relax();
-            if (i % 64 == 0 && timer_ns() - t0 > WORKER_SPIN_NS) break;
+            if (i % 64 == 0) {
+                const uint64_t t = timer_ns();
+                if (t - last > PREEMPTED_GAP_NS) mark_contended(pool, t);
+                if (t - t0 > WORKER_SPIN_NS || t - last > PREEMPTED_GAP_NS) break;
+                last = t;
+            }
             w = atomic_load_explicit(&pool->job, memory_order_acquire);
         }
-        if (job_gen(w) != seen) return w;
     }
+    if (job_gen(w) != seen) return w;
     /* seq_cst, as pool_run's store of gen then load of n_sleeping */
     atomic_fetch_add(&pool->n_sleeping, 1);
     while (job_gen(w = atomic_load(&pool->job)) == seen) sleep_while(pool, &pool->gen, seen);
@@ -275,6 +302,7 @@ void pool_run(threadpool *pool, pool_task fn, void *ctx, int nth) {
     atomic_store_explicit(&pool->job, job_make(g, (uint32_t)nth, 1), memory_order_release);
     atomic_store(&pool->gen, g); /* seq_cst, then the load of n_sleeping */
     wake_helpers(pool, nth);
+    const uint64_t t_start = timer_ns();
     fn(ctx, 0, nth);
     finish_part(pool, (uint32_t)nth);
     run_parts(pool, atomic_load_explicit(&pool->job, memory_order_acquire), g);
@@ -292,6 +320,10 @@ void pool_run(threadpool *pool, pool_task fn, void *ctx, int nth) {
                 break;
             }
         }
+        /* waiting for a helper longer than the caller's own parts took, by more than a
+         * descheduled thread's gap, means a helper lost its CPU while holding a part */
+        const uint64_t t1 = timer_ns();
+        if (t1 - t0 > PREEMPTED_GAP_NS + (t0 - t_start)) mark_contended(pool, t1);
     }
     atomic_store(&pool->running, false);
 }

@@ -16,8 +16,9 @@
  * rows are quantized and gathered into tiles of QPACK_TOK, and each thread runs groups of
  * 16 rows against tiles, a chunk of groups (L2-sized) at a time.
  * On CPUs with AMX, prefill products of quantized and BF16 weights run on AMX tiles in
- * bf16 (matmul_amx.h) for their rows in whole blocks of 32; the rows left over, and every
- * decode product, take the path above. The scratch covers both.
+ * bf16 (matmul_amx.h) for their rows in whole blocks of 32, reading packed weights back
+ * as rows (qpack_unpack_row); the rows left over, and every decode product, take the
+ * paths above. The scratch covers all of them.
  */
 #include "matmul.h"
 
@@ -112,9 +113,6 @@ static void check_args(const matmul_weight *w, int64_t x_stride, int64_t n_tok, 
 size_t matmul_pack_bytes(const matmul_weight *w) {
     const qpack_format f = qpack_format_of(w->type);
     if (f == QPACK_NONE || !qpack_kernel(f) || w->n_in % qpack_unit(f) != 0 || w->n_out == 0) return 0;
-#if defined(__x86_64__)
-    if (isa_has(ISA_EXT_AMX_BF16)) return 0; /* prefill runs on AMX tiles from the rows as they are */
-#endif
     const size_t b = qpack_weight_bytes(f, w->n_in, w->n_out);
     return b == SIZE_MAX ? 0 : b;
 }
@@ -346,11 +344,29 @@ void matmul(threadpool *pool, const matmul_weight *w, const float *x, int64_t x_
             int64_t y_stride, void *scratch, size_t scratch_bytes) {
     check_args(w, x_stride, n_tok, y_stride);
     if (n_tok == 0 || w->n_out == 0) return;
+    int64_t first_row = 0; /* rows before it are done */
+#if defined(__x86_64__)
+    if (w->packed && matmul_amx_usable(w, n_tok)) {
+        /* the AMX tiles read the packed rows back (qpack_unpack_row); the rows past the
+         * last whole block of 32 take the packed kernels, as a view of the later groups */
+        first_row = w->n_out / MATMUL_AMX_ROWS * MATMUL_AMX_ROWS;
+        matmul_amx(pool, w, first_row, x, x_stride, n_tok, y, y_stride,
+                   (uint8_t *)scratch + act_scratch_bytes(w, n_tok), scratch_bytes - act_scratch_bytes(w, n_tok));
+        if (first_row == w->n_out) return;
+        matmul_weight rest = *w;
+        rest.n_out -= first_row;
+        rest.packed = (const uint8_t *)w->packed + (size_t)(first_row / QPACK_ROWS) *
+                                                       qpack_weight_bytes(qpack_format_of(w->type), w->n_in, QPACK_ROWS);
+        const matmul_weight *rp = &rest;
+        float *ry = y + first_row;
+        matmul_packed(pool, &rp, 1, x, x_stride, n_tok, &ry, &y_stride, scratch, scratch_bytes);
+        return;
+    }
+#endif
     if (w->packed) {
         matmul_packed(pool, &w, 1, x, x_stride, n_tok, &y, &y_stride, scratch, scratch_bytes);
         return;
     }
-    int64_t first_row = 0; /* rows before it are done */
 #if defined(__x86_64__)
     if (matmul_amx_usable(w, n_tok)) {
         const size_t act_bytes = act_scratch_bytes(w, n_tok);
@@ -389,6 +405,9 @@ void matmul_many(threadpool *pool, const matmul_weight *const *w, int n_w, const
         check_args(w[i], x_stride, n_tok, y_stride[i]);
         fused = fused && w[i]->packed && w[i]->n_out > 0 && w[i]->n_in == w[0]->n_in &&
                 qpack_format_of(w[i]->type) == qpack_format_of(w[0]->type);
+#if defined(__x86_64__)
+        fused = fused && !matmul_amx_usable(w[i], n_tok); /* AMX takes them one by one */
+#endif
     }
     if (!fused) {
         for (int i = 0; i < n_w; i++) matmul(pool, w[i], x, x_stride, n_tok, y[i], y_stride[i], scratch, scratch_bytes);

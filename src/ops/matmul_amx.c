@@ -23,6 +23,7 @@
 #include "base/alloc.h"
 #include "base/isa.h"
 #include "base/error.h"
+#include "quant/qpack.h"
 #include "quant/quant.h"
 
 #define PANEL_K 512 /* k per panel; a multiple of every block size (32, 256) */
@@ -219,10 +220,21 @@ static void transpose16(__m512i r[16]) {
  * two B tiles (rows r0..r0+15, then r0+16..r0+31) of 16 x 64 bytes.
  * f: (16, PANEL_K) float scratch. panel: (kc / 32) * 2 tiles of 1 KiB. */
 static void build_panel(const matmul_weight *w, int64_t r0, int64_t k0, int64_t kc, float *f, uint16_t *panel) {
+    const qpack_format pf = w->packed ? qpack_format_of(w->type) : QPACK_NONE;
     for (int half = 0; half < 2; half++) {
-        for (int c = 0; c < 16; c++)
-            dequant_chunk(w->type, (const uint8_t *)w->data + (size_t)(r0 + 16 * half + c) * w->row_bytes, k0, kc,
-                          f + c * PANEL_K);
+        for (int c = 0; c < 16; c++) {
+            if (pf == QPACK_NONE) {
+                dequant_chunk(w->type, (const uint8_t *)w->data + (size_t)(r0 + 16 * half + c) * w->row_bytes, k0,
+                              kc, f + c * PANEL_K);
+                continue;
+            }
+            /* packed weights: the row's blocks back from its group (r0 is a multiple of 32) */
+            _Alignas(64) uint8_t blocks[PANEL_K / 32 * 36]; /* 36 B per 32: more than any format (Q8_0: 34) */
+            const int64_t unit = qpack_unit(pf), group = (r0 + 16 * half) / QPACK_ROWS;
+            const uint8_t *g = (const uint8_t *)w->packed + (size_t)group * qpack_weight_bytes(pf, w->n_in, QPACK_ROWS);
+            qpack_unpack_row(pf, g, k0 / unit, kc / unit, c, blocks);
+            dequant_chunk(w->type, blocks, 0, kc, f + c * PANEL_K);
+        }
         for (int64_t ks = 0; ks < kc / 32; ks++) {
             __m512i r[16];
             for (int c = 0; c < 16; c++) {

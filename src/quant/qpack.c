@@ -262,20 +262,24 @@ static void pack_pad_unit(qpack_format f, int r, uint8_t *u) {
     /* every other format's zero quant is byte 0, and the group was zeroed */
 }
 
+size_t qpack_block_bytes(qpack_format f) {
+    static const size_t bytes[QPACK_COUNT] = {0,
+                                              sizeof(block_q8_0),
+                                              sizeof(block_q4_0),
+                                              sizeof(block_q4_1),
+                                              sizeof(block_q4_K),
+                                              sizeof(block_q6_K),
+                                              sizeof(block_iq4_nl),
+                                              sizeof(block_q5_0),
+                                              sizeof(block_q5_1),
+                                              sizeof(block_q5_K),
+                                              sizeof(block_iq4_xs)};
+    return f > QPACK_NONE && f < QPACK_COUNT ? bytes[f] : 0;
+}
+
 void qpack_weights(qpack_format f, const void *w, size_t row_bytes, int64_t n_in, int64_t n_out, void *dst) {
     const int64_t units = n_in / qpack_unit(f), groups = (n_out + QPACK_ROWS - 1) / QPACK_ROWS;
-    static const size_t src_bytes[QPACK_COUNT] = {0,
-                                                  sizeof(block_q8_0),
-                                                  sizeof(block_q4_0),
-                                                  sizeof(block_q4_1),
-                                                  sizeof(block_q4_K),
-                                                  sizeof(block_q6_K),
-                                                  sizeof(block_iq4_nl),
-                                                  sizeof(block_q5_0),
-                                                  sizeof(block_q5_1),
-                                                  sizeof(block_q5_K),
-                                                  sizeof(block_iq4_xs)};
-    const size_t ub = qpack_unit_bytes(f), src_ub = src_bytes[f];
+    const size_t ub = qpack_unit_bytes(f), src_ub = qpack_block_bytes(f);
     uint8_t *out = dst;
     for (int64_t g = 0; g < groups; g++) {
         uint8_t *gd = out + (size_t)g * (size_t)units * ub;
@@ -291,6 +295,168 @@ void qpack_weights(qpack_format f, const void *w, size_t row_bytes, int64_t n_in
             }
         }
     }
+}
+
+/* ==== Unpacking ==== */
+
+static uint16_t get16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+static const uint8_t *cslot(const uint8_t *piece, int j, int r) { return piece + (j * 16 + r) * 4; }
+
+/* The inverse of put_nibbles: the 32 nibbles of row r of a piece. */
+static void get_nibbles(const uint8_t *piece, int r, uint8_t *q32) {
+    for (int v = 0; v < 4; v++)
+        for (int i = 0; i < 4; i++) {
+            q32[4 * v + i] = cslot(piece, v, r)[i] & 15;
+            q32[16 + 4 * v + i] = cslot(piece, v, r)[i] >> 4;
+        }
+}
+
+/* The inverse of quant_get_scale_min_k4: 8 six-bit scales and mins into 12 bytes. */
+static void put_scale_min_k4(const uint8_t *sc, const uint8_t *m, uint8_t *q) {
+    for (int j = 0; j < 4; j++) {
+        q[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
+        q[j + 4] = (uint8_t)(m[j] | (m[j + 4] >> 4) << 6);
+        q[j + 8] = (uint8_t)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
+    }
+}
+
+/* The 5th bits of row r in the 8 masks at h: bit 4j + i of the result = element 4j + i. */
+static uint32_t get_high_bits(const uint8_t *h, int r) {
+    uint32_t out = 0;
+    for (int j = 0; j < 8; j++) {
+        uint64_t mask;
+        memcpy(&mask, h + 8 * j, 8);
+        out |= (uint32_t)((mask >> (4 * r)) & 15) << (4 * j);
+    }
+    return out;
+}
+
+/* One unit of row r of the group's unit at u back into the row's block at dst. */
+static void unpack_row_unit(qpack_format f, const uint8_t *u, int r, uint8_t *dst) {
+    switch (f) {
+    case QPACK_Q8_0: {
+        block_q8_0 *b = (block_q8_0 *)dst;
+        for (int j = 0; j < 8; j++) {
+            uint32_t v;
+            memcpy(&v, cslot(u, j, r), 4);
+            v ^= 0x80808080u;
+            memcpy(b->qs + 4 * j, &v, 4);
+        }
+        b->d = get16(u + 512 + 2 * r);
+        break;
+    }
+    case QPACK_Q4_0:
+    case QPACK_IQ4_NL: {
+        block_q4_0 *b = (block_q4_0 *)dst; /* IQ4_NL has the same bytes: d, then 16 of nibbles */
+        _Static_assert(sizeof(block_q4_0) == sizeof(block_iq4_nl), "Q4_0 and IQ4_NL blocks alike");
+        for (int v = 0; v < 4; v++) memcpy(b->qs + 4 * v, cslot(u, v, r), 4);
+        b->d = get16(u + 256 + 2 * r);
+        break;
+    }
+    case QPACK_Q4_1: {
+        block_q4_1 *b = (block_q4_1 *)dst;
+        for (int v = 0; v < 4; v++) memcpy(b->qs + 4 * v, cslot(u, v, r), 4);
+        b->d = get16(u + 256 + 2 * r);
+        b->m = get16(u + 288 + 2 * r);
+        break;
+    }
+    case QPACK_Q5_0:
+    case QPACK_Q5_1: {
+        const bool q50 = f == QPACK_Q5_0;
+        uint8_t *qs = q50 ? ((block_q5_0 *)dst)->qs : ((block_q5_1 *)dst)->qs;
+        uint8_t *qh = q50 ? ((block_q5_0 *)dst)->qh : ((block_q5_1 *)dst)->qh;
+        for (int v = 0; v < 4; v++) memcpy(qs + 4 * v, cslot(u, v, r), 4);
+        const uint32_t h = get_high_bits(u + 256, r);
+        memcpy(qh, &h, 4);
+        if (q50) {
+            ((block_q5_0 *)dst)->d = get16(u + 320 + 2 * r);
+        } else {
+            ((block_q5_1 *)dst)->d = get16(u + 320 + 2 * r);
+            ((block_q5_1 *)dst)->m = get16(u + 352 + 2 * r);
+        }
+        break;
+    }
+    case QPACK_Q4_K:
+    case QPACK_Q5_K: {
+        const bool q5 = f == QPACK_Q5_K;
+        uint8_t *qs = q5 ? ((block_q5_K *)dst)->qs : ((block_q4_K *)dst)->qs;
+        uint8_t sc[8], m[8];
+        memset(qs, 0, QK_K / 2);
+        if (q5) memset(((block_q5_K *)dst)->qh, 0, QK_K / 8);
+        for (int s = 0; s < 8; s++) {
+            uint8_t q32[32];
+            get_nibbles(u + 256 * s, r, q32);
+            for (int e = 0; e < 32; e++) qs[32 * (s / 2) + e] |= (uint8_t)(q32[e] << (4 * (s % 2)));
+            if (q5) {
+                const uint32_t h = get_high_bits(u + 2048 + 64 * s, r);
+                for (int e = 0; e < 32; e++) ((block_q5_K *)dst)->qh[e] |= (uint8_t)(((h >> e) & 1) << s);
+            }
+            sc[s] = u[(q5 ? 2560 : 2048) + 16 * s + r];
+            m[s] = u[(q5 ? 2688 : 2176) + 16 * s + r];
+        }
+        if (q5) {
+            block_q5_K *b = (block_q5_K *)dst;
+            put_scale_min_k4(sc, m, b->scales);
+            b->d = get16(u + 2816 + 2 * r);
+            b->dmin = get16(u + 2848 + 2 * r);
+        } else {
+            block_q4_K *b = (block_q4_K *)dst;
+            put_scale_min_k4(sc, m, b->scales);
+            b->d = get16(u + 2304 + 2 * r);
+            b->dmin = get16(u + 2336 + 2 * r);
+        }
+        break;
+    }
+    case QPACK_IQ4_XS: {
+        block_iq4_xs *b = (block_iq4_xs *)dst;
+        memset(b->scales_l, 0, sizeof b->scales_l);
+        b->scales_h = 0;
+        for (int s = 0; s < 8; s++) {
+            for (int v = 0; v < 4; v++) memcpy(b->qs + 16 * s + 4 * v, cslot(u + 256 * s, v, r), 4);
+            const int ls = (int8_t)u[2048 + 16 * s + r] + 32;
+            b->scales_l[s / 2] |= (uint8_t)((ls & 15) << (4 * (s % 2)));
+            b->scales_h |= (uint16_t)(((ls >> 4) & 3) << (2 * s));
+        }
+        b->d = get16(u + 2176 + 2 * r);
+        break;
+    }
+    case QPACK_Q6_K: {
+        block_q6_K *b = (block_q6_K *)dst;
+        uint8_t q[QK_K];
+        for (int p = 0; p < 8; p++) {
+            get_nibbles(u + 256 * p, r, q + 32 * p);
+            for (int c = 0; c < 2; c++)
+                for (int i = 0; i < 4; i++) {
+                    const int v = u[2048 + 128 * p + (c * 16 + r) * 4 + i];
+                    for (int k = 0; k < 4; k++) q[32 * p + 4 * (4 * c + k) + i] |= (uint8_t)(((v >> (2 * k)) & 3) << 4);
+                }
+        }
+        /* the inverse of q6_all */
+        memset(b->ql, 0, sizeof b->ql);
+        memset(b->qh, 0, sizeof b->qh);
+        for (int e = 0; e < QK_K; e++) {
+            const int h = e / 128, i = e % 128;
+            b->ql[64 * h + i % 64] |= (uint8_t)((q[e] & 15) << (4 * (i / 64)));
+            b->qh[32 * h + i % 32] |= (uint8_t)((q[e] >> 4) << (2 * (i / 32)));
+        }
+        for (int s = 0; s < 16; s++) b->scales[s] = (int8_t)u[3072 + 16 * s + r];
+        b->d = get16(u + 3328 + 2 * r);
+        break;
+    }
+    default: EDDY_ASSERT(0);
+    }
+}
+
+void qpack_unpack_row(qpack_format f, const void *group, int64_t unit0, int64_t n_units, int r, void *dst) {
+    EDDY_ASSERT(f > QPACK_NONE && f < QPACK_COUNT && r >= 0 && r < QPACK_ROWS && unit0 >= 0 && n_units >= 0);
+    const size_t ub = qpack_unit_bytes(f), bb = qpack_block_bytes(f);
+    for (int64_t k = 0; k < n_units; k++)
+        unpack_row_unit(f, (const uint8_t *)group + (size_t)(unit0 + k) * ub, r, (uint8_t *)dst + (size_t)k * bb);
 }
 
 /* ==== Activation tiles ==== */

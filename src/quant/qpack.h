@@ -72,6 +72,16 @@ size_t qpack_weight_bytes(qpack_format f, int64_t n_in, int64_t n_out);
  * (qpack_weight_bytes; any alignment, 64 is best). */
 void qpack_weights(qpack_format f, const void *w, size_t row_bytes, int64_t n_in, int64_t n_out, void *dst);
 
+/* Bytes of one unit of one row in the GGUF block format (the block, or the
+ * super-block of the K-quants). */
+size_t qpack_block_bytes(qpack_format f);
+
+/* The inverse of qpack_weights for one row: units [unit0, unit0 + n_units) of row r
+ * (0..15) of the packed group that starts at `group`, as the GGUF blocks they were
+ * packed from, bit for bit, into dst (n_units * qpack_block_bytes). What reads the
+ * weights as rows (the AMX prefill) reads them from the packed copy with it. */
+void qpack_unpack_row(qpack_format f, const void *group, int64_t unit0, int64_t n_units, int r, void *dst);
+
 /* One activation tile: nt (1..QPACK_TOK) rows in quant_dot_type (Q8_0 or Q8_K),
  * act_stride bytes apart, into dst (n_in / unit units of qpack_act_unit_bytes). */
 void qpack_act_tile(qpack_format f, const void *act, size_t act_stride, int nt, int64_t n_in, void *dst);

@@ -35,6 +35,12 @@ expect_ok "inspect lists unsupported types" "IQ2_XXS" "(unsupported type)" \
   "note: 1 tensors have types eddy cannot read yet" -- inspect $D/unsupported.gguf
 expect_ok "version" "eddy " "cpu features:" "kernels: " -- version
 EDDY_FORCE_REF=1 expect_ok "version under EDDY_FORCE_REF" "cpu features: none" "kernels: ref" -- version
+# EDDY_CPU_OFF turns features off as if the CPU lacked them; an unknown name is a warning
+out=$(EDDY_CPU_OFF=avx512 "$EDDY" version 2>"$TMP/err")
+if [ $? -ne 0 ] || grep -q 'avx512\|amx' <<<"$out" || [ -s "$TMP/err" ]; then bad "version under EDDY_CPU_OFF=avx512: $out $(cat "$TMP/err")"; else ok; fi
+out=$(EDDY_CPU_OFF=amx,sse9 "$EDDY" version 2>"$TMP/err")
+if [ $? -ne 0 ] || grep -q 'amx' <<<"$out" || ! grep -q 'EDDY_CPU_OFF=amx,sse9: only amx' "$TMP/err"; then
+  bad "version under EDDY_CPU_OFF=amx,sse9: $out $(cat "$TMP/err")"; else ok; fi
 
 # ==== inspect: tensors written as float32, bit-exact with gguf.quants ====
 for exp in $D/expected/*.f32; do
