@@ -14,7 +14,9 @@
  * caller. At most n_cpus threads are kept busy (the CPUs the process may use, read
  * at creation): a worker spins only while at most n_cpus - 1 workers are awake, and
  * pool_run wakes only as many sleepers as leaves room for, so with more threads than
- * CPUs the extra ones sleep and the awake ones take their parts.
+ * CPUs the extra ones sleep and the awake ones take their parts. While another process
+ * takes our CPUs (a spinner sees a gap in time, or the caller waits at a join for a
+ * descheduled helper), workers sleep between ops for a while instead of spinning.
  *
  * Owns: the workers, the hand-off, per-part scratch. Not: how ops split their rows
  * (pool_split in the header), the CPU count (cpu.c).
