@@ -355,6 +355,67 @@ TEST(gdn_verify_matches_ref) {
     pool_destroy(pool);
 }
 
+/* Rows of n floats, `stride` apart, equal bit for bit. */
+static bool same_outputs(const float *a, const float *b, int64_t rows, int64_t n, int64_t stride) {
+    for (int64_t r = 0; r < rows; r++)
+        if (memcmp(a + r * stride, b + r * stride, (size_t)n * sizeof(float))) return false;
+    return true;
+}
+
+/* The verify without snapshots gives the snapshot verify's outputs bit for bit and
+ * leaves the slots as they were; replaying the first k rows of a sequence on its slot
+ * then gives the k-th snapshot bit for bit (and the same outputs): every ISA, 3
+ * threads and none (with the caller's scratch), sequences in swapped slots. */
+TEST(gdn_verify_outputs_and_replay_match_the_snapshots) {
+    threadpool *pool = NULL;
+    REQUIRE(pool_create(&pool, 3, NULL) == EDDY_OK);
+    const gdn_params p0 = params(2, 4, 64, 64, GDN_KHEAD_MOD);
+    REQUIRE(pool_reserve_scratch(pool, gdn_verify_scratch_size(&p0), NULL) == EDDY_OK);
+    test_rng rng = test_rng_new();
+    isa_level isas[ISA_COUNT];
+    const int n_isa = ssm_test_isas(isas);
+    const int64_t n_seq = 2, T = 5, ns = gdn_state_floats(&p0), slot[2] = {1, 0}, vn = p0.n_v_heads * p0.d_v;
+    gcase c;
+    REQUIRE(make_case(&rng, &c, p0, n_seq * T, GATES_NORMAL));
+    float *s0 = ssm_test_alloc(n_seq * ns), *sv = ssm_test_alloc(n_seq * ns), *snaps = ssm_test_alloc(n_seq * T * ns);
+    float *o_snap = ssm_test_alloc(n_seq * T * c.o_stride), *st = ssm_test_alloc(ns);
+    void *scratch = ssm_test_alloc((int64_t)gdn_verify_scratch_size(&p0) / 4);
+    REQUIRE(s0 && sv && snaps && o_snap && st && scratch);
+    float *ptr[10];
+    for (int64_t i = 0; i < n_seq * T; i++) ptr[i] = snaps + i * ns;
+    random_state(&rng, s0, n_seq * ns);
+    for (int ii = 0; ii < n_isa; ii++)
+        for (int threaded = 0; threaded < 2; threaded++) {
+            threadpool *tp = threaded ? pool : NULL;
+            char what[96];
+            snprintf(what, sizeof what, "%s, %s", isa_name(isas[ii]), threaded ? "3 threads" : "no pool");
+            gdn_rows r = rows_of(&c, o_snap);
+            gdn_verify_isa(isas[ii], tp, &p0, n_seq, T, &r, s0, slot, ptr);
+            memcpy(sv, s0, (size_t)(n_seq * ns) * sizeof(float));
+            r = rows_of(&c, c.o_got);
+            gdn_verify_outputs_isa(isas[ii], tp, &p0, n_seq, T, &r, sv, slot, threaded ? NULL : scratch);
+            CHECKF(!memcmp(sv, s0, (size_t)(n_seq * ns) * sizeof(float)), "%s: the verify changed a slot", what);
+            CHECKF(same_outputs(c.o_got, o_snap, n_seq * T, vn, c.o_stride), "%s: outputs differ from the snapshot verify's",
+                   what);
+            for (int64_t s = 0; s < n_seq; s++)
+                for (int64_t k = 1; k <= T; k++) {
+                    memcpy(st, s0 + slot[s] * ns, (size_t)ns * sizeof(float));
+                    gdn_rows rs = rows_of(&c, c.o_ref);
+                    rs.q += s * T * c.row, rs.k += s * T * c.row, rs.v += s * T * c.row;
+                    rs.g += s * T * c.gb_stride, rs.beta += s * T * c.gb_stride, rs.o += s * T * c.o_stride;
+                    gdn_replay_isa(isas[ii], tp, &p0, k, &rs, st);
+                    CHECKF(!memcmp(st, ptr[s * T + k - 1], (size_t)ns * sizeof(float)),
+                           "%s: sequence %lld, replay of %lld rows is not the snapshot", what, (long long)s,
+                           (long long)k);
+                    CHECKF(same_outputs(rs.o, o_snap + s * T * c.o_stride, k, vn, c.o_stride),
+                           "%s: sequence %lld, replay of %lld rows: other outputs", what, (long long)s, (long long)k);
+                }
+        }
+    free(s0), free(sv), free(snaps), free(o_snap), free(st), free(scratch);
+    free_case(&c);
+    pool_destroy(pool);
+}
+
 /* The verify snapshots are the states a plain scan passes through. */
 TEST(gdn_verify_snapshots_are_scan_states) {
     test_rng rng = test_rng_new();

@@ -14,9 +14,12 @@
  * delta rule go by the plan's runs: consecutive one-token runs as one decode step
  * over their slots, a longer run as one sequence's prefill (in pieces that end at the
  * multiples of cache_every, where the prefix cache may copy the state), a verify run
- * from its slot into its snapshot slots.
+ * from its slot, keeping per row the conv window and the delta rule's inputs in the
+ * row's pending slot; accepting k rows replays the first k on the slot
+ * (block_gdn_accept).
  */
 #include <math.h>
+#include <string.h>
 
 #include "model/engine.h"
 #include "model/linear.h"
@@ -70,11 +73,22 @@ void block_gdn(engine *c, const model_layer *l, int64_t il, const step_plan *pla
             i += g;
             continue;
         }
-        if (run->snap) { /* verify: the slot is only read; the state after each row goes to its snapshot */
+        if (run->snap) {
+            /* verify: the slot is only read. The conv window after each row goes to the row's
+             * pending slot; the delta rule keeps its outputs only (a state per row would be
+             * n_v d_k d_v floats each), and the row's pending slot keeps what replaying it
+             * takes, its q, k, v, g and beta, for block_gdn_accept */
             float **conv_snap, **rec_snap;
             step_snap_ptrs(c, run, il, &conv_snap, &rec_snap);
+            EDDY_ASSERT(sp->shape[il].rec_floats >= conv_dim + 2 * n_v);
             conv1d_verify(c->pool, &cp, 1, run->n, x, conv_dim, y, conv_dim, sp->conv[il], &run->slot, conv_snap);
-            gdn_verify(c->pool, &p, 1, run->n, &rows, sp->rec[il], &run->slot, rec_snap);
+            for (int64_t t = 0; t < run->n; t++) {
+                float *keep = rec_snap[t];
+                memcpy(keep, y + t * conv_dim, (size_t)conv_dim * sizeof(float));
+                memcpy(keep + conv_dim, rows.g + t * n_v, (size_t)n_v * sizeof(float));
+                memcpy(keep + conv_dim + n_v, rows.beta + t * n_v, (size_t)n_v * sizeof(float));
+            }
+            gdn_verify_outputs(c->pool, &p, 1, run->n, &rows, sp->rec[il], &run->slot, NULL);
         } else { /* in pieces ending at multiples of cache_every, where checkpoints may be taken */
             float *conv = state_conv(sp, il, run->slot), *S = state_rec(sp, il, run->slot);
             for (int64_t t0 = 0; t0 < run->n;) {
@@ -94,4 +108,25 @@ void block_gdn(engine *c, const model_layer *l, int64_t il, const step_plan *pla
     gated_rmsnorm(n == 1 ? NULL : c->pool, n, n_v, d_v, c->gdn_o, V, c->gdn_z, V, (const float *)l->ssm_norm.data,
                   hp->rms_eps, c->gdn_o, V);
     linear(c->pool, &l->ssm_out, c->gdn_o, n, c->mix, c->act);
+}
+
+void block_gdn_accept(engine *c, const model_layer *l, int64_t il, eddy_seq *s, int64_t n_keep) {
+    (void)l;
+    const model_hparams *hp = &c->m->hp;
+    state_pool *sp = c->sp;
+    const int64_t n_k = hp->ssm_n_k, n_v = hp->ssm_n_v, d_k = hp->ssm_d_k, d_v = hp->ssm_d_v;
+    const int64_t conv_dim = model_gdn_conv_dim(hp), key_dim = n_k * d_k, V = n_v * d_v;
+    EDDY_ASSERT(n_keep >= 1 && n_keep <= s->n_pending && n_keep <= c->n_batch);
+    /* the kept rows' inputs, gathered into the step's buffers (free between steps) */
+    for (int64_t t = 0; t < n_keep; t++) {
+        const float *keep = state_rec(sp, il, s->pending[t]);
+        memcpy(c->gdn_qkv + t * conv_dim, keep, (size_t)conv_dim * sizeof(float));
+        memcpy(c->gdn_g + t * n_v, keep + conv_dim, (size_t)n_v * sizeof(float));
+        memcpy(c->gdn_beta + t * n_v, keep + conv_dim + n_v, (size_t)n_v * sizeof(float));
+    }
+    gdn_params p = {n_k, n_v, d_k, d_v, hp->ssm_head_map, 1.0f / sqrtf((float)d_k)};
+    gdn_rows rows = rows_from(c, 0, conv_dim, key_dim, n_v, V);
+    gdn_replay(c->pool, &p, n_keep, &rows, state_rec(sp, il, s->st.slot));
+    memcpy(state_conv(sp, il, s->st.slot), state_conv(sp, il, s->pending[n_keep - 1]),
+           (size_t)sp->shape[il].conv_floats * sizeof(float));
 }

@@ -92,6 +92,7 @@ static size_t thread_scratch_bytes(const model_hparams *hp, int64_t n_ctx, int n
         gdn_params gp = {hp->ssm_n_k, hp->ssm_n_v, hp->ssm_d_k, hp->ssm_d_v, hp->ssm_head_map, 1.0f};
         size_t gb = gdn_chunked_scratch_size(&gp);
         if (gb > need) need = gb;
+        if (gdn_verify_scratch_size(&gp) > need) need = gdn_verify_scratch_size(&gp);
     }
     return need;
 }

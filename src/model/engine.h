@@ -174,6 +174,10 @@ void forward(engine *c, const int32_t *tokens, const step_plan *plan, float *log
 void block_attention(engine *c, const model_layer *l, int64_t il, const step_plan *plan);
 void block_gdn(engine *c, const model_layer *l, int64_t il, const step_plan *plan);
 void block_mamba2(engine *c, const model_layer *l, int64_t il, const step_plan *plan);
+/* Accepting n_keep (>= 1) of sequence s's pending verify rows in GDN layer il (the
+ * lock held): the delta rule replayed over them on the sequence's slot from the inputs
+ * the verify kept, and the conv window of the last one copied to it. */
+void block_gdn_accept(engine *c, const model_layer *l, int64_t il, eddy_seq *s, int64_t n_keep);
 void block_ffn_dense(engine *c, const model_layer *l, int64_t n);
 void block_ffn_moe(engine *c, const model_layer *l, int64_t n);
 void block_ffn_relu2(engine *c, const model_layer *l, int64_t n);

@@ -8,6 +8,7 @@
  * with column j), so a head can be split by columns when there are fewer heads
  * than threads, without any exchange between threads.
  */
+#include <stdbool.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -176,13 +177,24 @@ typedef struct {
     const gdn_rows *rows;
     float *state;
     const int64_t *slot;
-    float *const *snap;
+    float *const *snap;  /* the state after each row, or NULL */
+    threadpool *pool;
+    uint8_t *work;       /* outputs only: each part runs the state in its own buffer (NULL: pool_scratch) */
+    bool outputs_only;
 } step_job;
 
+/* Units (sequence, head, column block), each token by token through head_step: the
+ * decode step (T = 1) and the replay (T > 1) in place on the slot; a verify from the
+ * slot, which it only reads, into the snapshots or, outputs only, a buffer of one
+ * head's state. The same head_step calls in the same order in every mode, so their
+ * outputs and states agree bit for bit. */
 static void step_task(void *ctx, int ith, int nth) {
     const step_job *j = ctx;
     const gdn_params *p = j->p;
     const int64_t H = p->n_v_heads, dk = p->d_k, dv = p->d_v, head = dk * dv;
+    float *buf = NULL;
+    if (j->outputs_only)
+        buf = j->work ? (float *)(j->work + (size_t)ith * gdn_verify_scratch_size(p)) : pool_scratch(j->pool, ith);
     int64_t b, e;
     pool_split(j->n_seq * H * j->ncb, ith, nth, &b, &e);
     for (int64_t u = b; u < e; u++) {
@@ -192,33 +204,59 @@ static void step_task(void *ctx, int ith, int nth) {
         float *live = j->state + (j->slot ? j->slot[s] : s) * gdn_state_floats(p) + h * head;
         for (int64_t t = 0; t < j->T; t++) {
             gdn_rows r = rows_at(j->rows, s * j->T + t);
-            const float *S_in = t == 0 ? live : j->snap[s * j->T + t - 1] + h * head;
-            float *S_out = j->snap ? j->snap[s * j->T + t] + h * head : live;
+            const float *S_in;
+            float *S_out;
+            if (buf) {
+                S_in = t == 0 ? live : buf, S_out = buf;
+            } else if (j->snap) {
+                S_in = t == 0 ? live : j->snap[s * j->T + t - 1] + h * head;
+                S_out = j->snap[s * j->T + t] + h * head;
+            } else {
+                S_in = S_out = live;
+            }
             j->kk->head_step(r.q + kh * dk, r.k + kh * dk, r.v + h * dv, r.g[h], r.beta[h], p->scale, S_in, S_out, dk,
                              dv, j0, j1, r.o + h * dv);
         }
     }
 }
 
+static void run_steps(isa_level isa, threadpool *pool, const gdn_params *p, int64_t n_seq, int64_t T,
+                      const gdn_rows *rows, float *state, const int64_t *slot, float *const *snap, bool outputs_only,
+                      void *work) {
+    check_params(p);
+    if (T <= 0 || n_seq <= 0) return;
+    const gdn_kernels *kk = gdn_kernels_for(isa, p);
+    int nth = threads_for(pool, n_seq * p->n_v_heads, (double)p->d_k * p->d_v * T);
+    step_job j = {kk,   p,    n_seq, T,    gdn_column_blocks(p, kk, n_seq * p->n_v_heads, nth),
+                  rows, state, slot, snap, pool, work, outputs_only};
+    EDDY_ASSERT(!outputs_only || work || pool_scratch_size(pool) >= gdn_verify_scratch_size(p));
+    pool_run(pool, step_task, &j, nth);
+}
+
 void gdn_step_isa(isa_level isa, threadpool *pool, const gdn_params *p, int64_t n_seq, const gdn_rows *rows,
                   float *state, const int64_t *slot) {
-    check_params(p);
-    const gdn_kernels *kk = gdn_kernels_for(isa, p);
-    int nth = threads_for(pool, n_seq * p->n_v_heads, (double)p->d_k * p->d_v);
-    step_job j = {kk, p, n_seq, 1, gdn_column_blocks(p, kk, n_seq * p->n_v_heads, nth), rows, state, slot, NULL};
-    pool_run(pool, step_task, &j, nth);
+    run_steps(isa, pool, p, n_seq, 1, rows, state, slot, NULL, false, NULL);
 }
 
 void gdn_verify_isa(isa_level isa, threadpool *pool, const gdn_params *p, int64_t n_seq, int64_t T,
                     const gdn_rows *rows, const float *state, const int64_t *slot, float *const *snap) {
-    check_params(p);
     EDDY_ASSERT(snap != NULL);
-    if (T <= 0) return;
-    const gdn_kernels *kk = gdn_kernels_for(isa, p);
-    int nth = threads_for(pool, n_seq * p->n_v_heads, (double)p->d_k * p->d_v * T);
     /* with snapshots the live slots are only read (step_task writes to snap) */
-    step_job j = {kk, p, n_seq, T, gdn_column_blocks(p, kk, n_seq * p->n_v_heads, nth), rows, (float *)state, slot, snap};
-    pool_run(pool, step_task, &j, nth);
+    run_steps(isa, pool, p, n_seq, T, rows, (float *)state, slot, snap, false, NULL);
+}
+
+size_t gdn_verify_scratch_size(const gdn_params *p) {
+    return ((size_t)gdn_state_floats(p) / (size_t)p->n_v_heads * sizeof(float) + 63) / 64 * 64;
+}
+
+void gdn_verify_outputs_isa(isa_level isa, threadpool *pool, const gdn_params *p, int64_t n_seq, int64_t T,
+                            const gdn_rows *rows, const float *state, const int64_t *slot, void *scratch) {
+    run_steps(isa, pool, p, n_seq, T, rows, (float *)state, slot, NULL, true, scratch);
+}
+
+void gdn_replay_isa(isa_level isa, threadpool *pool, const gdn_params *p, int64_t T, const gdn_rows *rows,
+                    float *state) {
+    run_steps(isa, pool, p, 1, T, rows, state, NULL, NULL, false, NULL);
 }
 
 /* ==== Sequential scan ==== */
@@ -270,4 +308,13 @@ void gdn_scan(threadpool *pool, const gdn_params *p, int64_t T, const gdn_rows *
 void gdn_verify(threadpool *pool, const gdn_params *p, int64_t n_seq, int64_t T, const gdn_rows *rows,
                 const float *state, const int64_t *slot, float *const *snap) {
     gdn_verify_isa(isa_active(), pool, p, n_seq, T, rows, state, slot, snap);
+}
+
+void gdn_verify_outputs(threadpool *pool, const gdn_params *p, int64_t n_seq, int64_t T, const gdn_rows *rows,
+                        const float *state, const int64_t *slot, void *scratch) {
+    gdn_verify_outputs_isa(isa_active(), pool, p, n_seq, T, rows, state, slot, scratch);
+}
+
+void gdn_replay(threadpool *pool, const gdn_params *p, int64_t T, const gdn_rows *rows, float *state) {
+    gdn_replay_isa(isa_active(), pool, p, T, rows, state);
 }

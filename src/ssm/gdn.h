@@ -105,6 +105,22 @@ int gdn_prefill_uses_chunked(const gdn_params *p, int64_t T);
 void gdn_verify(threadpool *pool, const gdn_params *p, int64_t n_seq, int64_t T, const gdn_rows *rows,
                 const float *state, const int64_t *slot, float *const *snap);
 
+/* (e) Speculative verify without snapshots: as gdn_verify, each sequence from slot[s],
+ * which is only read, but only the outputs are kept: each unit runs its head's state in
+ * a buffer of its own. Accepting t + 1 positions is then gdn_replay over rows 0..t on
+ * the slot. Each part needs gdn_verify_scratch_size(p) bytes: from `scratch`
+ * (pool_size(pool) such regions, 64-byte aligned) or, when scratch is NULL, from
+ * pool_scratch. So a verify of T positions reads the state once and writes none of it,
+ * where gdn_verify writes T states. */
+void gdn_verify_outputs(threadpool *pool, const gdn_params *p, int64_t n_seq, int64_t T, const gdn_rows *rows,
+                        const float *state, const int64_t *slot, void *scratch);
+size_t gdn_verify_scratch_size(const gdn_params *p);
+
+/* (f) Replay: T positions of one sequence in place on state, by the decode step's
+ * kernel one token at a time, so the state (and the outputs, in rows' o) are bit for
+ * bit those of T gdn_step calls, and of gdn_verify's and gdn_verify_outputs' rows. */
+void gdn_replay(threadpool *pool, const gdn_params *p, int64_t T, const gdn_rows *rows, float *state);
+
 /* The same with an explicit ISA's kernels (tests, benchmarks). */
 void gdn_step_isa(isa_level isa, threadpool *pool, const gdn_params *p, int64_t n_seq, const gdn_rows *rows,
                   float *state, const int64_t *slot);
@@ -114,6 +130,10 @@ void gdn_chunked_isa(isa_level isa, threadpool *pool, const gdn_params *p, int64
                      float *state, void *scratch);
 void gdn_verify_isa(isa_level isa, threadpool *pool, const gdn_params *p, int64_t n_seq, int64_t T,
                     const gdn_rows *rows, const float *state, const int64_t *slot, float *const *snap);
+void gdn_verify_outputs_isa(isa_level isa, threadpool *pool, const gdn_params *p, int64_t n_seq, int64_t T,
+                            const gdn_rows *rows, const float *state, const int64_t *slot, void *scratch);
+void gdn_replay_isa(isa_level isa, threadpool *pool, const gdn_params *p, int64_t T, const gdn_rows *rows,
+                    float *state);
 
 /* Scalar oracles, single-threaded, written as the equations read. gdn_scan_ref is the
  * reference for every other variant; gdn_step_ref is gdn_scan_ref over one token per
