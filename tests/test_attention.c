@@ -235,6 +235,15 @@ TEST(attention_fast_rows_independent_of_batch_and_threads) {
                 CHECKF(memcmp(one, want + t * so, (size_t)so * 4) == 0, "%s, %d threads: query %lld alone differs",
                        ks[ki]->name, n_threads, (long long)t);
             }
+            /* a verify's few queries (split over key chunks on several threads) */
+            for (int64_t nv = 2; nv <= 8; nv += 3) {
+                const int64_t t0 = 20;
+                attn_args b = {all, q + t0 * sq, k, v, so, sq, sk, sk, nv, pos0 + t0, QTYPE_F16, QTYPE_F16, NULL, 0, 0};
+                ops_attention_with(pool, &s, &b, ks[ki]);
+                CHECKF(memcmp(all, want + t0 * so, (size_t)(nv * so) * 4) == 0,
+                       "%s, %d threads: %lld queries after %lld differ", ks[ki]->name, n_threads, (long long)nv,
+                       (long long)(pos0 + t0));
+            }
             pool_destroy(pool);
         }
     free(q), free(k), free(v), free(kf), free(vf), free(want), free(all), free(one);

@@ -142,13 +142,23 @@ static int64_t part_floats(const attn_shape *s) { return s->n_head / s->n_head_k
 
 static int64_t n_chunks(int64_t n_keys) { return (n_keys + ATTN_CHUNK - 1) / ATTN_CHUNK; }
 
+/* A few queries (a verify's) split over key chunks like a decode query while their
+ * partials fit: the scratch has room for this many of them this far into a sequence. */
+#define ATTN_SPLIT_Q 8
+#define ATTN_SPLIT_CTX 8192
+
 size_t ops_attention_scratch(const attn_shape *s, int64_t n_ctx, int n_threads) {
     size_t ref = (size_t)n_ctx * sizeof(float);
     /* with more than one thread a decode query splits into (KV head, chunk) units,
      * each thread keeping the partials of its share */
-    int64_t slots = 0;
-    if (n_threads > 1) slots = (s->n_head_kv * n_chunks(n_ctx) + n_threads - 1) / n_threads;
-    size_t fast = (size_t)(attn_work_floats(s, rows_max(s)) + slots * part_floats(s)) * sizeof(float);
+    int64_t parts = 0;
+    if (n_threads > 1) {
+        const int64_t ctx_q = n_ctx < ATTN_SPLIT_CTX ? n_ctx : ATTN_SPLIT_CTX;
+        const int64_t one = (s->n_head_kv * n_chunks(n_ctx) + n_threads - 1) / n_threads;
+        const int64_t few = (s->n_head_kv * n_chunks(ctx_q) + n_threads - 1) / n_threads * ATTN_SPLIT_Q;
+        parts = (one > few ? one : few) * part_floats(s);
+    }
+    size_t fast = (size_t)(attn_work_floats(s, rows_max(s)) + parts) * sizeof(float);
     return ref > fast ? ref : fast;
 }
 
@@ -161,11 +171,13 @@ typedef struct {
     threadpool *pool;
     const attn_kernel *kern;
     int64_t tq, n_qb, n_split, n_units, rows;
+    int64_t part; /* floats of one split unit's partials: n_q * part_floats */
     int nth;
 } fast_job;
 
-/* Units, listed most keys first: (query block, KV head), or for one decode query on
- * several threads (chunk, KV head) with n_split chunks. Unit k goes to thread
+/* Units, listed most keys first: (query block, KV head), or, split, (chunk, KV head)
+ * with n_split chunks: for one decode query on several threads, and for a few queries
+ * that fit one block (a verify's) when the scratch holds their partials. Unit k goes to thread
  * snake(k): threads 0..nth-1, then nth-1..0, and so on, so the costly early units
  * spread over all threads; a thread takes one unit per round, so unit k is its
  * (k / nth)-th: the slot of its partial. */
@@ -178,15 +190,22 @@ static void plan_units(fast_job *j, int pool_n) {
     const int64_t work = s->n_head * a->n_q * (a->pos0 + (a->n_q + 1) / 2) * (s->head_dim_k + s->head_dim_v);
     int64_t nth = 1 + work / ATTN_MIN_WORK;
     if (nth > pool_n) nth = pool_n;
-    j->n_split = a->n_q == 1 && nth > 1 ? n_chunks(a->pos0 + 1) : 1;
     /* a split takes every thread of the pool: ops_attention_scratch sized the partial
-     * slots for that (ceil(units / pool threads) per thread) */
+     * slots of one query for that (ceil(units / pool threads) per thread); a few queries
+     * split only while their partials fit the same room (shorter contexts than n_ctx) */
+    j->n_split = 1;
+    j->part = a->n_q * part_floats(s);
+    if (nth > 1 && j->n_qb == 1) {
+        const int64_t chunks = n_chunks(a->pos0 + a->n_q), slots = (s->n_head_kv * chunks + pool_n - 1) / pool_n;
+        const size_t need = (size_t)(attn_work_floats(s, j->rows) + slots * j->part) * sizeof(float);
+        if (a->n_q == 1 || (chunks > 1 && need <= pool_scratch_size(j->pool))) j->n_split = chunks;
+    }
     if (j->n_split > 1) nth = pool_n;
     j->n_units = j->n_qb * s->n_head_kv * j->n_split;
     j->nth = (int)(nth < j->n_units ? nth : j->n_units);
     if (j->n_split > 1) {
         const int64_t slots = (j->n_units + j->nth - 1) / j->nth;
-        EDDY_ASSERT((size_t)(attn_work_floats(s, j->rows) + slots * part_floats(s)) * sizeof(float) <=
+        EDDY_ASSERT((size_t)(attn_work_floats(s, j->rows) + slots * j->part) * sizeof(float) <=
                     pool_scratch_size(j->pool));
     }
 }
@@ -199,7 +218,7 @@ static int snake(int64_t k, int nth) {
 static float *part_slot(const fast_job *j, int64_t k) {
     const size_t work = (size_t)attn_work_floats(j->s, j->rows);
     float *base = (float *)pool_scratch(j->pool, snake(k, j->nth)) + work;
-    return base + (k / j->nth) * part_floats(j->s);
+    return base + (k / j->nth) * j->part;
 }
 
 /* The unit of a split decode query for chunk c of KV head hk. */
@@ -208,12 +227,12 @@ static int64_t split_unit(const fast_job *j, int64_t c, int64_t hk) { return c *
 static void unit_of(const fast_job *j, int64_t k, attn_unit *u) {
     const attn_args *a = j->a;
     u->s = j->s, u->a = a;
-    if (j->n_split > 1) { /* one query: unit (chunk, KV head); chunks of equal size first */
+    if (j->n_split > 1) { /* every query: unit (chunk, KV head); chunks of equal size first */
         const int64_t c = k / j->s->n_head_kv;
         u->hk = k % j->s->n_head_kv;
-        u->t0 = 0, u->nt = 1;
+        u->t0 = 0, u->nt = a->n_q;
         u->j0 = c * ATTN_CHUNK;
-        u->j1 = c == j->n_split - 1 ? a->pos0 + 1 : u->j0 + ATTN_CHUNK;
+        u->j1 = c == j->n_split - 1 ? a->pos0 + a->n_q : u->j0 + ATTN_CHUNK;
         u->part = part_slot(j, k);
         return;
     }
@@ -238,22 +257,24 @@ static void fast_task(void *p, int ith, int nth) {
     }
 }
 
-/* A split decode query: each head's chunk partials folded in chunk order. The fold
- * state lives in out (O) and two floats; out is then normalized in place. */
+/* A split: each query row's chunk partials folded in chunk order (a chunk past a
+ * query's last key left m = -inf, which folds to nothing). The fold state lives in out
+ * (O) and two floats; out is then normalized in place. */
 static void merge_parts(const fast_job *j) {
     const attn_shape *s = j->s;
     const attn_args *a = j->a;
     const int64_t group = s->n_head / s->n_head_kv, dv = s->head_dim_v;
-    for (int64_t hk = 0; hk < s->n_head_kv; hk++)
-        for (int64_t g = 0; g < group; g++) {
-            float *out = a->out + (hk * group + g) * dv, M = -INFINITY, L = 0.0f;
-            memset(out, 0, (size_t)dv * sizeof(float));
-            for (int64_t c = 0; c < j->n_split; c++) {
-                const float *pc = part_slot(j, split_unit(j, c, hk)) + g * (dv + 2);
-                attn_fold(&M, &L, out, pc[0], pc[1], pc + 2, dv);
+    for (int64_t t = 0; t < a->n_q; t++)
+        for (int64_t hk = 0; hk < s->n_head_kv; hk++)
+            for (int64_t g = 0; g < group; g++) {
+                float *out = a->out + t * a->so + (hk * group + g) * dv, M = -INFINITY, L = 0.0f;
+                memset(out, 0, (size_t)dv * sizeof(float));
+                for (int64_t c = 0; c < j->n_split; c++) {
+                    const float *pc = part_slot(j, split_unit(j, c, hk)) + (t * group + g) * (dv + 2);
+                    attn_fold(&M, &L, out, pc[0], pc[1], pc + 2, dv);
+                }
+                attn_finish(out, out, L, dv);
             }
-            attn_finish(out, out, L, dv);
-        }
 }
 
 void ops_attention_with(threadpool *pool, const attn_shape *s, const attn_args *a, const attn_kernel *kern) {
