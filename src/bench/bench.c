@@ -19,6 +19,7 @@
 void bench_vec_cases(bench_env *env);
 void bench_matmul_gemv_cases(bench_env *env);
 void bench_matmul_gemm_cases(bench_env *env);
+void bench_matmul_few_cases(bench_env *env);
 void bench_mamba2_cases(bench_env *env);
 void bench_gdn_step_cases(bench_env *env);
 void bench_gdn_prefill_cases(bench_env *env);
@@ -32,6 +33,7 @@ void bench_pool_cases(bench_env *env);
 static const bench_case cases[] = {
     {"vec_dot", bench_vec_cases},
     {"matmul_gemv", bench_matmul_gemv_cases},
+    {"matmul_few", bench_matmul_few_cases},
     {"matmul_gemm", bench_matmul_gemm_cases},
     {"mamba2", bench_mamba2_cases},
     {"gdn_step", bench_gdn_step_cases},

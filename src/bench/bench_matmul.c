@@ -23,6 +23,7 @@
 
 void bench_matmul_gemv_cases(bench_env *env);
 void bench_matmul_gemm_cases(bench_env *env);
+void bench_matmul_few_cases(bench_env *env);
 
 static const qtype bench_types[] = {QTYPE_F32,  QTYPE_F16,  QTYPE_BF16, QTYPE_Q8_0, QTYPE_Q4_0,
                                     QTYPE_Q4_1, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_IQ4_NL, QTYPE_Q2_K,
@@ -107,6 +108,7 @@ static void run_mm(void *p) {
 }
 
 #define PACKED_ARENA_BYTES ((size_t)256 << 20) /* decode: packed windows (past the last-level cache) */
+#define FEW_TOKENS 8 /* up to this many tokens (a verify step, a small batch) time as decode does */
 
 static void bench_one(bench_env *env, qtype t, int64_t n_in, int64_t n_out, int64_t n_tok, uint8_t *arena,
                       size_t arena_bytes) {
@@ -115,7 +117,9 @@ static void bench_one(bench_env *env, qtype t, int64_t n_in, int64_t n_out, int6
     size_t wbytes = c.w.row_bytes * (size_t)n_out;
     if (wbytes > arena_bytes) return;
     c.window = (wbytes + 4095) / 4096 * 4096;
-    c.n_windows = n_tok == 1 ? arena_bytes / c.window : 0;
+    /* a few tokens stream their weights from memory as decode does: a window per call */
+    const bool stream = n_tok <= FEW_TOKENS;
+    c.n_windows = stream ? arena_bytes / c.window : 0;
     float *x = bench_random_floats(n_in * n_tok, 3, 2.0f);
     float *y = eddy_malloc_aligned(sizeof(float) * (size_t)(n_out * n_tok), 64);
     c.scratch_bytes = matmul_scratch_bytes(&c.w, n_tok);
@@ -123,10 +127,10 @@ static void bench_one(bench_env *env, qtype t, int64_t n_in, int64_t n_out, int6
     /* each type runs as the rows are, then packed where this CPU has a packed kernel */
     const size_t pbytes = matmul_pack_bytes(&c.w);
     for (int pk = 0; pk < (pbytes ? 2 : 1) && x && y && c.scratch; pk++) {
-        const size_t n_win = n_tok == 1 ? arena_bytes / c.window : 1;
+        const size_t n_win = stream ? arena_bytes / c.window : 1;
         if (pk) {
             c.pwindow = (pbytes + 4095) / 4096 * 4096;
-            size_t n_pw = n_tok == 1 ? PACKED_ARENA_BYTES / c.pwindow : 1;
+            size_t n_pw = stream ? PACKED_ARENA_BYTES / c.pwindow : 1;
             if (n_pw > n_win) n_pw = n_win;
             if (n_pw < 1) n_pw = 1;
             c.packed = eddy_malloc_aligned(c.pwindow * n_pw, 4096);
@@ -137,13 +141,14 @@ static void bench_one(bench_env *env, qtype t, int64_t n_in, int64_t n_out, int6
                 matmul_pack(&wi, c.packed + i * c.pwindow);
             }
             c.w.packed = c.packed;
-            if (n_tok == 1) c.n_windows = n_pw;
+            if (stream) c.n_windows = n_pw;
         }
         c.x = x, c.y = y, c.next = 0;
-        bench_result r = {.op = n_tok == 1 ? "matmul_gemv" : "matmul_gemm", .variant = pk ? "packed" : qdot_kernel_name(t)};
+        bench_result r = {.op = n_tok == 1 ? "matmul_gemv" : stream ? "matmul_few" : "matmul_gemm",
+                          .variant = pk ? "packed" : qdot_kernel_name(t)};
         snprintf(r.shape, sizeof r.shape, "%-6s n_in=%lld n_out=%lld n_tok=%lld", qtype_name(t), (long long)n_in,
                  (long long)n_out, (long long)n_tok);
-        r.seconds = bench_median(run_mm, &c, n_tok == 1 ? 20 : 3, n_tok == 1 ? 0.3 : 0.5);
+        r.seconds = bench_median(run_mm, &c, stream ? 20 : 3, stream ? 0.3 : 0.5);
         r.bytes = (double)(pk ? pbytes : wbytes) + 4.0 * (double)(n_in + n_out) * (double)n_tok;
         r.flops = 2.0 * (double)n_tok * (double)n_in * (double)n_out;
         r.int8 = quant_dot_type(t) != QTYPE_F32 && strcmp(r.variant, "ref") != 0;
@@ -167,6 +172,21 @@ void bench_matmul_gemv_cases(bench_env *env) {
         fill_weights(t, arena, ARENA_BYTES, ti + 1);
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             bench_one(env, t, shapes[s][0], shapes[s][1], 1, arena, ARENA_BYTES);
+    }
+    eddy_free_aligned(arena);
+}
+
+/* What a verify step or a small batch adds to decode: the same products with 1, 2, 5
+ * and 8 tokens, each call on weights not in cache. */
+void bench_matmul_few_cases(bench_env *env) {
+    uint8_t *arena = eddy_malloc_aligned(ARENA_BYTES, 4096);
+    if (!arena) return;
+    static const qtype types[] = {QTYPE_Q8_0, QTYPE_Q4_K, QTYPE_Q6_K};
+    static const int64_t n_toks[] = {1, 2, 5, 8};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        fill_weights(types[ti], arena, ARENA_BYTES, ti + 1);
+        for (size_t k = 0; k < sizeof n_toks / sizeof n_toks[0]; k++)
+            bench_one(env, types[ti], 1024, 3584, n_toks[k], arena, ARENA_BYTES);
     }
     eddy_free_aligned(arena);
 }

@@ -64,6 +64,15 @@ INLINE __m256i dot1s(__m256i acc, __m256i qabs, __m256i q, __m256i x) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
 }
 
+/* The weights stream from memory in the first pass over a group (rows 0..7, the
+ * first tokens): it prefetches each unit's bytes PF_BYTES ahead, as qpack_avx512.c
+ * does; the later passes find them in cache. */
+#define PF_BYTES 4096
+INLINE void prefetch_unit(const uint8_t *w, size_t bytes, int h, int t0) {
+    if (h == 0 && t0 == 0)
+        for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(w + PF_BYTES + o, 0, 3);
+}
+
 /* ==== 32-element formats ==== */
 
 INLINE size_t ub32(const qpack_format F) {
@@ -84,6 +93,7 @@ INLINE void k32(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_
     w += 32 * h;
     a += 32 * t0;
     for (int64_t k = 0; k < nu; k++, w += UB, a += AB) {
+        prefetch_unit(w, UB, h, t0);
         __m256i ia[HT];
         FOR_T ia[t] = MIN || SIGNED ? _mm256_setzero_si256() : bcast32(a - 32 * t0 + 288 + 4 * (t0 + t));
         if (F == QPACK_Q8_0) {
@@ -142,6 +152,7 @@ INLINE void k4k(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_
     __m256 acc[HT];
     FOR_T acc[t] = _mm256_setzero_ps();
     for (int64_t k = 0; k < nu; k++, w += UB, a += 2336) {
+        prefetch_unit(w, UB, h, t0);
         const __m256 dv = f16x8(w + DO + 16 * h), mv = XS ? dv : f16x8(w + DO + 32 + 16 * h);
         __m256 sb[HT];
         FOR_T sb[t] = _mm256_setzero_ps();
@@ -205,6 +216,7 @@ INLINE void k6k(int64_t nu, const uint8_t *w, const uint8_t *a, int h, int t0, f
     __m256 acc[HT];
     FOR_T acc[t] = _mm256_setzero_ps();
     for (int64_t k = 0; k < nu; k++, w += 3360, a += 2592) {
+        prefetch_unit(w, 3360, h, t0);
         __m256i isb[HT]; /* sub-block scales in integers, as vec_dot_ref */
         FOR_T isb[t] = _mm256_setzero_si256();
         for (int p = 0; p < 8; p++) {

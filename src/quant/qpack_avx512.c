@@ -43,14 +43,15 @@ INLINE size_t qpack_unit_bytes_c(const qpack_format F) {
     return F == QPACK_Q8_0 ? 544 : F == QPACK_Q4_1 ? 320 : F == QPACK_Q5_0 ? 352 : F == QPACK_Q5_1 ? 384 : 288;
 }
 
-/* Decode (one token) streams the weights once: each unit first prefetches the bytes
- * PF_BYTES ahead of it (the next group's, past the end of this one, which a thread's
- * next call reads), since at a few instructions per byte the out-of-order window alone
- * keeps too few misses in flight. With more tokens the weights come from L2. */
+/* Decode and the few tokens of a verify step or a small batch (one tile) stream the
+ * weights once: each unit first prefetches the bytes PF_BYTES ahead of it (the next
+ * group's, past the end of this one, which a thread's next call reads), since the
+ * out-of-order window alone keeps too few misses in flight. In prefill, where the
+ * later tiles find the weights in L2, the prefetches cost a load slot each. */
 #define PF_BYTES 4096
 INLINE void prefetch_unit(const uint8_t *w, size_t bytes, const int NT) {
-    if (NT == 1)
-        for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(w + PF_BYTES + o, 0, 3);
+    (void)NT;
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(w + PF_BYTES + o, 0, 3);
 }
 
 /* ==== 32-element formats: Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1 ==== */
