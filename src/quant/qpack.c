@@ -307,13 +307,9 @@ static uint16_t get16(const uint8_t *p) {
 
 static const uint8_t *cslot(const uint8_t *piece, int j, int r) { return piece + (j * 16 + r) * 4; }
 
-/* The inverse of put_nibbles: the 32 nibbles of row r of a piece. */
-static void get_nibbles(const uint8_t *piece, int r, uint8_t *q32) {
-    for (int v = 0; v < 4; v++)
-        for (int i = 0; i < 4; i++) {
-            q32[4 * v + i] = cslot(piece, v, r)[i] & 15;
-            q32[16 + 4 * v + i] = cslot(piece, v, r)[i] >> 4;
-        }
+/* The 16 bytes of row r of a piece (its 4 vectors' 4-byte slots), in element order. */
+static void piece_bytes(const uint8_t *piece, int r, uint8_t *b16) {
+    for (int v = 0; v < 4; v++) memcpy(b16 + 4 * v, cslot(piece, v, r), 4);
 }
 
 /* The inverse of quant_get_scale_min_k4: 8 six-bit scales and mins into 12 bytes. */
@@ -386,18 +382,28 @@ static void unpack_row_unit(qpack_format f, const uint8_t *u, int r, uint8_t *ds
         const bool q5 = f == QPACK_Q5_K;
         uint8_t *qs = q5 ? ((block_q5_K *)dst)->qs : ((block_q4_K *)dst)->qs;
         uint8_t sc[8], m[8];
-        memset(qs, 0, QK_K / 2);
-        if (q5) memset(((block_q5_K *)dst)->qh, 0, QK_K / 8);
-        for (int s = 0; s < 8; s++) {
-            uint8_t q32[32];
-            get_nibbles(u + 256 * s, r, q32);
-            for (int e = 0; e < 32; e++) qs[32 * (s / 2) + e] |= (uint8_t)(q32[e] << (4 * (s % 2)));
-            if (q5) {
-                const uint32_t h = get_high_bits(u + 2048 + 64 * s, r);
-                for (int e = 0; e < 32; e++) ((block_q5_K *)dst)->qh[e] |= (uint8_t)(((h >> e) & 1) << s);
+        for (int c = 0; c < 4; c++) {
+            /* sub-blocks 2c (low nibbles of qs[32c..]) and 2c + 1 (high): each piece's byte j
+             * holds element j (low nibble) and 16 + j (high) of its sub-block */
+            uint8_t b0[16], b1[16];
+            piece_bytes(u + 256 * (2 * c), r, b0);
+            piece_bytes(u + 256 * (2 * c + 1), r, b1);
+            for (int j = 0; j < 16; j++) {
+                qs[32 * c + j] = (uint8_t)((b0[j] & 15) | b1[j] << 4);
+                qs[32 * c + 16 + j] = (uint8_t)(b0[j] >> 4 | (b1[j] & 0xF0));
             }
-            sc[s] = u[(q5 ? 2560 : 2048) + 16 * s + r];
-            m[s] = u[(q5 ? 2688 : 2176) + 16 * s + r];
+        }
+        if (q5) {
+            uint8_t *qh = ((block_q5_K *)dst)->qh;
+            memset(qh, 0, QK_K / 8);
+            for (int s8 = 0; s8 < 8; s8++) {
+                const uint32_t h = get_high_bits(u + 2048 + 64 * s8, r);
+                for (int e = 0; e < 32; e++) qh[e] |= (uint8_t)(((h >> e) & 1) << s8);
+            }
+        }
+        for (int s8 = 0; s8 < 8; s8++) {
+            sc[s8] = u[(q5 ? 2560 : 2048) + 16 * s8 + r];
+            m[s8] = u[(q5 ? 2688 : 2176) + 16 * s8 + r];
         }
         if (q5) {
             block_q5_K *b = (block_q5_K *)dst;
@@ -429,22 +435,28 @@ static void unpack_row_unit(qpack_format f, const uint8_t *u, int r, uint8_t *ds
         block_q6_K *b = (block_q6_K *)dst;
         uint8_t q[QK_K];
         for (int p = 0; p < 8; p++) {
-            get_nibbles(u + 256 * p, r, q + 32 * p);
-            for (int c = 0; c < 2; c++)
-                for (int i = 0; i < 4; i++) {
-                    const int v = u[2048 + 128 * p + (c * 16 + r) * 4 + i];
-                    for (int k = 0; k < 4; k++) q[32 * p + 4 * (4 * c + k) + i] |= (uint8_t)(((v >> (2 * k)) & 3) << 4);
-                }
+            /* byte j of the piece: low 4 bits of elements j and 16 + j; byte 4c + i of the
+             * crumbs: the high 2 bits of elements 16c + 4k + i, k = 0..3, two bits each */
+            uint8_t nb[16], cr[8];
+            piece_bytes(u + 256 * p, r, nb);
+            memcpy(cr, u + 2048 + 128 * p + r * 4, 4);
+            memcpy(cr + 4, u + 2048 + 128 * p + (16 + r) * 4, 4);
+            for (int j = 0; j < 16; j++) {
+                const int sh = 2 * (j / 4), i = j % 4;
+                q[32 * p + j] = (uint8_t)((nb[j] & 15) | ((cr[i] >> sh) & 3) << 4);
+                q[32 * p + 16 + j] = (uint8_t)(nb[j] >> 4 | ((cr[4 + i] >> sh) & 3) << 4);
+            }
         }
-        /* the inverse of q6_all */
-        memset(b->ql, 0, sizeof b->ql);
-        memset(b->qh, 0, sizeof b->qh);
-        for (int e = 0; e < QK_K; e++) {
-            const int h = e / 128, i = e % 128;
-            b->ql[64 * h + i % 64] |= (uint8_t)((q[e] & 15) << (4 * (i / 64)));
-            b->qh[32 * h + i % 32] |= (uint8_t)((q[e] >> 4) << (2 * (i / 32)));
+        /* the inverse of q6_all: ql[64h + j] holds elements 128h + j (low) and 128h + 64 + j
+         * (high nibble); qh[32h + j] the high bits of 128h + j + 32n in bits 2n, 2n + 1 */
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *qq = q + 128 * h;
+            for (int j = 0; j < 64; j++) b->ql[64 * h + j] = (uint8_t)((qq[j] & 15) | qq[64 + j] << 4);
+            for (int j = 0; j < 32; j++)
+                b->qh[32 * h + j] =
+                    (uint8_t)(qq[j] >> 4 | (qq[32 + j] >> 4) << 2 | (qq[64 + j] >> 4) << 4 | (qq[96 + j] >> 4) << 6);
         }
-        for (int s = 0; s < 16; s++) b->scales[s] = (int8_t)u[3072 + 16 * s + r];
+        for (int s16 = 0; s16 < 16; s16++) b->scales[s16] = (int8_t)u[3072 + 16 * s16 + r];
         b->d = get16(u + 3328 + 2 * r);
         break;
     }
