@@ -108,7 +108,8 @@ static void check_amx(test_rng *r, threadpool *pool, qtype t, int64_t n_in, int6
     }
     for (int64_t tk = 0; tk < n_tok; tk++) CHECK(y[tk * ys + n_out] == -777.0f);
 
-    free(wdata), free(x), free(y), free(scratch), free(wd);
+    free(wdata), free(x), free(y), free(yp), free(scratch), free(wd);
+    eddy_free_aligned(pbuf);
 }
 
 #endif
