@@ -323,6 +323,39 @@ TEST(mamba2_verify_matches_steps) {
             CHECKF(memcmp(pb.y, verify_y, (size_t)(pb.rows * pb.y_ld) * sizeof(float)) == 0,
                    "verify %s: y differs from the steps' (case seed %llu)", name, (unsigned long long)pb.seed);
             if (v != -2) {
+                /* outputs only, from the pool's scratch and from a buffer of our own: the same y,
+                 * the input state untouched; replaying sequence i's first k rows on a copy of its
+                 * state gives snapshot k - 1 and the same rows of y */
+                const isa_level isa = v == -1 ? isa_active() : (isa_level)v;
+                const size_t hb = mamba2_verify_scratch_bytes(&pb.p);
+                float *own = fmalloc((int64_t)(2 * hb / sizeof(float)));
+                REQUIRE(pool_reserve_scratch(pool, hb, NULL) == EDDY_OK);
+                for (int from_pool = 0; from_pool < 2; from_pool++) {
+                    clear_y(&pb);
+                    mamba2_verify_outputs_isa(isa, &pb.p, &pb.io, in_ptrs, n_seq, K, pool, from_pool ? NULL : own);
+                    CHECKF(memcmp(s_in, s_keep, (size_t)(n_seq * sf) * sizeof(float)) == 0,
+                           "verify outputs %s wrote its input state (case seed %llu)", name,
+                           (unsigned long long)pb.seed);
+                    CHECKF(memcmp(pb.y, verify_y, (size_t)(pb.rows * pb.y_ld) * sizeof(float)) == 0,
+                           "verify outputs %s: y differs from the verify's (case seed %llu)", name,
+                           (unsigned long long)pb.seed);
+                }
+                for (int64_t i = 0; i < n_seq; i++)
+                    for (int64_t k = 1; k <= K; k++) {
+                        memcpy(st, s_in + i * sf, (size_t)sf * sizeof(float));
+                        clear_y(&pb);
+                        mamba2_io io = pb.io;
+                        io.x += i * K * pb.ld, io.B += i * K * pb.ld, io.C += i * K * pb.ld, io.dt += i * K * pb.dt_ld;
+                        io.y += i * K * pb.y_ld;
+                        mamba2_replay_isa(isa, &pb.p, &io, k, st, k % 2 ? pool : NULL);
+                        CHECKF(memcmp(st, snap + (i * K + k - 1) * sf, (size_t)sf * sizeof(float)) == 0,
+                               "replay %s of %lld rows of sequence %lld is not the snapshot (case seed %llu)", name,
+                               (long long)k, (long long)i, (unsigned long long)pb.seed);
+                        CHECKF(memcmp(io.y, verify_y + i * K * pb.y_ld, (size_t)(k * pb.y_ld) * sizeof(float)) == 0,
+                               "replay %s of %lld rows of sequence %lld: other outputs (case seed %llu)", name,
+                               (long long)k, (long long)i, (unsigned long long)pb.seed);
+                    }
+                free(own);
                 /* loose check against the reference: the magnitudes bound is exercised by the step test */
                 double e = test_nmse(snap, snap_ref, n_seq * K * sf);
                 CHECKF(e < 1e-10, "verify %s: snapshots nmse %g against ref (case seed %llu)", name, e,

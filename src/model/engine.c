@@ -87,6 +87,7 @@ static size_t thread_scratch_bytes(const model_hparams *hp, int64_t n_ctx, int n
                             NULL, NULL, NULL, 0.0f, 0.0f};
         size_t mb = mamba2_scan_scratch_bytes(&mp, MAMBA2_CHUNK, 1);
         if (mb > need) need = mb;
+        if (mamba2_verify_scratch_bytes(&mp) > need) need = mamba2_verify_scratch_bytes(&mp);
     }
     if (hp->ssm_n_v > 0) {
         gdn_params gp = {hp->ssm_n_k, hp->ssm_n_v, hp->ssm_d_k, hp->ssm_d_v, hp->ssm_head_map, 1.0f};

@@ -178,6 +178,8 @@ void block_mamba2(engine *c, const model_layer *l, int64_t il, const step_plan *
  * lock held): the delta rule replayed over them on the sequence's slot from the inputs
  * the verify kept, and the conv window of the last one copied to it. */
 void block_gdn_accept(engine *c, const model_layer *l, int64_t il, eddy_seq *s, int64_t n_keep);
+/* The same for a Mamba-2 layer: the scan replayed over the kept rows. */
+void block_mamba2_accept(engine *c, const model_layer *l, int64_t il, eddy_seq *s, int64_t n_keep);
 void block_ffn_dense(engine *c, const model_layer *l, int64_t n);
 void block_ffn_moe(engine *c, const model_layer *l, int64_t n);
 void block_ffn_relu2(engine *c, const model_layer *l, int64_t n);

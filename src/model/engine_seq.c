@@ -235,20 +235,20 @@ eddy_status eddy_seq_accept(eddy_seq *s, int64_t n_keep, eddy_error *err) {
                             n_keep, s->n_pending);
     } else if (n_keep == 0) {
         engine_release_pending(c, s, -1);
-    } else if (c->m->hp.ssm_n_v > 0) {
-        /* Gated DeltaNet layers kept the inputs, not the states: they replay the kept
-         * rows on the sequence's slot; any other recurrent layer takes the state after
-         * the n_keep-th row from its pending slot */
-        const int64_t last = s->pending[n_keep - 1];
+    } else if (c->m->hp.ssm_n_v > 0 || c->m->hp.ssm_n_head > 0) {
+        /* the recurrent layers kept the inputs, not the states: they replay the kept rows
+         * on the sequence's slot */
         for (int64_t il = 0; il < c->m->hp.n_layer; il++) {
             const model_layer *l = &c->m->layers[il];
             if (l->mixer == MIXER_GDN) block_gdn_accept(c, l, il, s, n_keep);
-            else if (c->sp->shape[il].conv_floats > 0) state_slot_copy_layer(c->sp, il, s->st.slot, last);
+            else if (l->mixer == MIXER_MAMBA2) block_mamba2_accept(c, l, il, s, n_keep);
+            else EDDY_ASSERT(c->sp->shape[il].conv_floats == 0);
         }
         engine_release_pending(c, s, -1);
         s->st.n_pos += n_keep;
     } else {
-        /* the state after the n_keep-th token becomes the sequence's: a slot swap */
+        /* no recurrent layer: the pending slot of the n_keep-th token becomes the
+         * sequence's, a slot swap */
         const int64_t keep = s->pending[n_keep - 1], old = s->st.slot;
         engine_release_pending(c, s, keep);
         state_slot_free(c->sp, old);

@@ -43,15 +43,17 @@ static void ref_token(const mamba2_params *p, int64_t h, const float *Sin, float
 
 /* ==== Token-by-token drivers (reference or a kernel set) ==== */
 
-typedef enum { JOB_STEP, JOB_VERIFY, JOB_SCAN } job_kind;
+typedef enum { JOB_STEP, JOB_VERIFY, JOB_VERIFY_OUT, JOB_SCAN } job_kind;
 
 typedef struct {
     job_kind kind;
     const mamba2_params *p;
     const mamba2_io *io;
     float *const *state;        /* STEP, SCAN: (n_seq) updated in place */
-    const float *const *s_in;   /* VERIFY: (n_seq) read only */
+    const float *const *s_in;   /* VERIFY, VERIFY_OUT: (n_seq) read only */
     float *const *snap;         /* VERIFY: (n_seq * K) */
+    threadpool *pool;           /* VERIFY_OUT: whose scratch holds the head states, when work is NULL */
+    uint8_t *work;              /* VERIFY_OUT: the head states, mamba2_verify_scratch_bytes apart */
     const int64_t *seq_start;   /* SCAN: (n_seq + 1) */
     int64_t n_seq, K;
     const mamba2_kernels *k;    /* NULL: reference */
@@ -117,6 +119,12 @@ static void token_task(void *ctx, int ith, int nth) {
                 run_token(j, i * j->K + k, h, in, j->snap[i * j->K + k] + off);
             }
             break;
+        case JOB_VERIFY_OUT: {
+            float *buf = j->work ? (float *)(j->work + (size_t)ith * mamba2_verify_scratch_bytes(j->p))
+                                 : pool_scratch(j->pool, ith);
+            for (int64_t k = 0; k < j->K; k++) run_token(j, i * j->K + k, h, k == 0 ? j->s_in[i] + off : buf, buf);
+            break;
+        }
         case JOB_SCAN:
             for (int64_t r = j->seq_start[i]; r < j->seq_start[i + 1]; r++) {
                 if (j->k && r + SCAN_PREFETCH < j->seq_start[i + 1]) prefetch_row(j, r + SCAN_PREFETCH, h);
@@ -187,6 +195,25 @@ void mamba2_verify_isa(isa_level isa, const mamba2_params *p, const mamba2_io *i
     run_job(&j, pool);
 }
 
+size_t mamba2_verify_scratch_bytes(const mamba2_params *p) {
+    return ((size_t)(p->d_state * p->d_head) * sizeof(float) + 63) / 64 * 64;
+}
+
+void mamba2_verify_outputs_isa(isa_level isa, const mamba2_params *p, const mamba2_io *io,
+                               const float *const *state, int64_t n_seq, int64_t K, threadpool *pool,
+                               void *scratch) {
+    EDDY_ASSERT(scratch || pool_scratch_size(pool) >= mamba2_verify_scratch_bytes(p));
+    token_job j = {.kind = JOB_VERIFY_OUT, .p = p, .io = io, .s_in = state, .n_seq = n_seq, .K = K,
+                   .pool = pool, .work = scratch, .k = kernels_checked(isa)};
+    run_job(&j, pool);
+}
+
+void mamba2_replay_isa(isa_level isa, const mamba2_params *p, const mamba2_io *io, int64_t T, float *state,
+                       threadpool *pool) {
+    const int64_t seq_start[2] = {0, T};
+    mamba2_scan_seq_isa(isa, p, io, seq_start, &state, 1, pool);
+}
+
 void mamba2_scan_seq_isa(isa_level isa, const mamba2_params *p, const mamba2_io *io, const int64_t *seq_start,
                          float *const *state, int64_t n_seq, threadpool *pool) {
     token_job j = {.kind = JOB_SCAN, .p = p, .io = io, .state = state, .seq_start = seq_start, .n_seq = n_seq,
@@ -204,6 +231,15 @@ void mamba2_step(const mamba2_params *p, const mamba2_io *io, float *const *stat
 void mamba2_verify(const mamba2_params *p, const mamba2_io *io, const float *const *state,
                    float *const *snap, int64_t n_seq, int64_t K, threadpool *pool) {
     mamba2_verify_isa(isa_active(), p, io, state, snap, n_seq, K, pool);
+}
+
+void mamba2_verify_outputs(const mamba2_params *p, const mamba2_io *io, const float *const *state, int64_t n_seq,
+                           int64_t K, threadpool *pool, void *scratch) {
+    mamba2_verify_outputs_isa(isa_active(), p, io, state, n_seq, K, pool, scratch);
+}
+
+void mamba2_replay(const mamba2_params *p, const mamba2_io *io, int64_t T, float *state, threadpool *pool) {
+    mamba2_replay_isa(isa_active(), p, io, T, state, pool);
 }
 
 /* Below this many tokens in its longest sequence a batch takes the sequential scan:

@@ -100,6 +100,29 @@ void mamba2_verify_ref(const mamba2_params *p, const mamba2_io *io, const float 
 void mamba2_verify_isa(isa_level isa, const mamba2_params *p, const mamba2_io *io, const float *const *state,
                        float *const *snap, int64_t n_seq, int64_t K, threadpool *pool);
 
+/* ==== Verify without snapshots, and the replay that accepts ==== */
+
+/* As mamba2_verify, but only the outputs are kept: each (sequence, head) runs its K
+ * positions from state[i], which is only read, in a buffer of one head's state
+ * (d_state * d_head floats) of its own, so a verify reads each state once and writes
+ * none. The buffers: `scratch` (pool_size(pool) regions of mamba2_verify_scratch_bytes,
+ * 64 bytes apart, or one when pool is NULL) or, when scratch is NULL, the pool's
+ * per-thread scratch, reserved beforehand. Accepting j + 1 positions is then
+ * mamba2_replay over rows 0..j on the state. */
+size_t mamba2_verify_scratch_bytes(const mamba2_params *p);
+void mamba2_verify_outputs(const mamba2_params *p, const mamba2_io *io, const float *const *state, int64_t n_seq,
+                           int64_t K, threadpool *pool, void *scratch);
+void mamba2_verify_outputs_isa(isa_level isa, const mamba2_params *p, const mamba2_io *io,
+                               const float *const *state, int64_t n_seq, int64_t K, threadpool *pool,
+                               void *scratch);
+
+/* T positions of one sequence, in place on state, by the decode step's kernel one
+ * token at a time: the state and outputs are bit for bit those of T mamba2_step calls,
+ * and of mamba2_verify's and mamba2_verify_outputs' rows. */
+void mamba2_replay(const mamba2_params *p, const mamba2_io *io, int64_t T, float *state, threadpool *pool);
+void mamba2_replay_isa(isa_level isa, const mamba2_params *p, const mamba2_io *io, int64_t T, float *state,
+                       threadpool *pool);
+
 /* ==== Scan (prefill): T_i tokens for each of n_seq sequences ==== */
 
 /* Sequence i owns rows [seq_start[i], seq_start[i+1]) of io (seq_start: n_seq + 1
