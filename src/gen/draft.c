@@ -12,8 +12,8 @@
  * The draft length: with a per-draft acceptance rate a, a step that checks K drafts
  * yields (1 - a^(K+1)) / (1 - a) tokens on average (the kept drafts and the model's
  * own next token), and costs T(K) = t0 + t1 * K + K * t_draft seconds: a verify step's
- * time grows with its tokens (their compute, and each position's recurrent state
- * written), measured as a line through the steps seen so far, and a draft model
+ * time grows with its tokens (their compute, and the recurrent layers' outputs per
+ * position), measured as a line through the steps seen so far, and a draft model
  * spends t_draft per draft. The next K maximizes tokens per second.
  */
 #include <math.h>
@@ -170,8 +170,10 @@ eddy_status drafter_new(const eddy_spec_params *p, const eddy_model *tm, const e
     if (!d->p.ngram) d->p.ngram = 3;
     if (d->p.p_min == 0) d->p.p_min = 0.75f;
     d->n_vocab = eddy_model_n_vocab(tm);
-    /* a prior for the cost of one more token in a step until steps are measured: the
-     * recurrent state it writes over the bytes a one-token step reads, and some compute */
+    /* a prior for the cost of one more token in a step until steps are measured: half
+     * the recurrent state over the bytes a one-token step reads, and some compute (the
+     * verify keeps inputs, not states, so the state term is a rough stand-in for the
+     * recurrent layers' work per position) */
     eddy_decode_bytes b;
     eddy_model_decode_bytes(tm, &b);
     d->c_prior = 0.05 + (double)b.state / 2 / (double)(b.weights + b.state + 1);
