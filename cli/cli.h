@@ -157,6 +157,8 @@ typedef struct {
  * seed drawn if none was given) and logs them at info level; 1 after printing an
  * error. */
 int gen_session_open(const gen_opts *o, gen_session *g);
+/* The most drafts per step p asks for, defaults applied (draft.c's). */
+int gen_draft_max(const eddy_spec_params *p);
 void gen_session_close(gen_session *g);
 void gen_print_stats(const eddy_gen_stats *st);
 /* The tokens of a prompt text[0 .. len): as plain text (BOS as the file asks), or,

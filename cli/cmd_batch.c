@@ -380,12 +380,13 @@ int cmd_batch(int argc, char **argv) {
     if (!rc) {
         eddy_error err;
         /* drafts: a verify holds a state per token, each job's next token and drafts */
-        sc.draft_max = o.spec.type != EDDY_SPEC_NONE ? (o.spec.draft_max > 0 ? o.spec.draft_max : 16) : 0;
+        sc.draft_max = o.spec.type != EDDY_SPEC_NONE ? gen_draft_max(&o.spec) : 0;
         eddy_engine_params ep = {.n_ctx = o.n_ctx, .n_seq_max = (int)np, .n_threads = (int)o.threads,
                                  .type_k = o.type_k, .type_v = o.type_v,
                                  .n_snapshots = (int)(np * (sc.draft_max ? sc.draft_max + 1 : 0)),
                                  .n_batch = sc.draft_max ? np * (sc.draft_max + 1) > 512 ? np * (sc.draft_max + 1) : 512
-                                                         : 0};
+                                                         : 0,
+                                 .mtp = o.spec.type == EDDY_SPEC_MTP};
         eddy_ctx_free(g.c); /* its memory goes to the engine's sequences */
         g.c = NULL;
         if (eddy_engine_new(g.m, &ep, &sc.e, &err) != EDDY_OK) rc = cli_error("%s", err.msg);

@@ -63,15 +63,18 @@ const char usage_run[] =
     "                                  tokens, and each prompt's end) is restored and only the\n"
     "                                  rest evaluated (--cache-dir-mib N: its budget, 4096; chat:\n"
     "                                  where states leaving --cache-ram go)\n"
-    "        --spec-type ngram|draft   speculative decoding: drafts checked several in one step,\n"
+    "        --spec-type ngram|draft|mtp\n"
+    "                                  speculative decoding: drafts checked several in one step,\n"
     "                                  the output unchanged (docs/speculative.md). ngram: prompt\n"
     "                                  lookup (--lookup-ngram N: the longest n-gram, 3); draft:\n"
-    "                                  a smaller model of the same vocabulary, -md FILE\n"
-    "                                  (--draft-p-min P: drafting stops below it, 0.75)\n"
+    "                                  a smaller model of the same vocabulary, -md FILE; mtp:\n"
+    "                                  the model's own multi-token-prediction layer (Qwen3.5\n"
+    "                                  files that carry it) (--draft-p-min P: draft and mtp\n"
+    "                                  stop drafting below it, 0.75)\n"
     "        -md, --model-draft FILE   the draft model (implies --spec-type draft)\n"
     "        --draft-max N, --draft-min N\n"
-    "                                  drafts per step: at most 16, at least 1; in between the\n"
-    "                                  acceptance rate decides (--draft-fixed: the most); the\n"
+    "                                  drafts per step: at most 16 (mtp: 3), at least 1; between,\n"
+    "                                  the acceptance rate decides (--draft-fixed: the most); the\n"
     "                                  counts go to stderr at the end\n";
 
 /* ==== Streaming ==== */

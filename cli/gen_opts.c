@@ -117,14 +117,13 @@ int gen_opts_parse(gen_opts *o, int argc, char **argv, int *i) {
         if (cli_parse_float(a, val, -100, 100, &d)) return 1;
         o->sp.presence_penalty = (float)d;
     } else if (!strcmp(a, "--spec-type")) {
-        if (!val) return cli_error("%s needs none, ngram or draft", a);
+        if (!val) return cli_error("%s needs none, ngram, draft or mtp", a);
         /* llama.cpp's newer names where the meaning is the same */
         if (!strcmp(val, "none")) o->spec.type = EDDY_SPEC_NONE;
         else if (IS(val, "ngram", "ngram-simple")) o->spec.type = EDDY_SPEC_NGRAM;
         else if (IS(val, "draft", "draft-simple")) o->spec.type = EDDY_SPEC_DRAFT;
-        else if (IS(val, "mtp", "draft-mtp"))
-            return cli_error("%s mtp: eddy does not run MTP heads yet; use ngram or draft (-md FILE)", a);
-        else return cli_error("%s \"%s\": expected none, ngram or draft", a, val);
+        else if (IS(val, "mtp", "draft-mtp")) o->spec.type = EDDY_SPEC_MTP;
+        else return cli_error("%s \"%s\": expected none, ngram, draft or mtp", a, val);
     } else if (IS(a, "-md", "--model-draft", "--spec-draft-model")) {
         if (!val) return cli_error("%s needs a model file", a);
         o->draft_model = val;
@@ -202,6 +201,10 @@ const eddy_vocab *cli_model_vocab(const eddy_model *m, const char *path) {
     return v;
 }
 
+int gen_draft_max(const eddy_spec_params *p) {
+    return p->draft_max > 0 ? p->draft_max : p->type == EDDY_SPEC_MTP ? 3 : 16; /* draft.c's defaults */
+}
+
 int gen_session_open(const gen_opts *o, gen_session *g) {
     memset(g, 0, sizeof *g);
     if (read_texts(o, g)) {
@@ -212,12 +215,13 @@ int gen_session_open(const gen_opts *o, gen_session *g) {
     /* llama.cpp's -b is the logical batch and -ub the physical one; eddy's n_batch is
      * the tokens of one forward step, the physical one */
     /* a verify holds a state per token: the draft and the token before it */
-    const int spec_states = o->spec.type != EDDY_SPEC_NONE ? (o->spec.draft_max > 0 ? o->spec.draft_max : 16) + 1 : 0;
+    const int spec_states = o->spec.type != EDDY_SPEC_NONE ? gen_draft_max(&o->spec) + 1 : 0;
     eddy_ctx_params cp = {.n_ctx = o->n_ctx, .n_threads = (int)o->threads,
                           .n_batch = o->n_ubatch > 0 ? o->n_ubatch : o->n_batch, .type_k = o->type_k,
                           .type_v = o->type_v, .n_snapshots = o->n_snapshots + spec_states,
                           .cache_bytes = o->cache_mib > 0 ? (size_t)o->cache_mib << 20 : 0,
-                          .cache_dir = o->cache_dir, .cache_dir_bytes = (size_t)o->cache_dir_mib << 20};
+                          .cache_dir = o->cache_dir, .cache_dir_bytes = (size_t)o->cache_dir_mib << 20,
+                          .mtp = o->spec.type == EDDY_SPEC_MTP};
     /* the disk tier stages its states in memory: 256 MiB unless --cache-ram says */
     if (o->cache_dir && o->cache_mib < 0) cp.cache_bytes = (size_t)256 << 20;
     if (o->cache_dir && o->cache_mib == 0) {

@@ -738,7 +738,7 @@ int srv_sched_start(const srv_sched_params *p, srv_sched **out) {
      * one step of at most 512 rows */
     if (p->spec && p->spec->type != EDDY_SPEC_NONE) {
         s->spec = *p->spec;
-        s->k_max = s->spec.draft_max > 0 ? s->spec.draft_max : 16;
+        s->k_max = gen_draft_max(&s->spec);
         if (s->k_max > 512 / p->n_slots - 1) s->k_max = 512 / p->n_slots - 1;
         s->spec_on = s->k_max >= 1;
         if (!s->spec_on)
@@ -747,7 +747,7 @@ int srv_sched_start(const srv_sched_params *p, srv_sched **out) {
     const int spec_states = s->spec_on ? p->n_slots * (int)(s->k_max + 1) : 0;
     eddy_engine_params ep = {.n_ctx = p->n_ctx, .n_seq_max = p->n_slots, .n_snapshots = p->max_sessions + spec_states,
                              .n_threads = p->n_threads, .type_k = p->type_k, .type_v = p->type_v,
-                             .cache_bytes = p->cache_bytes};
+                             .cache_bytes = p->cache_bytes, .mtp = s->spec_on && s->spec.type == EDDY_SPEC_MTP};
     if (eddy_engine_new(p->m, &ep, &s->e, &err) != EDDY_OK) {
         return cli_error("%s", err.msg);
     }

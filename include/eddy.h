@@ -167,6 +167,7 @@ typedef struct {
     size_t cache_bytes; /* prefix cache budget (eddy_engine_params; 0: none) */
     const char *cache_dir;  /* its disk tier and that tier's budget (eddy_engine_params) */
     size_t cache_dir_bytes;
+    bool mtp;           /* run the multi-token-prediction layer (eddy_engine_params) */
 } eddy_ctx_params;
 
 eddy_status eddy_model_load(const char *path, eddy_model **out, eddy_error *err);
@@ -174,6 +175,9 @@ void eddy_model_free(eddy_model *m);
 const char *eddy_model_arch(const eddy_model *m);
 int64_t eddy_model_n_vocab(const eddy_model *m);
 int64_t eddy_model_n_ctx_train(const eddy_model *m);
+/* True when the file carries a multi-token-prediction layer eddy can run (Qwen3.5 and
+ * Qwen3-Next files converted with their MTP weights: nextn_predict_layers). */
+bool eddy_model_has_mtp(const eddy_model *m);
 /* The underlying GGUF file (metadata, tokenizer data); owned by the model. */
 const eddy_gguf *eddy_model_gguf(const eddy_model *m);
 
@@ -232,6 +236,10 @@ typedef struct {
      * budget, least recently used files removed first (0: no limit). */
     const char *cache_dir;
     size_t cache_dir_bytes;
+    /* Run the model's multi-token-prediction layer (eddy_model_has_mtp) in every step, for
+     * EDDY_SPEC_MTP drafts: each position costs one more layer and keeps that layer's key,
+     * value and last hidden state in the sequence's state (docs/speculative.md). */
+    bool mtp;
 } eddy_engine_params;
 
 eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, eddy_engine **out, eddy_error *err);
@@ -669,6 +677,8 @@ typedef enum {
     EDDY_SPEC_NGRAM, /* prompt lookup: the tokens that followed the latest earlier occurrence
                       * of the last n tokens (prompt and output), n from ngram down to 1 */
     EDDY_SPEC_DRAFT, /* a smaller model with the same vocabulary, in its own context */
+    EDDY_SPEC_MTP,   /* the model's own multi-token-prediction layer, chained (an engine made
+                      * with eddy_engine_params.mtp) */
 } eddy_spec_type;
 
 typedef struct {

@@ -64,7 +64,7 @@ TEST(spec_draft_length_follows_acceptance) {
     const eddy_spec_params p = {.type = EDDY_SPEC_NGRAM, .draft_max = 8};
     const eddy_sampler_params sp = eddy_sampler_default_params();
     drafter *d;
-    REQUIRE(drafter_new(&p, m, &sp, &d, NULL) == EDDY_OK);
+    REQUIRE(drafter_new(&p, m, &sp, NULL, &d, NULL) == EDDY_OK);
     const eddy_token g3[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3};   /* "1 2 3" recurs: kind 3 */
     const eddy_token g1[] = {5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 5}; /* only "5" recurs: kind 1 */
     eddy_token out[8];
@@ -184,7 +184,8 @@ static bool gen(eddy_model *m, const eddy_spec_params *spec, float temp, uint64_
     r->out.stop_after = stop_after;
     eddy_error err;
     eddy_ctx *c = NULL;
-    eddy_ctx_params cp = {.n_ctx = n_ctx, .n_threads = 2, .n_snapshots = 17};
+    eddy_ctx_params cp = {.n_ctx = n_ctx, .n_threads = 2, .n_snapshots = 17,
+                          .mtp = spec && spec->type == EDDY_SPEC_MTP};
     if (!CHECKF(eddy_ctx_new(m, &cp, &c, &err) == EDDY_OK, "%s", err.msg)) return false;
     eddy_sampler_params sp = eddy_sampler_default_params();
     sp.temp = temp, sp.seed = seed, sp.repeat_penalty = 1.1f;
@@ -237,6 +238,40 @@ static const struct {
     {"models/granitehybrid-dense-tiny-f32.gguf", "models/qwen35-tiny-f32.gguf"},
 };
 
+/* Generation with each of specs against plain generation over runs that end by length,
+ * by a full context and by the callback, greedy and sampled (a draft model samples its
+ * drafts at temperature > 0: another random stream, skipped here); the drafts accepted
+ * and rejected are added up. */
+static void same_as_plain(eddy_model *m, const char *file, const eddy_spec_params *specs, size_t n_specs,
+                          int64_t *accepted, int64_t *rejected) {
+    const int64_t V = eddy_model_n_vocab(m);
+    eddy_token prompt[64];
+    const int64_t n_prompt = repetitive_prompt(prompt, V);
+    /* (temperature, n_predict, n_ctx, callback stop) */
+    const struct {
+        float temp;
+        int64_t n_predict, n_ctx, stop_after;
+    } runs[] = {{0, 160, 256, 0}, {0, 200, 100, 0}, {0, 100, 256, 37}, {0.9f, 120, 256, 0}};
+    for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
+        gen_result plain;
+        if (!gen(m, NULL, runs[ri].temp, 77 + ri, prompt, n_prompt, runs[ri].n_predict, runs[ri].n_ctx,
+                 runs[ri].stop_after, &plain))
+            continue;
+        for (size_t si = 0; si < n_specs; si++) {
+            if (runs[ri].temp > 0 && specs[si].type == EDDY_SPEC_DRAFT) continue;
+            gen_result got;
+            char what[96];
+            snprintf(what, sizeof what, "run %zu, drafter %zu", ri, si);
+            if (gen(m, &specs[si], runs[ri].temp, 77 + ri, prompt, n_prompt, runs[ri].n_predict, runs[ri].n_ctx,
+                    runs[ri].stop_after, &got))
+                same_result(what, file, &got, &plain, V);
+            *accepted += got.st.n_accepted, *rejected += got.st.n_drafted - got.st.n_accepted;
+            free(got.logits);
+        }
+        free(plain.logits);
+    }
+}
+
 /* Drafts in every way the loop can meet them: accepted runs, rejections, stops in
  * the middle of a verify step (length, callback, a full context). */
 TEST(spec_generation_equals_plain_on_every_architecture) {
@@ -249,44 +284,35 @@ TEST(spec_generation_equals_plain_on_every_architecture) {
             eddy_model_free(m), eddy_model_free(dm);
             continue;
         }
-        const int64_t V = eddy_model_n_vocab(m);
-        eddy_token prompt[64];
-        const int64_t n_prompt = repetitive_prompt(prompt, V);
         const eddy_spec_params specs[] = {
             {.type = EDDY_SPEC_NGRAM, .draft_max = 8},
             {.type = EDDY_SPEC_NGRAM, .draft_max = 5, .ngram = 1, .fixed = true},
             {.type = EDDY_SPEC_DRAFT, .draft_max = 6, .draft = dc, .p_min = -1},
             {.type = EDDY_SPEC_DRAFT, .draft_max = 3, .draft = dc, .p_min = 0.2f},
         };
-        /* (temperature, n_predict, n_ctx, callback stop) */
-        const struct {
-            float temp;
-            int64_t n_predict, n_ctx, stop_after;
-        } runs[] = {{0, 160, 256, 0}, {0, 200, 100, 0}, {0, 100, 256, 37}, {0.9f, 120, 256, 0}};
-        for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
-            gen_result plain;
-            if (!gen(m, NULL, runs[ri].temp, 77 + ri, prompt, n_prompt, runs[ri].n_predict, runs[ri].n_ctx,
-                     runs[ri].stop_after, &plain))
-                continue;
-            for (size_t si = 0; si < sizeof specs / sizeof specs[0]; si++) {
-                /* a draft model at temperature > 0 samples its drafts: another random
-                 * stream (its distribution is tested below) */
-                if (runs[ri].temp > 0 && specs[si].type == EDDY_SPEC_DRAFT) continue;
-                gen_result got;
-                char what[96];
-                snprintf(what, sizeof what, "run %zu, drafter %zu", ri, si);
-                if (gen(m, &specs[si], runs[ri].temp, 77 + ri, prompt, n_prompt, runs[ri].n_predict,
-                        runs[ri].n_ctx, runs[ri].stop_after, &got))
-                    same_result(what, pairs[i].model, &got, &plain, V);
-                accepted += got.st.n_accepted, rejected += got.st.n_drafted - got.st.n_accepted;
-                free(got.logits);
-            }
-            free(plain.logits);
-        }
+        same_as_plain(m, pairs[i].model, specs, sizeof specs / sizeof specs[0], &accepted, &rejected);
         eddy_ctx_free(dc);
         eddy_model_free(m), eddy_model_free(dm);
     }
     /* the comparisons saw both kinds of draft */
+    CHECKF(accepted > 100 && rejected > 100, "accepted %lld, rejected %lld drafts", (long long)accepted,
+           (long long)rejected);
+}
+
+/* The model's MTP layer as the drafter (chained drafts, verify, accept, the layer's
+ * state carried through them): the output and the final state of plain generation. */
+TEST(spec_mtp_generation_equals_plain) {
+    const char *files[] = {"models/qwen35-mtp-tiny-f32.gguf", "models/qwen35moe-mtp-tiny-q8_0.gguf"};
+    const eddy_spec_params specs[] = {
+        {.type = EDDY_SPEC_MTP, .draft_max = 3, .p_min = -1, .fixed = true},
+        {.type = EDDY_SPEC_MTP, .draft_max = 5, .p_min = 0.01f},
+    };
+    int64_t accepted = 0, rejected = 0;
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        eddy_model *m = tseq_load(files[i]);
+        if (m) same_as_plain(m, files[i], specs, sizeof specs / sizeof specs[0], &accepted, &rejected);
+        eddy_model_free(m);
+    }
     CHECKF(accepted > 100 && rejected > 100, "accepted %lld, rejected %lld drafts", (long long)accepted,
            (long long)rejected);
 }

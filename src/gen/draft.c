@@ -8,6 +8,8 @@
  * vocabulary ahead of the target, one token at a time, in its own context: its
  * sequence follows the target's, and a snapshot taken before each round of drafts
  * puts it back where the target's accepted tokens continue, without replaying them.
+ * The model's own multi-token-prediction layer (block_mtp.c) drafts from the target's
+ * last hidden state, chained on its own output, at the cost of one layer per draft.
  *
  * The draft length: with a per-draft acceptance rate a, a step that checks K drafts
  * yields (1 - a^(K+1)) / (1 - a) tokens on average (the kept drafts and the model's
@@ -24,6 +26,7 @@
 #include "base/timer.h"
 #include "gen/spec.h"
 #include "model/engine.h"
+#include "ops/vec.h"
 
 #define N_KINDS 9
 
@@ -45,6 +48,7 @@ struct drafter {
     /* verify step time against its tokens: decayed sums for a least-squares line */
     double sw, sx, sy, sxx, sxy;
     double c_prior; /* cost of one more token in a step, as a fraction of a one-token step */
+    eddy_seq *target; /* the sequence drafted for (its MTP layer drafts) */
 };
 
 static int64_t best_length(const drafter *d, int kind);
@@ -108,16 +112,6 @@ static eddy_status draft_sync(drafter *d, const eddy_token *hist, int64_t n, edd
     return eddy_seq_eval(d->dseq, hist + from, n - from, d->dlogits, 0, err);
 }
 
-static float softmax_max(const float *l, int64_t n, eddy_token *best) {
-    int64_t b = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (l[i] > l[b]) b = i;
-    double sum = 0;
-    for (int64_t i = 0; i < n; i++) sum += exp((double)l[i] - l[b]);
-    *best = (eddy_token)b;
-    return (float)(1.0 / sum);
-}
-
 static eddy_status draft_model_propose(drafter *d, const eddy_token *hist, int64_t n, int64_t max, eddy_token *out,
                                        float *q, int64_t *n_out, eddy_error *err) {
     const int64_t room = eddy_engine_n_ctx(d->dengine) - n;
@@ -135,8 +129,10 @@ static eddy_status draft_model_propose(drafter *d, const eddy_token *hist, int64
         if (d->ds) { /* q: the target's chain over the draft's logits */
             sampler_probs(d->ds, d->dlogits, q + k * d->n_vocab);
             t = sampler_draw(d->ds, q + k * d->n_vocab);
-        } else if (softmax_max(d->dlogits, d->n_vocab, &t) < d->p.p_min) {
-            break; /* the draft is unsure: stop guessing */
+        } else {
+            float p;
+            t = (eddy_token)vec_argmax_softmax(d->dlogits, d->n_vocab, &p);
+            if (p < d->p.p_min) break; /* the draft is unsure: stop guessing */
         }
         out[k++] = t;
         if (k < max && (rc = eddy_seq_eval(d->dseq, &t, 1, d->dlogits, 0, err)) != EDDY_OK) return rc;
@@ -149,12 +145,27 @@ static eddy_status draft_model_propose(drafter *d, const eddy_token *hist, int64
     return EDDY_OK;
 }
 
+/* ==== The model's MTP layer ==== */
+
+static eddy_status mtp_propose(drafter *d, const eddy_token *hist, int64_t n, int64_t max, eddy_token *out,
+                               int64_t *n_out, eddy_error *err) {
+    /* the target holds hist[0, n - 1); hist[n - 1] is the token about to be fed */
+    EDDY_ASSERT(eddy_seq_n_pos(d->target) == n - 1);
+    const double t0 = timer_s();
+    eddy_status rc = engine_seq_mtp_draft(d->target, hist[n - 1], max, d->p.p_min, out, n_out, NULL, err);
+    if (rc == EDDY_OK && *n_out > 0) {
+        const double per = (timer_s() - t0) / (double)*n_out;
+        d->draft_s = d->draft_s > 0 ? 0.9 * d->draft_s + 0.1 * per : per;
+    }
+    return rc;
+}
+
 /* ==== Life cycle ==== */
 
 eddy_status drafter_new(const eddy_spec_params *p, const eddy_model *tm, const eddy_sampler_params *sp,
-                        drafter **out, eddy_error *err) {
+                        eddy_seq *target, drafter **out, eddy_error *err) {
     *out = NULL;
-    if (p->type != EDDY_SPEC_NGRAM && p->type != EDDY_SPEC_DRAFT)
+    if (p->type != EDDY_SPEC_NGRAM && p->type != EDDY_SPEC_DRAFT && p->type != EDDY_SPEC_MTP)
         return eddy_error_set(err, EDDY_ERR_ARG, "speculative decoding: unknown drafter type %d", (int)p->type);
     if (p->draft_max < 0 || p->draft_max > 256 || p->draft_min < 0 || p->ngram < 0 || p->ngram > 64 ||
         !(p->p_min <= 1))
@@ -164,7 +175,9 @@ eddy_status drafter_new(const eddy_spec_params *p, const eddy_model *tm, const e
     drafter *d = eddy_calloc(1, sizeof *d);
     if (!d) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     d->p = *p;
-    if (!d->p.draft_max) d->p.draft_max = 16;
+    d->target = target;
+    /* the MTP layer was trained one token ahead: its chained guesses fade fast */
+    if (!d->p.draft_max) d->p.draft_max = p->type == EDDY_SPEC_MTP ? 3 : 16;
     if (!d->p.draft_min) d->p.draft_min = 1;
     if (d->p.draft_min > d->p.draft_max) d->p.draft_min = d->p.draft_max;
     if (!d->p.ngram) d->p.ngram = 3;
@@ -178,6 +191,10 @@ eddy_status drafter_new(const eddy_spec_params *p, const eddy_model *tm, const e
     eddy_model_decode_bytes(tm, &b);
     d->c_prior = 0.05 + (double)b.state / 2 / (double)(b.weights + b.state + 1);
     eddy_status rc = EDDY_OK;
+    if (p->type == EDDY_SPEC_MTP && (!target || !target->e->mtp))
+        rc = eddy_error_set(err, EDDY_ERR_ARG, "speculative decoding: MTP drafts need an engine made with the model's "
+                            "multi-token-prediction layer (eddy_engine_params.mtp)%s",
+                            eddy_model_has_mtp(tm) ? "" : ", and this model has none");
     if (p->type == EDDY_SPEC_DRAFT) {
         d->dengine = p->draft ? eddy_ctx_engine(p->draft) : p->draft_engine;
         const eddy_model *dm = d->dengine ? eddy_engine_model(d->dengine) : NULL;
@@ -240,6 +257,7 @@ eddy_status drafter_propose(drafter *d, const eddy_token *hist, int64_t n, int64
         return EDDY_OK;
     }
     d->kind = 0;
+    if (d->p.type == EDDY_SPEC_MTP) return mtp_propose(d, hist, n, max, out, n_out, err);
     return draft_model_propose(d, hist, n, max, out, q, n_out, err);
 }
 

@@ -1,7 +1,7 @@
 /*
  * spec.h — speculative decoding inside the generation loop (docs/speculative.md).
  *
- * Owns: the drafters (prompt lookup, a draft model) and the draft length they are
+ * Owns: the drafters (prompt lookup, a draft model, the model's MTP layer) and the draft length they are
  * asked for (draft.c); the verify loop and the acceptance rule (speculative.c).
  * Does not own: the verify itself (eddy_engine_verify / eddy_seq_accept, src/model)
  * or the sampling chain (sampler.c).
@@ -19,10 +19,11 @@
 
 typedef struct drafter drafter;
 
-/* A drafter for generation on model m with its sampling parameters sp. Checks p (a
- * draft model's vocabulary against m's, token for token). */
+/* A drafter for generation on model m with its sampling parameters sp, for sequence
+ * target. Checks p (a draft model's vocabulary against m's, token for token; MTP: the
+ * target's engine runs the layer). */
 eddy_status drafter_new(const eddy_spec_params *p, const eddy_model *m, const eddy_sampler_params *sp,
-                        drafter **out, eddy_error *err);
+                        eddy_seq *target, drafter **out, eddy_error *err);
 void drafter_free(drafter *d);
 
 /* The draft counts, defaults applied: fewer than the minimum is a plain step. */

@@ -79,7 +79,7 @@ eddy_status eddy_spec_new(eddy_seq *s, eddy_sampler *smp, const eddy_spec_params
                               (long long)sampler_n_vocab(smp), (long long)eddy_model_n_vocab(m));
     eddy_spec *sp = eddy_calloc(1, sizeof *sp);
     if (!sp) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
-    eddy_status rc = drafter_new(p, m, sampler_params(smp), &sp->d, err);
+    eddy_status rc = drafter_new(p, m, sampler_params(smp), s, &sp->d, err);
     if (rc != EDDY_OK) {
         eddy_free(sp);
         return rc;

@@ -11,8 +11,11 @@
  * GGUF facts: norm weights already include the +1 of Qwen's zero-centred RMSNorm
  * (the converter adds it), except the DeltaNet output norm; ssm_a holds -exp(A_log);
  * value heads are tiled over key heads in qwen35* files and grouped in qwen3next.
+ * A multi-token-prediction layer (nextn_predict_layers, blk.<n_layer>.nextn.*) is a
+ * gated-attention layer of the same shapes with its own input projection (model.h).
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "model/model_loader.h"
@@ -51,6 +54,8 @@ static void bind_gdn(loader *L, model_layer *l, int il) {
     bind_f32(L, &l->ssm_norm, true, 1, (int64_t[]){hp->ssm_d_v}, "blk.%d.ssm_norm.weight", il);
     bind(L, &l->ssm_out, true, 2, (int64_t[]){V, E}, "blk.%d.ssm_out.weight", il);
 }
+
+static void bind_mtp(loader *L, bool moe);
 
 void load_qwen(loader *L) {
     model *m = L->m;
@@ -101,4 +106,33 @@ void load_qwen(loader *L) {
         if (moe) bind_ffn_moe(L, l, il, "blk.%d.post_attention_norm.weight");
         else bind_ffn_dense(L, l, il, "blk.%d.post_attention_norm.weight");
     }
+    if (L->status == EDDY_OK) bind_mtp(L, moe);
+}
+
+/* The MTP layer after the main ones, when the file counts one and carries its
+ * tensors; a file that counts one but holds none (converted with the layers dropped)
+ * runs without it. */
+static void bind_mtp(loader *L, bool moe) {
+    model *m = L->m;
+    const model_hparams *hp = &m->hp;
+    const int il = (int)hp->n_layer, E = (int)hp->n_embd;
+    char name[64];
+    snprintf(name, sizeof name, "blk.%d.nextn.eh_proj.weight", il);
+    if (load_n_mtp_file(L) == 0 || gguf_find_tensor(m->file, name) < 0) return;
+    model_layer *l = &m->layers[il];
+    bind_f32(L, &l->attn_norm, true, 1, (int64_t[]){E}, "blk.%d.attn_norm.weight", il);
+    bind_attention(L, l, il, true);
+    if (moe) bind_ffn_moe(L, l, il, "blk.%d.post_attention_norm.weight");
+    else bind_ffn_dense(L, l, il, "blk.%d.post_attention_norm.weight");
+    bind(L, &m->mtp_eh_proj, true, 2, (int64_t[]){2 * E, E}, "blk.%d.nextn.eh_proj.weight", il);
+    bind_f32(L, &m->mtp_enorm, true, 1, (int64_t[]){E}, "blk.%d.nextn.enorm.weight", il);
+    bind_f32(L, &m->mtp_hnorm, true, 1, (int64_t[]){E}, "blk.%d.nextn.hnorm.weight", il);
+    bind_f32(L, &m->mtp_head_norm, false, 1, (int64_t[]){E}, "blk.%d.nextn.shared_head_norm.weight", il);
+    bind(L, &m->mtp_embd, false, 2, (int64_t[]){E, hp->n_vocab}, "blk.%d.nextn.embed_tokens.weight", il);
+    bind(L, &m->mtp_head, false, 2, (int64_t[]){E, hp->n_vocab}, "blk.%d.nextn.shared_head_head.weight", il);
+    if (L->status != EDDY_OK) return;
+    if (!m->mtp_head_norm.name) m->mtp_head_norm = m->output_norm;
+    if (!m->mtp_embd.name) m->mtp_embd = m->tok_embd;
+    if (!m->mtp_head.name) m->mtp_head = m->output;
+    m->mtp = l;
 }

@@ -27,6 +27,7 @@ void eddy_model_free(eddy_model *m) { model_free(m); }
 const char *eddy_model_arch(const eddy_model *m) { return m->arch_name; }
 int64_t eddy_model_n_vocab(const eddy_model *m) { return m->hp.n_vocab; }
 int64_t eddy_model_n_ctx_train(const eddy_model *m) { return m->hp.n_ctx_train; }
+bool eddy_model_has_mtp(const eddy_model *m) { return m && m->mtp; }
 const eddy_gguf *eddy_model_gguf(const eddy_model *m) { return m->file; }
 
 /* ==== Work buffers ==== */
@@ -44,7 +45,12 @@ static bool kv_qtype(eddy_kv_type t, qtype *out) {
 /* The largest activation scratch any weight's linear() needs for n_batch rows. */
 static size_t max_linear_scratch(const model *m, int64_t n_batch) {
     size_t best = linear_scratch_bytes(&m->output, n_batch);
-    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+    if (m->mtp) {
+        const size_t a = linear_scratch_bytes(&m->mtp_eh_proj, n_batch), b = linear_scratch_bytes(&m->mtp_head, 1);
+        best = a > best ? a : best;
+        best = b > best ? b : best;
+    }
+    for (int64_t il = 0; il < m->hp.n_layer + (m->mtp ? 1 : 0); il++) {
         const model_layer *l = &m->layers[il];
         const tensor *ts[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down,
                               &l->ssm_qkv, &l->ssm_z, &l->ssm_beta, &l->ssm_alpha, &l->ssm_ba, &l->ssm_out,
@@ -101,7 +107,8 @@ static size_t thread_scratch_bytes(const model_hparams *hp, int64_t n_ctx, int n
 static void free_buffers(engine *c) {
     float *bufs[] = {c->x,     c->xn,    c->mix,   c->qg,    c->q,     c->k,      c->v,      c->attn,
                      c->rope,  c->gdn_qkv, c->gdn_z, c->gdn_b, c->gdn_a, c->gdn_o, c->conv_in, c->ff_a,
-                     c->ff_b,  c->router, c->ff_out, c->mb_in, c->gdn_g, c->gdn_beta, c->moe_x, c->moe_w};
+                     c->ff_b,  c->router, c->ff_out, c->mb_in, c->gdn_g, c->gdn_beta, c->moe_x, c->moe_w,
+                     c->h,     c->mtp_cat, c->mtp_logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) eddy_free_aligned(bufs[i]);
     eddy_free(c->moe_sel);
     eddy_free(c->moe_order);
@@ -116,6 +123,8 @@ static void free_buffers(engine *c) {
     eddy_free(c->one_seq);
     eddy_free(c->all_rows);
     eddy_free(c->plan.ptrs);
+    eddy_free(c->mtp_plan.runs);
+    eddy_free(c->mtp_plan.pos);
 }
 
 static bool alloc_buffers(engine *c) {
@@ -164,6 +173,14 @@ static bool alloc_buffers(engine *c) {
     c->all_rows = eddy_malloc((size_t)B);
     if (c->all_rows) memset(c->all_rows, 1, (size_t)B);
     c->plan.ptrs = eddy_malloc((size_t)(2 * B) * sizeof *c->plan.ptrs);
+    if (c->mtp) {
+        c->h = alloc_rows(B, E, &ok);
+        c->mtp_cat = alloc_rows(B, 2 * E, &ok);
+        c->mtp_logits = alloc_rows(1, hp->n_vocab, &ok);
+        c->mtp_plan.runs = eddy_malloc((size_t)B * sizeof *c->mtp_plan.runs);
+        c->mtp_plan.pos = eddy_malloc((size_t)B * sizeof *c->mtp_plan.pos);
+        ok = ok && c->mtp_plan.runs && c->mtp_plan.pos;
+    }
     return ok && c->act && c->plan.runs && c->plan.pos && c->plan.slots && c->plan.out && c->plan.ptrs && c->one_seq &&
            c->plan.ckpt_pos && c->plan.ckpt_slot &&
            c->all_rows;
@@ -174,9 +191,10 @@ static bool alloc_buffers(engine *c) {
 static eddy_status new_state_pool(engine *c, int64_t n_states, int64_t n_cache_blocks, qtype type_k, qtype type_v,
                                   eddy_error *err) {
     const model_hparams *hp = &c->m->hp;
-    state_layer_shape *shapes = eddy_calloc((size_t)(hp->n_layer > 0 ? hp->n_layer : 1), sizeof *shapes);
+    const int64_t n_layers = hp->n_layer + (c->mtp ? 1 : 0); /* the MTP layer's state after the others */
+    state_layer_shape *shapes = eddy_calloc((size_t)(n_layers > 0 ? n_layers : 1), sizeof *shapes);
     if (!shapes) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
-    for (int64_t il = 0; il < hp->n_layer; il++) shapes[il] = model_state_shape(c->m, il);
+    for (int64_t il = 0; il < n_layers; il++) shapes[il] = model_state_shape(c->m, il);
     /* every sequence and snapshot may hold a whole context of blocks of its own, and
      * the prefix cache as many as its budget pays for: the KV pool never runs out
      * before the slots or the budget do; pages of blocks never used are never touched */
@@ -184,7 +202,7 @@ static eddy_status new_state_pool(engine *c, int64_t n_states, int64_t n_cache_b
     eddy_status s = n_blocks > INT32_MAX
                         ? eddy_error_set(err, EDDY_ERR_ARG, "%" PRId64 " states of %" PRId64 " positions are too many",
                                          n_states, c->n_ctx)
-                        : state_pool_new(&c->sp, shapes, hp->n_layer, n_states, n_blocks, type_k, type_v, err);
+                        : state_pool_new(&c->sp, shapes, n_layers, n_states, n_blocks, type_k, type_v, err);
     eddy_free(shapes);
     if (s == EDDY_OK && c->n_cache_max) { /* the prefix cache counts the blocks its entries hold */
         c->cache_block_refs = eddy_calloc((size_t)(n_blocks > 0 ? n_blocks : 1), sizeof *c->cache_block_refs);
@@ -231,6 +249,9 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
     if (p->cache_every < 0 || p->cache_every % STATE_KV_BLOCK != 0 || p->cache_every > ((int64_t)1 << 24))
         return eddy_error_set(err, EDDY_ERR_ARG, "cache interval %" PRId64 " is not a multiple of %d in 0..%d",
                               p->cache_every, STATE_KV_BLOCK, 1 << 24);
+    if (p->mtp && !m->mtp)
+        return eddy_error_set(err, EDDY_ERR_ARG, "the model has no multi-token-prediction layer (its file counts "
+                              "no nextn_predict_layers or holds no blk.%" PRId64 ".nextn tensors)", hp->n_layer);
     int n_threads = p->n_threads > 0 ? p->n_threads : pool_default_threads();
     qtype type_k, type_v;
     if (!kv_qtype(p->type_k, &type_k))
@@ -246,6 +267,8 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
     c->n_batch = n_batch;
     c->n_seq_max = p->n_seq_max > 0 ? p->n_seq_max : 1;
     c->n_snap_max = p->n_snapshots;
+    c->mtp = p->mtp;
+    c->mtp_il = hp->n_layer;
     c->seqs = eddy_calloc((size_t)c->n_seq_max, sizeof *c->seqs);
     c->snaps = eddy_calloc((size_t)(c->n_snap_max > 0 ? c->n_snap_max : 1), sizeof *c->snaps);
     eddy_status s = c->seqs && c->snaps ? pool_create(&c->pool, n_threads, err)
@@ -253,7 +276,7 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
     if (s == EDDY_OK) s = pool_reserve_scratch(c->pool, thread_scratch_bytes(hp, n_ctx, n_threads), err);
     size_t slot_bytes = 0, block_bytes = 0;
     if (s == EDDY_OK) {
-        cache_sizes(m, type_k, type_v, &slot_bytes, &block_bytes);
+        cache_sizes(m, hp->n_layer + (c->mtp ? 1 : 0), type_k, type_v, &slot_bytes, &block_bytes);
         s = cache_init(c, p->cache_bytes, p->cache_every, slot_bytes, block_bytes, err);
     }
     if (s == EDDY_OK && p->cache_dir)

@@ -124,6 +124,11 @@ struct eddy_engine {
     int64_t disk_hits;
     int (*abort_cb)(void *user);
     void *abort_user;
+    /* the multi-token-prediction layer (block_mtp.c): run in every step when mtp; its
+     * state is the pool's layer mtp_il (= n_layer) */
+    bool mtp;
+    int64_t mtp_il;
+    step_plan mtp_plan;  /* the rows it runs: runs and pos (n_batch) of its own */
 
     /* work buffers, rows of n_batch tokens */
     float *x;    /* (n_batch, n_embd) residual stream */
@@ -157,6 +162,10 @@ struct eddy_engine {
     int32_t *moe_order; /* (n_batch * n_expert_used) token slots sorted by expert */
     int32_t *moe_start; /* (n_expert + 1) where each expert's slots begin in moe_order */
     void *act;          /* activations converted for linear(): the largest need */
+    /* the MTP layer's (when mtp) */
+    float *h;           /* (n_batch, n_embd) the main model's last hidden state, after output_norm */
+    float *mtp_cat;     /* (n_batch, 2 n_embd) its input rows [enorm(embed(x_q)); hnorm(h_{q-1})] */
+    float *mtp_logits;  /* (n_vocab) a draft's */
 };
 
 typedef struct eddy_engine engine;
@@ -169,6 +178,29 @@ typedef struct eddy_engine engine;
  * sequences are the caller's to update. */
 void forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits, const int64_t *out_rows,
              int64_t n_out);
+
+/* One layer over the plan's rows of c->x: x += mixer(norm(x)), x += ffn(norm(x)). */
+void forward_layer(engine *c, const model_layer *l, int64_t il, const step_plan *plan);
+
+/* The MTP layer after the main ones (the lock held; c->h holds the plan's rows): each
+ * row at position q >= 1 goes in with its token and h of position q - 1 (the row before,
+ * or the state's for a run's first row) and leaves its key and value at index q - 1 of
+ * the layer's cache; the state keeps h of each run's last row (a verify: of each row, in
+ * its pending slot; a checkpoint: of its position). */
+void block_mtp(engine *c, const int32_t *tokens, const step_plan *plan);
+
+/* Up to max greedy drafts after token t for sequence s (the lock held; s holds
+ * n_pos >= 1 positions and no pending verify): the MTP layer at position n_pos on t
+ * and h of position n_pos - 1, then on each draft and the layer's own output, until a
+ * draft's probability falls below p_min. logits (max, n_vocab) gets each draft's
+ * row when not NULL. Writes the layer's cache at indices n_pos - 1 on (a verify writes
+ * them again); the sequence is otherwise unchanged. */
+eddy_status engine_mtp_draft(engine *c, eddy_seq *s, int32_t t, int64_t max, float p_min, int32_t *out,
+                             int64_t *n_out, float *logits, eddy_error *err);
+
+/* The same, taking the engine's lock. */
+eddy_status engine_seq_mtp_draft(eddy_seq *s, int32_t t, int64_t max, float p_min, int32_t *out, int64_t *n_out,
+                                 float *logits, eddy_error *err);
 
 /* The blocks: each reads c->xn (plan->n rows of n_embd) and writes c->mix. */
 void block_attention(engine *c, const model_layer *l, int64_t il, const step_plan *plan);
@@ -241,9 +273,10 @@ static inline int64_t step_ckpt_slot(const step_run *run, int64_t pos) {
 
 /* ==== Prefix cache (engine_cache.c) ==== */
 
-/* Bytes of one recurrent slot and one KV block of a model, from its shapes (before the
- * pool exists). */
-void cache_sizes(const model *m, qtype tk, qtype tv, size_t *slot_bytes, size_t *block_bytes);
+/* Bytes of one recurrent slot and one KV block of a model's first n_layers state layers
+ * (n_layer, or n_layer + 1 with the MTP layer), from their shapes (before the pool
+ * exists). */
+void cache_sizes(const model *m, int64_t n_layers, qtype tk, qtype tv, size_t *slot_bytes, size_t *block_bytes);
 
 /* The prefix cache's files (session.c): an entry's state as a session file (no logits or
  * sampler; the lock held), loading one into s when it holds exactly tokens[0, n) of this
@@ -252,7 +285,8 @@ eddy_status session_serialize_entry(engine *c, const seq_state *st, uint8_t **ou
 eddy_status session_load_prefix(engine *c, eddy_seq *s, const char *path, const int32_t *tokens, int64_t n,
                                 eddy_error *err);
 eddy_status session_write_atomic(const char *path, const uint8_t *buf, size_t len, eddy_error *err);
-void session_fingerprint_hex(const model *m, char out[33]);
+/* The model's fingerprint in hex, another for an engine with the MTP layer (mtp). */
+void session_fingerprint_hex(const model *m, bool mtp, char out[33]);
 
 /* The disk tier (engine_cache_disk.c): dir is made if missing and its files of this model
  * indexed; budget 0: no limit. */

@@ -81,7 +81,7 @@ eddy_status cache_disk_init(engine *c, const char *dir, size_t budget, eddy_erro
         return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     }
     strcpy(c->cache_dir, dir);
-    session_fingerprint_hex(c->m, c->cache_fp);
+    session_fingerprint_hex(c->m, c->mtp, c->cache_fp);
     c->disk_budget = budget;
     /* this model's files, oldest first by modification time, as the starting order of use */
     struct dirent *de;

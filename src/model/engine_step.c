@@ -63,7 +63,9 @@ static eddy_status reserve_blocks(engine *c, eddy_seq *const *seqs, int64_t n, e
         int64_t len = 1;
         while (i + len < n && seqs[i + len] == seqs[i]) len++;
         seq_state *st = &seqs[i]->st;
-        if (!seq_state_reserve_kv(c->sp, st, st->n_pos, len)) {
+        /* the MTP layer writes each row one index back (block_mtp.c) */
+        const int64_t back = c->mtp && st->n_pos > 0 ? 1 : 0;
+        if (!seq_state_reserve_kv(c->sp, st, st->n_pos - back, len + back)) {
             for (int64_t j = 0; j < i; j++) seq_state_drop_kv(c->sp, &seqs[j]->st, seqs[j]->st.n_pos);
             return eddy_error_set(err, EDDY_ERR_NOMEM, "the KV cache has no free block for sequence %" PRId64,
                                   seqs[i]->index);

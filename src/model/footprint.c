@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "model/model.h"
 
 /* ==== State per layer ==== */
@@ -17,6 +18,10 @@
 state_layer_shape model_state_shape(const model *m, int64_t il) {
     const model_hparams *hp = &m->hp;
     state_layer_shape s = {0, 0, 0, 0};
+    if (il == hp->n_layer) { /* the MTP layer */
+        EDDY_ASSERT(m->mtp);
+        return (state_layer_shape){hp->n_head_kv * hp->head_dim_k, hp->n_head_kv * hp->head_dim_v, hp->n_embd, 0};
+    }
     switch (m->layers[il].mixer) {
     case MIXER_ATTENTION:
         s.kv_k = hp->n_head_kv * hp->head_dim_k;

@@ -126,7 +126,16 @@ struct eddy_model {
     tensor tok_embd;    /* (n_vocab rows of n_embd) */
     tensor output_norm; /* (n_embd) f32 */
     tensor output;      /* (n_vocab rows of n_embd); tok_embd when tied */
-    model_layer *layers; /* (n_layer) */
+    model_layer *layers; /* (n_layer, and the MTP layer after them when mtp is set) */
+    /* The multi-token-prediction (MTP, "nextn") layer some Qwen3.5 files carry as layer
+     * n_layer: from the token x_q and the main model's last hidden state h_{q-1} (after
+     * output_norm) it predicts the token after next,
+     *   y = layer(eh_proj([enorm(embed(x_q)); hnorm(h_{q-1})]))   (a gated-attention layer)
+     *   logits = mtp_head(head_norm(y))
+     * (eh_proj: 2 n_embd -> n_embd; embed, head_norm and mtp_head default to tok_embd,
+     * output_norm and output). NULL when the file has none (arch_qwen.c, block_mtp.c). */
+    model_layer *mtp;
+    tensor mtp_eh_proj, mtp_enorm, mtp_hnorm, mtp_head_norm, mtp_embd, mtp_head;
     uint8_t *packed;     /* one allocation holding every tensor's packed rows, or NULL */
     size_t packed_bytes;
     /* the file's tokenizer, of exactly n_vocab tokens; NULL when the file has none */
@@ -161,7 +170,8 @@ int64_t mamba2_in_dim(const model_hparams *hp);
 /* What layer il keeps per sequence (footprint.c): key/value row sizes for attention;
  * for Gated DeltaNet and Mamba-2 the conv window (d_conv - 1, conv_dim) and the
  * recurrent matrices (GDN: (n_v, d_k, d_v); Mamba-2: (n_head, d_state, d_head));
- * zeros for a layer with no mixer. */
+ * zeros for a layer with no mixer. il == n_layer is the MTP layer: its keys and
+ * values, and as its "conv window" the one row it reads next, h of the last position. */
 state_layer_shape model_state_shape(const model *m, int64_t il);
 
 #endif

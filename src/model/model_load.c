@@ -201,8 +201,9 @@ void load_common(loader *L) {
     hp->n_embd = hp_int(L, "embedding_length", -1, 1, big);
     hp->n_layer = hp_int(L, "block_count", -1, 1, 4096);
     /* block_count includes the multi-token-prediction (nextn) layers that follow the
-     * main stack; the forward pass leaves them out */
-    hp->n_layer -= hp_int(L, "nextn_predict_layers", 0, 0, hp->n_layer > 0 ? hp->n_layer - 1 : 0);
+     * main stack; the main forward pass leaves them out (qwen files bind the first as
+     * m->mtp) */
+    hp->n_layer -= load_n_mtp(L);
     hp->n_head = hp_int(L, "attention.head_count", -1, 1, 4096);
     hp->n_head_kv = hp_int(L, "attention.head_count_kv", hp->n_head, 1, hp->n_head > 0 ? hp->n_head : 1);
     hp->n_ctx_train = hp_int(L, "context_length", 4096, 1, (int64_t)1 << 32);
@@ -223,6 +224,13 @@ void load_common(loader *L) {
     load_embeddings(L);
 }
 
+int64_t load_n_mtp(loader *L) {
+    const int64_t n = L->m->hp.n_layer;
+    return hp_int(L, "nextn_predict_layers", 0, 0, n > 0 ? n - 1 : 0);
+}
+
+int64_t load_n_mtp_file(loader *L) { return hp_int(L, "nextn_predict_layers", 0, 0, 4096); }
+
 void load_embeddings(loader *L) {
     model *m = L->m;
     model_hparams *hp = &m->hp;
@@ -240,7 +248,7 @@ void load_embeddings(loader *L) {
     bind(L, &m->output, false, 2, (int64_t[]){E, hp->n_vocab}, "output.weight", 0);
     if (L->status == EDDY_OK && !m->output.name) m->output = m->tok_embd; /* tied embeddings */
 
-    m->layers = eddy_calloc((size_t)hp->n_layer, sizeof *m->layers);
+    m->layers = eddy_calloc((size_t)hp->n_layer + 1, sizeof *m->layers); /* and room for an MTP layer */
     if (!m->layers) loader_nomem(L, "layers");
 }
 
@@ -319,13 +327,14 @@ const eddy_vocab *eddy_model_vocab(const eddy_model *m) { return m ? m->vocab : 
 
 /* ==== Packed weights ==== */
 
-/* The tensors linear() reads, NULL-terminated into out (room for 17 per layer + 2). The
+/* The tensors linear() reads, NULL-terminated into out (room for 17 per layer, the MTP
+ * layer's among them, + 4). The
  * output head is one of them even when it is the token embedding: the packed copy
  * serves the head, while the embedding look-up keeps reading the file's rows (their
  * pages dropped below come back one row's page at a time, for the tokens looked up). */
 static int64_t linear_tensors(model *m, tensor **out) {
     int64_t n = 0;
-    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+    for (int64_t il = 0; il < m->hp.n_layer + (m->mtp ? 1 : 0); il++) {
         model_layer *l = &m->layers[il];
         tensor *ts[] = {&l->wq,      &l->wk,      &l->wv,        &l->wo,         &l->ssm_qkv,    &l->ssm_z,
                         &l->ssm_beta, &l->ssm_alpha, &l->ssm_ba, &l->ssm_out,   &l->ssm_in,     &l->ffn_gate,
@@ -334,6 +343,10 @@ static int64_t linear_tensors(model *m, tensor **out) {
             if (ts[i]->name && ts[i]->ne[2] == 1 && ts[i]->ne[3] == 1) out[n++] = ts[i];
     }
     if (m->output.name) out[n++] = &m->output;
+    if (m->mtp) {
+        out[n++] = &m->mtp_eh_proj;
+        if (m->mtp_head.data != m->output.data) out[n++] = &m->mtp_head;
+    }
     out[n] = NULL;
     return n;
 }
@@ -373,7 +386,7 @@ static void pack_weights(loader *L) {
     model *m = L->m;
     const char *off = getenv("EDDY_NO_PACK");
     if ((off && *off && strcmp(off, "0") != 0) || m->hp.n_layer < 0) return;
-    tensor **ts = eddy_malloc(sizeof(tensor *) * (size_t)(17 * m->hp.n_layer + 2));
+    tensor **ts = eddy_malloc(sizeof(tensor *) * (size_t)(17 * (m->hp.n_layer + 1) + 4));
     if (!ts) return;
     const int64_t n = linear_tensors(m, ts);
     size_t total = 0;
@@ -467,6 +480,7 @@ eddy_status model_load_gguf(model **out, gguf_file *f, eddy_error *err) {
         return L.status;
     }
     pack_weights(&L);
+    if (m->mtp && m->mtp_head.data == m->output.data) m->mtp_head = m->output; /* its packed copy too */
     *out = m;
     return EDDY_OK;
 }

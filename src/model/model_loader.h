@@ -54,6 +54,9 @@ void bind_ffn_moe(loader *L, model_layer *l, int il, const char *norm_name);
 
 void load_llama(loader *L);
 void load_qwen(loader *L); /* qwen35, qwen35moe, qwen3next */
+/* The file's count of multi-token-prediction layers after the main ones (nextn_predict_layers). */
+int64_t load_n_mtp(loader *L);   /* while hp.n_layer is still block_count */
+int64_t load_n_mtp_file(loader *L); /* after: the same key, read again */
 void load_mamba2(loader *L);
 void load_nemotron_h(loader *L);
 void load_granitehybrid(loader *L);

@@ -41,6 +41,16 @@ const vec_kernels *vec_kernels_for(isa_level isa) {
 
 const char *vec_variant(void) { return isa_name(isa_active()); }
 
+int64_t vec_argmax_softmax(const float *x, int64_t n, float *p) {
+    int64_t b = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += exp((double)x[i] - x[b]);
+    *p = (float)(1.0 / sum);
+    return b;
+}
+
 float vec_dot_f32(const float *x, const float *y, int64_t n) { return tables[isa_active()].dot(x, y, n); }
 
 void vec_axpy_f32(float *y, float a, const float *x, int64_t n) { tables[isa_active()].axpy(y, a, x, n); }

@@ -13,6 +13,10 @@
 
 #include "base/isa.h"
 
+/* The index of the largest of x[0, n) (n >= 1; the first on ties) and its probability
+ * under softmax (accumulated in double), in *p. Scalar: once per drafted token. */
+int64_t vec_argmax_softmax(const float *x, int64_t n, float *p);
+
 /* sum_i x[i] * y[i] over n elements (any n >= 0, no alignment needed). */
 float vec_dot_f32(const float *x, const float *y, int64_t n);
 float vec_dot_f32_ref(const float *x, const float *y, int64_t n);

@@ -317,6 +317,9 @@ static eddy_status check_file(const engine *c, const char *what, const uint8_t *
     const uint32_t tk = get32(buf + 48), tv = get32(buf + 52), n_layer = get32(buf + 56), n_sec = get32(buf + 60);
     if (file_bytes != len)
         return BAD("%s: the file is %zu bytes, its header says %" PRIu64 " (truncated or extended)", what, len, file_bytes);
+    if (n_layer != (uint32_t)sp->n_layer && c->m->mtp && n_layer == (uint32_t)sp->n_layer + (c->mtp ? -1 : 1))
+        return BAD("%s: the session was saved %s the multi-token-prediction layer (--spec-type mtp), this engine "
+                   "runs %s it", what, c->mtp ? "without" : "with", c->mtp ? "with" : "without");
     if (n_layer != (uint32_t)sp->n_layer)
         return BAD("%s: %" PRIu32 " layers in the session, the model has %" PRId64, what, n_layer, sp->n_layer);
     if (tk != (uint32_t)sp->type_k || tv != (uint32_t)sp->type_v)
@@ -559,7 +562,8 @@ eddy_status session_load_prefix(engine *c, eddy_seq *s, const char *path, const 
     return st;
 }
 
-void session_fingerprint_hex(const model *m, char out[33]) {
-    const XXH128_hash_t fp = fingerprint(m);
+void session_fingerprint_hex(const model *m, bool mtp, char out[33]) {
+    XXH128_hash_t fp = fingerprint(m);
+    if (mtp) fp.low64 ^= 0x6d7470ull; /* its states hold one more layer: files of their own */
     snprintf(out, 33, "%016llx%016llx", (unsigned long long)fp.high64, (unsigned long long)fp.low64);
 }

@@ -279,8 +279,8 @@ bool seq_state_reserve_kv(state_pool *p, seq_state *s, int64_t pos0, int64_t n) 
         if (old >= 0 && p->block_refs[old] == 1) continue;
         const int32_t b = block_alloc(p);
         EDDY_ASSERT(b >= 0);
-        if (old >= 0) { /* shared: copy the rows written before pos0, then let go of it */
-            const int64_t rows = pos0 - i * STATE_KV_BLOCK;
+        if (old >= 0) { /* shared: copy the rows held (or written before pos0), then let go of it */
+            const int64_t rows = (pos0 > s->n_pos ? pos0 : s->n_pos) - i * STATE_KV_BLOCK;
             if (rows > 0) block_copy_rows(p, b, old, rows < STATE_KV_BLOCK ? rows : STATE_KV_BLOCK);
             block_unref(p, old);
         }

@@ -128,8 +128,9 @@ void seq_state_clear(state_pool *p, seq_state *s);
 void seq_state_drop_kv(state_pool *p, seq_state *s, int64_t n_pos);
 
 /* Makes positions [pos0, pos0 + n) writable: each block they touch allocated, or
- * copied when shared. All or nothing: false (nothing changed) when the pool lacks
- * the free blocks. */
+ * copied when shared (with the rows the state holds: pos0 may lie before n_pos, as
+ * for the MTP layer, which writes one position back). All or nothing: false
+ * (nothing changed) when the pool lacks the free blocks. */
 bool seq_state_reserve_kv(state_pool *p, seq_state *s, int64_t pos0, int64_t n);
 
 #endif

@@ -64,6 +64,20 @@ for np in 1 4; do
      grep -q "speculative: [1-9][0-9]* verify steps" "$TMP/err"; then ok
   else bad "batch -np $np -md differs from run: $(diff "$TMP/want" "$TMP/got" | head -5) $(tail -2 "$TMP/err")"; fi
 done
+# With the model's MTP layer: drafts for every running prompt from its own state
+M=tests/data/models/qwen35-mtp-tiny-f32.gguf
+for mode in "--temp 0 -n 40" "--seed 3 -n 40" "--temp 0 -n 60 -c 48"; do
+  # shellcheck disable=SC2086
+  expected "$M" $mode >"$TMP/want"
+  for np in 1 3; do
+    # shellcheck disable=SC2086
+    if "$EDDY" batch -m "$M" -f "$TMP/prompts.txt" -np $np -t 2 $mode --spec-type mtp --draft-p-min 0.001 \
+         >"$TMP/got" 2>"$TMP/err" && cmp -s "$TMP/want" "$TMP/got" &&
+       grep -q "speculative: [1-9][0-9]* verify steps" "$TMP/err"; then ok
+    else bad "batch -np $np $mode --spec-type mtp differs from run: $(diff "$TMP/want" "$TMP/got" | head -5) $(tail -2 "$TMP/err")"; fi
+  done
+done
+M=tests/data/models/qwen35-tiny-f32.gguf
 expect_err "batch with a draft model of another vocabulary" "the draft model's vocabulary has 512 tokens" \
   batch -m "$M" -f "$TMP/prompts.txt" -md tests/data/models/llama-tiny-q8_0.gguf
 

@@ -110,8 +110,16 @@ else bad "run -md: no speculative counts on stderr: $(cat "$TMP/s1.err")"; fi
 if printf 'one two one two\nagain one two\n' | "$EDDY" chat -m $R -n 8 --temp 0 -t 1 --spec-type ngram >"$TMP/sc" 2>"$TMP/sc.err" &&
    printf 'one two one two\nagain one two\n' | "$EDDY" chat -m $R -n 8 --temp 0 -t 1 >"$TMP/sc0" 2>/dev/null &&
    cmp -s "$TMP/sc" "$TMP/sc0"; then ok; else bad "chat --spec-type ngram differs from plain chat: $(cat "$TMP/sc.err")"; fi
-expect_err "run spec mtp" "eddy does not run MTP heads yet" run -m $R -p x --spec-type mtp
-expect_err "run spec unknown" '--spec-type "fast": expected none, ngram or draft' run -m $R -p x --spec-type fast
+MTP=tests/data/models/qwen35-mtp-tiny-q8_0.gguf
+"$EDDY" run -m $MTP -p "one two one two one two one" -n 48 --temp 0 -t 1 >"$TMP/m0" 2>/dev/null
+for spec in "--spec-type mtp --draft-p-min 0.001" "--spec-type draft-mtp --draft-max 2 --draft-fixed --draft-p-min 0.001"; do
+  # shellcheck disable=SC2086
+  if "$EDDY" run -m $MTP -p "one two one two one two one" -n 48 --temp 0 -t 1 $spec >"$TMP/m1" 2>"$TMP/m1.err" &&
+     cmp -s "$TMP/m0" "$TMP/m1" && grep -q "speculative: [0-9]* verify steps, [1-9][0-9]* drafted" "$TMP/m1.err"; then ok
+  else bad "run $spec: output differs from plain run, or no drafts: $(cat "$TMP/m1.err")"; fi
+done
+expect_err "run spec mtp without the layer" "the model has no multi-token-prediction layer" run -m $R -p x --spec-type mtp
+expect_err "run spec unknown" '--spec-type "fast": expected none, ngram, draft or mtp' run -m $R -p x --spec-type fast
 expect_err "run spec draft without model" "--spec-type draft needs a draft model (-md FILE)" run -m $R -p x --spec-type draft
 expect_err "run draft of another vocabulary" "the draft model's vocabulary has 512 tokens, the model's 1024" \
   run -m $R -p x -n 4 -md tests/data/models/llama-tiny-q8_0.gguf

@@ -31,6 +31,7 @@ PARTS = sys.argv[2:] or ["api", "load", "hostile", "shutdown", "spec"]
 SLOW = "asan" in EDDY  # the sanitizer build is several times slower
 QWEN = "tests/data/models/qwen35-tiny-f32.gguf"    # has a chat template
 LLAMA = "tests/data/models/llama-tiny-f32.gguf"    # varied (random) text, no template
+QWEN_MTP = "tests/data/models/qwen35-mtp-tiny-f32.gguf"  # with a multi-token-prediction layer
 PASS = 0
 FAIL = 0
 
@@ -749,12 +750,13 @@ def part_shutdown():
 
 
 def part_spec():
-    """Speculative decoding: prompt lookup and a draft model give every request the
+    """Speculative decoding: prompt lookup, a draft model and the model's MTP layer give every request the
     answer eddy run gives without drafts (greedy, seeded, stop strings, length limits),
     with several requests decoding together; the counts show up in /metrics."""
     prompts = ["one two three one two three one two", "Once upon a time there was", "a b a b a b a"]
     for model, args in [(LLAMA, ["--spec-type", "ngram", "--draft-max", "6"]),
-                        (QWEN, ["-md", "tests/data/models/qwen35-tiny-q4_k_m.gguf", "--draft-p-min", "0"])]:
+                        (QWEN, ["-md", "tests/data/models/qwen35-tiny-q4_k_m.gguf", "--draft-p-min", "0"]),
+                        (QWEN_MTP, ["--spec-type", "mtp", "--draft-p-min", "0.001"])]:
         want = {(pr, mode): eddy_run(model, pr, "-n", "24", *mode) for pr in prompts
                 for mode in (("--temp", "0"), ("--seed", "5"))}
         sv = Server(model, "-np", "3", *args)

@@ -1,0 +1,224 @@
+/*
+ * test_mtp.c — the multi-token-prediction layer of Qwen3.5 files (src/model/block_mtp.c)
+ * against a reference built from transformers' own modules (scripts/gen_tiny_mtp.py:
+ * transformers ignores the mtp.* weights, so the script assembles the layer from the
+ * model class's decoder layer, RMSNorm and a linear fc), and the state it keeps
+ * through verify/accept, snapshots and forks.
+ *
+ * <arch>-mtp-tiny.ref: f32 main[40][1024] (the main model's logits on the first 40 ids
+ * of qwen-tiny.ids), f32 mtp[39][1024] (the MTP row of token ids[q] with h of position
+ * q - 1, q = 1..39), i32 drafts[3] and f32 chain[3][1024] (greedy drafts after the
+ * first 20 ids with t = ids[20], each on the one before and the layer's own output).
+ */
+#include <stdlib.h>
+
+#include "model/engine.h"
+#include "test.h"
+#include "test_seq.h"
+
+#define V 1024
+#define N_MAIN 40
+#define PROMPT 20
+#define N_CHAIN 3
+
+typedef struct {
+    float main[N_MAIN][V];
+    float mtp[N_MAIN - 1][V];
+    int32_t drafts[N_CHAIN];
+    float chain[N_CHAIN][V];
+} mtp_ref;
+
+static const char *const archs[] = {"qwen35", "qwen35moe"};
+
+static bool read_ids(int32_t *ids, int n) {
+    size_t len;
+    char *text = test_read_file(test_data_path("models/qwen-tiny.ids"), &len);
+    if (!CHECK(text)) return false;
+    char *p = text;
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)strtol(p, &p, 10);
+    free(text);
+    return true;
+}
+
+static mtp_ref *read_ref(const char *arch) {
+    char rel[96];
+    snprintf(rel, sizeof rel, "models/%s-mtp-tiny.ref", arch);
+    size_t n;
+    mtp_ref *r = test_read_file(test_data_path(rel), &n);
+    if (!CHECKF(r && n == sizeof *r, "%s: %zu bytes", rel, r ? n : 0)) {
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+static double rel_rms(const float *a, const float *ref) { return sqrt(test_nmse(a, ref, V)); }
+
+static eddy_engine *mtp_engine(const eddy_model *m) {
+    return tseq_engine(m, (eddy_engine_params){.n_ctx = 128, .n_seq_max = 4, .n_snapshots = 8, .n_batch = 64, .mtp = true,
+                                               .type_k = EDDY_KV_F32, .type_v = EDDY_KV_F32});
+}
+
+static bool draft(eddy_seq *s, int32_t t, int64_t max, int32_t *out, float *logits) {
+    int64_t k;
+    eddy_error err;
+    if (!CHECKF(engine_seq_mtp_draft(s, t, max, -1.0f, out, &k, logits, &err) == EDDY_OK, "%s", err.msg))
+        return false;
+    return CHECK_EQ(k, max);
+}
+
+/* F32 files: the main logits as before, every MTP row and a chain of three drafts
+ * within 1e-5 relative RMS of the reference, with the prompt fed in one step and
+ * token by token. */
+TEST(mtp_matches_reference) {
+    int32_t ids[N_MAIN];
+    if (!read_ids(ids, N_MAIN)) return;
+    for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
+        char rel[96];
+        snprintf(rel, sizeof rel, "models/%s-mtp-tiny-f32.gguf", archs[a]);
+        eddy_model *m = tseq_load(rel);
+        mtp_ref *ref = read_ref(archs[a]);
+        eddy_engine *e = m && ref ? mtp_engine(m) : NULL;
+        eddy_seq *s = e ? tseq_new(e) : NULL;
+        float *l = malloc(sizeof(float) * V * N_MAIN);
+        if (s && CHECK(eddy_model_has_mtp(m)) && CHECK_EQ(eddy_model_n_vocab(m), V)) {
+            /* the main model, unchanged by the layer after it */
+            tseq_feed(s, ids, N_MAIN, l);
+            double worst = 0;
+            for (int t = 0; t < N_MAIN; t++) worst = fmax(worst, rel_rms(l + t * V, ref->main[t]));
+            CHECKF(worst <= 1e-5, "%s main logits: worst relative RMS %g", archs[a], worst);
+            /* row q: the sequence holds ids[0, q), the draft goes in with ids[q] */
+            eddy_seq_clear(s);
+            worst = 0;
+            for (int q = 1; q < N_MAIN; q++) {
+                int32_t d;
+                tseq_feed(s, &ids[q - 1], 1, NULL);
+                if (!draft(s, ids[q], 1, &d, l)) break;
+                worst = fmax(worst, rel_rms(l, ref->mtp[q - 1]));
+            }
+            CHECKF(worst <= 1e-5, "%s MTP rows: worst relative RMS %g", archs[a], worst);
+            /* the chain, after the prompt fed in one step and token by token */
+            for (int one_step = 0; one_step < 2; one_step++) {
+                eddy_seq_clear(s);
+                if (one_step) tseq_feed(s, ids, PROMPT, NULL);
+                else
+                    for (int i = 0; i < PROMPT; i++) tseq_feed(s, &ids[i], 1, NULL);
+                int32_t d[N_CHAIN];
+                if (!draft(s, ids[PROMPT], N_CHAIN, d, l)) break;
+                for (int k = 0; k < N_CHAIN; k++) {
+                    CHECKF(d[k] == ref->drafts[k], "%s draft %d: %d, reference %d", archs[a], k, d[k], ref->drafts[k]);
+                    const double r = rel_rms(l + k * V, ref->chain[k]);
+                    CHECKF(r <= 1e-5, "%s draft %d logits: relative RMS %g", archs[a], k, r);
+                }
+                CHECK_EQ(eddy_seq_n_pos(s), PROMPT); /* drafting leaves the sequence where it was */
+            }
+        }
+        free(l);
+        free(ref);
+        eddy_engine_free(e);
+        eddy_model_free(m);
+    }
+}
+
+/* What the layer keeps is a sequence's state: after a verify accepting k of 3 drafts,
+ * after restoring a snapshot and in a fork, the next drafts are the bits of a
+ * sequence fed the same prompt, then the same tokens one by one. */
+TEST(mtp_state_follows_the_sequence) {
+    eddy_model *m = tseq_load("models/qwen35-mtp-tiny-q8_0.gguf");
+    eddy_engine *e = m ? mtp_engine(m) : NULL;
+    if (!e) return eddy_model_free(m);
+    int32_t ids[N_MAIN];
+    if (!read_ids(ids, N_MAIN)) return eddy_engine_free(e), eddy_model_free(m);
+    eddy_seq *s = tseq_new(e), *ref = tseq_new(e);
+    float *got = malloc(sizeof(float) * V * N_CHAIN), *want = malloc(sizeof(float) * V * N_CHAIN);
+    eddy_error err;
+    int32_t d[N_CHAIN], dr[N_CHAIN];
+    for (int64_t keep = 1; keep <= 4 && s && ref; keep++) {
+        eddy_seq_clear(s), eddy_seq_clear(ref);
+        tseq_feed(s, ids, PROMPT, NULL);
+        const int32_t v[4] = {ids[PROMPT], ids[PROMPT + 1], ids[PROMPT + 2], ids[PROMPT + 3]};
+        eddy_seq *owner[4] = {s, s, s, s};
+        eddy_batch b = {4, v, owner, NULL};
+        REQUIRE(eddy_engine_verify(e, &b, NULL, &err) == EDDY_OK);
+        REQUIRE(eddy_seq_accept(s, keep, &err) == EDDY_OK);
+        tseq_feed(ref, ids, PROMPT, NULL);
+        for (int i = PROMPT; i < PROMPT + keep; i++) tseq_feed(ref, &ids[i], 1, NULL);
+        if (!draft(s, ids[30], N_CHAIN, d, got) || !draft(ref, ids[30], N_CHAIN, dr, want)) break;
+        CHECKF(!memcmp(got, want, sizeof(float) * V * N_CHAIN), "accept(%lld): the drafts' logits differ",
+               (long long)keep);
+    }
+    /* a snapshot at PROMPT, five more tokens, restored; and a fork of it */
+    eddy_snapshot *snap = NULL;
+    eddy_seq *fork = NULL;
+    eddy_seq_clear(s), eddy_seq_clear(ref);
+    tseq_feed(s, ids, PROMPT, NULL);
+    tseq_feed(ref, ids, PROMPT, NULL);
+    if (CHECK(eddy_seq_snapshot(s, &snap, &err) == EDDY_OK) && CHECK(eddy_seq_fork(s, &fork, &err) == EDDY_OK)) {
+        tseq_feed(s, ids + PROMPT, 5, NULL);
+        tseq_feed(fork, ids + 30, 3, NULL); /* the fork writes its own cache rows */
+        draft(ref, ids[PROMPT], N_CHAIN, dr, want);
+        REQUIRE(eddy_seq_restore(s, snap, &err) == EDDY_OK);
+        draft(s, ids[PROMPT], N_CHAIN, d, got);
+        CHECK(!memcmp(got, want, sizeof(float) * V * N_CHAIN));
+        /* the fork's main layers kept the last row they shared when the MTP layer's write
+         * one position back copied the block */
+        float *lf = malloc(sizeof(float) * V * 3), *lr = malloc(sizeof(float) * V * 3);
+        eddy_seq_free(fork);
+        eddy_seq *twin = tseq_new(e);
+        REQUIRE(eddy_seq_fork(ref, &fork, &err) == EDDY_OK);
+        if (twin) {
+            tseq_feed(twin, ids, PROMPT, NULL);
+            tseq_feed(fork, ids + 30, 3, lf);
+            tseq_feed(twin, ids + 30, 3, lr);
+            CHECK(!memcmp(lf, lr, sizeof(float) * V * 3));
+            eddy_seq_free(twin);
+            REQUIRE(eddy_seq_truncate(fork, PROMPT, &err) == EDDY_OK);
+        }
+        free(lf), free(lr);
+        draft(fork, ids[PROMPT], N_CHAIN, d, got);
+        CHECK(!memcmp(got, want, sizeof(float) * V * N_CHAIN));
+    }
+    eddy_snapshot_free(snap);
+    free(got), free(want);
+    eddy_engine_free(e);
+    eddy_model_free(m);
+}
+
+/* Refusals: an MTP engine of a model without the layer, MTP drafts on an engine made
+ * without it, a draft while a verify awaits accept. */
+TEST(mtp_refusals) {
+    eddy_model *plain = tseq_load("models/qwen35-tiny-f32.gguf"), *m = tseq_load("models/qwen35-mtp-tiny-q8_0.gguf");
+    if (!plain || !m) return eddy_model_free(plain), eddy_model_free(m);
+    CHECK(!eddy_model_has_mtp(plain));
+    eddy_engine *e = NULL;
+    eddy_error err;
+    CHECK_EQ(eddy_engine_new(plain, &(eddy_engine_params){.mtp = true, .n_threads = 1}, &e, &err), EDDY_ERR_ARG);
+    CHECK_CONTAINS(err.msg, "no multi-token-prediction layer");
+    eddy_engine *no_mtp = tseq_engine(m, (eddy_engine_params){.n_ctx = 64, .n_snapshots = 4});
+    eddy_seq *s = no_mtp ? tseq_new(no_mtp) : NULL;
+    if (s) {
+        eddy_sampler *smp;
+        eddy_sampler_params sp = eddy_sampler_default_params();
+        REQUIRE(eddy_sampler_new(&sp, eddy_model_n_vocab(m), &smp, &err) == EDDY_OK);
+        eddy_spec *spec = NULL;
+        CHECK_EQ(eddy_spec_new(s, smp, &(eddy_spec_params){.type = EDDY_SPEC_MTP}, &spec, &err), EDDY_ERR_ARG);
+        CHECK_CONTAINS(err.msg, "eddy_engine_params.mtp");
+        eddy_sampler_free(smp);
+    }
+    eddy_engine *me = mtp_engine(m);
+    eddy_seq *ms = me ? tseq_new(me) : NULL;
+    if (ms) {
+        const int32_t ids[3] = {1, 2, 3};
+        tseq_feed(ms, ids, 2, NULL);
+        eddy_seq *owner[2] = {ms, ms};
+        REQUIRE(eddy_engine_verify(me, &(eddy_batch){2, ids + 1, owner, NULL}, NULL, &err) == EDDY_OK);
+        int32_t d;
+        int64_t k;
+        CHECK_EQ(engine_seq_mtp_draft(ms, 4, 1, 0, &d, &k, NULL, &err), EDDY_ERR_ARG);
+        CHECK_EQ(engine_seq_mtp_draft(ms, -1, 1, 0, &d, &k, NULL, &err), EDDY_ERR_ARG);
+    }
+    eddy_engine_free(me);
+    eddy_engine_free(no_mtp);
+    eddy_model_free(plain);
+    eddy_model_free(m);
+}
