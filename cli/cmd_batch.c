@@ -325,7 +325,7 @@ const char usage_batch[] =
     "        object per line with the text, token counts and why it stopped); per-sequence and\n"
     "        aggregate t/s on stderr. Each output is the one eddy run gives for that prompt alone\n"
     "        with the same options and seed; a prompt that cannot run is reported, the rest carry on.\n"
-    "        --spec-type ngram or -md FILE (and the draft flags of run) drafts for every\n"
+    "        --spec-type ngram|mtp or -md FILE (and the draft flags of run) drafts for every\n"
     "        sequence, all verified in one step\n";
 
 int cmd_batch(int argc, char **argv) {

@@ -35,7 +35,8 @@ const char usage_bench[] =
     "eddy bench -m MODEL.gguf --verify 1,2,4,8 [-p 512] [-n 32] [-t THREADS] [-r REPS] [--json]\n"
     "        what a speculative verify step of 1 + K tokens costs against a plain decode step,\n"
     "        on one sequence P positions deep: N steps of each per round, rounds alternating;\n"
-    "        median seconds per step and of the ratio over REPS rounds (docs/speculative.md)\n"
+    "        median seconds per step and of the ratio over REPS rounds (docs/speculative.md);\n"
+    "        a model with an MTP layer adds its engine's plain step and one MTP draft\n"
     "eddy bench --kernels [--json] [-t THREADS] [--filter NAME]\n"
     "        kernel benchmarks, each against this machine's read bandwidth or f32 FMA peak\n"
     "        measured in the same run (--json: one object per line); 2 threads by default\n";
@@ -253,6 +254,10 @@ static int bench_verify(const char *path, eddy_bench_params *p, const long long 
             printf("{\"arch\": \"%s\", \"threads\": %d, \"depth\": %lld, \"k\": %lld, \"plain_seconds\": %.6g, "
                    "\"verify_seconds\": %.6g, \"ratio\": %.6g, \"reps\": %d}\n", eddy_model_arch(m), r.n_threads,
                    (long long)r.depth, (long long)r.k[i], r.plain_seconds, r.verify_seconds[i], r.ratio[i], p->n_reps);
+        if (r.mtp)
+            printf("{\"arch\": \"%s\", \"threads\": %d, \"depth\": %lld, \"mtp_plain_ratio\": %.6g, "
+                   "\"mtp_draft_ratio\": %.6g, \"reps\": %d}\n", eddy_model_arch(m), r.n_threads, (long long)r.depth,
+                   r.mtp_plain_ratio, r.mtp_draft_ratio, p->n_reps);
     } else {
         printf("verify steps against plain decode steps, %d threads, %lld positions deep, median of %d rounds:\n",
                r.n_threads, (long long)r.depth, p->n_reps);
@@ -260,6 +265,12 @@ static int bench_verify(const char *path, eddy_bench_params *p, const long long 
         for (int i = 0; i < n_k; i++)
             printf("  verify, K = %-3lld (%3lld tokens) %8.2f ms   %5.2fx a plain step\n", (long long)r.k[i],
                    (long long)r.k[i] + 1, r.verify_seconds[i] * 1e3, r.ratio[i]);
+        if (r.mtp) {
+            printf("  plain step, MTP layer on    %8.2f ms   %5.2fx\n", r.plain_seconds * r.mtp_plain_ratio * 1e3,
+                   r.mtp_plain_ratio);
+            printf("  MTP draft (1 token)         %8.2f ms   %5.2fx\n", r.plain_seconds * r.mtp_draft_ratio * 1e3,
+                   r.mtp_draft_ratio);
+        }
     }
     eddy_model_free(m);
     return rc;

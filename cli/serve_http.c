@@ -1011,7 +1011,7 @@ const char usage_serve[] =
     "        default 4096 MiB) lets a request that shares a conversation's start evaluate the rest.\n"
     "        --max-queue requests (default 64) may wait before 429; --timeout S ends a request\n"
     "        after S seconds (504); --api-key KEY wants \"Authorization: Bearer KEY\". SIGINT or\n"
-    "        SIGTERM ends the running answers cleanly and stops. --spec-type ngram or -md FILE\n"
+    "        SIGTERM ends the running answers cleanly and stops. --spec-type ngram|mtp or -md FILE\n"
     "        (and the draft flags of run): drafts for every request, verified in one step\n";
 
 int cmd_serve(int argc, char **argv) {

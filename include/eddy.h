@@ -485,6 +485,11 @@ typedef struct {
     double plain_seconds;                         /* median seconds per plain step */
     double verify_seconds[EDDY_BENCH_VERIFY_MAX]; /* median seconds per verify step */
     double ratio[EDDY_BENCH_VERIFY_MAX];          /* median over the rounds of verify / plain */
+    /* A model with a multi-token-prediction layer (eddy_model_has_mtp) is also run in an
+     * engine with the layer, at the same depth: its plain step, and one MTP draft (one
+     * token, the layer alone), as medians over the rounds of their ratios to plain_seconds. */
+    bool mtp;
+    double mtp_plain_ratio, mtp_draft_ratio;
 } eddy_bench_verify_result;
 
 eddy_status eddy_bench_verify(const eddy_model *m, const eddy_bench_params *p, const int64_t *ks, int n_k,

@@ -222,3 +222,45 @@ TEST(mtp_refusals) {
     eddy_model_free(plain);
     eddy_model_free(m);
 }
+
+/* The layer's state in the prefix cache (a checkpoint inside a prompt keeps h of the
+ * position before it) and in a session file: a sequence restored from either drafts
+ * the bits of the one that made it. A session of an engine with the layer does not
+ * load into one without it. */
+TEST(mtp_state_in_the_prefix_cache_and_sessions) {
+    eddy_model *m = tseq_load("models/qwen35-mtp-tiny-f32.gguf");
+    eddy_engine *e = m ? tseq_engine(m, (eddy_engine_params){.n_ctx = 400, .n_seq_max = 3, .n_snapshots = 4,
+                                                             .mtp = true, .cache_bytes = (size_t)64 << 20,
+                                                             .cache_every = 256})
+                       : NULL;
+    eddy_engine *plain = e ? tseq_engine(m, (eddy_engine_params){.n_ctx = 400}) : NULL;
+    if (!plain) return eddy_engine_free(e), eddy_model_free(m);
+    enum { N = 300 };
+    int32_t ids[N], d[N_CHAIN];
+    test_rng r = test_rng_new();
+    tseq_rand_ids(&r, ids, N, V);
+    float *want = malloc(sizeof(float) * V * N_CHAIN), *got = malloc(sizeof(float) * V * N_CHAIN);
+    eddy_seq *a = tseq_new(e), *b = tseq_new(e), *c = tseq_new(e), *p = tseq_new(plain);
+    eddy_error err;
+    if (a && b && c && p && tseq_feed(a, ids, N, NULL) && draft(a, 7, N_CHAIN, d, want)) {
+        int64_t n_restored = 0;
+        REQUIRE(eddy_seq_restore_prefix(b, ids, N, &n_restored, &err) == EDDY_OK);
+        CHECK_EQ(n_restored, 256);
+        tseq_feed(b, ids + n_restored, N - n_restored, NULL);
+        draft(b, 7, N_CHAIN, d, got);
+        CHECKF(!memcmp(got, want, sizeof(float) * V * N_CHAIN), "restored from the cache: the drafts differ");
+        void *buf = NULL;
+        size_t len = 0;
+        REQUIRE(eddy_seq_save_buffer(a, NULL, &buf, &len, &err) == EDDY_OK);
+        CHECKF(eddy_seq_load_buffer(c, NULL, buf, len, &err) == EDDY_OK, "%s", err.msg);
+        draft(c, 7, N_CHAIN, d, got);
+        CHECKF(!memcmp(got, want, sizeof(float) * V * N_CHAIN), "loaded from a session: the drafts differ");
+        CHECK_EQ(eddy_seq_load_buffer(p, NULL, buf, len, &err), EDDY_ERR_FORMAT);
+        CHECK_CONTAINS(err.msg, "saved with the multi-token-prediction layer");
+        eddy_buffer_free(buf);
+    }
+    free(want), free(got);
+    eddy_engine_free(plain);
+    eddy_engine_free(e);
+    eddy_model_free(m);
+}

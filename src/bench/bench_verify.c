@@ -7,6 +7,8 @@
  * (eddy_seq_accept(s, 1)), so both advance the sequence by one position and the runs
  * stay at the same depth. Plain and verify runs alternate, repetition by repetition,
  * so the machine's slow drifts hit both alike.
+ * With a model that carries a multi-token-prediction layer, a second engine runs it:
+ * its plain steps and its one-token drafts join every round.
  * Does not own: the drafts' quality (that is the drafter's; see docs/speculative.md).
  */
 #include <inttypes.h>
@@ -16,6 +18,7 @@
 #include "base/error.h"
 #include "base/timer.h"
 #include "bench.h"
+#include "model/engine.h"
 
 /* Seconds per step of n steps from s's current position: plain (k = 0) or verify of
  * 1 + k tokens keeping one. */
@@ -33,6 +36,21 @@ static eddy_status time_steps(eddy_engine *e, eddy_seq *s, int64_t k, int64_t n,
             st = eddy_engine_verify(e, &b, logits, err);
             if (st == EDDY_OK) st = eddy_seq_accept(s, 1, err);
         }
+    }
+    *secs = (timer_s() - t0) / (double)n;
+    return st;
+}
+
+/* Seconds per MTP draft of one token after a random one, over n drafts (the sequence
+ * stays where it is). */
+static eddy_status time_drafts(eddy_seq *s, int64_t n, uint64_t *rng, int64_t V, const eddy_vocab *v, float *logits,
+                               double *secs, eddy_error *err) {
+    eddy_status st = EDDY_OK;
+    const double t0 = timer_s();
+    for (int64_t i = 0; i < n && st == EDDY_OK; i++) {
+        eddy_token d;
+        int64_t k;
+        st = engine_seq_mtp_draft(s, bench_random_token(rng, V, v), 1, -1.0f, &d, &k, logits, err);
     }
     *secs = (timer_s() - t0) / (double)n;
     return st;
@@ -64,11 +82,22 @@ eddy_status eddy_bench_verify(const eddy_model *m, const eddy_bench_params *p, c
     float *logits = eddy_malloc((size_t)(k_max + 1) * (size_t)V * sizeof *logits);
     double *plain = eddy_malloc((size_t)reps * sizeof *plain), *ver = eddy_malloc((size_t)reps * n_k * sizeof *ver);
     double *ratio = eddy_malloc((size_t)reps * sizeof *ratio);
-    eddy_seq *s = NULL;
-    if (!tok || !owner || !want || !logits || !plain || !ver || !ratio) st = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+    /* with the MTP layer: its engine's plain steps and drafts, per round */
+    const bool mtp = eddy_model_has_mtp(m);
+    double *mtp_plain = eddy_malloc((size_t)reps * sizeof *mtp_plain), *mtp_draft = eddy_malloc((size_t)reps * sizeof *mtp_draft);
+    eddy_engine *e2 = NULL;
+    eddy_seq *s = NULL, *s2 = NULL;
+    if (!tok || !owner || !want || !logits || !plain || !ver || !ratio || !mtp_plain || !mtp_draft)
+        st = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     if (st == EDDY_OK) st = eddy_seq_new(e, &s, err);
+    if (st == EDDY_OK && mtp) {
+        ep.mtp = true;
+        st = eddy_engine_new(m, &ep, &e2, err);
+        if (st == EDDY_OK) st = eddy_seq_new(e2, &s2, err);
+    }
     for (int64_t i = 0; st == EDDY_OK && i < depth; i++) tok[i] = bench_random_token(&rng, V, p->vocab);
     if (st == EDDY_OK) st = eddy_seq_eval(s, tok, depth, NULL, 0, err);
+    if (st == EDDY_OK && mtp) st = eddy_seq_eval(s2, tok, depth, NULL, 0, err);
     /* a warm-up of each, then reps rounds: plain, then every K */
     for (int rep = -1; st == EDDY_OK && rep < reps; rep++) {
         double secs;
@@ -77,6 +106,14 @@ eddy_status eddy_bench_verify(const eddy_model *m, const eddy_bench_params *p, c
         for (int i = 0; st == EDDY_OK && i < n_k; i++) {
             st = time_steps(e, s, ks[i], steps, &rng, V, p->vocab, tok, owner, want, logits, &secs, err);
             if (rep >= 0) ver[i * reps + rep] = secs;
+        }
+        if (st == EDDY_OK && mtp) {
+            st = time_steps(e2, s2, 0, steps, &rng, V, p->vocab, tok, owner, want, logits, &secs, err);
+            if (rep >= 0) mtp_plain[rep] = secs;
+        }
+        if (st == EDDY_OK && mtp) {
+            st = time_drafts(s2, steps, &rng, V, p->vocab, logits, &secs, err);
+            if (rep >= 0) mtp_draft[rep] = secs;
         }
     }
     if (st == EDDY_OK) {
@@ -91,7 +128,16 @@ eddy_status eddy_bench_verify(const eddy_model *m, const eddy_bench_params *p, c
             r->verify_seconds[i] = bench_rate_stats(ver + i * reps, reps).median;
         }
         r->plain_seconds = bench_rate_stats(plain, reps).median;
+        r->mtp = mtp;
+        if (mtp) {
+            for (int rep = 0; rep < reps; rep++) ratio[rep] = mtp_plain[rep] / plain[rep];
+            r->mtp_plain_ratio = bench_rate_stats(ratio, reps).median;
+            for (int rep = 0; rep < reps; rep++) ratio[rep] = mtp_draft[rep] / plain[rep];
+            r->mtp_draft_ratio = bench_rate_stats(ratio, reps).median;
+        }
     }
+    eddy_engine_free(e2);
+    eddy_free(mtp_plain), eddy_free(mtp_draft);
     eddy_engine_free(e);
     eddy_free(tok), eddy_free(owner), eddy_free(want), eddy_free(logits), eddy_free(plain), eddy_free(ver), eddy_free(ratio);
     return st;

@@ -118,6 +118,9 @@ for spec in "--spec-type mtp --draft-p-min 0.001" "--spec-type draft-mtp --draft
      cmp -s "$TMP/m0" "$TMP/m1" && grep -q "speculative: [0-9]* verify steps, [1-9][0-9]* drafted" "$TMP/m1.err"; then ok
   else bad "run $spec: output differs from plain run, or no drafts: $(cat "$TMP/m1.err")"; fi
 done
+expect_ok "bench --verify, MTP rows" "verify, K = 2" "plain step, MTP layer on" "MTP draft (1 token)" -- \
+  bench -m $MTP --verify 1,2 -p 8 -n 2 -r 1 -t 1
+expect_ok "bench --verify --json" '"k": 1,' '"mtp_draft_ratio": ' -- bench -m $MTP --verify 1 -p 8 -n 2 -r 1 -t 1 --json
 expect_err "run spec mtp without the layer" "the model has no multi-token-prediction layer" run -m $R -p x --spec-type mtp
 expect_err "run spec unknown" '--spec-type "fast": expected none, ngram, draft or mtp' run -m $R -p x --spec-type fast
 expect_err "run spec draft without model" "--spec-type draft needs a draft model (-md FILE)" run -m $R -p x --spec-type draft
