@@ -70,7 +70,7 @@ const char usage_run[] =
     "                                  a smaller model of the same vocabulary, -md FILE; mtp:\n"
     "                                  the model's own multi-token-prediction layer (Qwen3.5\n"
     "                                  files that carry it) (--draft-p-min P: draft and mtp\n"
-    "                                  stop drafting below it, 0.75)\n"
+    "                                  stop drafting below it; draft: 0.75, mtp: none)\n"
     "        -md, --model-draft FILE   the draft model (implies --spec-type draft)\n"
     "        --draft-max N, --draft-min N\n"
     "                                  drafts per step: at most 16 (mtp: 3), at least 1; between,\n"

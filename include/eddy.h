@@ -697,8 +697,9 @@ typedef struct {
      * sequence is kept in step with the generation's; what it held is replaced), or an
      * engine of it shared by many eddy_spec (each takes a sequence of its own and one
      * snapshot state while it lives: n_seq_max and n_snapshots >= their number); and
-     * the smallest probability of the draft's best token to go on drafting (0: 0.75;
-     * below 0: no limit; temperature 0 only — sampled drafts always go on) */
+     * the smallest probability of the draft's best token to go on drafting (0: 0.75,
+     * EDDY_SPEC_MTP: none; below 0: no limit; temperature 0 only — sampled drafts always
+     * go on) */
     eddy_ctx *draft;
     eddy_engine *draft_engine;
     float p_min;

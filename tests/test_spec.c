@@ -306,6 +306,7 @@ TEST(spec_mtp_generation_equals_plain) {
     const eddy_spec_params specs[] = {
         {.type = EDDY_SPEC_MTP, .draft_max = 3, .p_min = -1, .fixed = true},
         {.type = EDDY_SPEC_MTP, .draft_max = 5, .p_min = 0.01f},
+        {.type = EDDY_SPEC_MTP}, /* the defaults: 3 at most, no cut-off, the length rule */
     };
     int64_t accepted = 0, rejected = 0;
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {

@@ -181,7 +181,8 @@ eddy_status drafter_new(const eddy_spec_params *p, const eddy_model *tm, const e
     if (!d->p.draft_min) d->p.draft_min = 1;
     if (d->p.draft_min > d->p.draft_max) d->p.draft_min = d->p.draft_max;
     if (!d->p.ngram) d->p.ngram = 3;
-    if (d->p.p_min == 0) d->p.p_min = 0.75f;
+    /* llama.cpp's defaults for MTP: no cut-off (the draft length rule still decides) */
+    if (d->p.p_min == 0) d->p.p_min = p->type == EDDY_SPEC_MTP ? -1.0f : 0.75f;
     d->n_vocab = eddy_model_n_vocab(tm);
     /* a prior for the cost of one more token in a step until steps are measured: half
      * the recurrent state over the bytes a one-token step reads, and some compute (the
