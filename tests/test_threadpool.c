@@ -283,6 +283,63 @@ TEST(pool_does_not_wait_for_a_stalled_worker) {
     in_child(child_stalled_worker, 60, "runs while a worker is stopped in a signal handler");
 }
 
+/* Part 1 runs on a worker and takes 3 ms: the caller waits for it at the join. */
+static void late_helper_task(void *p, int ith, int nth) {
+    meet_task(p, ith, nth);
+    if (ith == 1) {
+        struct timespec ts = {0, 3 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Each part spins for 300 us: long enough for a woken worker to take part 1. */
+static void spin_task(void *p, int ith, int nth) {
+    where_task(p, ith, nth);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do clock_gettime(CLOCK_MONOTONIC, &t1);
+    while ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) < 300 * 1000);
+}
+
+static int child_sheds_a_cpu(void) {
+    threadpool *pool;
+    if (pool_create_cpus(&pool, 2, 2, NULL) != EDDY_OK) return 3;
+    /* the caller held up twice by a late helper: another process takes a CPU */
+    for (int r = 0; r < 2; r++) {
+        meet_job m = {0};
+        pool_run(pool, late_helper_task, &m, 2);
+        if (!atomic_load(&m.waited) || atomic_load(&m.tid1) == this_tid()) return 4;
+    }
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    struct timespec settle = {0, 20 * 1000 * 1000}; /* the worker goes to sleep */
+    nanosleep(&settle, NULL);
+    /* for the next 100 ms the caller runs every part: no worker is woken (ops that
+     * would start after 80 ms, on a machine slowed that much, are not checked) */
+    for (int r = 0; r < 20; r++) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > 80 * 1000 * 1000) break;
+        where_job w = {.caller = this_tid()};
+        pool_run(pool, spin_task, &w, 2);
+        if (atomic_load(&w.hits[0]) != 1 || atomic_load(&w.hits[1]) != 1) return 5;
+        if (atomic_load(&w.elsewhere)) return 6;
+    }
+    /* afterwards the worker takes parts again */
+    struct timespec hold = {0, 150 * 1000 * 1000};
+    nanosleep(&hold, NULL);
+    meet_job m = {0};
+    pool_run(pool, meet_task, &m, 2);
+    if (!atomic_load(&m.waited) || atomic_load(&m.tid1) == this_tid()) return 7;
+    pool_destroy(pool);
+    return 0;
+}
+
+/* A helper that keeps arriving late at the joins (its CPU is shared with another
+ * process) is left asleep for a while: the caller runs the ops alone on its CPU. */
+TEST(pool_keeps_one_cpu_fewer_busy_while_another_process_takes_one) {
+    in_child(child_sheds_a_cpu, 60, "leaves a late helper asleep for a while");
+}
+
 #endif /* __linux__ */
 
 /* ==== Bit-identical on any thread count ==== */

@@ -16,7 +16,8 @@
  * pool_run wakes only as many sleepers as leaves room for, so with more threads than
  * CPUs the extra ones sleep and the awake ones take their parts. While another process
  * takes our CPUs (a spinner sees a gap in time, or the caller waits at a join for a
- * descheduled helper), workers sleep between ops for a while instead of spinning.
+ * descheduled helper), workers sleep between ops for a while instead of spinning; seen
+ * twice within that while, one CPU fewer is kept busy too.
  *
  * Owns: the workers, the hand-off, per-part scratch. Not: how ops split their rows
  * (pool_split in the header), the CPU count (cpu.c).
@@ -69,6 +70,7 @@ struct threadpool {
     _Atomic uint32_t caller_sleeping;
     _Alignas(CACHE_LINE) _Atomic int n_sleeping; /* workers asleep or about to be */
     _Atomic uint64_t contended_until;            /* timer_ns() before which workers do not spin */
+    _Atomic uint64_t shed_until;                 /* ... and one CPU fewer is kept busy */
     _Atomic bool stop;
     _Atomic bool running; /* guards against nested pool_run */
     pool_task fn;         /* written by the caller only while no part is claimed */
@@ -159,6 +161,9 @@ static void run_parts(threadpool *pool, uint64_t w, uint32_t gen) {
  * the scheduler runs it soon after it is woken, and the caller takes the parts it is
  * late for. */
 static void mark_contended(threadpool *pool, uint64_t now) {
+    /* seen twice within a hold (not a single stolen slice): keep one CPU fewer busy too */
+    if (now < atomic_load_explicit(&pool->contended_until, memory_order_relaxed))
+        atomic_store_explicit(&pool->shed_until, now + CONTENDED_HOLD_NS, memory_order_relaxed);
     atomic_store_explicit(&pool->contended_until, now + CONTENDED_HOLD_NS, memory_order_relaxed);
 }
 
@@ -275,12 +280,12 @@ void pool_destroy(threadpool *pool) {
 
 int pool_size(const threadpool *pool) { return pool ? pool->n_threads : 1; }
 
-/* Wakes the sleepers this job has room for: up to min(nth, n_cpus) threads busy,
+/* Wakes the sleepers this job has room for: up to min(nth, cpus) threads busy,
  * the caller and the awake workers counted. */
-static void wake_helpers(threadpool *pool, int nth) {
+static void wake_helpers(threadpool *pool, int nth, int cpus) {
     const int sleeping = atomic_load(&pool->n_sleeping);
     if (sleeping == 0) return;
-    const int room = (nth < pool->n_cpus ? nth : pool->n_cpus) - 1;
+    const int room = (nth < cpus ? nth : cpus) - 1;
     const int awake = pool->n_threads - 1 - sleeping;
     int n = room - awake;
     if (n > sleeping) n = sleeping;
@@ -303,8 +308,13 @@ void pool_run(threadpool *pool, pool_task fn, void *ctx, int nth) {
     /* part 0 is the caller's; the release publishes fn, ctx and done */
     atomic_store_explicit(&pool->job, job_make(g, (uint32_t)nth, 1), memory_order_release);
     atomic_store(&pool->gen, g); /* seq_cst, then the load of n_sleeping */
-    wake_helpers(pool, nth);
     const uint64_t t_start = timer_ns();
+    /* While another process takes CPUs from us, a part given to a helper that shares
+     * its CPU is late at every join: keep one CPU fewer busy, so that the scheduler
+     * can give each of our busy threads a CPU of its own. */
+    const bool busy_elsewhere =
+        pool->n_cpus > 1 && t_start < atomic_load_explicit(&pool->shed_until, memory_order_relaxed);
+    wake_helpers(pool, nth, busy_elsewhere ? pool->n_cpus - 1 : pool->n_cpus);
     fn(ctx, 0, nth);
     finish_part(pool, (uint32_t)nth);
     run_parts(pool, atomic_load_explicit(&pool->job, memory_order_acquire), g);
