@@ -87,6 +87,51 @@ TEST(spec_draft_length_follows_acceptance) {
     eddy_model_free(m);
 }
 
+/* Drafts of a kind that stopped paying are tried again now and then (one draft after
+ * 16 plain steps, the wait doubling up to 128 while they keep failing), and drafting
+ * resumes in full once they have become right: what a drafter guesses well changes
+ * within a generation. */
+TEST(spec_draft_length_tries_again_after_plain_steps) {
+    eddy_model *m = tseq_load("models/qwen35-tiny-f32.gguf");
+    REQUIRE(m);
+    const eddy_spec_params p = {.type = EDDY_SPEC_NGRAM, .draft_max = 8};
+    const eddy_sampler_params sp = eddy_sampler_default_params();
+    drafter *d;
+    REQUIRE(drafter_new(&p, m, &sp, NULL, &d, NULL) == EDDY_OK);
+    const eddy_token g1[] = {5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 5}; /* only "5" recurs: kind 1 */
+    eddy_token out[8];
+    int64_t k;
+    /* a verify step of x tokens costs 1 + 0.5 x; the drafts are always wrong */
+    int64_t gaps[64], n_gaps = 0, gap = 0, late_drafts = 0;
+    for (int i = 0; i < 1000; i++) {
+        REQUIRE(drafter_propose(d, g1, 11, 8, out, NULL, &k, NULL) == EDDY_OK);
+        if (i >= 100) late_drafts += k;
+        if (!k) {
+            gap++;
+            continue;
+        }
+        drafter_update(d, k, 0, 1 + 0.5 * (double)(k + 1));
+        if (gap && n_gaps < 64) gaps[n_gaps++] = gap;
+        gap = 0;
+    }
+    /* settled on plain steps, with single-draft probes ever further apart, up to 128 */
+    REQUIRE(n_gaps >= 5);
+    for (int64_t i = 1; i < n_gaps; i++) CHECKF(gaps[i] >= gaps[i - 1], "gap %lld after %lld", (long long)gaps[i], (long long)gaps[i - 1]);
+    CHECK_EQ(gaps[n_gaps - 1], 128);
+    CHECK(gap <= 128);
+    CHECKF(late_drafts <= 12, "%lld drafts in the last 900 steps", (long long)late_drafts);
+    /* now always right: the next probe is kept, and soon it drafts in full again */
+    int i = 0;
+    for (; i < 400; i++) {
+        REQUIRE(drafter_propose(d, g1, 11, 8, out, NULL, &k, NULL) == EDDY_OK);
+        if (k == 8) break;
+        if (k) drafter_update(d, k, k, 1 + 0.5 * (double)(k + 1));
+    }
+    CHECKF(i < 128 + 64, "drafting in full after %d steps", i);
+    drafter_free(d);
+    eddy_model_free(m);
+}
+
 /* ==== Chi-square ==== */
 
 /* P(X >= x) for X ~ chi-square with k degrees of freedom (Wilson-Hilferty). */

@@ -17,6 +17,14 @@
  * time grows with its tokens (their compute, and the recurrent layers' outputs per
  * position), measured as a line through the steps seen so far, and a draft model
  * spends t_draft per draft. The next K maximizes tokens per second.
+ *
+ * A kind of draft whose drafts stopped paying gets no new evidence, so the rule alone
+ * would never draft it again, though what the drafter guesses well changes as the text
+ * does (a model starts quoting its prompt). So after PROBE_FIRST plain steps in a row
+ * chosen over drafts of a kind, one step drafts anyway (a probe of draft_min drafts,
+ * at least one); a probe that finds nothing doubles the wait for the next (up to
+ * PROBE_LAST steps, so probes cost at most a few percent of a verify's extra time),
+ * one that is kept halves the weight of the old evidence and resets the wait.
  */
 #include <math.h>
 #include <string.h>
@@ -29,6 +37,8 @@
 #include "ops/vec.h"
 
 #define N_KINDS 9
+#define PROBE_FIRST 16
+#define PROBE_LAST 128
 
 struct drafter {
     eddy_spec_params p;
@@ -45,13 +55,16 @@ struct drafter {
      * N_KINDS - 1; a draft model: 0), with older steps weighing less */
     double acc_kept[N_KINDS], acc_tried[N_KINDS];
     int kind; /* of the last drafts proposed */
+    /* per kind: plain steps chosen in a row, and how many before the next probe */
+    int64_t plain_run[N_KINDS], probe_after[N_KINDS];
+    bool probing; /* the last drafts proposed were a probe */
     /* verify step time against its tokens: decayed sums for a least-squares line */
     double sw, sx, sy, sxx, sxy;
     double c_prior; /* cost of one more token in a step, as a fraction of a one-token step */
     eddy_seq *target; /* the sequence drafted for (its MTP layer drafts) */
 };
 
-static int64_t best_length(const drafter *d, int kind);
+static int64_t choose_length(drafter *d, int kind);
 
 /* ==== Prompt lookup ==== */
 
@@ -253,7 +266,7 @@ eddy_status drafter_propose(drafter *d, const eddy_token *hist, int64_t n, int64
         const int64_t k = ngram_lookup(hist, n, d->p.ngram, max, out, &g);
         /* as many as pay off for a match of that length */
         d->kind = g < N_KINDS ? g : N_KINDS - 1;
-        const int64_t want = best_length(d, d->kind);
+        const int64_t want = k > 0 ? choose_length(d, d->kind) : 0;
         *n_out = k < want ? k : want;
         return EDDY_OK;
     }
@@ -264,15 +277,34 @@ eddy_status drafter_propose(drafter *d, const eddy_token *hist, int64_t n, int64
 
 /* ==== Draft length ==== */
 
+/* The step's time on the line t0 + t1 * x through the steps of x tokens seen. */
+static void add_step_time(drafter *d, double x, double seconds) {
+    d->sw = 0.95 * d->sw + 1, d->sx = 0.95 * d->sx + x, d->sy = 0.95 * d->sy + seconds;
+    d->sxx = 0.95 * d->sxx + x * x, d->sxy = 0.95 * d->sxy + x * seconds;
+}
+
 void drafter_update(drafter *d, int64_t n_drafted, int64_t n_accepted, double verify_s) {
-    if (n_drafted <= 0) return;
+    if (n_drafted <= 0) {
+        /* a plain step: its time only, and only once verify steps have been timed (the
+         * line needs them; plain steps alone say nothing about a verify's cost) */
+        if (d->sw > 0 && verify_s > 0) add_step_time(d, 1, verify_s);
+        return;
+    }
+    if (d->probing) {
+        int64_t *after = &d->probe_after[d->kind];
+        if (n_accepted > 0) {
+            d->acc_kept[d->kind] *= 0.5, d->acc_tried[d->kind] *= 0.5;
+            *after = PROBE_FIRST;
+        } else if (*after < PROBE_LAST) {
+            *after *= 2;
+        }
+        d->probing = false;
+    }
     /* draft i + 1 was tried only when draft i was kept */
     const double tried = (double)(n_accepted < n_drafted ? n_accepted + 1 : n_drafted);
     d->acc_kept[d->kind] = 0.9 * d->acc_kept[d->kind] + (double)n_accepted;
     d->acc_tried[d->kind] = 0.9 * d->acc_tried[d->kind] + tried;
-    const double x = (double)(n_drafted + 1);
-    d->sw = 0.95 * d->sw + 1, d->sx = 0.95 * d->sx + x, d->sy = 0.95 * d->sy + verify_s;
-    d->sxx = 0.95 * d->sxx + x * x, d->sxy = 0.95 * d->sxy + x * verify_s;
+    add_step_time(d, (double)(n_drafted + 1), verify_s);
 }
 
 /* The draft count with the most tokens per second for drafts of that kind: 0 (a plain
@@ -281,12 +313,12 @@ static int64_t best_length(const drafter *d, int kind) {
     const int64_t lo = d->p.draft_min, hi = d->p.draft_max;
     if (d->p.fixed || d->sw == 0) return hi;
     const double a = (d->acc_kept[kind] + 1) / (d->acc_tried[kind] + 2); /* 1/2 before any evidence */
-    /* a step of x tokens takes t0 + t1 * x: the measured line when the verify steps seen
-     * spread over several lengths, else the prior's slope through their mean */
+    /* a step of x tokens takes t0 + t1 * x: the measured line when the steps seen (plain
+     * ones too) spread over more than one length, else the prior's slope through their mean */
     const double mx = d->sx / d->sw, my = d->sy / d->sw, var = d->sxx / d->sw - mx * mx;
-    double t1 = var > 0.25 ? (d->sxy / d->sw - mx * my) / var : 0;
+    double t1 = var > 0.05 ? (d->sxy / d->sw - mx * my) / var : 0;
     double t0 = my - t1 * mx;
-    if (!(var > 0.25) || t1 < 0 || t0 <= 0) {
+    if (!(var > 0.05) || t1 < 0 || t0 <= 0) {
         t0 = my / (1 + d->c_prior * (mx - 1));
         t1 = t0 * d->c_prior;
         t0 -= t1;
@@ -301,7 +333,22 @@ static int64_t best_length(const drafter *d, int kind) {
     return best;
 }
 
-int64_t drafter_length(const drafter *d) {
+/* best_length, or a probe after enough plain steps in a row (top comment) */
+static int64_t choose_length(drafter *d, int kind) {
+    const int64_t k = best_length(d, kind);
+    d->probing = false;
+    if (k > 0) {
+        d->plain_run[kind] = 0;
+        return k;
+    }
+    if (d->probe_after[kind] == 0) d->probe_after[kind] = PROBE_FIRST;
+    if (d->plain_run[kind]++ < d->probe_after[kind]) return 0;
+    d->plain_run[kind] = 0;
+    d->probing = true;
+    return d->p.draft_min > 1 ? d->p.draft_min : 1;
+}
+
+int64_t drafter_length(drafter *d) {
     /* prompt lookup: the bound here, the length once the match is known (drafter_propose) */
-    return d->p.type == EDDY_SPEC_NGRAM ? d->p.draft_max : best_length(d, 0);
+    return d->p.type == EDDY_SPEC_NGRAM ? d->p.draft_max : choose_length(d, 0);
 }

@@ -44,8 +44,10 @@ eddy_status drafter_propose(drafter *d, const eddy_token *hist, int64_t n, int64
  * the count (0: a plain step) with the most tokens per second expected from the
  * acceptance rate so far of drafts of that kind and the measured cost of a verify step
  * and of a draft (docs/speculative.md). Prompt lookup knows the kind (the n-gram length
- * matched) only once it looks: there this is a bound, and drafter_propose cuts. */
-int64_t drafter_length(const drafter *d);
+ * matched) only once it looks: there this is a bound, and drafter_propose cuts.
+ * After enough plain steps in a row for a kind, one step probes with draft_min drafts
+ * (at least one): what a drafter guesses well can change within a generation. */
+int64_t drafter_length(drafter *d);
 /* What a step did: n_drafted drafts checked, n_accepted of them kept, the verify step
  * taking verify_s seconds. */
 void drafter_update(drafter *d, int64_t n_drafted, int64_t n_accepted, double verify_s);

@@ -191,10 +191,8 @@ eddy_status spec_walk(eddy_spec *sp, float *rows, int64_t max_emit, const eddy_t
     eddy_status rc = eddy_seq_accept(sp->seq, i + 1, err);
     if (rc != EDDY_OK) return rc;
     engine_seq_set_logits(sp->seq, rows + i * V);
-    if (k > 0) {
-        sp->steps++, sp->drafted += k, sp->accepted += i;
-        drafter_update(sp->d, k, i, step_s);
-    }
+    if (k > 0) sp->steps++, sp->drafted += k, sp->accepted += i;
+    drafter_update(sp->d, k, i, step_s); /* a plain step's time too: the line's x = 1 */
     return EDDY_OK;
 }
 
