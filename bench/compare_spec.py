@@ -17,7 +17,7 @@ It checks that eddy's two outputs are identical, and prints per prompt the media
 engine's speed-up over its own plain decoding, eddy's ratio to llama.cpp, and the
 acceptance (drafted, accepted, tokens per verify step).
 
-Usage: [LLAMA_BIN=dir] bench/compare_spec.py -m MODEL.gguf [--chat] [-n 256] [-t 2] [-R 3] PROMPT.txt...
+Usage: [EDDY=binary] [LLAMA_BIN=dir] bench/compare_spec.py -m MODEL.gguf [--chat] [-n 256] [-t 2] [-R 3] PROMPT.txt...
 Uses only the standard library. Prints the load average before and after. llama.cpp
 runs with OMP_WAIT_POLICY=passive unless the environment sets it (its OpenMP threads
 otherwise spin, which on a shared machine costs it most of its speed).
@@ -31,7 +31,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-EDDY = os.path.join(HERE, "..", "build", "eddy")
+EDDY = os.environ.get("EDDY") or os.path.join(HERE, "..", "build", "eddy")
 
 
 def eddy(model, prompt, a, spec):
