@@ -99,7 +99,11 @@ typedef struct {
     float *logits;       /* (np, n_vocab); with drafts (np * (draft_max + 1), n_vocab) */
     const eddy_spec_params *spec; /* NULL: no drafts */
     int64_t draft_max;   /* drafts per job and step */
-    eddy_token *drafted; /* (draft_max + 1) scratch */
+    eddy_token *drafted; /* (np, draft_max + 1) scratch: each job's drafts, then its tokens */
+    /* (np) a step's drafts: eddy_spec_draft_many's arguments */
+    eddy_spec **d_spec;
+    eddy_token *d_t, **d_out;
+    int64_t *d_max, *d_n;
     int64_t steps, n_drafted, n_accepted;
 } sched;
 
@@ -181,18 +185,24 @@ static void go_on_or_end(sched *sc, job *j) {
  * and its drafts; then each keeps the drafts it agrees with and one token of its own. */
 static int spec_step(sched *sc) {
     eddy_error err;
-    int64_t n = 0;
-    for (int64_t k = 0; k < sc->n_active; k++) {
+    /* every job's drafts in one call (MTP drafts of all jobs run together) */
+    const int64_t na = sc->n_active;
+    for (int64_t k = 0; k < na; k++) {
         job *j = sc->active[k];
         const int64_t left = sc->n_predict >= 0 ? sc->n_predict - j->n_gen : sc->draft_max;
-        int64_t nd;
-        if (eddy_spec_draft(j->spec, j->next, left < sc->draft_max ? left : sc->draft_max, sc->drafted, &nd, &err) !=
-            EDDY_OK)
-            return cli_error("%s", err.msg);
+        sc->d_spec[k] = j->spec, sc->d_t[k] = j->next, sc->d_max[k] = left < sc->draft_max ? left : sc->draft_max;
+        sc->d_out[k] = sc->drafted + k * (sc->draft_max + 1);
+    }
+    if (eddy_spec_draft_many(sc->d_spec, na, sc->d_t, sc->d_max, sc->d_out, sc->d_n, &err) != EDDY_OK)
+        return cli_error("%s", err.msg);
+    int64_t n = 0;
+    for (int64_t k = 0; k < na; k++) {
+        job *j = sc->active[k];
+        const int64_t nd = sc->d_n[k];
         if (!reserve(sc, n + nd + 1)) return cli_error("out of memory");
         j->row0 = n, j->n_rows = nd + 1;
         sc->tokens[n] = j->next;
-        memcpy(sc->tokens + n + 1, sc->drafted, (size_t)nd * sizeof *sc->tokens);
+        memcpy(sc->tokens + n + 1, sc->d_out[k], (size_t)nd * sizeof *sc->tokens);
         for (int64_t t = 0; t <= nd; t++) sc->owner[n + t] = j->seq, sc->want[n + t] = 1;
         n += nd + 1;
     }
@@ -406,9 +416,13 @@ int cmd_batch(int argc, char **argv) {
         sc.n_ctx = eddy_engine_n_ctx(sc.e), sc.n_vocab = eddy_model_n_vocab(g.m);
         sc.active = calloc((size_t)np, sizeof *sc.active);
         sc.logits = malloc((size_t)(np * (sc.draft_max + 1) * sc.n_vocab) * sizeof(float));
-        sc.drafted = malloc((size_t)(sc.draft_max + 1) * sizeof *sc.drafted);
+        sc.drafted = malloc((size_t)(np * (sc.draft_max + 1)) * sizeof *sc.drafted);
+        sc.d_spec = malloc((size_t)np * sizeof *sc.d_spec), sc.d_t = malloc((size_t)np * sizeof *sc.d_t);
+        sc.d_out = malloc((size_t)np * sizeof *sc.d_out), sc.d_max = malloc((size_t)np * sizeof *sc.d_max);
+        sc.d_n = malloc((size_t)np * sizeof *sc.d_n);
         sc.spec = sc.draft_max ? &o.spec : NULL;
-        if (!sc.active || !sc.logits || !sc.drafted) rc = cli_error("out of memory");
+        if (!sc.active || !sc.logits || !sc.drafted || !sc.d_spec || !sc.d_t || !sc.d_out || !sc.d_max || !sc.d_n)
+            rc = cli_error("out of memory");
     }
     const double t0 = cli_now_s();
     int64_t next = 0;
@@ -446,6 +460,7 @@ int cmd_batch(int argc, char **argv) {
     eddy_engine_free(sc.e);
     eddy_engine_free(draft);
     free(sc.active), free(sc.logits), free(sc.tokens), free(sc.owner), free(sc.want), free(sc.drafted);
+    free(sc.d_spec), free(sc.d_t), free(sc.d_out), free(sc.d_max), free(sc.d_n);
     gen_session_close(&g);
     free(jobs);
     free(text);

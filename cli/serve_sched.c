@@ -69,6 +69,7 @@ typedef struct {
     size_t max_stop;     /* the request's longest stop string */
     eddy_spec *spec;     /* speculative decoding of the request (NULL: none) */
     int64_t row0;        /* its first row in a verify step's logits */
+    int64_t draft_j;     /* its index in a step's eddy_spec_draft_many arguments */
 } slot;
 
 typedef struct {
@@ -111,7 +112,11 @@ struct srv_sched {
     bool spec_on;
     eddy_engine *draft;
     int64_t k_max;
-    eddy_token *drafts;  /* (k_max + 1) scratch */
+    eddy_token *drafts;  /* (n_slots, k_max + 1) each slot's drafts, then its tokens */
+    /* (n_slots) a step's drafts: eddy_spec_draft_many's arguments */
+    eddy_spec **d_spec;
+    eddy_token *d_t, **d_out;
+    int64_t *d_max, *d_n;
 };
 
 /* ==== Publishing to the request ==== */
@@ -540,23 +545,34 @@ static int fail_all(srv_sched *s, const char *msg) {
  * own (docs/speculative.md). A slot without drafts (ignore_eos) feeds its token alone. */
 static int spec_step(srv_sched *s) {
     eddy_error err;
+    /* every decoding slot's drafts in one call (MTP drafts of all slots run together);
+     * should it fail, each slot drafts alone, and the ones that fail end */
+    int64_t nd = 0;
+    for (int i = 0; i < s->p.n_slots; i++) {
+        slot *sl = &s->slots[i];
+        sl->draft_j = -1;
+        if (!sl->r || !sl->decoding || !sl->spec) continue;
+        const srv_request *r = sl->r;
+        const int64_t left = r->max_tokens >= 0 ? r->max_tokens - r->n_gen : s->k_max;
+        s->d_spec[nd] = sl->spec, s->d_t[nd] = sl->next, s->d_max[nd] = left < s->k_max ? left : s->k_max;
+        s->d_out[nd] = s->drafts + nd * (s->k_max + 1);
+        sl->draft_j = nd++;
+    }
+    if (nd > 0 && eddy_spec_draft_many(s->d_spec, nd, s->d_t, s->d_max, s->d_out, s->d_n, &err) != EDDY_OK)
+        for (int i = 0; i < s->p.n_slots; i++) {
+            slot *sl = &s->slots[i];
+            const int64_t j = sl->draft_j;
+            if (j >= 0 && eddy_spec_draft(sl->spec, sl->next, s->d_max[j], s->d_out[j], &s->d_n[j], &err) != EDDY_OK)
+                end_request(s, sl, NULL, 500, err.msg);
+        }
     int64_t n = 0;
     for (int i = 0; i < s->p.n_slots; i++) {
         slot *sl = &s->slots[i];
         if (!sl->r || !sl->decoding) continue;
-        const srv_request *r = sl->r;
-        int64_t k = 0;
-        if (sl->spec) {
-            const int64_t left = r->max_tokens >= 0 ? r->max_tokens - r->n_gen : s->k_max;
-            if (eddy_spec_draft(sl->spec, sl->next, left < s->k_max ? left : s->k_max, s->drafts, &k, &err) !=
-                EDDY_OK) {
-                end_request(s, sl, NULL, 500, err.msg);
-                continue;
-            }
-        }
+        const int64_t k = sl->draft_j >= 0 ? s->d_n[sl->draft_j] : 0;
         if (!reserve(s, n + k + 1)) return fail_all(s, "out of memory");
         s->b_tok[n] = sl->next;
-        memcpy(s->b_tok + n + 1, s->drafts, (size_t)k * sizeof *s->b_tok);
+        if (k) memcpy(s->b_tok + n + 1, s->d_out[sl->draft_j], (size_t)k * sizeof *s->b_tok);
         for (int64_t j = 0; j <= k; j++) s->b_seq[n + j] = sl->seq, s->b_want[n + j] = 1;
         sl->row0 = n;
         n += k + 1;
@@ -758,7 +774,10 @@ int srv_sched_start(const srv_sched_params *p, srv_sched **out) {
         if (eddy_engine_new(p->draft_model, &dp, &s->draft, &err) != EDDY_OK) return cli_error("-md: %s", err.msg);
         s->spec.draft = NULL, s->spec.draft_engine = s->draft;
     }
-    s->drafts = malloc((size_t)(s->k_max + 1) * sizeof *s->drafts);
+    s->drafts = malloc((size_t)(p->n_slots * (s->k_max + 1)) * sizeof *s->drafts);
+    s->d_spec = malloc((size_t)p->n_slots * sizeof *s->d_spec), s->d_t = malloc((size_t)p->n_slots * sizeof *s->d_t);
+    s->d_out = malloc((size_t)p->n_slots * sizeof *s->d_out), s->d_max = malloc((size_t)p->n_slots * sizeof *s->d_max);
+    s->d_n = malloc((size_t)p->n_slots * sizeof *s->d_n);
     s->v = eddy_model_vocab(p->m);
     s->n_ctx = eddy_engine_n_ctx(s->e);
     s->n_vocab = eddy_model_n_vocab(p->m);
@@ -767,7 +786,8 @@ int srv_sched_start(const srv_sched_params *p, srv_sched **out) {
     s->pins = calloc((size_t)(p->max_sessions > 0 ? p->max_sessions : 1), sizeof *s->pins);
     s->b_rows = calloc((size_t)p->n_slots, sizeof *s->b_rows);
     s->logits = malloc((size_t)(p->n_slots * (s->k_max + 1) * s->n_vocab) * sizeof *s->logits);
-    if (!s->queue || !s->slots || !s->pins || !s->b_rows || !s->logits || !s->drafts) {
+    if (!s->queue || !s->slots || !s->pins || !s->b_rows || !s->logits || !s->drafts || !s->d_spec || !s->d_t ||
+        !s->d_out || !s->d_max || !s->d_n) {
         return cli_error("out of memory");
     }
     for (int i = 0; i < p->n_slots; i++)
@@ -812,6 +832,7 @@ void srv_sched_free(srv_sched *s) {
     eddy_engine_free(s->e); /* with its sequences */
     eddy_engine_free(s->draft); /* after the slots' drafters gave back their draft sequences */
     free(s->drafts);
+    free(s->d_spec), free(s->d_t), free(s->d_out), free(s->d_max), free(s->d_n);
     free(s->queue), free(s->slots), free(s->pins), free(s->b_rows), free(s->logits);
     free(s->b_tok), free(s->b_seq), free(s->b_want), free(s->eog);
     pthread_mutex_destroy(&s->mu);

@@ -733,6 +733,12 @@ void eddy_spec_free(eddy_spec *sp);
  * engine's free states say so) into drafts, *n of them; 0: feed t alone. */
 eddy_status eddy_spec_draft(eddy_spec *sp, eddy_token t, int64_t max, eddy_token *drafts, int64_t *n,
                             eddy_error *err);
+/* eddy_spec_draft for n eddy_spec of distinct sequences, as one step of many sequences
+ * needs: t[i], max[i], drafts[i] (room for max[i]) and n_drafts[i] are eddy_spec_draft's
+ * for sp[i]. The drafts are the ones eddy_spec_draft gives each; MTP drafters of one
+ * engine draft together, each draft position one step of the layer for all of them. */
+eddy_status eddy_spec_draft_many(eddy_spec *const *sp, int64_t n, const eddy_token *t, const int64_t *max,
+                                 eddy_token *const *drafts, int64_t *n_drafts, eddy_error *err);
 /* rows: (n + 1, n_vocab) the logits after t and each draft (used as scratch). At most
  * max_emit tokens (< 0: no limit) go to out (room for n + 1), *n_out of them. */
 eddy_status eddy_spec_accept(eddy_spec *sp, float *rows, int64_t max_emit, eddy_token *out, int64_t *n_out,

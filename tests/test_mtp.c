@@ -11,6 +11,7 @@
  * first 20 ids with t = ids[20], each on the one before and the layer's own output).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "model/engine.h"
 #include "test.h"
@@ -182,6 +183,74 @@ TEST(mtp_state_follows_the_sequence) {
     free(got), free(want);
     eddy_engine_free(e);
     eddy_model_free(m);
+}
+
+/* Drafts of many sequences at once (each chain step one row per sequence still
+ * drafting, in groups of MTP_DRAFT_ROWS): every sequence's drafts, their count and
+ * their logits are the bits it gets alone, whatever its length, draft count and
+ * probability cut-off; refused: a sequence given twice, one of another engine. */
+TEST(mtp_drafts_of_many_sequences_are_each_ones_own) {
+    enum { N = 11, MAXK = 3 };
+    int32_t ids[N_MAIN];
+    if (!read_ids(ids, N_MAIN)) return;
+    static const char *const files[] = {"models/qwen35-mtp-tiny-q8_0.gguf", "models/qwen35moe-mtp-tiny-f32.gguf"};
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        eddy_model *m = tseq_load(files[f]);
+        eddy_engine *e = m ? tseq_engine(m, (eddy_engine_params){.n_ctx = 64, .n_seq_max = N + 1, .n_batch = 64,
+                                                                 .mtp = true})
+                           : NULL;
+        eddy_engine *other = m ? tseq_engine(m, (eddy_engine_params){.n_ctx = 64, .n_seq_max = 1, .mtp = true}) : NULL;
+        float *alone = calloc((size_t)N * MAXK * V, sizeof(float)), *many = calloc((size_t)N * MAXK * V, sizeof(float));
+        if (!e || !other || !CHECK(alone && many)) goto next;
+        eddy_seq *s[N];
+        int32_t t[N], out_a[N][MAXK], out_m[N][MAXK];
+        int64_t max[N], k_a[N], k_m[N];
+        float p_min[N], *rows[N];
+        int32_t *outs[N];
+        for (int i = 0; i < N; i++) {
+            s[i] = tseq_new(e);
+            if (!s[i]) goto next;
+            const int len = i == N - 1 ? 0 : 3 + 3 * i; /* the last holds nothing: no drafts */
+            if (len) tseq_feed(s[i], ids, len, NULL);
+            t[i] = ids[len], max[i] = i % (MAXK + 1), p_min[i] = i % 3 == 2 ? 0.3f : -1.0f;
+            rows[i] = many + (size_t)i * MAXK * V, outs[i] = out_m[i];
+        }
+        eddy_error err;
+        for (int i = 0; i < N; i++)
+            if (!CHECKF(engine_seq_mtp_draft(s[i], t[i], max[i], p_min[i], out_a[i], &k_a[i],
+                                             alone + (size_t)i * MAXK * V, &err) == EDDY_OK, "%s", err.msg))
+                goto next;
+        if (!CHECKF(engine_mtp_draft_many(e, s, t, max, N, p_min, outs, k_m, rows, &err) == EDDY_OK, "%s", err.msg))
+            goto next;
+        int64_t drafted = 0;
+        for (int i = 0; i < N; i++) {
+            drafted += k_a[i];
+            CHECKF(k_m[i] == k_a[i], "%s sequence %d: %lld drafts together, %lld alone", files[f], i,
+                   (long long)k_m[i], (long long)k_a[i]);
+            for (int64_t k = 0; k < k_a[i] && k < k_m[i]; k++) CHECK_EQ(out_m[i][k], out_a[i][k]);
+            CHECKF(memcmp(rows[i], alone + (size_t)i * MAXK * V, sizeof(float) * MAXK * V) == 0,
+                   "%s sequence %d: logits differ", files[f], i);
+            CHECK_EQ(eddy_seq_n_pos(s[i]), i == N - 1 ? 0 : 3 + 3 * i);
+        }
+        CHECK(drafted >= 8);
+        /* through the locked entry, without logits: the same drafts */
+        if (CHECKF(engine_seq_mtp_draft_many(s, t, max, N, p_min, outs, k_m, &err) == EDDY_OK, "%s", err.msg))
+            for (int i = 0; i < N; i++) CHECK_EQ(k_m[i], k_a[i]);
+        /* refused */
+        eddy_seq *twice[2] = {s[1], s[1]};
+        CHECK_EQ(engine_mtp_draft_many(e, twice, t, max, 2, p_min, outs, k_m, NULL, &err), EDDY_ERR_ARG);
+        CHECK(strstr(err.msg, "twice") != NULL);
+        eddy_seq *foreign[2] = {s[1], tseq_new(other)};
+        if (foreign[1]) {
+            CHECK_EQ(engine_mtp_draft_many(e, foreign, t, max, 2, p_min, outs, k_m, NULL, &err), EDDY_ERR_ARG);
+            CHECK(strstr(err.msg, "another engine") != NULL);
+        }
+    next:
+        free(alone), free(many);
+        eddy_engine_free(other);
+        eddy_engine_free(e);
+        eddy_model_free(m);
+    }
 }
 
 /* Refusals: an MTP engine of a model without the layer, MTP drafts on an engine made

@@ -173,6 +173,35 @@ static eddy_status mtp_propose(drafter *d, const eddy_token *hist, int64_t n, in
     return rc;
 }
 
+bool drafter_is_mtp(const drafter *d) { return d->p.type == EDDY_SPEC_MTP; }
+eddy_seq *drafter_target(const drafter *d) { return d->target; }
+
+eddy_status drafter_propose_mtp_many(drafter *const *d, int64_t n, const eddy_token *t, const int64_t *max,
+                                     eddy_token *const *out, int64_t *n_out, eddy_error *err) {
+    if (n <= 0) return EDDY_OK;
+    eddy_seq **seqs = eddy_malloc((size_t)n * sizeof *seqs);
+    float *p_min = eddy_malloc((size_t)n * sizeof *p_min);
+    if (!seqs || !p_min) {
+        eddy_free(seqs), eddy_free(p_min);
+        return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory for MTP drafts");
+    }
+    for (int64_t i = 0; i < n; i++) {
+        EDDY_ASSERT(d[i]->p.type == EDDY_SPEC_MTP);
+        seqs[i] = d[i]->target, p_min[i] = d[i]->p.p_min, d[i]->kind = 0;
+    }
+    const double t0 = timer_s();
+    eddy_status rc = engine_seq_mtp_draft_many(seqs, t, max, n, p_min, out, n_out, err);
+    int64_t total = 0;
+    for (int64_t i = 0; rc == EDDY_OK && i < n; i++) total += n_out[i];
+    if (total > 0) { /* a draft's share of the chain steps that made them all */
+        const double per = (timer_s() - t0) / (double)total;
+        for (int64_t i = 0; i < n; i++)
+            if (n_out[i] > 0) d[i]->draft_s = d[i]->draft_s > 0 ? 0.9 * d[i]->draft_s + 0.1 * per : per;
+    }
+    eddy_free(seqs), eddy_free(p_min);
+    return rc;
+}
+
 /* ==== Life cycle ==== */
 
 eddy_status drafter_new(const eddy_spec_params *p, const eddy_model *tm, const eddy_sampler_params *sp,

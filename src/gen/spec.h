@@ -40,6 +40,16 @@ bool drafter_sampled(const drafter *d);
 eddy_status drafter_propose(drafter *d, const eddy_token *hist, int64_t n, int64_t max, eddy_token *out, float *q,
                             int64_t *n_out, eddy_error *err);
 
+/* The model's MTP layer drafts (EDDY_SPEC_MTP) for the sequence it follows. */
+bool drafter_is_mtp(const drafter *d);
+eddy_seq *drafter_target(const drafter *d);
+
+/* drafter_propose for n MTP drafters whose sequences share an engine and are all
+ * distinct, t[i] the token about to be fed to drafter i's sequence: their chains run
+ * together, one forward step of the layer per draft for all (engine_mtp_draft_many). */
+eddy_status drafter_propose_mtp_many(drafter *const *d, int64_t n, const eddy_token *t, const int64_t *max,
+                                     eddy_token *const *out, int64_t *n_out, eddy_error *err);
+
 /* The number of drafts worth asking for in the next step: draft_max when fixed, else
  * the count (0: a plain step) with the most tokens per second expected from the
  * acceptance rate so far of drafts of that kind and the measured cost of a verify step

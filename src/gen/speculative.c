@@ -114,33 +114,88 @@ void eddy_spec_counts(const eddy_spec *sp, int64_t *steps, int64_t *drafted, int
     if (accepted) *accepted = sp->accepted;
 }
 
-eddy_status eddy_spec_draft(eddy_spec *sp, eddy_token t, int64_t max, eddy_token *drafts, int64_t *n,
-                            eddy_error *err) {
-    if (!sp || !drafts || !n) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_spec_draft: NULL argument");
-    *n = 0;
+/* The drafts worth asking sp's drafter for after t: no more than max, than the length
+ * rule asks for, than fit the context behind t, and than the verify has states for (one
+ * per token); 0 when that is fewer than the drafter's minimum. */
+static int64_t draft_bound(eddy_spec *sp, int64_t max) {
     eddy_engine *e = sp->seq->e;
     const int64_t base = eddy_seq_n_pos(sp->seq);
-    /* no more than the length rule asks for, than fit the context behind t, and than the
-     * verify has states for (one per token) */
     int64_t k_max = drafter_length(sp->d);
     if (k_max > max) k_max = max;
     if (k_max > eddy_engine_n_ctx(e) - base - 1) k_max = eddy_engine_n_ctx(e) - base - 1;
     const int64_t room = engine_verify_room(e) - 1;
     if (k_max > room) k_max = room;
-    int64_t k = 0;
-    if (k_max >= drafter_min(sp->d)) {
-        memcpy(sp->hist, eddy_seq_tokens(sp->seq), (size_t)base * sizeof *sp->hist);
-        sp->hist[base] = t;
-        eddy_status rc = drafter_propose(sp->d, sp->hist, base + 1, k_max, sp->tok + 1, sp->q, &k, err);
-        if (rc != EDDY_OK) return rc;
-        if (k < drafter_min(sp->d)) k = 0;
-    }
+    return k_max >= drafter_min(sp->d) ? k_max : 0;
+}
+
+/* The step after t is pending with the k drafts in sp->tok + 1, handed out in drafts. */
+static void draft_done(eddy_spec *sp, eddy_token t, int64_t k, eddy_token *drafts, int64_t *n) {
+    if (k < drafter_min(sp->d)) k = 0;
     sp->tok[0] = t;
     sp->n_draft = k;
     memcpy(drafts, sp->tok + 1, (size_t)k * sizeof *drafts);
     *n = k;
     sp->t_drafted = timer_s();
+}
+
+eddy_status eddy_spec_draft(eddy_spec *sp, eddy_token t, int64_t max, eddy_token *drafts, int64_t *n,
+                            eddy_error *err) {
+    if (!sp || !drafts || !n) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_spec_draft: NULL argument");
+    *n = 0;
+    const int64_t base = eddy_seq_n_pos(sp->seq), k_max = draft_bound(sp, max);
+    int64_t k = 0;
+    if (k_max > 0) {
+        memcpy(sp->hist, eddy_seq_tokens(sp->seq), (size_t)base * sizeof *sp->hist);
+        sp->hist[base] = t;
+        eddy_status rc = drafter_propose(sp->d, sp->hist, base + 1, k_max, sp->tok + 1, sp->q, &k, err);
+        if (rc != EDDY_OK) return rc;
+    }
+    draft_done(sp, t, k, drafts, n);
     return EDDY_OK;
+}
+
+eddy_status eddy_spec_draft_many(eddy_spec *const *sp, int64_t n, const eddy_token *t, const int64_t *max,
+                                 eddy_token *const *drafts, int64_t *n_drafts, eddy_error *err) {
+    if (n <= 0) return EDDY_OK;
+    if (!sp || !t || !max || !drafts || !n_drafts)
+        return eddy_error_set(err, EDDY_ERR_ARG, "eddy_spec_draft_many: NULL argument");
+    for (int64_t i = 0; i < n; i++)
+        if (!sp[i] || !drafts[i]) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_spec_draft_many: NULL argument");
+    /* the MTP drafters of one engine, with drafts to make: their chains run together */
+    int64_t *idx = eddy_malloc((size_t)n * sizeof *idx), *bound = eddy_malloc((size_t)n * sizeof *bound);
+    int64_t *got = eddy_malloc((size_t)n * sizeof *got);
+    drafter **ds = eddy_malloc((size_t)n * sizeof *ds);
+    eddy_token *tt = eddy_malloc((size_t)n * sizeof *tt), **outs = eddy_malloc((size_t)n * sizeof *outs);
+    eddy_status rc = EDDY_OK;
+    if (!idx || !bound || !got || !ds || !tt || !outs) {
+        rc = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory for drafts");
+        goto done;
+    }
+    int64_t n_mtp = 0;
+    const eddy_engine *mtp_engine = NULL;
+    for (int64_t i = 0; i < n && rc == EDDY_OK; i++) {
+        n_drafts[i] = 0;
+        if (!drafter_is_mtp(sp[i]->d) || (mtp_engine && sp[i]->seq->e != mtp_engine)) {
+            rc = eddy_spec_draft(sp[i], t[i], max[i], drafts[i], &n_drafts[i], err);
+            continue;
+        }
+        const int64_t k_max = draft_bound(sp[i], max[i]);
+        if (k_max == 0) {
+            draft_done(sp[i], t[i], 0, drafts[i], &n_drafts[i]);
+            continue;
+        }
+        mtp_engine = sp[i]->seq->e;
+        idx[n_mtp] = i, bound[n_mtp] = k_max, ds[n_mtp] = sp[i]->d, tt[n_mtp] = t[i];
+        outs[n_mtp++] = sp[i]->tok + 1;
+    }
+    if (rc == EDDY_OK && n_mtp > 0) rc = drafter_propose_mtp_many(ds, n_mtp, tt, bound, outs, got, err);
+    for (int64_t j = 0; rc == EDDY_OK && j < n_mtp; j++) {
+        const int64_t i = idx[j];
+        draft_done(sp[i], t[i], got[j], drafts[i], &n_drafts[i]);
+    }
+done:
+    eddy_free(idx), eddy_free(bound), eddy_free(got), eddy_free(ds), eddy_free(tt), eddy_free(outs);
+    return rc;
 }
 
 /* ==== The walk ==== */

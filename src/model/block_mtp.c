@@ -79,46 +79,101 @@ void block_mtp(engine *c, const int32_t *tokens, const step_plan *plan) {
     if (mp->n > 0) mtp_layer(c, mp);
 }
 
-eddy_status engine_mtp_draft(engine *c, eddy_seq *s, int32_t t, int64_t max, float p_min, int32_t *out,
-                             int64_t *n_out, float *logits, eddy_error *err) {
-    const model *m = c->m;
-    const int64_t E = m->hp.n_embd, V = m->hp.n_vocab, n_pos = s->st.n_pos;
-    *n_out = 0;
-    if (!c->mtp) return eddy_error_set(err, EDDY_ERR_ARG, "MTP drafts need an engine made with the MTP layer (mtp)");
+/* Checks sequence s may draft after token t. */
+static eddy_status check_draft(const engine *c, const eddy_seq *s, int32_t t, eddy_error *err) {
+    const int64_t V = c->m->hp.n_vocab;
     if (s->n_pending)
         return eddy_error_set(err, EDDY_ERR_ARG, "the sequence has a verify of %" PRId64
                               " tokens awaiting eddy_seq_accept", s->n_pending);
     if (t < 0 || t >= V)
         return eddy_error_set(err, EDDY_ERR_ARG, "token id %" PRId32 " is outside the vocabulary (0..%" PRId64 ")", t,
                               V - 1);
-    if (max > c->n_ctx - n_pos) max = c->n_ctx - n_pos;
-    if (n_pos == 0 || max <= 0) return EDDY_OK; /* no h before the first position */
-    /* draft j's row goes to index n_pos - 1 + j */
-    if (!seq_state_reserve_kv(c->sp, &s->st, n_pos - 1, max))
-        return eddy_error_set(err, EDDY_ERR_NOMEM, "the KV cache has no free block for sequence %" PRId64 "'s drafts",
-                              s->index);
-    step_plan *mp = &c->mtp_plan;
-    float *h = c->h, *row = logits ? logits : c->mtp_logits;
-    memcpy(h, state_conv(c->sp, c->mtp_il, s->st.slot), (size_t)E * sizeof(float));
-    int64_t k = 0;
-    for (int32_t token = t; k < max; k++) {
-        mp->n = mp->n_runs = 1, mp->n_ckpt = 0;
-        mp->runs[0] = (step_run){s, 0, 1, n_pos - 1 + k, s->st.slot, NULL, 0, NULL, NULL};
-        mp->pos[0] = n_pos - 1 + k;
-        mtp_input(c, 0, token, h);
-        mtp_layer(c, mp);
-        ops_rmsnorm(h, c->x, (const float *)m->mtp_head_norm.data, E, m->hp.rms_eps); /* the next row's h */
-        linear(c->pool, &m->mtp_head, h, 1, row, c->act);
-        if (m->hp.logit_scale != 1.0f)
-            for (int64_t i = 0; i < V; i++) row[i] /= m->hp.logit_scale;
-        float p;
-        token = (int32_t)vec_argmax_softmax(row, V, &p);
-        if (p < p_min) break; /* the layer is unsure: stop guessing */
-        out[k] = token;
-        if (logits) row += V;
-    }
-    *n_out = k;
     return EDDY_OK;
+}
+
+/* Drafts of up to MTP_DRAFT_ROWS sequences (and n_batch), one chain step at a time over
+ * all that still draft: row j of a step is active sequence act[j], its h in c->h row j. */
+static eddy_status draft_group(engine *c, eddy_seq *const *s, const int32_t *t, const int64_t *max, int64_t n,
+                               const float *p_min, int32_t *const *out, int64_t *n_out, float *const *logits,
+                               eddy_error *err) {
+    const model *m = c->m;
+    const int64_t E = m->hp.n_embd, V = m->hp.n_vocab;
+    int64_t act[MTP_DRAFT_ROWS], lim[MTP_DRAFT_ROWS];
+    int32_t tok[MTP_DRAFT_ROWS];
+    int64_t na = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t n_pos = s[i]->st.n_pos;
+        lim[i] = max[i] < c->n_ctx - n_pos ? max[i] : c->n_ctx - n_pos;
+        if (n_pos == 0 || lim[i] <= 0) continue; /* no h before the first position */
+        /* draft k's row goes to index n_pos - 1 + k */
+        if (!seq_state_reserve_kv(c->sp, &s[i]->st, n_pos - 1, lim[i]))
+            return eddy_error_set(err, EDDY_ERR_NOMEM, "the KV cache has no free block for sequence %" PRId64
+                                  "'s drafts", s[i]->index);
+        memcpy(c->h + na * E, state_conv(c->sp, c->mtp_il, s[i]->st.slot), (size_t)E * sizeof(float));
+        tok[na] = t[i], act[na++] = i;
+    }
+    step_plan *mp = &c->mtp_plan;
+    for (int64_t k = 0; na > 0; k++) {
+        mp->n = mp->n_runs = na, mp->n_ckpt = 0;
+        for (int64_t j = 0; j < na; j++) {
+            eddy_seq *q = s[act[j]];
+            const int64_t pos = q->st.n_pos - 1 + k;
+            mp->runs[j] = (step_run){q, j, 1, pos, q->st.slot, NULL, 0, NULL, NULL};
+            mp->pos[j] = pos;
+            mtp_input(c, j, tok[j], c->h + j * E);
+        }
+        mtp_layer(c, mp);
+        for (int64_t j = 0; j < na; j++) /* the next row's h */
+            ops_rmsnorm(c->h + j * E, c->x + j * E, (const float *)m->mtp_head_norm.data, E, m->hp.rms_eps);
+        linear(c->pool, &m->mtp_head, c->h, na, c->mtp_logits, c->act);
+        int64_t kept = 0;
+        for (int64_t j = 0; j < na; j++) {
+            const int64_t i = act[j];
+            float *row = c->mtp_logits + j * V, p;
+            if (m->hp.logit_scale != 1.0f)
+                for (int64_t v = 0; v < V; v++) row[v] /= m->hp.logit_scale;
+            if (logits && logits[i]) memcpy(logits[i] + k * V, row, (size_t)V * sizeof(float));
+            const int32_t d = (int32_t)vec_argmax_softmax(row, V, &p);
+            if (p < p_min[i]) continue; /* the layer is unsure: stop guessing */
+            out[i][k] = d;
+            n_out[i] = k + 1;
+            if (k + 1 == lim[i]) continue;
+            if (kept != j) memmove(c->h + kept * E, c->h + j * E, (size_t)E * sizeof(float));
+            tok[kept] = d, act[kept++] = i;
+        }
+        na = kept;
+    }
+    return EDDY_OK;
+}
+
+eddy_status engine_mtp_draft_many(engine *c, eddy_seq *const *s, const int32_t *t, const int64_t *max, int64_t n,
+                                  const float *p_min, int32_t *const *out, int64_t *n_out, float *const *logits,
+                                  eddy_error *err) {
+    if (!c->mtp) return eddy_error_set(err, EDDY_ERR_ARG, "MTP drafts need an engine made with the MTP layer (mtp)");
+    for (int64_t i = 0; i < n; i++) {
+        n_out[i] = 0;
+        if (s[i]->e != c) return eddy_error_set(err, EDDY_ERR_ARG, "MTP drafts: sequence %" PRId64
+                                                " belongs to another engine", s[i]->index);
+        for (int64_t j = 0; j < i; j++)
+            if (s[j] == s[i])
+                return eddy_error_set(err, EDDY_ERR_ARG, "MTP drafts: sequence %" PRId64 " is given twice",
+                                      s[i]->index);
+        eddy_status rc = check_draft(c, s[i], t[i], err);
+        if (rc != EDDY_OK) return rc;
+    }
+    const int64_t rows = c->n_batch < MTP_DRAFT_ROWS ? c->n_batch : MTP_DRAFT_ROWS;
+    for (int64_t g = 0; g < n; g += rows) {
+        const int64_t ng = n - g < rows ? n - g : rows;
+        eddy_status rc = draft_group(c, s + g, t + g, max + g, ng, p_min + g, out + g, n_out + g,
+                                     logits ? logits + g : NULL, err);
+        if (rc != EDDY_OK) return rc;
+    }
+    return EDDY_OK;
+}
+
+eddy_status engine_mtp_draft(engine *c, eddy_seq *s, int32_t t, int64_t max, float p_min, int32_t *out,
+                             int64_t *n_out, float *logits, eddy_error *err) {
+    return engine_mtp_draft_many(c, &s, &t, &max, 1, &p_min, &out, n_out, logits ? &logits : NULL, err);
 }
 
 eddy_status engine_seq_mtp_draft(eddy_seq *s, int32_t t, int64_t max, float p_min, int32_t *out, int64_t *n_out,
@@ -126,6 +181,16 @@ eddy_status engine_seq_mtp_draft(eddy_seq *s, int32_t t, int64_t max, float p_mi
     engine *c = s->e;
     pthread_mutex_lock(&c->lock);
     eddy_status st = engine_mtp_draft(c, s, t, max, p_min, out, n_out, logits, err);
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+eddy_status engine_seq_mtp_draft_many(eddy_seq *const *s, const int32_t *t, const int64_t *max, int64_t n,
+                                      const float *p_min, int32_t *const *out, int64_t *n_out, eddy_error *err) {
+    if (n <= 0) return EDDY_OK;
+    engine *c = s[0]->e;
+    pthread_mutex_lock(&c->lock);
+    eddy_status st = engine_mtp_draft_many(c, s, t, max, n, p_min, out, n_out, NULL, err);
     pthread_mutex_unlock(&c->lock);
     return st;
 }

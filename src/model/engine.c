@@ -176,7 +176,7 @@ static bool alloc_buffers(engine *c) {
     if (c->mtp) {
         c->h = alloc_rows(B, E, &ok);
         c->mtp_cat = alloc_rows(B, 2 * E, &ok);
-        c->mtp_logits = alloc_rows(1, hp->n_vocab, &ok);
+        c->mtp_logits = alloc_rows(B < MTP_DRAFT_ROWS ? B : MTP_DRAFT_ROWS, hp->n_vocab, &ok);
         c->mtp_plan.runs = eddy_malloc((size_t)B * sizeof *c->mtp_plan.runs);
         c->mtp_plan.pos = eddy_malloc((size_t)B * sizeof *c->mtp_plan.pos);
         ok = ok && c->mtp_plan.runs && c->mtp_plan.pos;

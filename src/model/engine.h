@@ -165,7 +165,7 @@ struct eddy_engine {
     /* the MTP layer's (when mtp) */
     float *h;           /* (n_batch, n_embd) the main model's last hidden state, after output_norm */
     float *mtp_cat;     /* (n_batch, 2 n_embd) its input rows [enorm(embed(x_q)); hnorm(h_{q-1})] */
-    float *mtp_logits;  /* (n_vocab) a draft's */
+    float *mtp_logits;  /* (MTP_DRAFT_ROWS, n_vocab) drafts' */
 };
 
 typedef struct eddy_engine engine;
@@ -201,6 +201,22 @@ eddy_status engine_mtp_draft(engine *c, eddy_seq *s, int32_t t, int64_t max, flo
 /* The same, taking the engine's lock. */
 eddy_status engine_seq_mtp_draft(eddy_seq *s, int32_t t, int64_t max, float p_min, int32_t *out, int64_t *n_out,
                                  float *logits, eddy_error *err);
+
+/* Sequences drafted together in one chain step (rows of c->mtp_logits). */
+#define MTP_DRAFT_ROWS 8
+
+/* engine_mtp_draft for n distinct sequences of engine c, each with its own t, max,
+ * p_min, out (room for max) and logits (NULL, or logits[i] NULL: not wanted): each
+ * chain step runs the layer and its head over one row per sequence still drafting, so
+ * their weights are read once for all; every sequence's drafts and logits are the bits
+ * it gets alone. */
+eddy_status engine_mtp_draft_many(engine *c, eddy_seq *const *s, const int32_t *t, const int64_t *max, int64_t n,
+                                  const float *p_min, int32_t *const *out, int64_t *n_out, float *const *logits,
+                                  eddy_error *err);
+
+/* The same without logits, taking the lock of the sequences' engine. */
+eddy_status engine_seq_mtp_draft_many(eddy_seq *const *s, const int32_t *t, const int64_t *max, int64_t n,
+                                      const float *p_min, int32_t *const *out, int64_t *n_out, eddy_error *err);
 
 /* The blocks: each reads c->xn (plan->n rows of n_embd) and writes c->mix. */
 void block_attention(engine *c, const model_layer *l, int64_t il, const step_plan *plan);
