@@ -735,8 +735,10 @@ eddy_status eddy_spec_draft(eddy_spec *sp, eddy_token t, int64_t max, eddy_token
                             eddy_error *err);
 /* eddy_spec_draft for n eddy_spec of distinct sequences, as one step of many sequences
  * needs: t[i], max[i], drafts[i] (room for max[i]) and n_drafts[i] are eddy_spec_draft's
- * for sp[i]. The drafts are the ones eddy_spec_draft gives each; MTP drafters of one
- * engine draft together, each draft position one step of the layer for all of them. */
+ * for sp[i]. The drafts are the ones eddy_spec_draft gives each; drafters that share an
+ * engine draft together, each draft position one forward step for all of them (MTP
+ * drafters of one engine: the MTP layer; draft models of one draft engine: the draft
+ * model, after one batch that brings every draft sequence up to its history). */
 eddy_status eddy_spec_draft_many(eddy_spec *const *sp, int64_t n, const eddy_token *t, const int64_t *max,
                                  eddy_token *const *drafts, int64_t *n_drafts, eddy_error *err);
 /* rows: (n + 1, n_vocab) the logits after t and each draft (used as scratch). At most

@@ -20,6 +20,7 @@
 #include "test.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "eddy.h"
 #include "gen/sampler.h"
@@ -428,6 +429,133 @@ TEST(spec_sampled_drafts_keep_the_distribution) {
 done:
     eddy_ctx_free(c), eddy_ctx_free(ref), eddy_ctx_free(dc);
     eddy_model_free(m), eddy_model_free(dm);
+}
+
+/* ==== Drafts of many sequences at once ==== */
+
+enum { MN = 5, MK = 4, MROUNDS = 10, MOUT = MROUNDS * (MK + 1) };
+
+typedef struct {
+    eddy_token drafts[MROUNDS][MN][MK];
+    int64_t n_drafts[MROUNDS][MN], drafted;
+    eddy_token out[MN][MOUT];
+    int64_t n_out[MN];
+} rounds_log;
+
+/* MN sequences of m generating greedily, each with a draft model of dm in one draft
+ * engine (spec[i]; shared_ctx non-NULL: sequences 0 and 1 share that draft context
+ * instead, so their drafting advances one sequence): MROUNDS steps of drafts (all in one
+ * eddy_spec_draft_many call, or each sequence's eddy_spec_draft in turn), one verify of
+ * every sequence's token and drafts, and each one's accept. Records every draft and
+ * every emitted token. */
+static bool draft_rounds(eddy_model *m, eddy_model *dm, bool many, bool shared_ctx, rounds_log *log) {
+    memset(log, 0, sizeof *log);
+    const int64_t V = eddy_model_n_vocab(m);
+    eddy_engine *e = tseq_engine(m, (eddy_engine_params){.n_ctx = 128, .n_seq_max = MN,
+                                                         .n_snapshots = MN * (MK + 1), .n_batch = 64});
+    eddy_engine *de = tseq_engine(dm, (eddy_engine_params){.n_ctx = 128, .n_seq_max = MN, .n_snapshots = MN});
+    eddy_ctx *dc = NULL;
+    eddy_ctx_params dcp = {.n_ctx = 128, .n_threads = 2, .n_snapshots = 2};
+    eddy_seq *s[MN] = {0};
+    eddy_sampler *smp[MN] = {0};
+    eddy_spec *sp[MN] = {0};
+    float *rows = malloc((size_t)MN * (MK + 1) * (size_t)V * sizeof(float));
+    bool ok = e && de && CHECK(rows) && (!shared_ctx || CHECK(eddy_ctx_new(dm, &dcp, &dc, NULL) == EDDY_OK));
+    eddy_token next[MN], ids[64], tok[MN * (MK + 1)];
+    eddy_seq *owner[MN * (MK + 1)];
+    bool live[MN];
+    eddy_error err;
+    const eddy_sampler_params spar = eddy_sampler_default_params(); /* temperature 0 below */
+    for (int i = 0; ok && i < MN; i++) {
+        /* prompts of different lengths and contents that repeat, so drafts get kept */
+        const int64_t n = 6 + 5 * i;
+        for (int64_t j = 0; j < n; j++) ids[j] = (eddy_token)((7 + 13 * i + 29 * (j % (3 + i))) % V);
+        eddy_sampler_params p = spar;
+        p.temp = 0;
+        const eddy_spec_params spec = {.type = EDDY_SPEC_DRAFT, .draft_max = MK, .fixed = true, /* the length rule times steps */
+                                       .p_min = i % 3 == 1 ? 0.4f : -1.0f,
+                                       .draft = shared_ctx && i < 2 ? dc : NULL,
+                                       .draft_engine = shared_ctx && i < 2 ? NULL : de};
+        ok = (s[i] = tseq_new(e)) && CHECKF(eddy_seq_eval(s[i], ids, n, rows, 0, &err) == EDDY_OK, "%s", err.msg) &&
+             CHECK(eddy_sampler_new(&p, V, &smp[i], NULL) == EDDY_OK) &&
+             CHECKF(eddy_spec_new(s[i], smp[i], &spec, &sp[i], &err) == EDDY_OK, "%s", err.msg);
+        if (ok) next[i] = eddy_sampler_sample(smp[i], rows), live[i] = true;
+    }
+    for (int r = 0; ok && r < MROUNDS; r++) {
+        eddy_spec *lsp[MN];
+        eddy_token lt[MN], *lout[MN];
+        int64_t lmax[MN], ln[MN], lidx[MN], n_live = 0;
+        for (int i = 0; i < MN; i++)
+            if (live[i]) {
+                lsp[n_live] = sp[i], lt[n_live] = next[i], lmax[n_live] = MK - (r + i) % 3;
+                lout[n_live] = log->drafts[r][i], lidx[n_live++] = i;
+            }
+        if (n_live == 0) break;
+        if (many) ok = CHECKF(eddy_spec_draft_many(lsp, n_live, lt, lmax, lout, ln, &err) == EDDY_OK, "%s", err.msg);
+        for (int64_t k = 0; !many && ok && k < n_live; k++)
+            ok = CHECKF(eddy_spec_draft(lsp[k], lt[k], lmax[k], lout[k], &ln[k], &err) == EDDY_OK, "%s", err.msg);
+        int64_t n_tok = 0, row0[MN];
+        for (int64_t k = 0; ok && k < n_live; k++) {
+            log->n_drafts[r][lidx[k]] = ln[k], log->drafted += ln[k];
+            row0[k] = n_tok;
+            tok[n_tok] = lt[k], owner[n_tok++] = s[lidx[k]];
+            for (int64_t j = 0; j < ln[k]; j++) tok[n_tok] = lout[k][j], owner[n_tok++] = s[lidx[k]];
+        }
+        int8_t want[MN * (MK + 1)];
+        memset(want, 1, sizeof want);
+        const eddy_batch b = {n_tok, tok, owner, want};
+        ok = ok && CHECKF(eddy_engine_verify(e, &b, rows, &err) == EDDY_OK, "%s", err.msg);
+        for (int64_t k = 0; ok && k < n_live; k++) {
+            const int i = (int)lidx[k];
+            eddy_token got[MK + 1];
+            int64_t n_got;
+            eddy_spec_end end;
+            ok = CHECKF(eddy_spec_accept(sp[i], rows + row0[k] * V, -1, got, &n_got, &end, &err) == EDDY_OK, "%s",
+                        err.msg);
+            for (int64_t j = 0; ok && j < n_got && log->n_out[i] < MOUT; j++) log->out[i][log->n_out[i]++] = got[j];
+            if (end == EDDY_SPEC_EOG || n_got == 0) live[i] = false;
+            else next[i] = got[n_got - 1];
+        }
+    }
+    for (int i = 0; i < MN; i++) eddy_spec_free(sp[i]), eddy_sampler_free(smp[i]), eddy_seq_free(s[i]);
+    eddy_ctx_free(dc);
+    eddy_engine_free(de), eddy_engine_free(e);
+    free(rows);
+    return ok;
+}
+
+/* eddy_spec_draft_many with a draft model: the draft engine's sequences catch up in one
+ * batch and every draft position is one step of the draft model for all of them; each
+ * sequence gets the drafts it gets drafting alone, at every step of a generation (the
+ * draft sequences rolled back and caught up between steps), so the same output. Two
+ * specs whose drafting advances one draft context draft one after the other. */
+TEST(spec_draft_model_drafts_of_many_sequences_are_each_ones_own) {
+    static const char *const files[][2] = {{"models/qwen35-tiny-f32.gguf", "models/qwen3next-tiny-f32.gguf"},
+                                           {"models/llama-tiny-f32.gguf", "models/llama-tiny-q8_0.gguf"}};
+    rounds_log *alone = malloc(sizeof *alone), *many = malloc(sizeof *many);
+    REQUIRE(alone && many);
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        eddy_model *m = tseq_load(files[f][0]), *dm = tseq_load(files[f][1]);
+        for (int shared = 0; m && dm && shared < 2; shared++) {
+            if (!draft_rounds(m, dm, false, shared, alone) || !draft_rounds(m, dm, true, shared, many)) continue;
+            CHECKF(alone->drafted >= 40, "%s: only %lld drafts", files[f][0], (long long)alone->drafted);
+            CHECK_EQ(many->drafted, alone->drafted);
+            for (int r = 0; r < MROUNDS; r++)
+                for (int i = 0; i < MN; i++)
+                    CHECKF(many->n_drafts[r][i] == alone->n_drafts[r][i] &&
+                               !memcmp(many->drafts[r][i], alone->drafts[r][i],
+                                       (size_t)alone->n_drafts[r][i] * sizeof(eddy_token)),
+                           "%s%s: step %d, sequence %d: %lld drafts together, %lld alone, or other ones", files[f][0],
+                           shared ? " (shared draft context)" : "", r, i, (long long)many->n_drafts[r][i],
+                           (long long)alone->n_drafts[r][i]);
+            for (int i = 0; i < MN; i++)
+                CHECKF(many->n_out[i] == alone->n_out[i] &&
+                           !memcmp(many->out[i], alone->out[i], (size_t)alone->n_out[i] * sizeof(eddy_token)),
+                       "%s: sequence %d's output differs", files[f][0], i);
+        }
+        eddy_model_free(m), eddy_model_free(dm);
+    }
+    free(alone), free(many);
 }
 
 /* ==== Refusals ==== */

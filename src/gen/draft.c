@@ -106,100 +106,189 @@ static eddy_status check_vocab(const eddy_vocab *target, const eddy_vocab *draft
     return EDDY_OK;
 }
 
-/* Makes the draft sequence hold hist[0, n) and its logits after them: from what it
- * holds, the snapshot, or (rarely: another conversation) a rollback. */
-static eddy_status draft_sync(drafter *d, const eddy_token *hist, int64_t n, eddy_error *err) {
+/* Drafts made together for n drafters in `seconds`: each draft's share joins each
+ * drafter's running mean of seconds per draft. */
+static void note_draft_time(drafter *const *d, int64_t n, const int64_t *n_out, double seconds) {
+    int64_t total = 0;
+    for (int64_t i = 0; i < n; i++) total += n_out[i];
+    if (total == 0) return;
+    const double per = seconds / (double)total;
+    for (int64_t i = 0; i < n; i++)
+        if (n_out[i] > 0) d[i]->draft_s = d[i]->draft_s > 0 ? 0.9 * d[i]->draft_s + 0.1 * per : per;
+}
+
+/* Rolls the draft sequence back to the longest prefix of hist[0, n) it holds, keeping
+ * at least one token to feed (the last is fed again for its logits): from what it
+ * holds, the snapshot, or (rarely: another conversation) a rollback. Returns where the
+ * tokens to feed start. */
+static eddy_status draft_rewind(drafter *d, const eddy_token *hist, int64_t n, int64_t *from, eddy_error *err) {
     const int64_t held = eddy_seq_n_pos(d->dseq);
     const eddy_token *tok = eddy_seq_tokens(d->dseq);
     int64_t same = 0;
     while (same < held && same < n && tok[same] == hist[same]) same++;
-    if (same == n) same = n - 1; /* the last token is fed again for its logits */
+    if (same == n) same = n - 1;
     eddy_status rc = EDDY_OK;
     if (same < held) {
         const int64_t at = d->snap ? eddy_snapshot_n_pos(d->snap) : -1;
         if (at >= 0 && at <= same) rc = eddy_seq_restore(d->dseq, d->snap, err);
         else rc = eddy_seq_truncate(d->dseq, same, err);
     }
-    if (rc != EDDY_OK) return rc;
-    const int64_t from = eddy_seq_n_pos(d->dseq);
-    return eddy_seq_eval(d->dseq, hist + from, n - from, d->dlogits, 0, err);
+    *from = eddy_seq_n_pos(d->dseq);
+    return rc;
 }
 
-static eddy_status draft_model_propose(drafter *d, const eddy_token *hist, int64_t n, int64_t max, eddy_token *out,
-                                       float *q, int64_t *n_out, eddy_error *err) {
-    const int64_t room = eddy_engine_n_ctx(d->dengine) - n;
-    if (max > room) max = room;
-    if (max <= 0) return EDDY_OK;
-    eddy_status rc = draft_sync(d, hist, n, err);
-    if (rc != EDDY_OK) return rc;
-    eddy_snapshot_free(d->snap); /* the point the next round comes back to */
-    d->snap = NULL;
-    if ((rc = eddy_seq_snapshot(d->dseq, &d->snap, err)) != EDDY_OK) return rc;
-    const double t0 = timer_s();
-    int64_t k = 0;
-    while (k < max) {
-        eddy_token t;
-        if (d->ds) { /* q: the target's chain over the draft's logits */
-            sampler_probs(d->ds, d->dlogits, q + k * d->n_vocab);
-            t = sampler_draw(d->ds, q + k * d->n_vocab);
-        } else {
-            float p;
-            t = (eddy_token)vec_argmax_softmax(d->dlogits, d->n_vocab, &p);
-            if (p < d->p.p_min) break; /* the draft is unsure: stop guessing */
+/* Scratch of a round of draft-model drafts for n sequences: one batch of at most
+ * n_tok tokens and the logits of one token per sequence. */
+typedef struct {
+    eddy_token *tok;
+    eddy_seq **seq;
+    int64_t *who; /* (n) the drafter of each batch row */
+    float *rows;  /* (n, n_vocab) */
+} draft_batch;
+
+/* Feeds each drafter's tokens tok[i][0, len[i]) to its draft sequence, all in one
+ * batch (in steps of the engine's n_batch), and puts the logits after each one's last
+ * token in its dlogits; drafters with len[i] = 0 sit out. */
+static eddy_status draft_feed(drafter *const *d, int64_t n, const eddy_token *const *tok, const int64_t *len,
+                              draft_batch *b, eddy_error *err) {
+    int64_t m = 0, rows = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (len[i] <= 0) continue;
+        memcpy(b->tok + m, tok[i], (size_t)len[i] * sizeof *b->tok);
+        for (int64_t j = 0; j < len[i]; j++) b->seq[m + j] = d[i]->dseq;
+        m += len[i], b->who[rows++] = i;
+    }
+    if (m == 0) return EDDY_OK;
+    const eddy_batch batch = {m, b->tok, b->seq, NULL}; /* logits: each sequence's last token */
+    const eddy_status rc = eddy_engine_decode(d[0]->dengine, &batch, b->rows, err);
+    const int64_t V = d[0]->n_vocab;
+    for (int64_t r = 0; rc == EDDY_OK && r < rows; r++)
+        memcpy(d[b->who[r]]->dlogits, b->rows + r * V, (size_t)V * sizeof *b->rows);
+    return rc;
+}
+
+/* The draft model's drafts for n drafters of one draft engine and distinct draft
+ * sequences: each draft sequence catches up with its history hist[i][0, nh[i]) (the
+ * tokens it lacks, all sequences in one batch), then every draft position is one
+ * forward step of the draft model for all the sequences still drafting. Each gets the
+ * drafts it would get alone (the engine's steps give a sequence the same logits
+ * whatever else is in the batch). */
+static eddy_status draft_model_propose_many(drafter *const *d, int64_t n, const eddy_token *const *hist,
+                                            const int64_t *nh, const int64_t *max_in, eddy_token *const *out,
+                                            float *const *q, int64_t *n_out, eddy_error *err) {
+    const int64_t V = d[0]->n_vocab, n_ctx = eddy_engine_n_ctx(d[0]->dengine);
+    int64_t n_tok = n;
+    for (int64_t i = 0; i < n; i++) n_tok += nh[i];
+    draft_batch b = {eddy_malloc((size_t)n_tok * sizeof *b.tok), eddy_malloc((size_t)n_tok * sizeof *b.seq),
+                     eddy_malloc((size_t)n * sizeof *b.who), eddy_malloc((size_t)n * (size_t)V * sizeof *b.rows)};
+    int64_t *max = eddy_malloc((size_t)n * sizeof *max), *len = eddy_malloc((size_t)n * sizeof *len);
+    const eddy_token **feed = eddy_malloc((size_t)n * sizeof *feed);
+    eddy_token *next = eddy_malloc((size_t)n * sizeof *next);
+    eddy_status rc = EDDY_OK;
+    if (!b.tok || !b.seq || !b.who || !b.rows || !max || !len || !feed || !next) {
+        rc = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory for drafts");
+        goto done;
+    }
+    /* catch up: each sequence on its history, its logits after the last token */
+    for (int64_t i = 0; i < n && rc == EDDY_OK; i++) {
+        n_out[i] = 0, len[i] = 0;
+        max[i] = max_in[i] < n_ctx - nh[i] ? max_in[i] : n_ctx - nh[i];
+        if (max[i] <= 0 || nh[i] <= 0) {
+            max[i] = 0;
+            continue;
         }
-        out[k++] = t;
-        if (k < max && (rc = eddy_seq_eval(d->dseq, &t, 1, d->dlogits, 0, err)) != EDDY_OK) return rc;
+        int64_t from;
+        rc = draft_rewind(d[i], hist[i], nh[i], &from, err);
+        feed[i] = hist[i] + from, len[i] = nh[i] - from;
     }
-    if (k > 0) {
-        const double per = (timer_s() - t0) / (double)k;
-        d->draft_s = d->draft_s > 0 ? 0.9 * d->draft_s + 0.1 * per : per;
+    if (rc == EDDY_OK) rc = draft_feed(d, n, feed, len, &b, err);
+    /* the point the next round comes back to */
+    for (int64_t i = 0; i < n && rc == EDDY_OK; i++) {
+        if (max[i] == 0) continue;
+        eddy_snapshot_free(d[i]->snap);
+        d[i]->snap = NULL;
+        rc = eddy_seq_snapshot(d[i]->dseq, &d[i]->snap, err);
     }
-    *n_out = k;
-    return EDDY_OK;
+    const double t0 = timer_s();
+    for (int64_t k = 0; rc == EDDY_OK; k++) {
+        bool more = false;
+        for (int64_t i = 0; i < n; i++) {
+            len[i] = 0;
+            if (k >= max[i] || n_out[i] < k) continue; /* done, or stopped earlier */
+            eddy_token t;
+            if (d[i]->ds) { /* q: the target's chain over the draft's logits */
+                float *qk = q[i] + k * V;
+                sampler_probs(d[i]->ds, d[i]->dlogits, qk);
+                t = sampler_draw(d[i]->ds, qk);
+            } else {
+                float p;
+                t = (eddy_token)vec_argmax_softmax(d[i]->dlogits, V, &p);
+                if (p < d[i]->p.p_min) continue; /* the draft is unsure: stop guessing */
+            }
+            out[i][k] = t, n_out[i] = k + 1;
+            if (k + 1 < max[i]) next[i] = t, feed[i] = &next[i], len[i] = 1, more = true;
+        }
+        if (!more) break;
+        rc = draft_feed(d, n, feed, len, &b, err);
+    }
+    if (rc == EDDY_OK) note_draft_time(d, n, n_out, timer_s() - t0);
+done:
+    eddy_free(b.tok), eddy_free(b.seq), eddy_free(b.who), eddy_free(b.rows);
+    eddy_free(max), eddy_free(len), eddy_free(feed), eddy_free(next);
+    return rc;
 }
 
 /* ==== The model's MTP layer ==== */
 
-static eddy_status mtp_propose(drafter *d, const eddy_token *hist, int64_t n, int64_t max, eddy_token *out,
-                               int64_t *n_out, eddy_error *err) {
-    /* the target holds hist[0, n - 1); hist[n - 1] is the token about to be fed */
-    EDDY_ASSERT(eddy_seq_n_pos(d->target) == n - 1);
-    const double t0 = timer_s();
-    eddy_status rc = engine_seq_mtp_draft(d->target, hist[n - 1], max, d->p.p_min, out, n_out, NULL, err);
-    if (rc == EDDY_OK && *n_out > 0) {
-        const double per = (timer_s() - t0) / (double)*n_out;
-        d->draft_s = d->draft_s > 0 ? 0.9 * d->draft_s + 0.1 * per : per;
+/* MTP drafts for n drafters whose targets share an engine and are all distinct: the
+ * targets hold hist[i][0, nh[i] - 1), hist[i][nh[i] - 1] being the token about to be
+ * fed; their chains run together, one step of the layer per draft position for all
+ * (engine_mtp_draft_many). */
+static eddy_status mtp_propose_many(drafter *const *d, int64_t n, const eddy_token *const *hist, const int64_t *nh,
+                                    const int64_t *max, eddy_token *const *out, int64_t *n_out, eddy_error *err) {
+    eddy_seq **seqs = eddy_malloc((size_t)n * sizeof *seqs);
+    float *p_min = eddy_malloc((size_t)n * sizeof *p_min);
+    eddy_token *t = eddy_malloc((size_t)n * sizeof *t);
+    eddy_status rc = EDDY_OK;
+    if (!seqs || !p_min || !t) rc = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory for MTP drafts");
+    for (int64_t i = 0; rc == EDDY_OK && i < n; i++) {
+        EDDY_ASSERT(nh[i] > 0 && eddy_seq_n_pos(d[i]->target) == nh[i] - 1);
+        seqs[i] = d[i]->target, p_min[i] = d[i]->p.p_min, t[i] = hist[i][nh[i] - 1];
     }
+    const double t0 = timer_s();
+    if (rc == EDDY_OK) rc = engine_seq_mtp_draft_many(seqs, t, max, n, p_min, out, n_out, err);
+    if (rc == EDDY_OK) note_draft_time(d, n, n_out, timer_s() - t0);
+    eddy_free(seqs), eddy_free(p_min), eddy_free(t);
     return rc;
 }
 
-bool drafter_is_mtp(const drafter *d) { return d->p.type == EDDY_SPEC_MTP; }
-eddy_seq *drafter_target(const drafter *d) { return d->target; }
+/* ==== Drafts of many sequences ==== */
 
-eddy_status drafter_propose_mtp_many(drafter *const *d, int64_t n, const eddy_token *t, const int64_t *max,
-                                     eddy_token *const *out, int64_t *n_out, eddy_error *err) {
-    if (n <= 0) return EDDY_OK;
-    eddy_seq **seqs = eddy_malloc((size_t)n * sizeof *seqs);
-    float *p_min = eddy_malloc((size_t)n * sizeof *p_min);
-    if (!seqs || !p_min) {
-        eddy_free(seqs), eddy_free(p_min);
-        return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory for MTP drafts");
-    }
+/* The engine that runs a drafter's drafts for many sequences (NULL: nothing to share)
+ * and the sequence that drafting advances. */
+static const void *batch_key(const drafter *d) {
+    return d->p.type == EDDY_SPEC_MTP ? (const void *)d->target->e
+           : d->p.type == EDDY_SPEC_DRAFT ? (const void *)d->dengine
+                                          : NULL;
+}
+
+static const eddy_seq *batch_seq(const drafter *d) { return d->p.type == EDDY_SPEC_MTP ? d->target : d->dseq; }
+
+bool drafter_batches_with(const drafter *a, const drafter *b) {
+    return a->p.type == b->p.type && batch_key(a) && batch_key(a) == batch_key(b) && batch_seq(a) != batch_seq(b);
+}
+
+eddy_status drafter_propose_many(drafter *const *d, int64_t n, const eddy_token *const *hist, const int64_t *nh,
+                                 const int64_t *max, eddy_token *const *out, float *const *q, int64_t *n_out,
+                                 eddy_error *err) {
     for (int64_t i = 0; i < n; i++) {
-        EDDY_ASSERT(d[i]->p.type == EDDY_SPEC_MTP);
-        seqs[i] = d[i]->target, p_min[i] = d[i]->p.p_min, d[i]->kind = 0;
+        EDDY_ASSERT(i == 0 || drafter_batches_with(d[0], d[i]));
+        d[i]->kind = 0, n_out[i] = 0;
     }
-    const double t0 = timer_s();
-    eddy_status rc = engine_seq_mtp_draft_many(seqs, t, max, n, p_min, out, n_out, err);
-    int64_t total = 0;
-    for (int64_t i = 0; rc == EDDY_OK && i < n; i++) total += n_out[i];
-    if (total > 0) { /* a draft's share of the chain steps that made them all */
-        const double per = (timer_s() - t0) / (double)total;
-        for (int64_t i = 0; i < n; i++)
-            if (n_out[i] > 0) d[i]->draft_s = d[i]->draft_s > 0 ? 0.9 * d[i]->draft_s + 0.1 * per : per;
-    }
-    eddy_free(seqs), eddy_free(p_min);
-    return rc;
+    if (n <= 0) return EDDY_OK;
+    if (d[0]->p.type == EDDY_SPEC_MTP) return mtp_propose_many(d, n, hist, nh, max, out, n_out, err);
+    EDDY_ASSERT(d[0]->p.type == EDDY_SPEC_DRAFT);
+    return draft_model_propose_many(d, n, hist, nh, max, out, q, n_out, err);
 }
 
 /* ==== Life cycle ==== */
@@ -299,9 +388,7 @@ eddy_status drafter_propose(drafter *d, const eddy_token *hist, int64_t n, int64
         *n_out = k < want ? k : want;
         return EDDY_OK;
     }
-    d->kind = 0;
-    if (d->p.type == EDDY_SPEC_MTP) return mtp_propose(d, hist, n, max, out, n_out, err);
-    return draft_model_propose(d, hist, n, max, out, q, n_out, err);
+    return drafter_propose_many(&d, 1, &hist, &n, &max, &out, &q, n_out, err);
 }
 
 /* ==== Draft length ==== */

@@ -40,15 +40,20 @@ bool drafter_sampled(const drafter *d);
 eddy_status drafter_propose(drafter *d, const eddy_token *hist, int64_t n, int64_t max, eddy_token *out, float *q,
                             int64_t *n_out, eddy_error *err);
 
-/* The model's MTP layer drafts (EDDY_SPEC_MTP) for the sequence it follows. */
-bool drafter_is_mtp(const drafter *d);
-eddy_seq *drafter_target(const drafter *d);
+/* True when a's and b's drafts for their sequences can be made together: drafters of
+ * one type run by the same engine (the target's for MTP drafts, the draft engine for a
+ * draft model; prompt lookup has nothing to share) whose drafting advances different
+ * sequences (the targets for MTP, the draft sequences for a draft model). */
+bool drafter_batches_with(const drafter *a, const drafter *b);
 
-/* drafter_propose for n MTP drafters whose sequences share an engine and are all
- * distinct, t[i] the token about to be fed to drafter i's sequence: their chains run
- * together, one forward step of the layer per draft for all (engine_mtp_draft_many). */
-eddy_status drafter_propose_mtp_many(drafter *const *d, int64_t n, const eddy_token *t, const int64_t *max,
-                                     eddy_token *const *out, int64_t *n_out, eddy_error *err);
+/* drafter_propose for n drafters (MTP or a draft model), each batching with every other:
+ * hist[i][0, nh[i]), max[i], out[i], q[i] and n_out[i] as drafter_propose's for d[i].
+ * Each gets the drafts it would get alone; every draft position is one forward step
+ * for all of them (of the MTP layer, engine_mtp_draft_many; of the draft model, after
+ * one batch that brings each draft sequence up to its history). */
+eddy_status drafter_propose_many(drafter *const *d, int64_t n, const eddy_token *const *hist, const int64_t *nh,
+                                 const int64_t *max, eddy_token *const *out, float *const *q, int64_t *n_out,
+                                 eddy_error *err);
 
 /* The number of drafts worth asking for in the next step: draft_max when fixed, else
  * the count (0: a plain step) with the most tokens per second expected from the

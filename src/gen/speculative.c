@@ -138,21 +138,37 @@ static void draft_done(eddy_spec *sp, eddy_token t, int64_t k, eddy_token *draft
     sp->t_drafted = timer_s();
 }
 
+/* sp->hist: the sequence's tokens, then t; returns their count. */
+static int64_t fill_hist(eddy_spec *sp, eddy_token t) {
+    const int64_t base = eddy_seq_n_pos(sp->seq);
+    memcpy(sp->hist, eddy_seq_tokens(sp->seq), (size_t)base * sizeof *sp->hist);
+    sp->hist[base] = t;
+    return base + 1;
+}
+
 eddy_status eddy_spec_draft(eddy_spec *sp, eddy_token t, int64_t max, eddy_token *drafts, int64_t *n,
                             eddy_error *err) {
     if (!sp || !drafts || !n) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_spec_draft: NULL argument");
     *n = 0;
-    const int64_t base = eddy_seq_n_pos(sp->seq), k_max = draft_bound(sp, max);
+    const int64_t k_max = draft_bound(sp, max);
     int64_t k = 0;
     if (k_max > 0) {
-        memcpy(sp->hist, eddy_seq_tokens(sp->seq), (size_t)base * sizeof *sp->hist);
-        sp->hist[base] = t;
-        eddy_status rc = drafter_propose(sp->d, sp->hist, base + 1, k_max, sp->tok + 1, sp->q, &k, err);
+        eddy_status rc = drafter_propose(sp->d, sp->hist, fill_hist(sp, t), k_max, sp->tok + 1, sp->q, &k, err);
         if (rc != EDDY_OK) return rc;
     }
     draft_done(sp, t, k, drafts, n);
     return EDDY_OK;
 }
+
+/* Scratch of eddy_spec_draft_many: a group of drafters that draft together. */
+typedef struct {
+    int64_t *idx, *nh, *bound, *got;
+    bool *taken;
+    drafter **d;
+    const eddy_token **hist;
+    eddy_token **out;
+    float **q;
+} draft_group;
 
 eddy_status eddy_spec_draft_many(eddy_spec *const *sp, int64_t n, const eddy_token *t, const int64_t *max,
                                  eddy_token *const *drafts, int64_t *n_drafts, eddy_error *err) {
@@ -161,40 +177,43 @@ eddy_status eddy_spec_draft_many(eddy_spec *const *sp, int64_t n, const eddy_tok
         return eddy_error_set(err, EDDY_ERR_ARG, "eddy_spec_draft_many: NULL argument");
     for (int64_t i = 0; i < n; i++)
         if (!sp[i] || !drafts[i]) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_spec_draft_many: NULL argument");
-    /* the MTP drafters of one engine, with drafts to make: their chains run together */
-    int64_t *idx = eddy_malloc((size_t)n * sizeof *idx), *bound = eddy_malloc((size_t)n * sizeof *bound);
-    int64_t *got = eddy_malloc((size_t)n * sizeof *got);
-    drafter **ds = eddy_malloc((size_t)n * sizeof *ds);
-    eddy_token *tt = eddy_malloc((size_t)n * sizeof *tt), **outs = eddy_malloc((size_t)n * sizeof *outs);
+    const size_t z = (size_t)n;
+    draft_group g = {eddy_malloc(z * sizeof *g.idx), eddy_malloc(z * sizeof *g.nh), eddy_malloc(z * sizeof *g.bound),
+                     eddy_malloc(z * sizeof *g.got), eddy_calloc(z, sizeof *g.taken), eddy_malloc(z * sizeof *g.d),
+                     eddy_malloc(z * sizeof *g.hist), eddy_malloc(z * sizeof *g.out), eddy_malloc(z * sizeof *g.q)};
+    int64_t *k_max = eddy_malloc(z * sizeof *k_max);
     eddy_status rc = EDDY_OK;
-    if (!idx || !bound || !got || !ds || !tt || !outs) {
+    if (!g.idx || !g.nh || !g.bound || !g.got || !g.taken || !g.d || !g.hist || !g.out || !g.q || !k_max) {
         rc = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory for drafts");
         goto done;
     }
-    int64_t n_mtp = 0;
-    const eddy_engine *mtp_engine = NULL;
-    for (int64_t i = 0; i < n && rc == EDDY_OK; i++) {
-        n_drafts[i] = 0;
-        if (!drafter_is_mtp(sp[i]->d) || (mtp_engine && sp[i]->seq->e != mtp_engine)) {
-            rc = eddy_spec_draft(sp[i], t[i], max[i], drafts[i], &n_drafts[i], err);
-            continue;
-        }
-        const int64_t k_max = draft_bound(sp[i], max[i]);
-        if (k_max == 0) {
-            draft_done(sp[i], t[i], 0, drafts[i], &n_drafts[i]);
-            continue;
-        }
-        mtp_engine = sp[i]->seq->e;
-        idx[n_mtp] = i, bound[n_mtp] = k_max, ds[n_mtp] = sp[i]->d, tt[n_mtp] = t[i];
-        outs[n_mtp++] = sp[i]->tok + 1;
+    /* the length rule once per drafter (it counts the steps it is asked about) */
+    for (int64_t i = 0; i < n; i++) {
+        n_drafts[i] = 0, k_max[i] = draft_bound(sp[i], max[i]);
+        if (k_max[i] == 0) draft_done(sp[i], t[i], 0, drafts[i], &n_drafts[i]), g.taken[i] = true;
     }
-    if (rc == EDDY_OK && n_mtp > 0) rc = drafter_propose_mtp_many(ds, n_mtp, tt, bound, outs, got, err);
-    for (int64_t j = 0; rc == EDDY_OK && j < n_mtp; j++) {
-        const int64_t i = idx[j];
-        draft_done(sp[i], t[i], got[j], drafts[i], &n_drafts[i]);
+    /* groups of drafters that draft together (MTP drafters of one engine, draft models
+     * of one draft engine); a drafter that shares nothing is a group of one */
+    for (int64_t i = 0; i < n && rc == EDDY_OK; i++) {
+        if (g.taken[i]) continue;
+        int64_t m = 0;
+        for (int64_t j = i; j < n; j++) {
+            bool join = !g.taken[j];
+            for (int64_t a = 0; join && a < m; a++) join = drafter_batches_with(g.d[a], sp[j]->d);
+            if (!join) continue;
+            g.taken[j] = true, g.idx[m] = j, g.d[m] = sp[j]->d, g.bound[m] = k_max[j];
+            g.nh[m] = fill_hist(sp[j], t[j]), g.hist[m] = sp[j]->hist;
+            g.out[m] = sp[j]->tok + 1, g.q[m] = sp[j]->q;
+            m++;
+        }
+        if (m == 1) rc = drafter_propose(g.d[0], g.hist[0], g.nh[0], g.bound[0], g.out[0], g.q[0], &g.got[0], err);
+        else rc = drafter_propose_many(g.d, m, g.hist, g.nh, g.bound, g.out, g.q, g.got, err);
+        for (int64_t a = 0; rc == EDDY_OK && a < m; a++)
+            draft_done(sp[g.idx[a]], t[g.idx[a]], g.got[a], drafts[g.idx[a]], &n_drafts[g.idx[a]]);
     }
 done:
-    eddy_free(idx), eddy_free(bound), eddy_free(got), eddy_free(ds), eddy_free(tt), eddy_free(outs);
+    eddy_free(g.idx), eddy_free(g.nh), eddy_free(g.bound), eddy_free(g.got), eddy_free(g.taken);
+    eddy_free(g.d), eddy_free(g.hist), eddy_free(g.out), eddy_free(g.q), eddy_free(k_max);
     return rc;
 }
 
