@@ -49,7 +49,7 @@ suite "unit tests" "$B/eddy-tests"
 suite "unit tests, reference kernels only" env EDDY_FORCE_REF=1 "$B/eddy-tests"
 suite "unit tests, ASan+UBSan" env ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
   UBSAN_OPTIONS=print_stacktrace=1 "$B/asan/eddy-tests"
-suite "unit tests, aarch64 build under qemu" qemu-aarch64 "$B/aarch64/eddy-tests"
+suite "unit tests, aarch64 build under qemu" env EDDY_TEST_EMULATED=1 qemu-aarch64 "$B/aarch64/eddy-tests"
 suite "CLI tests" tests/cli/run.sh "$B/eddy"
 suite "CLI tests, ASan+UBSan" env ASAN_OPTIONS=detect_leaks=1 tests/cli/run.sh "$B/asan/eddy"
 suite "CLI batch tests" tests/cli/batch.sh "$B/eddy"
