@@ -568,6 +568,24 @@ TEST(qmat_many_matches_separate) {
 
 /* ==== Packed kernels ==== */
 
+/* Sets every byte of the row that is not an fp16 scale to the largest quant pattern:
+ * 0x7f for Q8_0 (q = 127, packed 255), 0xff for the others (every nibble, bit and crumb
+ * set; K-quant sub-block scales at their largest too). */
+static void max_quants(qtype t, void *w, int64_t n) {
+    const qtype_traits *tr = qtype_info(t);
+    uint8_t *p = w;
+    for (int64_t b = 0; b < n / tr->block_size; b++) {
+        uint8_t *blk = p + b * tr->type_size;
+        uint8_t keep[4][2];
+        const int *f0 = test_fp16_fields(t);
+        int nf = 0;
+        for (const int *f = f0; *f >= 0; f++, nf++) memcpy(keep[nf], blk + *f, 2);
+        memset(blk, t == QTYPE_Q8_0 ? 0x7f : 0xff, tr->type_size);
+        nf = 0;
+        for (const int *f = f0; *f >= 0; f++, nf++) memcpy(blk + *f, keep[nf], 2);
+    }
+}
+
 TEST(qpack_kernels_match_ref) {
     /* every packed format and SIMD kernel this CPU runs (AVX-512 VNNI, AVX2): the kernel and qpack_kernel_ref on the
      * same packed group and tile give identical floats, for 1..8 tokens, 1..16 rows and
@@ -592,14 +610,20 @@ TEST(qpack_kernels_match_ref) {
             const int64_t n = nu * qpack_unit(f);
             const size_t rb = row_bytes(t, n);
             uint8_t *w = malloc(rb * QPACK_ROWS);
-            for (int o = 0; o < QPACK_ROWS; o++) rand_weights(&r, t, w + o * rb, n, nu == 2);
+            /* nu == 3: every quant at its largest and activations all +127 or all -127 for
+             * a token, the largest integer sums the kernels' 16-bit partial sums must hold */
+            for (int o = 0; o < QPACK_ROWS; o++) {
+                rand_weights(&r, t, w + o * rb, n, nu == 2);
+                if (nu == 3) max_quants(t, w + o * rb, n);
+            }
             uint8_t *g = eddy_malloc_aligned(qpack_weight_bytes(f, n, QPACK_ROWS), 64);
             const qtype at = quant_dot_type(t);
             const size_t as = row_bytes(at, n) + 4;
             uint8_t *act = malloc(as * QPACK_TOK);
             float *x = malloc(sizeof(float) * (size_t)n);
             for (int c = 0; c < QPACK_TOK; c++) {
-                for (int64_t i = 0; i < n; i++) x[i] = ldexpf(test_rng_normal(&r), (int)test_rng_uniform(&r, -6, 6));
+                for (int64_t i = 0; i < n; i++)
+                    x[i] = nu == 3 ? (c % 2 ? -1.0f : 1.0f) : ldexpf(test_rng_normal(&r), (int)test_rng_uniform(&r, -6, 6));
                 quantize_row_ref(at, x, act + c * as, n);
             }
             uint8_t *tile = eddy_malloc_aligned((size_t)nu * qpack_act_unit_bytes(f), 64);
