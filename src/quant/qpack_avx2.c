@@ -10,10 +10,9 @@
  * the fewer widenings the faster. Activations are within +-128, so a pair sum of u8
  * quants of at most m is within 2 * m * 128, and a 16-bit sum holds:
  *   - nibbles (Q4_0, Q4_1, Q4_K; m = 15): the 8 pair sums of a 32-element block;
- *   - Q5 quants (m = 31): 4 pair sums; Q6_K's (m = 63): 2;
- *   - Q8_0 (m = 255): none, so its packed quants u = q + 128 go as two nibble planes,
- *     u = 16 uh + ul, each summed over the block in 16 bits and widened by 16 and by 1.
- * IQ4_NL and IQ4_XS, whose table values are signed, use the sign trick — |q| against the
+ *   - Q5 quants (m = 31): 4 pair sums; Q6_K's (m = 63): 2.
+ * Q8_0 (packed quants up to 255: no room) goes back to signed (q = packed ^ 0x80), and
+ * IQ4_NL and IQ4_XS have signed table values: these use the sign trick — |q| against the
  * activation with q's sign (vpsignb) — and start from 0 instead of the -128 sum of the
  * tile. Every lane thus holds one row's exact block sum, and the float operations are
  * those of qpack_kernel_ref: the results are identical to it (tests/test_quant_simd.c,
@@ -106,36 +105,28 @@ INLINE size_t ub32(const qpack_format F) {
 }
 
 /* rows 8h..8h+7 of the group, tokens t0..t0+NT-1 of the tile */
-INLINE void k32(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_t *a, int h, int t0,
+INLINE void k32(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, const uint8_t *a, int h, int t0,
                 float (*io)[8], const int NT) {
     const bool Q5 = F == QPACK_Q5_0 || F == QPACK_Q5_1, MIN = F == QPACK_Q4_1 || F == QPACK_Q5_1;
+    const bool SIGNED = F == QPACK_Q8_0 || F == QPACK_IQ4_NL;
     const size_t UB = ub32(F), AB = 320;
     const size_t DOFF = F == QPACK_Q8_0 ? 512 : Q5 ? 320 : 256, MOFF = Q5 ? 352 : 288;
     const __m256i m4 = _mm256_set1_epi8(15);
     const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl)); /* signed */
     __m256 acc[HT];
-    FOR_T acc[t] = _mm256_loadu_ps(io[t]);
+    FOR_T acc[t] = k0 ? _mm256_loadu_ps(io[t]) : _mm256_setzero_ps();
     w += 32 * h;
     a += 32 * t0;
     for (int64_t k = 0; k < nu; k++, w += UB, a += AB) {
         prefetch_unit(w, UB, h, t0);
         __m256i ia[HT];
-        FOR_T ia[t] = MIN || F == QPACK_IQ4_NL ? _mm256_setzero_si256() : bcast32(a - 32 * t0 + 288 + 4 * (t0 + t));
+        FOR_T ia[t] = MIN || SIGNED ? _mm256_setzero_si256() : bcast32(a - 32 * t0 + 288 + 4 * (t0 + t));
         if (F == QPACK_Q8_0) {
-            /* u = 16 uh + ul: the two nibble planes in 16-bit sums (see the top) */
-            __m256i sh[HT], sl[HT];
-            FOR_T sh[t] = sl[t] = _mm256_setzero_si256();
             UNROLL for (int j = 0; j < 8; j++) {
-                const __m256i u = ld(w + 64 * j);
-                const __m256i uh = _mm256_and_si256(_mm256_srli_epi16(u, 4), m4), ul = _mm256_and_si256(u, m4);
-                FOR_T {
-                    const __m256i x = bcast32(a + 32 * t + 4 * j);
-                    sh[t] = chain(_mm256_add_epi16(sh[t], _mm256_maddubs_epi16(uh, x)));
-                    sl[t] = chain(_mm256_add_epi16(sl[t], _mm256_maddubs_epi16(ul, x)));
-                }
+                const __m256i q = _mm256_xor_si256(ld(w + 64 * j), _mm256_set1_epi8((char)0x80));
+                const __m256i qa = _mm256_abs_epi8(q);
+                FOR_T ia[t] = dot1s(ia[t], qa, q, bcast32(a + 32 * t + 4 * j));
             }
-            FOR_T ia[t] = _mm256_add_epi32(ia[t], _mm256_add_epi32(_mm256_madd_epi16(sh[t], _mm256_set1_epi16(16)),
-                                                                   _mm256_madd_epi16(sl[t], _mm256_set1_epi16(1))));
         } else if (F == QPACK_IQ4_NL) {
             UNROLL for (int v = 0; v < 4; v++) {
                 const __m256i n = ld(w + 64 * v);
@@ -179,14 +170,14 @@ INLINE void k32(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_
 
 /* ==== Q4_K, Q5_K, IQ4_XS: 8 sub-blocks of 32 ==== */
 
-INLINE void k4k(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_t *a, int h, int t0,
+INLINE void k4k(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, const uint8_t *a, int h, int t0,
                 float (*io)[8], const int NT) {
     const bool Q5 = F == QPACK_Q5_K, XS = F == QPACK_IQ4_XS;
     const size_t UB = Q5 ? 2880 : XS ? 2208 : 2368, SO = Q5 ? 2560 : 2048, DO = Q5 ? 2816 : XS ? 2176 : 2304;
     const __m256i m4 = _mm256_set1_epi8(15);
     const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl)); /* signed */
     __m256 acc[HT];
-    FOR_T acc[t] = _mm256_loadu_ps(io[t]);
+    FOR_T acc[t] = k0 ? _mm256_loadu_ps(io[t]) : _mm256_setzero_ps();
     for (int64_t k = 0; k < nu; k++, w += UB, a += 2336) {
         prefetch_unit(w, UB, h, t0);
         const __m256 dv = f16x8(w + DO + 16 * h), mv = XS ? dv : f16x8(w + DO + 32 + 16 * h);
@@ -243,10 +234,11 @@ INLINE __m256i crumb_hi(__m256i c, const int k) {
     return k == 0 ? _mm256_slli_epi16(c, 4) : k == 1 ? _mm256_slli_epi16(c, 2) : k == 2 ? c : _mm256_srli_epi16(c, 2);
 }
 
-INLINE void k6k(int64_t nu, const uint8_t *w, const uint8_t *a, int h, int t0, float (*io)[8], const int NT) {
+INLINE void k6k(int64_t k0, int64_t nu, const uint8_t *w, const uint8_t *a, int h, int t0, float (*io)[8],
+                const int NT) {
     const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
     __m256 acc[HT];
-    FOR_T acc[t] = _mm256_loadu_ps(io[t]);
+    FOR_T acc[t] = k0 ? _mm256_loadu_ps(io[t]) : _mm256_setzero_ps();
     for (int64_t k = 0; k < nu; k++, w += 3360, a += 2592) {
         prefetch_unit(w, 3360, h, t0);
         __m256i isb[HT]; /* sub-block scales in integers, as vec_dot_ref */
@@ -291,7 +283,8 @@ INLINE void k6k(int64_t nu, const uint8_t *w, const uint8_t *a, int h, int t0, f
 
 /* The row length goes in chunks of about L1_CHUNK bytes of weights and activations, all
  * four passes (two halves x two token quads) over one chunk before the next, so that the
- * later passes read the chunk from L1; the sums carry over in io, and each lane adds its
+ * later passes read the chunk from L1; the sums carry over in io (the first chunk starts
+ * them from 0), and each lane adds its
  * units in order, as qpack_kernel_ref does. */
 #define L1_CHUNK 24576
 
@@ -299,9 +292,9 @@ INLINE void k6k(int64_t nu, const uint8_t *w, const uint8_t *a, int h, int t0, f
     static void NAME(int64_t nu, const void *g, const void *tile, int nt, float *y, int64_t ys, int nrows) {  \
         EDDY_ASSERT(nt >= 1 && nt <= QPACK_TOK && nrows >= 1 && nrows <= QPACK_ROWS);                        \
         const size_t ub = qpack_unit_bytes(FMT), ab = qpack_act_unit_bytes(FMT);                             \
-        const int64_t chunk = L1_CHUNK / (int64_t)(ub + ab) > 1 ? L1_CHUNK / (int64_t)(ub + ab) : 1;          \
+        const int64_t fit = L1_CHUNK / (int64_t)(ub + ab) > 1 ? L1_CHUNK / (int64_t)(ub + ab) : 1;            \
+        const int64_t chunk = (nu + (nu + fit - 1) / fit - 1) / ((nu + fit - 1) / fit); /* even chunks */    \
         float io[2][QPACK_TOK][8];                                                                           \
-        memset(io, 0, sizeof io);                                                                            \
         for (int64_t k0 = 0; k0 < nu; k0 += chunk) {                                                         \
             const int64_t nk = nu - k0 < chunk ? nu - k0 : chunk;                                            \
             const uint8_t *gk = (const uint8_t *)g + k0 * ub, *ak = (const uint8_t *)tile + k0 * ab;         \
@@ -316,16 +309,16 @@ INLINE void k6k(int64_t nu, const uint8_t *w, const uint8_t *a, int h, int t0, f
                 memcpy(y + t * ys + 8 * h, io[h][t], sizeof(float) * (size_t)(nrows - 8 * h < 8 ? nrows - 8 * h : 8)); \
     }
 
-#define q8_0_CALL(N) k32(QPACK_Q8_0, nk, gk, ak, h, t0, io[h] + t0, N)
-#define q4_0_CALL(N) k32(QPACK_Q4_0, nk, gk, ak, h, t0, io[h] + t0, N)
-#define q4_1_CALL(N) k32(QPACK_Q4_1, nk, gk, ak, h, t0, io[h] + t0, N)
-#define iq4_nl_CALL(N) k32(QPACK_IQ4_NL, nk, gk, ak, h, t0, io[h] + t0, N)
-#define q5_0_CALL(N) k32(QPACK_Q5_0, nk, gk, ak, h, t0, io[h] + t0, N)
-#define q5_1_CALL(N) k32(QPACK_Q5_1, nk, gk, ak, h, t0, io[h] + t0, N)
-#define q4_K_CALL(N) k4k(QPACK_Q4_K, nk, gk, ak, h, t0, io[h] + t0, N)
-#define q5_K_CALL(N) k4k(QPACK_Q5_K, nk, gk, ak, h, t0, io[h] + t0, N)
-#define iq4_xs_CALL(N) k4k(QPACK_IQ4_XS, nk, gk, ak, h, t0, io[h] + t0, N)
-#define q6_K_CALL(N) k6k(nk, gk, ak, h, t0, io[h] + t0, N)
+#define q8_0_CALL(N) k32(QPACK_Q8_0, k0, nk, gk, ak, h, t0, io[h] + t0, N)
+#define q4_0_CALL(N) k32(QPACK_Q4_0, k0, nk, gk, ak, h, t0, io[h] + t0, N)
+#define q4_1_CALL(N) k32(QPACK_Q4_1, k0, nk, gk, ak, h, t0, io[h] + t0, N)
+#define iq4_nl_CALL(N) k32(QPACK_IQ4_NL, k0, nk, gk, ak, h, t0, io[h] + t0, N)
+#define q5_0_CALL(N) k32(QPACK_Q5_0, k0, nk, gk, ak, h, t0, io[h] + t0, N)
+#define q5_1_CALL(N) k32(QPACK_Q5_1, k0, nk, gk, ak, h, t0, io[h] + t0, N)
+#define q4_K_CALL(N) k4k(QPACK_Q4_K, k0, nk, gk, ak, h, t0, io[h] + t0, N)
+#define q5_K_CALL(N) k4k(QPACK_Q5_K, k0, nk, gk, ak, h, t0, io[h] + t0, N)
+#define iq4_xs_CALL(N) k4k(QPACK_IQ4_XS, k0, nk, gk, ak, h, t0, io[h] + t0, N)
+#define q6_K_CALL(N) k6k(k0, nk, gk, ak, h, t0, io[h] + t0, N)
 KERNEL_FN(q8_0, QPACK_Q8_0)
 KERNEL_FN(q4_0, QPACK_Q4_0)
 KERNEL_FN(q4_1, QPACK_Q4_1)
