@@ -589,7 +589,7 @@ static void max_quants(qtype t, void *w, int64_t n) {
 TEST(qpack_kernels_match_ref) {
     /* every packed format and SIMD kernel this CPU runs (AVX-512 VNNI, AVX2): the kernel and qpack_kernel_ref on the
      * same packed group and tile give identical floats, for 1..8 tokens, 1..16 rows and
-     * 1..3 units; both write only y[t][r < nrows] */
+     * 1, 2, 3 or 41 units; both write only y[t][r < nrows] */
     test_rng r = test_rng_new();
     static const qtype types[] = {QTYPE_Q8_0, QTYPE_Q4_0, QTYPE_Q4_1, QTYPE_Q4_K, QTYPE_Q6_K,
                                   QTYPE_IQ4_NL, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q5_K, QTYPE_IQ4_XS};
@@ -606,7 +606,9 @@ TEST(qpack_kernels_match_ref) {
 #endif
         if (!ks[0] && !ks[1]) continue;
         tested++;
-        for (int nu = 1; nu <= 3; nu++) {
+        static const int units[] = {1, 2, 3, 41}; /* 41: rows longer than one L1 chunk of the AVX2 kernels */
+        for (size_t ui = 0; ui < sizeof units / sizeof units[0]; ui++) {
+            const int nu = units[ui];
             const int64_t n = nu * qpack_unit(f);
             const size_t rb = row_bytes(t, n);
             uint8_t *w = malloc(rb * QPACK_ROWS);

@@ -104,128 +104,143 @@ INLINE size_t ub32(const qpack_format F) {
     return F == QPACK_Q8_0 ? 544 : F == QPACK_Q4_1 ? 320 : F == QPACK_Q5_0 ? 352 : F == QPACK_Q5_1 ? 384 : 288;
 }
 
-/* rows 8h..8h+7 of the group, tokens t0..t0+NT-1 of the tile */
-INLINE void k32(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, const uint8_t *a, int h, int t0,
-                float (*io)[8], const int NT) {
+/* The kernels below run NH halves of the group (rows 8 h0 .. 8 (h0 + NH) - 1) against NT
+ * tokens of the tile (t0 .. t0 + NT - 1), NH * NT <= 4 lanes of sums c = (hh, t): two
+ * halves for one token (decode: each weight line loaded once, the activations broadcast
+ * once for both), else one half for up to 4 tokens. The sums carry over in io[h][t]. */
+#define FOR_C _Pragma("GCC unroll 4") for (int c = 0; c < NH * NT; c++)
+#define FOR_H _Pragma("GCC unroll 2") for (int hh = 0; hh < NH; hh++)
+#define HH (c / NT)
+#define TT (c % NT)
+
+INLINE void k32(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, const uint8_t *a, int h0, int t0,
+                float (*io)[QPACK_TOK][8], const int NH, const int NT) {
     const bool Q5 = F == QPACK_Q5_0 || F == QPACK_Q5_1, MIN = F == QPACK_Q4_1 || F == QPACK_Q5_1;
     const bool SIGNED = F == QPACK_Q8_0 || F == QPACK_IQ4_NL;
     const size_t UB = ub32(F), AB = 320;
     const size_t DOFF = F == QPACK_Q8_0 ? 512 : Q5 ? 320 : 256, MOFF = Q5 ? 352 : 288;
     const __m256i m4 = _mm256_set1_epi8(15);
     const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl)); /* signed */
-    __m256 acc[HT];
-    FOR_T acc[t] = k0 ? _mm256_loadu_ps(io[t]) : _mm256_setzero_ps();
-    w += 32 * h;
-    a += 32 * t0;
+    __m256 acc[4];
+    FOR_C acc[c] = k0 ? _mm256_loadu_ps(io[h0 + HH][t0 + TT]) : _mm256_setzero_ps();
     for (int64_t k = 0; k < nu; k++, w += UB, a += AB) {
-        prefetch_unit(w, UB, h, t0);
-        __m256i ia[HT];
-        FOR_T ia[t] = MIN || SIGNED ? _mm256_setzero_si256() : bcast32(a - 32 * t0 + 288 + 4 * (t0 + t));
+        prefetch_unit(w, UB, h0, t0);
+        const uint8_t *x = a + 32 * t0, *wh = w + 32 * h0; /* token t0's quants, half h0's weights */
+        __m256i ia[4];
+        FOR_C ia[c] = MIN || SIGNED ? _mm256_setzero_si256() : bcast32(a + 288 + 4 * (t0 + TT));
         if (F == QPACK_Q8_0) {
             UNROLL for (int j = 0; j < 8; j++) {
-                const __m256i q = _mm256_xor_si256(ld(w + 64 * j), _mm256_set1_epi8((char)0x80));
-                const __m256i qa = _mm256_abs_epi8(q);
-                FOR_T ia[t] = dot1s(ia[t], qa, q, bcast32(a + 32 * t + 4 * j));
+                __m256i q[2], qa[2];
+                FOR_H q[hh] = _mm256_xor_si256(ld(wh + 64 * j + 32 * hh), _mm256_set1_epi8((char)0x80)),
+                      qa[hh] = _mm256_abs_epi8(q[hh]);
+                FOR_C ia[c] = dot1s(ia[c], qa[HH], q[HH], bcast32(x + 32 * TT + 4 * j));
             }
         } else if (F == QPACK_IQ4_NL) {
             UNROLL for (int v = 0; v < 4; v++) {
-                const __m256i n = ld(w + 64 * v);
-                const __m256i lo = _mm256_shuffle_epi8(kv, _mm256_and_si256(n, m4));
-                const __m256i hi = _mm256_shuffle_epi8(kv, _mm256_and_si256(_mm256_srli_epi16(n, 4), m4));
-                const __m256i la = _mm256_abs_epi8(lo), ha = _mm256_abs_epi8(hi);
-                FOR_T {
-                    ia[t] = dot1s(ia[t], la, lo, bcast32(a + 32 * t + 4 * v));
-                    ia[t] = dot1s(ia[t], ha, hi, bcast32(a + 32 * t + 16 + 4 * v));
+                __m256i lo[2], hi[2];
+                FOR_H {
+                    const __m256i n = ld(wh + 64 * v + 32 * hh);
+                    lo[hh] = _mm256_shuffle_epi8(kv, _mm256_and_si256(n, m4));
+                    hi[hh] = _mm256_shuffle_epi8(kv, _mm256_and_si256(_mm256_srli_epi16(n, 4), m4));
+                }
+                FOR_C {
+                    ia[c] = dot1s(ia[c], _mm256_abs_epi8(lo[HH]), lo[HH], bcast32(x + 32 * TT + 4 * v));
+                    ia[c] = dot1s(ia[c], _mm256_abs_epi8(hi[HH]), hi[HH], bcast32(x + 32 * TT + 16 + 4 * v));
                 }
             }
         } else {
             /* nibbles: all 8 products in one 16-bit sum; Q5 quants: 4 at a time */
-            __m256i s16[HT];
-            FOR_T s16[t] = _mm256_setzero_si256();
+            __m256i s16[4];
+            FOR_C s16[c] = _mm256_setzero_si256();
             UNROLL for (int v = 0; v < 4; v++) {
-                const __m256i n = ld(w + 64 * v);
-                __m256i lo = _mm256_and_si256(n, m4), hi = _mm256_and_si256(_mm256_srli_epi16(n, 4), m4);
-                if (Q5) {
-                    uint32_t h0, h1;
-                    memcpy(&h0, w - 32 * h + 256 + 8 * v + 4 * h, 4);
-                    memcpy(&h1, w - 32 * h + 256 + 8 * (v + 4) + 4 * h, 4);
-                    lo = _mm256_add_epi8(lo, mask_bytes16(h0));
-                    hi = _mm256_add_epi8(hi, mask_bytes16(h1));
+                __m256i lo[2], hi[2];
+                FOR_H {
+                    const __m256i n = ld(wh + 64 * v + 32 * hh);
+                    lo[hh] = _mm256_and_si256(n, m4), hi[hh] = _mm256_and_si256(_mm256_srli_epi16(n, 4), m4);
+                    if (Q5) {
+                        uint32_t b0, b1;
+                        memcpy(&b0, w + 256 + 8 * v + 4 * (h0 + hh), 4);
+                        memcpy(&b1, w + 256 + 8 * (v + 4) + 4 * (h0 + hh), 4);
+                        lo[hh] = _mm256_add_epi8(lo[hh], mask_bytes16(b0));
+                        hi[hh] = _mm256_add_epi8(hi[hh], mask_bytes16(b1));
+                    }
                 }
-                FOR_T s16[t] = madd2(s16[t], lo, bcast32(a + 32 * t + 4 * v), hi, bcast32(a + 32 * t + 16 + 4 * v));
-                if (Q5 && v % 2 == 1) FOR_T s16[t] = widen16(&ia[t], s16[t]);
+                FOR_C s16[c] = madd2(s16[c], lo[HH], bcast32(x + 32 * TT + 4 * v), hi[HH], bcast32(x + 32 * TT + 16 + 4 * v));
+                if (Q5 && v % 2 == 1) FOR_C s16[c] = widen16(&ia[c], s16[c]);
             }
-            if (!Q5) FOR_T widen16(&ia[t], s16[t]);
+            if (!Q5) FOR_C widen16(&ia[c], s16[c]);
         }
-        const __m256 dw = f16x8(w - 32 * h + DOFF + 16 * h);
-        FOR_T acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[t]), _mm256_mul_ps(dw, bcastf(a - 32 * t0 + 256 + 4 * (t0 + t))),
-                                       acc[t]);
-        if (MIN) {
-            const __m256 mw = f16x8(w - 32 * h + MOFF + 16 * h);
-            FOR_T acc[t] = _mm256_fmadd_ps(mw, bcastf(a - 32 * t0 + 288 + 4 * (t0 + t)), acc[t]);
-        }
+        __m256 dw[2], mw[2];
+        FOR_H dw[hh] = f16x8(w + DOFF + 16 * (h0 + hh)),
+              mw[hh] = MIN ? f16x8(w + MOFF + 16 * (h0 + hh)) : _mm256_setzero_ps();
+        FOR_C acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[c]), _mm256_mul_ps(dw[HH], bcastf(a + 256 + 4 * (t0 + TT))),
+                                       acc[c]);
+        if (MIN) FOR_C acc[c] = _mm256_fmadd_ps(mw[HH], bcastf(a + 288 + 4 * (t0 + TT)), acc[c]);
     }
-    FOR_T _mm256_storeu_ps(io[t], acc[t]);
+    FOR_C _mm256_storeu_ps(io[h0 + HH][t0 + TT], acc[c]);
 }
 
 /* ==== Q4_K, Q5_K, IQ4_XS: 8 sub-blocks of 32 ==== */
 
-INLINE void k4k(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, const uint8_t *a, int h, int t0,
-                float (*io)[8], const int NT) {
+INLINE void k4k(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, const uint8_t *a, int h0, int t0,
+                float (*io)[QPACK_TOK][8], const int NH, const int NT) {
     const bool Q5 = F == QPACK_Q5_K, XS = F == QPACK_IQ4_XS;
     const size_t UB = Q5 ? 2880 : XS ? 2208 : 2368, SO = Q5 ? 2560 : 2048, DO = Q5 ? 2816 : XS ? 2176 : 2304;
     const __m256i m4 = _mm256_set1_epi8(15);
     const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl)); /* signed */
-    __m256 acc[HT];
-    FOR_T acc[t] = k0 ? _mm256_loadu_ps(io[t]) : _mm256_setzero_ps();
+    __m256 acc[4];
+    FOR_C acc[c] = k0 ? _mm256_loadu_ps(io[h0 + HH][t0 + TT]) : _mm256_setzero_ps();
     for (int64_t k = 0; k < nu; k++, w += UB, a += 2336) {
-        prefetch_unit(w, UB, h, t0);
-        const __m256 dv = f16x8(w + DO + 16 * h), mv = XS ? dv : f16x8(w + DO + 32 + 16 * h);
-        __m256 sb[HT];
-        FOR_T sb[t] = _mm256_setzero_ps();
+        prefetch_unit(w, UB, h0, t0);
+        __m256 dv[2], mv[2];
+        FOR_H dv[hh] = f16x8(w + DO + 16 * (h0 + hh)), mv[hh] = XS ? dv[hh] : f16x8(w + DO + 32 + 16 * (h0 + hh));
+        __m256 sb[4];
+        FOR_C sb[c] = _mm256_setzero_ps();
         for (int s = 0; s < 8; s++) {
-            const uint8_t *q = w + 256 * s + 32 * h, *x = a + 256 * s + 32 * t0;
-            __m256i ia[HT], s16[HT];
-            FOR_T ia[t] = s16[t] = _mm256_setzero_si256(); /* IQ4_XS: signed quants, no -128 sum */
+            const uint8_t *q = w + 256 * s + 32 * h0, *x = a + 256 * s + 32 * t0;
+            __m256i ia[4], s16[4];
+            FOR_C ia[c] = s16[c] = _mm256_setzero_si256(); /* IQ4_XS: signed quants, no -128 sum */
             UNROLL for (int v = 0; v < 4; v++) {
-                const __m256i n = ld(q + 64 * v);
-                __m256i lo = _mm256_and_si256(n, m4), hi = _mm256_and_si256(_mm256_srli_epi16(n, 4), m4);
-                if (Q5) {
-                    uint32_t h0, h1;
-                    memcpy(&h0, w + 2048 + 64 * s + 8 * v + 4 * h, 4);
-                    memcpy(&h1, w + 2048 + 64 * s + 8 * (v + 4) + 4 * h, 4);
-                    lo = _mm256_add_epi8(lo, mask_bytes16(h0));
-                    hi = _mm256_add_epi8(hi, mask_bytes16(h1));
+                __m256i lo[2], hi[2];
+                FOR_H {
+                    const __m256i n = ld(q + 64 * v + 32 * hh);
+                    lo[hh] = _mm256_and_si256(n, m4), hi[hh] = _mm256_and_si256(_mm256_srli_epi16(n, 4), m4);
+                    if (Q5) {
+                        uint32_t b0, b1;
+                        memcpy(&b0, w + 2048 + 64 * s + 8 * v + 4 * (h0 + hh), 4);
+                        memcpy(&b1, w + 2048 + 64 * s + 8 * (v + 4) + 4 * (h0 + hh), 4);
+                        lo[hh] = _mm256_add_epi8(lo[hh], mask_bytes16(b0));
+                        hi[hh] = _mm256_add_epi8(hi[hh], mask_bytes16(b1));
+                    }
+                    if (XS) lo[hh] = _mm256_shuffle_epi8(kv, lo[hh]), hi[hh] = _mm256_shuffle_epi8(kv, hi[hh]);
                 }
                 if (XS) {
-                    lo = _mm256_shuffle_epi8(kv, lo), hi = _mm256_shuffle_epi8(kv, hi);
-                    const __m256i la = _mm256_abs_epi8(lo), ha = _mm256_abs_epi8(hi);
-                    FOR_T {
-                        ia[t] = dot1s(ia[t], la, lo, bcast32(x + 32 * t + 4 * v));
-                        ia[t] = dot1s(ia[t], ha, hi, bcast32(x + 32 * t + 16 + 4 * v));
+                    FOR_C {
+                        ia[c] = dot1s(ia[c], _mm256_abs_epi8(lo[HH]), lo[HH], bcast32(x + 32 * TT + 4 * v));
+                        ia[c] = dot1s(ia[c], _mm256_abs_epi8(hi[HH]), hi[HH], bcast32(x + 32 * TT + 16 + 4 * v));
                     }
                 } else {
                     /* nibbles: the sub-block's 8 products in one 16-bit sum; Q5_K: 4 at a time */
-                    FOR_T s16[t] = madd2(s16[t], lo, bcast32(x + 32 * t + 4 * v), hi, bcast32(x + 32 * t + 16 + 4 * v));
-                    if (v == 3 || (Q5 && v == 1)) FOR_T s16[t] = widen16(&ia[t], s16[t]);
+                    FOR_C s16[c] = madd2(s16[c], lo[HH], bcast32(x + 32 * TT + 4 * v), hi[HH], bcast32(x + 32 * TT + 16 + 4 * v));
+                    if (v == 3 || (Q5 && v == 1)) FOR_C s16[c] = widen16(&ia[c], s16[c]);
                 }
             }
-            const __m128i sc8 = _mm_loadl_epi64((const __m128i *)(w + SO + 16 * s + 8 * h));
-            const __m256 dws = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(XS ? _mm256_cvtepi8_epi32(sc8) : _mm256_cvtepu8_epi32(sc8)));
-            if (XS) {
-                FOR_T sb[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[t]), dws, sb[t]);
-            } else {
-                const __m256 mws = _mm256_mul_ps(
-                    mv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + SO + 128 + 16 * s + 8 * h)))));
-                FOR_T {
-                    sb[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[t]), dws, sb[t]);
-                    sb[t] = _mm256_fnmadd_ps(mws, bcastf(a + 2080 + 4 * (8 * s + t0 + t)), sb[t]);
-                }
+            __m256 dws[2], mws[2];
+            FOR_H {
+                const __m128i sc8 = _mm_loadl_epi64((const __m128i *)(w + SO + 16 * s + 8 * (h0 + hh)));
+                dws[hh] = _mm256_mul_ps(dv[hh], _mm256_cvtepi32_ps(XS ? _mm256_cvtepi8_epi32(sc8) : _mm256_cvtepu8_epi32(sc8)));
+                mws[hh] = XS ? dws[hh]
+                             : _mm256_mul_ps(mv[hh], _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                                                         (const __m128i *)(w + SO + 128 + 16 * s + 8 * (h0 + hh))))));
+            }
+            FOR_C {
+                sb[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[c]), dws[HH], sb[c]);
+                if (!XS) sb[c] = _mm256_fnmadd_ps(mws[HH], bcastf(a + 2080 + 4 * (8 * s + t0 + TT)), sb[c]);
             }
         }
-        FOR_T acc[t] = _mm256_fmadd_ps(sb[t], bcastf(a + 2048 + 4 * (t0 + t)), acc[t]);
+        FOR_C acc[c] = _mm256_fmadd_ps(sb[c], bcastf(a + 2048 + 4 * (t0 + TT)), acc[c]);
     }
-    FOR_T _mm256_storeu_ps(io[t], acc[t]);
+    FOR_C _mm256_storeu_ps(io[h0 + HH][t0 + TT], acc[c]);
 }
 
 /* ==== Q6_K ==== */
@@ -234,58 +249,61 @@ INLINE __m256i crumb_hi(__m256i c, const int k) {
     return k == 0 ? _mm256_slli_epi16(c, 4) : k == 1 ? _mm256_slli_epi16(c, 2) : k == 2 ? c : _mm256_srli_epi16(c, 2);
 }
 
-INLINE void k6k(int64_t k0, int64_t nu, const uint8_t *w, const uint8_t *a, int h, int t0, float (*io)[8],
-                const int NT) {
+INLINE void k6k(int64_t k0, int64_t nu, const uint8_t *w, const uint8_t *a, int h0, int t0,
+                float (*io)[QPACK_TOK][8], const int NH, const int NT) {
     const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
-    __m256 acc[HT];
-    FOR_T acc[t] = k0 ? _mm256_loadu_ps(io[t]) : _mm256_setzero_ps();
+    __m256 acc[4];
+    FOR_C acc[c] = k0 ? _mm256_loadu_ps(io[h0 + HH][t0 + TT]) : _mm256_setzero_ps();
     for (int64_t k = 0; k < nu; k++, w += 3360, a += 2592) {
-        prefetch_unit(w, 3360, h, t0);
-        __m256i isb[HT]; /* sub-block scales in integers, as vec_dot_ref */
-        FOR_T isb[t] = _mm256_setzero_si256();
+        prefetch_unit(w, 3360, h0, t0);
+        __m256i isb[4]; /* sub-block scales in integers, as vec_dot_ref */
+        FOR_C isb[c] = _mm256_setzero_si256();
         for (int p = 0; p < 8; p++) {
-            const uint8_t *q = w + 256 * p + 32 * h, *x = a + 256 * p + 32 * t0;
-            UNROLL for (int hh = 0; hh < 2; hh++) {
-                const int s = 2 * p + hh;
-                const __m256i c = ld(w + 2048 + 128 * p + 64 * hh + 32 * h);
-                __m256i ia[HT];
-                FOR_T ia[t] = bcast32(a + 2080 + 4 * (8 * s + t0 + t));
+            const uint8_t *q = w + 256 * p + 32 * h0, *x = a + 256 * p + 32 * t0;
+            UNROLL for (int hf = 0; hf < 2; hf++) { /* the 16-element halves of the 32 */
+                const int s = 2 * p + hf;
+                __m256i cr[2];
+                FOR_H cr[hh] = ld(w + 2048 + 128 * p + 64 * hf + 32 * (h0 + hh));
+                __m256i ia[4];
+                FOR_C ia[c] = bcast32(a + 2080 + 4 * (8 * s + t0 + TT));
                 UNROLL for (int jj = 0; jj < 4; jj += 2) {
-                    __m256i wv[2];
-                    UNROLL for (int e = 0; e < 2; e++) {
-                        const __m256i n = ld(q + 64 * (jj + e));
-                        const __m256i lo = _mm256_and_si256(hh ? _mm256_srli_epi16(n, 4) : n, m4);
-                        wv[e] = _mm256_or_si256(_mm256_and_si256(crumb_hi(c, jj + e), m30), lo);
+                    __m256i wv[2][2];
+                    FOR_H UNROLL for (int e = 0; e < 2; e++) {
+                        const __m256i n = ld(q + 64 * (jj + e) + 32 * hh);
+                        const __m256i lo = _mm256_and_si256(hf ? _mm256_srli_epi16(n, 4) : n, m4);
+                        wv[hh][e] = _mm256_or_si256(_mm256_and_si256(crumb_hi(cr[hh], jj + e), m30), lo);
                     }
-                    FOR_T ia[t] = dot2u(ia[t], wv[0], bcast32(x + 32 * t + 16 * hh + 4 * jj), wv[1],
-                                        bcast32(x + 32 * t + 16 * hh + 4 * jj + 4));
+                    FOR_C ia[c] = dot2u(ia[c], wv[HH][0], bcast32(x + 32 * TT + 16 * hf + 4 * jj), wv[HH][1],
+                                        bcast32(x + 32 * TT + 16 * hf + 4 * jj + 4));
                 }
-                const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(w + 3072 + 16 * s + 8 * h)));
-                FOR_T isb[t] = _mm256_add_epi32(isb[t], _mm256_mullo_epi32(ia[t], sc));
+                __m256i sc[2];
+                FOR_H sc[hh] = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(w + 3072 + 16 * s + 8 * (h0 + hh))));
+                FOR_C isb[c] = _mm256_add_epi32(isb[c], _mm256_mullo_epi32(ia[c], sc[HH]));
             }
         }
-        const __m256 dv = f16x8(w + 3328 + 16 * h);
-        FOR_T acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isb[t]), _mm256_mul_ps(dv, bcastf(a + 2048 + 4 * (t0 + t))),
-                                       acc[t]);
+        __m256 dv[2];
+        FOR_H dv[hh] = f16x8(w + 3328 + 16 * (h0 + hh));
+        FOR_C acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isb[c]), _mm256_mul_ps(dv[HH], bcastf(a + 2048 + 4 * (t0 + TT))),
+                                       acc[c]);
     }
-    FOR_T _mm256_storeu_ps(io[t], acc[t]);
+    FOR_C _mm256_storeu_ps(io[h0 + HH][t0 + TT], acc[c]);
 }
 
-/* ==== Instances: each half of the group with at least one row, tokens 4 at a time ==== */
+/* ==== Instances ==== */
 
 #define BY_NT(CALL)                                                                                          \
     switch (n) {                                                                                             \
-    case 1: CALL(1); break;                                                                                  \
-    case 2: CALL(2); break;                                                                                  \
-    case 3: CALL(3); break;                                                                                  \
-    default: CALL(4); break;                                                                                 \
+    case 1: CALL(1, 1); break;                                                                               \
+    case 2: CALL(1, 2); break;                                                                               \
+    case 3: CALL(1, 3); break;                                                                               \
+    default: CALL(1, 4); break;                                                                              \
     }
 
-/* The row length goes in chunks of about L1_CHUNK bytes of weights and activations, all
- * four passes (two halves x two token quads) over one chunk before the next, so that the
- * later passes read the chunk from L1; the sums carry over in io (the first chunk starts
- * them from 0), and each lane adds its
- * units in order, as qpack_kernel_ref does. */
+/* The row length goes in even chunks of at most L1_CHUNK bytes of weights and activations,
+ * every pass (halves x token quads) over one chunk before the next, so that the later
+ * passes read the chunk from L1; the sums carry over in io (the first chunk starts them
+ * from 0), and each lane adds its units in order, as qpack_kernel_ref does. One token and
+ * more than 8 rows: both halves in one pass. */
 #define L1_CHUNK 24576
 
 #define KERNEL_FN(NAME, FMT)                                                                                 \
@@ -298,6 +316,11 @@ INLINE void k6k(int64_t k0, int64_t nu, const uint8_t *w, const uint8_t *a, int 
         for (int64_t k0 = 0; k0 < nu; k0 += chunk) {                                                         \
             const int64_t nk = nu - k0 < chunk ? nu - k0 : chunk;                                            \
             const uint8_t *gk = (const uint8_t *)g + k0 * ub, *ak = (const uint8_t *)tile + k0 * ab;         \
+            if (nt == 1 && nrows > 8) {                                                                      \
+                const int h = 0, t0 = 0;                                                                     \
+                NAME##_CALL(2, 1);                                                                           \
+                continue;                                                                                    \
+            }                                                                                                \
             for (int h = 0; h < 2 && 8 * h < nrows; h++)                                                     \
                 for (int t0 = 0; t0 < nt; t0 += HT) {                                                        \
                     const int n = nt - t0 < HT ? nt - t0 : HT;                                               \
@@ -309,16 +332,16 @@ INLINE void k6k(int64_t k0, int64_t nu, const uint8_t *w, const uint8_t *a, int 
                 memcpy(y + t * ys + 8 * h, io[h][t], sizeof(float) * (size_t)(nrows - 8 * h < 8 ? nrows - 8 * h : 8)); \
     }
 
-#define q8_0_CALL(N) k32(QPACK_Q8_0, k0, nk, gk, ak, h, t0, io[h] + t0, N)
-#define q4_0_CALL(N) k32(QPACK_Q4_0, k0, nk, gk, ak, h, t0, io[h] + t0, N)
-#define q4_1_CALL(N) k32(QPACK_Q4_1, k0, nk, gk, ak, h, t0, io[h] + t0, N)
-#define iq4_nl_CALL(N) k32(QPACK_IQ4_NL, k0, nk, gk, ak, h, t0, io[h] + t0, N)
-#define q5_0_CALL(N) k32(QPACK_Q5_0, k0, nk, gk, ak, h, t0, io[h] + t0, N)
-#define q5_1_CALL(N) k32(QPACK_Q5_1, k0, nk, gk, ak, h, t0, io[h] + t0, N)
-#define q4_K_CALL(N) k4k(QPACK_Q4_K, k0, nk, gk, ak, h, t0, io[h] + t0, N)
-#define q5_K_CALL(N) k4k(QPACK_Q5_K, k0, nk, gk, ak, h, t0, io[h] + t0, N)
-#define iq4_xs_CALL(N) k4k(QPACK_IQ4_XS, k0, nk, gk, ak, h, t0, io[h] + t0, N)
-#define q6_K_CALL(N) k6k(k0, nk, gk, ak, h, t0, io[h] + t0, N)
+#define q8_0_CALL(NH, N) k32(QPACK_Q8_0, k0, nk, gk, ak, h, t0, io, NH, N)
+#define q4_0_CALL(NH, N) k32(QPACK_Q4_0, k0, nk, gk, ak, h, t0, io, NH, N)
+#define q4_1_CALL(NH, N) k32(QPACK_Q4_1, k0, nk, gk, ak, h, t0, io, NH, N)
+#define iq4_nl_CALL(NH, N) k32(QPACK_IQ4_NL, k0, nk, gk, ak, h, t0, io, NH, N)
+#define q5_0_CALL(NH, N) k32(QPACK_Q5_0, k0, nk, gk, ak, h, t0, io, NH, N)
+#define q5_1_CALL(NH, N) k32(QPACK_Q5_1, k0, nk, gk, ak, h, t0, io, NH, N)
+#define q4_K_CALL(NH, N) k4k(QPACK_Q4_K, k0, nk, gk, ak, h, t0, io, NH, N)
+#define q5_K_CALL(NH, N) k4k(QPACK_Q5_K, k0, nk, gk, ak, h, t0, io, NH, N)
+#define iq4_xs_CALL(NH, N) k4k(QPACK_IQ4_XS, k0, nk, gk, ak, h, t0, io, NH, N)
+#define q6_K_CALL(NH, N) k6k(k0, nk, gk, ak, h, t0, io, NH, N)
 KERNEL_FN(q8_0, QPACK_Q8_0)
 KERNEL_FN(q4_0, QPACK_Q4_0)
 KERNEL_FN(q4_1, QPACK_Q4_1)
