@@ -20,6 +20,7 @@ void bench_vec_cases(bench_env *env);
 void bench_matmul_gemv_cases(bench_env *env);
 void bench_matmul_gemm_cases(bench_env *env);
 void bench_matmul_few_cases(bench_env *env);
+void bench_qpack_kernel_cases(bench_env *env);
 void bench_mamba2_cases(bench_env *env);
 void bench_gdn_step_cases(bench_env *env);
 void bench_gdn_prefill_cases(bench_env *env);
@@ -35,6 +36,7 @@ static const bench_case cases[] = {
     {"matmul_gemv", bench_matmul_gemv_cases},
     {"matmul_few", bench_matmul_few_cases},
     {"matmul_gemm", bench_matmul_gemm_cases},
+    {"qpack_kernel", bench_qpack_kernel_cases},
     {"mamba2", bench_mamba2_cases},
     {"gdn_step", bench_gdn_step_cases},
     {"gdn_prefill", bench_gdn_prefill_cases},

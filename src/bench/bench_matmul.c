@@ -9,6 +9,9 @@
  *     compared with the f32 FMA peak for the float types and with the 8-bit dot peak
  *     (vpdpbusd chains, where the CPU has them) for the quantized ones, which run on
  *     integer dot instructions.
+ *   qpack_kernel: the packed kernel alone (quant/qpack.h), one thread, 32 groups of 16
+ *     rows of 1024 in L2 against one tile of 1, 2, 4, 5 or 8 tokens: what the kernel
+ *     does per core when memory is not the limit.
  *
  * Weights are random quants with sane scales (no inf, NaN or subnormal floats, which
  * could trigger slow paths real weights never hit).
@@ -20,10 +23,12 @@
 #include "bench.h"
 #include "ops/matmul.h"
 #include "quant/qdot.h"
+#include "quant/qpack.h"
 
 void bench_matmul_gemv_cases(bench_env *env);
 void bench_matmul_gemm_cases(bench_env *env);
 void bench_matmul_few_cases(bench_env *env);
+void bench_qpack_kernel_cases(bench_env *env);
 
 static const qtype bench_types[] = {QTYPE_F32,  QTYPE_F16,  QTYPE_BF16, QTYPE_Q8_0, QTYPE_Q4_0,
                                     QTYPE_Q4_1, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_IQ4_NL, QTYPE_Q2_K,
@@ -202,4 +207,62 @@ void bench_matmul_gemm_cases(bench_env *env) {
         bench_one(env, t, n_in, n_out, n_tok, w, bytes);
     }
     eddy_free_aligned(w);
+}
+
+/* ==== The packed kernel alone ==== */
+
+typedef struct {
+    qpack_kernel_fn fn;
+    const uint8_t *groups, *tile;
+    size_t group_bytes;
+    int64_t n_units, n_groups;
+    int nt;
+    float y[QPACK_TOK * QPACK_ROWS];
+} qk_call;
+
+static void run_qk(void *p) {
+    qk_call *c = p;
+    for (int64_t g = 0; g < c->n_groups; g++)
+        c->fn(c->n_units, c->groups + g * c->group_bytes, c->tile, c->nt, c->y, QPACK_ROWS, QPACK_ROWS);
+}
+
+void bench_qpack_kernel_cases(bench_env *env) {
+    const int64_t n_in = 1024, n_groups = 32, n_out = n_groups * QPACK_ROWS;
+    static const int n_toks[] = {1, 2, 4, 5, 8};
+    for (size_t ti = 0; ti < sizeof bench_types / sizeof bench_types[0]; ti++) {
+        const qtype t = bench_types[ti];
+        const qpack_format f = qpack_format_of(t);
+        qk_call c = {.fn = qpack_kernel(f), .n_groups = n_groups};
+        if (f == QPACK_NONE || !c.fn) continue;
+        c.n_units = n_in / qpack_unit(f);
+        c.group_bytes = qpack_weight_bytes(f, n_in, QPACK_ROWS);
+        const qtype at = quant_dot_type(t);
+        const size_t row = qtype_info(t)->type_size * (size_t)(n_in / qtype_info(t)->block_size);
+        const size_t arow = qtype_info(at)->type_size * (size_t)(n_in / qtype_info(at)->block_size);
+        uint8_t *w = eddy_malloc_aligned(row * (size_t)n_out, 64);
+        uint8_t *groups = eddy_malloc_aligned(c.group_bytes * (size_t)n_groups, 64);
+        uint8_t *act = eddy_malloc_aligned(arow * QPACK_TOK, 64);
+        uint8_t *tile = eddy_malloc_aligned(qpack_act_unit_bytes(f) * (size_t)c.n_units, 64);
+        float *x = bench_random_floats(n_in * QPACK_TOK, 5, 2.0f);
+        if (w && groups && act && tile && x) {
+            fill_weights(t, w, row * (size_t)n_out, ti + 1);
+            qpack_weights(f, w, row, n_in, n_out, groups);
+            for (int k = 0; k < QPACK_TOK; k++) quantize_row_act(at, x + k * n_in, act + (size_t)k * arow, n_in);
+            c.groups = groups, c.tile = tile;
+            for (size_t k = 0; k < sizeof n_toks / sizeof n_toks[0]; k++) {
+                c.nt = n_toks[k];
+                qpack_act_tile(f, act, arow, c.nt, n_in, tile);
+                bench_result r = {.op = "qpack_kernel", .variant = "packed", .threads = 1, .in_cache = true,
+                                  .int8 = true};
+                snprintf(r.shape, sizeof r.shape, "%-6s n_in=%lld rows=%lld n_tok=%d (1 thread)", qtype_name(t),
+                         (long long)n_in, (long long)n_out, c.nt);
+                r.seconds = bench_median(run_qk, &c, 20, 0.2);
+                r.bytes = (double)(c.group_bytes * (size_t)n_groups);
+                r.flops = 2.0 * (double)c.nt * (double)n_in * (double)n_out;
+                bench_emit(env, &r);
+            }
+        }
+        eddy_free_aligned(w), eddy_free_aligned(groups), eddy_free_aligned(act), eddy_free_aligned(tile);
+        eddy_free_aligned(x);
+    }
 }
