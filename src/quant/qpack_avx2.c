@@ -107,7 +107,8 @@ INLINE size_t ub32(const qpack_format F) {
 /* The kernels below run NH halves of the group (rows 8 h0 .. 8 (h0 + NH) - 1) against NT
  * tokens of the tile (t0 .. t0 + NT - 1), NH * NT <= 4 lanes of sums c = (hh, t): two
  * halves for one token (decode: each weight line loaded once, the activations broadcast
- * once for both), else one half for up to 4 tokens. The sums carry over in io[h][t]. */
+ * once for both; also two tokens), else one half for up to 4 tokens. The sums carry over
+ * in io[h][t]. */
 #define FOR_C _Pragma("GCC unroll 4") for (int c = 0; c < NH * NT; c++)
 #define FOR_H _Pragma("GCC unroll 2") for (int hh = 0; hh < NH; hh++)
 #define HH (c / NT)
@@ -302,8 +303,8 @@ INLINE void k6k(int64_t k0, int64_t nu, const uint8_t *w, const uint8_t *a, int 
 /* The row length goes in even chunks of at most L1_CHUNK bytes of weights and activations,
  * every pass (halves x token quads) over one chunk before the next, so that the later
  * passes read the chunk from L1; the sums carry over in io (the first chunk starts them
- * from 0), and each lane adds its units in order, as qpack_kernel_ref does. One token and
- * more than 8 rows: both halves in one pass. */
+ * from 0), and each lane adds its units in order, as qpack_kernel_ref does. One or two
+ * tokens and more than 8 rows: both halves in one pass. */
 #define L1_CHUNK 24576
 
 #define KERNEL_FN(NAME, FMT)                                                                                 \
@@ -316,9 +317,10 @@ INLINE void k6k(int64_t k0, int64_t nu, const uint8_t *w, const uint8_t *a, int 
         for (int64_t k0 = 0; k0 < nu; k0 += chunk) {                                                         \
             const int64_t nk = nu - k0 < chunk ? nu - k0 : chunk;                                            \
             const uint8_t *gk = (const uint8_t *)g + k0 * ub, *ak = (const uint8_t *)tile + k0 * ab;         \
-            if (nt == 1 && nrows > 8) {                                                                      \
+            if (nt <= 2 && nrows > 8) {                                                                      \
                 const int h = 0, t0 = 0;                                                                     \
-                NAME##_CALL(2, 1);                                                                           \
+                if (nt == 1) NAME##_CALL(2, 1);                                                              \
+                else NAME##_CALL(2, 2);                                                                      \
                 continue;                                                                                    \
             }                                                                                                \
             for (int h = 0; h < 2 && 8 * h < nrows; h++)                                                     \
