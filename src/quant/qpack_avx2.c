@@ -25,13 +25,12 @@
 #include "qpack.h"
 
 #define INLINE static inline __attribute__((always_inline))
-#define FOR_T _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
 #define UNROLL _Pragma("GCC unroll 8")
 
 enum { HT = 4 }; /* tokens per pass */
 
 /* Four bytes to every lane, as a float broadcast: on AMD Zen vbroadcastss from memory is a
- * load alone, where vpbroadcastd also takes a vector pipe (25% more kernel throughput). */
+ * load alone, where vpbroadcastd also takes a vector pipe. */
 INLINE __m256i bcast32(const uint8_t *p) {
     float v;
     memcpy(&v, p, 4);
@@ -89,9 +88,9 @@ INLINE __m256i dot1s(__m256i acc, __m256i qabs, __m256i q, __m256i x) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
 }
 
-/* The weights stream from memory in the first pass over a group (rows 0..7, the
- * first tokens): it prefetches each unit's bytes PF_BYTES ahead, as qpack_avx512.c
- * does; the later passes find them in cache. */
+/* The weights stream from memory in the first pass over a chunk (the one that starts at
+ * rows 0..7 and the first tokens): it prefetches each unit's bytes PF_BYTES ahead, as
+ * qpack_avx512.c does; the later passes find them in cache. */
 #define PF_BYTES 4096
 INLINE void prefetch_unit(const uint8_t *w, size_t bytes, int h, int t0) {
     if (h == 0 && t0 == 0)
