@@ -612,8 +612,9 @@ TEST(qpack_kernels_match_ref) {
             const int64_t n = nu * qpack_unit(f);
             const size_t rb = row_bytes(t, n);
             uint8_t *w = malloc(rb * QPACK_ROWS);
-            /* nu == 3: every quant at its largest and activations all +127 or all -127 for
-             * a token, the largest integer sums the kernels' 16-bit partial sums must hold */
+            /* nu == 3: every quant at its largest and a token's activations all +1 or all -1
+             * (quants +127, or -127 / -128 as Q8_0 / Q8_K round them): the largest integer sums
+             * the kernels' 16-bit partial sums must hold */
             for (int o = 0; o < QPACK_ROWS; o++) {
                 rand_weights(&r, t, w + o * rb, n, nu == 2);
                 if (nu == 3) max_quants(t, w + o * rb, n);
