@@ -237,8 +237,8 @@ void bench_qpack_kernel_cases(bench_env *env) {
         c.n_units = n_in / qpack_unit(f);
         c.group_bytes = qpack_weight_bytes(f, n_in, QPACK_ROWS);
         const qtype at = quant_dot_type(t);
-        const size_t row = qtype_info(t)->type_size * (size_t)(n_in / qtype_info(t)->block_size);
-        const size_t arow = qtype_info(at)->type_size * (size_t)(n_in / qtype_info(at)->block_size);
+        size_t row = 0, arow = 0;
+        if (!qtype_row_bytes(t, n_in, &row) || !qtype_row_bytes(at, n_in, &arow)) continue;
         uint8_t *w = eddy_malloc_aligned(row * (size_t)n_out, 64);
         uint8_t *groups = eddy_malloc_aligned(c.group_bytes * (size_t)n_groups, 64);
         uint8_t *act = eddy_malloc_aligned(arow * QPACK_TOK, 64);

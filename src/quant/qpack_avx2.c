@@ -57,6 +57,21 @@ INLINE __m256i mask_bytes16(uint32_t m) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(sel, bit), _mm256_set1_epi8(16));
 }
 
+/* One 32-byte vector of packed nibbles (8 rows x 4 bytes) as its low and high quants; Q5:
+ * masks at the piece's 64-bit bit-4 masks, advanced to this vector (bytes 4 h and 32 + 4 h
+ * hold half h's bits for lo and hi), else NULL. */
+INLINE void unpack_nibbles(const uint8_t *p, const uint8_t *masks, int h, __m256i *lo, __m256i *hi) {
+    const __m256i m4 = _mm256_set1_epi8(15), n = ld(p);
+    *lo = _mm256_and_si256(n, m4), *hi = _mm256_and_si256(_mm256_srli_epi16(n, 4), m4);
+    if (masks) {
+        uint32_t b0, b1;
+        memcpy(&b0, masks + 4 * h, 4);
+        memcpy(&b1, masks + 32 + 4 * h, 4);
+        *lo = _mm256_add_epi8(*lo, mask_bytes16(b0));
+        *hi = _mm256_add_epi8(*hi, mask_bytes16(b1));
+    }
+}
+
 /* s32 lanes += pair sums of (u8 a) x (s8 b) + (u8 c) x (s8 d), both pairs within 2 * 63 * 128 */
 INLINE __m256i dot2u(__m256i acc, __m256i a, __m256i b, __m256i c, __m256i d) {
     const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(a, b), _mm256_maddubs_epi16(c, d));
@@ -119,7 +134,6 @@ INLINE void k32(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, 
     const bool SIGNED = F == QPACK_Q8_0 || F == QPACK_IQ4_NL;
     const size_t UB = ub32(F), AB = 320;
     const size_t DOFF = F == QPACK_Q8_0 ? 512 : Q5 ? 320 : 256, MOFF = Q5 ? 352 : 288;
-    const __m256i m4 = _mm256_set1_epi8(15);
     const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl)); /* signed */
     __m256 acc[4];
     FOR_C acc[c] = k0 ? _mm256_loadu_ps(io[h0 + HH][t0 + TT]) : _mm256_setzero_ps();
@@ -139,9 +153,8 @@ INLINE void k32(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, 
             UNROLL for (int v = 0; v < 4; v++) {
                 __m256i lo[2], hi[2];
                 FOR_H {
-                    const __m256i n = ld(wh + 64 * v + 32 * hh);
-                    lo[hh] = _mm256_shuffle_epi8(kv, _mm256_and_si256(n, m4));
-                    hi[hh] = _mm256_shuffle_epi8(kv, _mm256_and_si256(_mm256_srli_epi16(n, 4), m4));
+                    unpack_nibbles(wh + 64 * v + 32 * hh, NULL, 0, &lo[hh], &hi[hh]);
+                    lo[hh] = _mm256_shuffle_epi8(kv, lo[hh]), hi[hh] = _mm256_shuffle_epi8(kv, hi[hh]);
                 }
                 FOR_C {
                     ia[c] = dot1s(ia[c], _mm256_abs_epi8(lo[HH]), lo[HH], bcast32(x + 32 * TT + 4 * v));
@@ -154,17 +167,7 @@ INLINE void k32(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, 
             FOR_C s16[c] = _mm256_setzero_si256();
             UNROLL for (int v = 0; v < 4; v++) {
                 __m256i lo[2], hi[2];
-                FOR_H {
-                    const __m256i n = ld(wh + 64 * v + 32 * hh);
-                    lo[hh] = _mm256_and_si256(n, m4), hi[hh] = _mm256_and_si256(_mm256_srli_epi16(n, 4), m4);
-                    if (Q5) {
-                        uint32_t b0, b1;
-                        memcpy(&b0, w + 256 + 8 * v + 4 * (h0 + hh), 4);
-                        memcpy(&b1, w + 256 + 8 * (v + 4) + 4 * (h0 + hh), 4);
-                        lo[hh] = _mm256_add_epi8(lo[hh], mask_bytes16(b0));
-                        hi[hh] = _mm256_add_epi8(hi[hh], mask_bytes16(b1));
-                    }
-                }
+                FOR_H unpack_nibbles(wh + 64 * v + 32 * hh, Q5 ? w + 256 + 8 * v : NULL, h0 + hh, &lo[hh], &hi[hh]);
                 FOR_C s16[c] = madd2(s16[c], lo[HH], bcast32(x + 32 * TT + 4 * v), hi[HH], bcast32(x + 32 * TT + 16 + 4 * v));
                 if (Q5 && v % 2 == 1) FOR_C s16[c] = widen16(&ia[c], s16[c]);
             }
@@ -186,7 +189,6 @@ INLINE void k4k(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, 
                 float (*io)[QPACK_TOK][8], const int NH, const int NT) {
     const bool Q5 = F == QPACK_Q5_K, XS = F == QPACK_IQ4_XS;
     const size_t UB = Q5 ? 2880 : XS ? 2208 : 2368, SO = Q5 ? 2560 : 2048, DO = Q5 ? 2816 : XS ? 2176 : 2304;
-    const __m256i m4 = _mm256_set1_epi8(15);
     const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl)); /* signed */
     __m256 acc[4];
     FOR_C acc[c] = k0 ? _mm256_loadu_ps(io[h0 + HH][t0 + TT]) : _mm256_setzero_ps();
@@ -203,15 +205,7 @@ INLINE void k4k(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, 
             UNROLL for (int v = 0; v < 4; v++) {
                 __m256i lo[2], hi[2];
                 FOR_H {
-                    const __m256i n = ld(q + 64 * v + 32 * hh);
-                    lo[hh] = _mm256_and_si256(n, m4), hi[hh] = _mm256_and_si256(_mm256_srli_epi16(n, 4), m4);
-                    if (Q5) {
-                        uint32_t b0, b1;
-                        memcpy(&b0, w + 2048 + 64 * s + 8 * v + 4 * (h0 + hh), 4);
-                        memcpy(&b1, w + 2048 + 64 * s + 8 * (v + 4) + 4 * (h0 + hh), 4);
-                        lo[hh] = _mm256_add_epi8(lo[hh], mask_bytes16(b0));
-                        hi[hh] = _mm256_add_epi8(hi[hh], mask_bytes16(b1));
-                    }
+                    unpack_nibbles(q + 64 * v + 32 * hh, Q5 ? w + 2048 + 64 * s + 8 * v : NULL, h0 + hh, &lo[hh], &hi[hh]);
                     if (XS) lo[hh] = _mm256_shuffle_epi8(kv, lo[hh]), hi[hh] = _mm256_shuffle_epi8(kv, hi[hh]);
                 }
                 if (XS) {
