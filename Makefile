@@ -15,6 +15,18 @@
 
 CC      ?= cc
 OPT     ?= -O2 -g
+# CUDA=1 adds the GPU backend (src/cuda, needs nvcc and the CUDA toolkit) and builds in
+# build/cuda unless BUILD says otherwise; without it, asking for the GPU is a clear error.
+# CUDA_EMU=1 compiles the same backend with the host C++ compiler and runs its kernels on
+# the CPU (src/cuda/ck_emu.h), in build/cuda-emu: how the tests run it without a GPU.
+CUDA    ?= 0
+CUDA_EMU ?= 0
+ifeq ($(CUDA),1)
+BUILD   ?= build/cuda
+endif
+ifeq ($(CUDA_EMU),1)
+BUILD   ?= build/cuda-emu
+endif
 BUILD   ?= build
 WERROR  ?= 0
 
@@ -46,6 +58,31 @@ LIB_SRCS := $(filter-out %_avx2.c %_avx512.c %_amx.c,$(ALL_SRCS))
 else
 LIB_SRCS := $(filter-out %_avx2.c %_avx512.c %_amx.c %_neon.c,$(ALL_SRCS))
 endif
+# ==== CUDA ====
+NVCC       ?= nvcc
+CUDA_HOME  ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC) 2>/dev/null)))
+# machine code for Ampere (sm_80) and Hopper (sm_90), PTX for later GPUs
+CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+              -gencode arch=compute_90,code=compute_90
+ifeq ($(CUDA),1)
+LIB_SRCS   := $(filter-out src/cuda/cuda_off.c,$(LIB_SRCS))
+CU_SRCS    := $(sort $(wildcard src/cuda/*.cu))
+CFLAGS_ALL += -isystem $(CUDA_HOME)/include
+LDLIBS_ALL += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+else ifeq ($(CUDA_EMU),1)
+LIB_SRCS   := $(filter-out src/cuda/cuda_off.c,$(LIB_SRCS))
+CU_SRCS    := $(sort $(wildcard src/cuda/*.cu)) tests/cuda/emu_runtime.cpp
+CFLAGS_ALL += -isystem $(CUDA_HOME)/include
+LDLIBS_ALL += -lstdc++
+else
+LIB_SRCS   := $(filter-out src/cuda/cuda_engine.c,$(LIB_SRCS))
+CU_SRCS    :=
+endif
+NVCC_FLAGS := -std=c++17 -O2 $(CUDA_ARCHS) -Xcompiler -fPIC,-fvisibility=hidden -Werror all-warnings
+CXX        ?= g++
+EMU_FLAGS  := -std=c++17 -O2 -g -fPIC -fvisibility=hidden -ffp-contract=off -fno-strict-aliasing -DEDDY_CUDA_EMU \
+              -isystem $(CUDA_HOME)/include -Wall -Wno-unused-variable -Wno-unused-function -Wno-unknown-pragmas
+
 CLI_SRCS  := $(sort $(wildcard cli/*.c))
 # `eddy serve` (cli/serve_*.c) links libmicrohttpd and jansson (Debian: libmicrohttpd-dev,
 # libjansson-dev); libeddy itself needs neither. SERVER=0 builds eddy without it: the
@@ -75,11 +112,11 @@ OBJCOPY ?= objcopy
 # ==== Release build ====
 
 OBJ      := $(BUILD)/obj
-LIB_OBJS := $(LIB_SRCS:%.c=$(OBJ)/%.o)
+LIB_OBJS := $(LIB_SRCS:%.c=$(OBJ)/%.o) $(patsubst %.cpp,$(OBJ)/%.o,$(CU_SRCS:%.cu=$(OBJ)/%.o))
 CLI_OBJS := $(CLI_SRCS:%.c=$(OBJ)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(OBJ)/%.o)
 
-.PHONY: all lib test unit-tests demo fuzz clean deps asan-tests fuzz-build cross-aarch64 install
+.PHONY: all lib test unit-tests demo fuzz clean deps asan-tests fuzz-build cross-aarch64 install cuda-tests cuda-build
 all: $(BUILD)/eddy $(BUILD)/libeddy.a $(BUILD)/libeddy.so
 
 lib: $(BUILD)/libeddy.a $(BUILD)/libeddy.so
@@ -89,6 +126,37 @@ $(CLI_OBJS): INCLUDES := -Iinclude $(CLI_DEFS)
 $(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(INCLUDES) $(call isa_flags,$<) -MMD -MP -c $< -o $@
+
+ifeq ($(CUDA_EMU),1)
+$(OBJ)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(CXX) -x c++ $(EMU_FLAGS) -Iinclude -Isrc -MMD -MP -c $< -o $@
+$(OBJ)/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_FLAGS) -Iinclude -Isrc -MMD -MP -c $< -o $@
+else
+$(OBJ)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -Iinclude -Isrc -MMD -MP -c $< -o $@
+endif
+
+# The CUDA kernel and model tests (tests/cuda/): built by `make CUDA=1 cuda-tests`, run
+# on a machine with an NVIDIA GPU (scripts/device_check.sh).
+CUDA_TEST_SRCS := $(sort $(wildcard tests/cuda/*.c))
+CUDA_TEST_OBJS := $(CUDA_TEST_SRCS:%.c=$(OBJ)/%.o) $(OBJ)/tests/test_main.o $(OBJ)/tests/test_seq.o
+$(CUDA_TEST_OBJS): INCLUDES += -Itests -isystem $(CUDA_HOME)/include
+$(BUILD)/eddy-cuda-tests: $(CUDA_TEST_OBJS) $(OBJ)/libeddy-internal.a
+	$(CC) -pthread $(LDFLAGS) -o $@ $(filter %.o,$^) $(OBJ)/libeddy-internal.a $(LDLIBS_ALL)
+
+cuda-tests: $(BUILD)/eddy-cuda-tests
+
+# `make test` compiles the CUDA backend whenever nvcc is there, and runs its tests on the
+# CPU emulator (build/cuda-emu; scripts/run-tests.sh runs them).
+cuda-build:
+	@if command -v $(NVCC) >/dev/null 2>&1; then \
+		$(MAKE) --no-print-directory CUDA=1 WERROR=1 BUILD=$(BUILD)/cuda all cuda-tests && \
+		$(MAKE) --no-print-directory CUDA_EMU=1 WERROR=1 BUILD=$(BUILD)/cuda-emu cuda-tests; \
+	else echo "nvcc not found: the CUDA backend is not compiled"; fi
 
 # libeddy.a holds one object: all library objects linked together (-r), then every
 # hidden symbol made local. Hidden visibility alone does not protect a static link: the
@@ -231,6 +299,7 @@ asan-tests: $(SAN)/eddy-tests $(SAN)/eddy
 test: deps
 	@$(MAKE) --no-print-directory WERROR=1 all $(BUILD)/eddy-tests asan-tests fuzz-build
 	@$(MAKE) --no-print-directory WERROR=1 cross-aarch64
+	@$(MAKE) --no-print-directory cuda-build
 	@scripts/run-tests.sh $(BUILD)
 
 demo:

@@ -22,8 +22,8 @@ static const struct {
     const char *flags; /* space-separated spellings */
     const char *hint;
 } llama_hints[] = {
-    {"-ngl --gpu-layers --n-gpu-layers -sm --split-mode -ts --tensor-split -mg --main-gpu -dev --device",
-     "eddy runs on the CPU; a CUDA backend is planned"},
+    {"-sm --split-mode -ts --tensor-split -mg --main-gpu -dev",
+     "eddy runs a model on the CPU or whole on one GPU: --device cuda (or -ngl N)"},
     {"-fa --flash-attn", "eddy has one attention implementation, nothing to switch"},
     {"-tb --threads-batch -C --cpu-mask -Cr --cpu-range --cpu-strict --prio --poll --numa",
      "eddy takes only -t, for prefill and decode alike"},

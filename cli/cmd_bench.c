@@ -318,8 +318,15 @@ int cmd_bench(int argc, char **argv) {
     long long ks[EDDY_BENCH_VERIFY_MAX];
     int n_npl = 0, n_k = 0, session_turn = 0, prompt_given = 0, gen_given = 0, reps_given = 0;
     const char *dir = NULL;
+    eddy_device device = EDDY_DEVICE_CPU;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        const int dv = cli_parse_device_flag(a, val, &device);
+        if (dv > 0) return 1;
+        if (dv == 0) {
+            i++, model_only = 1;
+            continue;
+        }
         if (!strcmp(a, "--kernels")) kernels = 1;
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
@@ -367,7 +374,7 @@ int cmd_bench(int argc, char **argv) {
     if (filter) return cli_error("bench: --filter applies to kernel benchmarks (--kernels), not -m");
     if (n_prompt == 0 && n_gen == 0) return cli_error("bench: nothing to run: -p and -n are both 0");
     eddy_bench_params p = {.n_prompt = n_prompt, .n_gen = n_gen, .n_threads = (int)threads, .n_reps = (int)reps,
-                           .seed = 42};
+                           .seed = 42, .device = device};
     if (session_turn && (n_npl || n_k)) return cli_error("bench: --session-turn, --npl and --verify are separate benchmarks");
     if (session_turn) {
         if (!prompt_given) p.n_prompt = 4000;

@@ -158,6 +158,13 @@ typedef enum {
     EDDY_KV_F32,
 } eddy_kv_type;
 
+/* Where an engine runs its forward steps and keeps its state. */
+typedef enum {
+    EDDY_DEVICE_CPU = 0,  /* the default */
+    EDDY_DEVICE_CUDA = 1, /* the first NVIDIA GPU: weights, state pool and KV cache in its memory
+                           * (a build with `make CUDA=1`; docs/cuda.md says what it runs) */
+} eddy_device;
+
 typedef struct {
     int64_t n_ctx;   /* positions the sequence can hold (0: the model's training context, at most 4096) */
     int n_threads;   /* 0: the CPUs this process may use (affinity, cgroup quota) */
@@ -168,6 +175,7 @@ typedef struct {
     const char *cache_dir;  /* its disk tier and that tier's budget (eddy_engine_params) */
     size_t cache_dir_bytes;
     bool mtp;           /* run the multi-token-prediction layer (eddy_engine_params) */
+    eddy_device device; /* where it runs (eddy_engine_params) */
 } eddy_ctx_params;
 
 eddy_status eddy_model_load(const char *path, eddy_model **out, eddy_error *err);
@@ -240,6 +248,10 @@ typedef struct {
      * EDDY_SPEC_MTP drafts: each position costs one more layer and keeps that layer's key,
      * value and last hidden state in the sequence's state (docs/speculative.md). */
     bool mtp;
+    /* Where the engine runs (0: the CPU). EDDY_DEVICE_CUDA fails with EDDY_ERR_UNSUPPORTED,
+     * naming the reason, in a build without CUDA, without a GPU, or for what the GPU
+     * backend does not run yet (docs/cuda.md). */
+    eddy_device device;
 } eddy_engine_params;
 
 eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, eddy_engine **out, eddy_error *err);
@@ -248,6 +260,8 @@ void eddy_engine_free(eddy_engine *e);
 const eddy_model *eddy_engine_model(const eddy_engine *e);
 int64_t eddy_engine_n_ctx(const eddy_engine *e);
 int eddy_engine_n_threads(const eddy_engine *e);
+/* "cpu", or "cuda: " and the GPU's name. */
+const char *eddy_engine_device_name(const eddy_engine *e);
 /* Bytes of one sequence's recurrent state and of its KV cache per position (all layers). */
 size_t eddy_engine_state_bytes(const eddy_engine *e);
 size_t eddy_engine_kv_bytes_per_pos(const eddy_engine *e);
@@ -431,6 +445,9 @@ typedef struct {
     /* NULL, or the model's vocabulary: control and end-of-generation tokens are then
      * left out of the random ids */
     const struct eddy_vocab *vocab;
+    /* where the model runs (eddy_engine_params); on the GPU, read_bw is the GPU memory's
+     * (a device-to-device copy, bytes read plus bytes written over its time) */
+    eddy_device device;
 } eddy_bench_params;
 
 typedef struct {

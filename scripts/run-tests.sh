@@ -11,6 +11,9 @@
 #       sanitizer binaries
 #   4b. library tests: exported symbols, a program with sockets linked against
 #       libeddy.a and libeddy.so, make install + pkg-config
+#   4c. the CUDA backend's tests on the CPU emulator (build/cuda-emu, made when nvcc is
+#       there): every kernel against its CPU oracle, whole models against transformers
+#       and the CPU engine, sequences, verify and rollback on the GPU path
 #   5. fuzz smoke: each fuzzer for FUZZ_SMOKE_SECONDS (default 20) from its seeds
 set -u
 B=${1:-build}
@@ -59,6 +62,11 @@ suite "CLI session tests, ASan+UBSan" env ASAN_OPTIONS=detect_leaks=1 tests/cli/
 suite "server tests" tests/server/run.sh "$B/eddy"
 suite "server tests, ASan+UBSan" tests/server/run.sh "$B/asan/eddy"
 suite "library tests" tests/lib/run.sh "$B"
+if [ -x "$B/cuda-emu/eddy-cuda-tests" ]; then
+  suite "CUDA backend tests, emulated on the CPU" "$B/cuda-emu/eddy-cuda-tests"
+else
+  echo "== CUDA backend tests: not built (no nvcc)"
+fi
 
 # Fuzz smoke: a clean exit after the time limit is a pass.
 for fz in "$B"/fuzz/fuzz_*; do

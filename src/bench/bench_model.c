@@ -20,6 +20,7 @@
 #include "base/alloc.h"
 #include "base/timer.h"
 #include "bench.h"
+#include "cuda/cuda.h"
 #include "model/engine.h"
 
 /* ==== Inputs ==== */
@@ -125,7 +126,8 @@ eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, ed
     const int reps = p->n_reps > 0 ? p->n_reps : 5;
     const int64_t n_vocab = m->hp.n_vocab;
 
-    eddy_ctx_params cp = {.n_ctx = p->n_prompt + p->n_gen, .n_threads = p->n_threads, .n_batch = 0};
+    eddy_ctx_params cp = {.n_ctx = p->n_prompt + p->n_gen, .n_threads = p->n_threads, .n_batch = 0,
+                          .device = p->device};
     eddy_ctx *c = NULL;
     eddy_status s = eddy_ctx_new(m, &cp, &c, err);
     if (s != EDDY_OK) return s;
@@ -164,7 +166,8 @@ eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, ed
 
     /* the peak resident set first: the bandwidth probe's buffer would dwarf it */
     r->peak_rss = peak_rss_bytes();
-    r->read_bw = bench_measure_read_bw(eddy_ctx_engine(c)->pool, r->n_threads);
+    r->read_bw = p->device == EDDY_DEVICE_CUDA ? cuda_copy_bandwidth()
+                                               : bench_measure_read_bw(eddy_ctx_engine(c)->pool, r->n_threads);
     if (r->read_bw <= 0) {
         s = eddy_error_set(err, EDDY_ERR_NOMEM, "bench: cannot allocate the 1 GiB buffer of the bandwidth probe");
         goto done;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "cuda/cuda.h"
 #include "model/linear.h"
 #include "ops/attention.h"
 #include "ssm/mamba2.h"
@@ -188,8 +189,8 @@ static bool alloc_buffers(engine *c) {
 
 /* ==== Engines ==== */
 
-static eddy_status new_state_pool(engine *c, int64_t n_states, int64_t n_cache_blocks, qtype type_k, qtype type_v,
-                                  eddy_error *err) {
+static eddy_status new_state_pool(engine *c, const state_mem *mem, int64_t n_states, int64_t n_cache_blocks,
+                                  qtype type_k, qtype type_v, eddy_error *err) {
     const model_hparams *hp = &c->m->hp;
     const int64_t n_layers = hp->n_layer + (c->mtp ? 1 : 0); /* the MTP layer's state after the others */
     state_layer_shape *shapes = eddy_calloc((size_t)(n_layers > 0 ? n_layers : 1), sizeof *shapes);
@@ -202,7 +203,7 @@ static eddy_status new_state_pool(engine *c, int64_t n_states, int64_t n_cache_b
     eddy_status s = n_blocks > INT32_MAX
                         ? eddy_error_set(err, EDDY_ERR_ARG, "%" PRId64 " states of %" PRId64 " positions are too many",
                                          n_states, c->n_ctx)
-                        : state_pool_new(&c->sp, shapes, n_layers, n_states, n_blocks, type_k, type_v, err);
+                        : state_pool_new_in(&c->sp, mem, shapes, n_layers, n_states, n_blocks, type_k, type_v, err);
     eddy_free(shapes);
     if (s == EDDY_OK && c->n_cache_max) { /* the prefix cache counts the blocks its entries hold */
         c->cache_block_refs = eddy_calloc((size_t)(n_blocks > 0 ? n_blocks : 1), sizeof *c->cache_block_refs);
@@ -220,6 +221,7 @@ void eddy_engine_free(eddy_engine *c) {
     cache_free(c);
     pool_destroy(c->pool);
     state_pool_free(c->sp);
+    cuda_backend_free(c->gpu);
     free_buffers(c);
     pthread_mutex_destroy(&c->lock);
     eddy_free(c);
@@ -252,6 +254,11 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
     if (p->mtp && !m->mtp)
         return eddy_error_set(err, EDDY_ERR_ARG, "the model has no multi-token-prediction layer (its file counts "
                               "no nextn_predict_layers or holds no blk.%" PRId64 ".nextn tensors)", hp->n_layer);
+    if (p->device != EDDY_DEVICE_CPU && p->device != EDDY_DEVICE_CUDA)
+        return eddy_error_set(err, EDDY_ERR_ARG, "device %d is not an eddy_device", (int)p->device);
+    if (p->device == EDDY_DEVICE_CUDA && (p->cache_bytes || p->cache_dir || p->mtp))
+        return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "the CUDA backend does not run %s yet",
+                              p->mtp ? "the multi-token-prediction layer" : "the prefix cache");
     int n_threads = p->n_threads > 0 ? p->n_threads : pool_default_threads();
     qtype type_k, type_v;
     if (!kv_qtype(p->type_k, &type_k))
@@ -286,9 +293,11 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
     const uint64_t cache_blocks = c->n_cache_max && block_bytes ? p->cache_bytes / block_bytes + 1 : 0;
     if (s == EDDY_OK && cache_blocks > INT32_MAX)
         s = eddy_error_set(err, EDDY_ERR_ARG, "a prefix cache of %zu bytes is too large", p->cache_bytes);
+    const state_mem *mem = NULL; /* host memory */
+    if (s == EDDY_OK && p->device == EDDY_DEVICE_CUDA) s = cuda_backend_new(c, &c->gpu, &mem, err);
     if (s == EDDY_OK)
-        s = new_state_pool(c, c->n_seq_max + c->n_snap_max + c->n_cache_max, (int64_t)cache_blocks, type_k, type_v,
-                           err);
+        s = new_state_pool(c, mem, c->n_seq_max + c->n_snap_max + c->n_cache_max, (int64_t)cache_blocks, type_k,
+                           type_v, err);
     if (s == EDDY_OK && !alloc_buffers(c))
         s = eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate work buffers for a batch of %" PRId64 " tokens",
                            n_batch);
@@ -303,6 +312,7 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
 const eddy_model *eddy_engine_model(const eddy_engine *c) { return c->m; }
 int64_t eddy_engine_n_ctx(const eddy_engine *c) { return c->n_ctx; }
 int eddy_engine_n_threads(const eddy_engine *c) { return pool_size(c->pool); }
+const char *eddy_engine_device_name(const eddy_engine *c) { return c->gpu ? cuda_backend_name(c->gpu) : "cpu"; }
 size_t eddy_engine_state_bytes(const eddy_engine *c) { return state_slot_bytes(c->sp); }
 size_t eddy_engine_kv_bytes_per_pos(const eddy_engine *c) { return state_block_bytes(c->sp) / STATE_KV_BLOCK; }
 

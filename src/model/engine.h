@@ -87,6 +87,7 @@ typedef struct {
 struct eddy_engine {
     const model *m;
     threadpool *pool;
+    struct cuda_backend *gpu; /* NULL: the CPU runs the steps (src/cuda/cuda.h) */
     state_pool *sp;
     pthread_mutex_t lock;
     int64_t n_ctx;        /* positions a sequence may hold */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "cuda/cuda.h"
 #include "model/engine.h"
 
 /* ==== Sequences ==== */
@@ -240,7 +241,8 @@ eddy_status eddy_seq_accept(eddy_seq *s, int64_t n_keep, eddy_error *err) {
          * on the sequence's slot */
         for (int64_t il = 0; il < c->m->hp.n_layer; il++) {
             const model_layer *l = &c->m->layers[il];
-            if (l->mixer == MIXER_GDN) block_gdn_accept(c, l, il, s, n_keep);
+            if (l->mixer == MIXER_GDN && c->gpu) cuda_gdn_accept(c, il, s, n_keep);
+            else if (l->mixer == MIXER_GDN) block_gdn_accept(c, l, il, s, n_keep);
             else if (l->mixer == MIXER_MAMBA2) block_mamba2_accept(c, l, il, s, n_keep);
             else EDDY_ASSERT(c->sp->shape[il].conv_floats == 0);
         }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "cuda/cuda.h"
 #include "model/engine.h"
 
 /* ==== Checks ==== */
@@ -168,7 +169,15 @@ eddy_status engine_run(engine *c, const eddy_token *tokens, eddy_seq *const *seq
             if (want ? want[i] != 0 : last) p->out[n_out++] = i - r0;
         }
         float *step_logits = logits ? logits + done_out * n_vocab : NULL;
-        forward(c, tokens + r0, p, step_logits, p->out, logits ? n_out : 0);
+        if (c->gpu) {
+            st = cuda_forward(c, tokens + r0, p, step_logits, p->out, logits ? n_out : 0, err);
+            if (st != EDDY_OK) {
+                for (int64_t i = r0; i < n; i++) seq_state_drop_kv(c->sp, &seqs[i]->st, seqs[i]->st.n_pos);
+                return st;
+            }
+        } else {
+            forward(c, tokens + r0, p, step_logits, p->out, logits ? n_out : 0);
+        }
         done_out += n_out;
         /* each sequence keeps the logits of its last token when they were computed */
         int64_t o = 0;

@@ -128,6 +128,8 @@ static void copy_kv(const engine *c, const seq_state *st, int64_t n_pos, int64_t
 static eddy_status serialize_state(engine *c, const seq_state *st, const float *logits, const sampler *smp,
                                    app_bytes app, uint8_t **out, size_t *len, eddy_error *err) {
     const state_pool *sp = c->sp;
+    if (!sp->mem->host) return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "session files are not yet written from "
+                                              "an engine on the GPU");
     const size_t smp_bytes = smp ? sampler_state_bytes(smp) : 0;
     section secs[4 + 4 * 1024];
     int64_t n = 0;
@@ -469,6 +471,8 @@ static eddy_status staged_check(engine *c, const eddy_seq *s, const char *what, 
 static eddy_status load_bytes(eddy_seq *s, sampler *smp, const char *what, const uint8_t *buf, size_t len,
                               void **app, size_t *app_len, eddy_error *err) {
     engine *c = s->e;
+    if (!c->sp->mem->host)
+        return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "session files are not yet loaded into an engine on the GPU");
     const size_t nl = (size_t)(c->sp->n_layer > 0 ? c->sp->n_layer : 1);
     parsed p = {0};
     p.conv = eddy_calloc(4 * nl, sizeof *p.conv);

@@ -31,13 +31,21 @@ static bool layer_bytes(const state_layer_shape *sh, int64_t n_slots, int64_t n_
            region_bytes(n_blocks * STATE_KV_BLOCK, sh->kv_v, state_elem_bytes(tv), &out[3]);
 }
 
+/* ==== Host memory ==== */
+
+static void *host_alloc(size_t bytes) { return eddy_malloc_aligned(bytes, 64); }
+static void host_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
+static void host_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+
+static const state_mem host_mem = {host_alloc, eddy_free_aligned, host_zero, host_copy, true};
+
 void state_pool_free(state_pool *p) {
     if (!p) return;
     for (int64_t il = 0; il < p->n_layer; il++) {
-        if (p->conv) eddy_free_aligned(p->conv[il]);
-        if (p->rec) eddy_free_aligned(p->rec[il]);
-        if (p->k) eddy_free_aligned(p->k[il]);
-        if (p->v) eddy_free_aligned(p->v[il]);
+        void *slabs[4] = {p->conv ? p->conv[il] : NULL, p->rec ? p->rec[il] : NULL, p->k ? p->k[il] : NULL,
+                          p->v ? p->v[il] : NULL};
+        for (int i = 0; i < 4; i++)
+            if (slabs[i]) p->mem->free(slabs[i]);
     }
     eddy_free(p->conv);
     eddy_free(p->rec);
@@ -51,6 +59,11 @@ void state_pool_free(state_pool *p) {
 
 eddy_status state_pool_new(state_pool **out, const state_layer_shape *shapes, int64_t n_layer, int64_t n_slots,
                            int64_t n_blocks, qtype type_k, qtype type_v, eddy_error *err) {
+    return state_pool_new_in(out, NULL, shapes, n_layer, n_slots, n_blocks, type_k, type_v, err);
+}
+
+eddy_status state_pool_new_in(state_pool **out, const state_mem *mem, const state_layer_shape *shapes, int64_t n_layer,
+                              int64_t n_slots, int64_t n_blocks, qtype type_k, qtype type_v, eddy_error *err) {
     *out = NULL;
     EDDY_ASSERT((type_k == QTYPE_F32 || type_k == QTYPE_F16) && (type_v == QTYPE_F32 || type_v == QTYPE_F16));
     EDDY_ASSERT(n_layer >= 0 && n_slots >= 1 && n_blocks >= 0 && n_blocks <= INT32_MAX);
@@ -71,6 +84,7 @@ eddy_status state_pool_new(state_pool **out, const state_layer_shape *shapes, in
     }
     state_pool *p = eddy_calloc(1, sizeof *p);
     if (!p) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+    p->mem = mem ? mem : &host_mem;
     p->n_layer = n_layer;
     p->type_k = type_k, p->type_v = type_v;
     p->n_slots = p->n_slots_free = n_slots;
@@ -91,7 +105,7 @@ eddy_status state_pool_new(state_pool **out, const state_layer_shape *shapes, in
         layer_bytes(&shapes[il], n_slots, n_blocks, type_k, type_v, b); /* checked above */
         void **dst[4] = {(void **)&p->conv[il], (void **)&p->rec[il], &p->k[il], &p->v[il]};
         for (int i = 0; i < 4 && ok; i++)
-            if (b[i]) ok = (*dst[i] = eddy_malloc_aligned(b[i], 64)) != NULL;
+            if (b[i]) ok = (*dst[i] = p->mem->alloc(b[i])) != NULL;
     }
     if (!ok) {
         state_pool_free(p);
@@ -125,8 +139,8 @@ int64_t state_slot_alloc(state_pool *p, bool zero) {
         p->slot_used[s] = 1;
         p->n_slots_free--;
         for (int64_t il = 0; zero && il < p->n_layer; il++) {
-            if (p->conv[il]) memset(state_conv(p, il, s), 0, (size_t)p->shape[il].conv_floats * sizeof(float));
-            if (p->rec[il]) memset(state_rec(p, il, s), 0, (size_t)p->shape[il].rec_floats * sizeof(float));
+            if (p->conv[il]) p->mem->zero(state_conv(p, il, s), (size_t)p->shape[il].conv_floats * sizeof(float));
+            if (p->rec[il]) p->mem->zero(state_rec(p, il, s), (size_t)p->shape[il].rec_floats * sizeof(float));
         }
         return s;
     }
@@ -142,9 +156,9 @@ void state_slot_free(state_pool *p, int64_t slot) {
 void state_slot_copy_layer(state_pool *p, int64_t il, int64_t dst, int64_t src) {
     if (dst == src) return;
     if (p->conv[il])
-        memcpy(state_conv(p, il, dst), state_conv(p, il, src), (size_t)p->shape[il].conv_floats * sizeof(float));
+        p->mem->copy(state_conv(p, il, dst), state_conv(p, il, src), (size_t)p->shape[il].conv_floats * sizeof(float));
     if (p->rec[il])
-        memcpy(state_rec(p, il, dst), state_rec(p, il, src), (size_t)p->shape[il].rec_floats * sizeof(float));
+        p->mem->copy(state_rec(p, il, dst), state_rec(p, il, src), (size_t)p->shape[il].rec_floats * sizeof(float));
 }
 
 void state_slot_copy(state_pool *p, int64_t dst, int64_t src) {
@@ -173,12 +187,12 @@ static void block_copy_rows(state_pool *p, int32_t dst, int32_t src, int64_t row
     for (int64_t il = 0; il < p->n_layer; il++) {
         if (p->k[il]) {
             const size_t row = (size_t)p->shape[il].kv_k * state_elem_bytes(p->type_k);
-            memcpy((char *)p->k[il] + (size_t)dst * STATE_KV_BLOCK * row,
+            p->mem->copy((char *)p->k[il] + (size_t)dst * STATE_KV_BLOCK * row,
                    (const char *)p->k[il] + (size_t)src * STATE_KV_BLOCK * row, (size_t)rows * row);
         }
         if (p->v[il]) {
             const size_t row = (size_t)p->shape[il].kv_v * state_elem_bytes(p->type_v);
-            memcpy((char *)p->v[il] + (size_t)dst * STATE_KV_BLOCK * row,
+            p->mem->copy((char *)p->v[il] + (size_t)dst * STATE_KV_BLOCK * row,
                    (const char *)p->v[il] + (size_t)src * STATE_KV_BLOCK * row, (size_t)rows * row);
         }
     }
@@ -254,8 +268,8 @@ void seq_state_copy(state_pool *p, seq_state *dst, const seq_state *src) {
 void seq_state_clear(state_pool *p, seq_state *s) {
     seq_state_drop_kv(p, s, 0);
     for (int64_t il = 0; il < p->n_layer; il++) {
-        if (p->conv[il]) memset(state_conv(p, il, s->slot), 0, (size_t)p->shape[il].conv_floats * sizeof(float));
-        if (p->rec[il]) memset(state_rec(p, il, s->slot), 0, (size_t)p->shape[il].rec_floats * sizeof(float));
+        if (p->conv[il]) p->mem->zero(state_conv(p, il, s->slot), (size_t)p->shape[il].conv_floats * sizeof(float));
+        if (p->rec[il]) p->mem->zero(state_rec(p, il, s->slot), (size_t)p->shape[il].rec_floats * sizeof(float));
     }
 }
 

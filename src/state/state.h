@@ -44,7 +44,18 @@ typedef struct {
     int64_t rec_floats;    /* recurrent matrix floats; 0 for a layer without recurrence */
 } state_layer_shape;
 
+/* Where a pool's slabs live: host memory (the default) or a device's (the CUDA
+ * backend). Everything the pool itself does to slab contents goes through these. */
 typedef struct {
+    void *(*alloc)(size_t bytes); /* NULL when it cannot */
+    void (*free)(void *p);
+    void (*zero)(void *p, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes);
+    bool host;                    /* the slabs are host memory: the CPU may read them */
+} state_mem;
+
+typedef struct {
+    const state_mem *mem;
     int64_t n_layer;
     state_layer_shape *shape; /* (n_layer) */
     qtype type_k, type_v;     /* QTYPE_F32 or QTYPE_F16 */
@@ -61,6 +72,9 @@ typedef struct {
  * reaches cost address space only. Fails with NOMEM naming the bytes. */
 eddy_status state_pool_new(state_pool **out, const state_layer_shape *shapes, int64_t n_layer, int64_t n_slots,
                            int64_t n_blocks, qtype type_k, qtype type_v, eddy_error *err);
+/* The same with slabs from mem (NULL: host memory). */
+eddy_status state_pool_new_in(state_pool **out, const state_mem *mem, const state_layer_shape *shapes, int64_t n_layer,
+                              int64_t n_slots, int64_t n_blocks, qtype type_k, qtype type_v, eddy_error *err);
 void state_pool_free(state_pool *p);
 
 /* Bytes of one recurrent slot (all layers) and one KV block (all layers). */

@@ -214,8 +214,12 @@ for c in inspect run batch chat serve tokenize detokenize chat-format perplexity
 done
 
 # ==== llama.cpp's spellings ====
-expect_err "unknown option with a llama.cpp hint" "unknown option '-ngl' for 'run' (a llama.cpp option: eddy runs on the CPU" \
-  run -m $R -p x -ngl 99
+expect_err "unknown option with a llama.cpp hint" "unknown option '-ts' for 'run' (a llama.cpp option: eddy runs a model" \
+  run -m $R -p x -ts 1,1
+expect_err "-ngl without CUDA" "this eddy was built without CUDA: rebuild with \`make CUDA=1\`" run -m $R -p x -ngl 99
+expect_err "--device cuda without CUDA" "built without CUDA" run -m $R -p x --device cuda
+expect_err "--device unknown" '--device: unknown device "tpu" (cpu or cuda)' run -m $R -p x --device tpu
+expect_err "bench --device without CUDA" "built without CUDA" bench -m $R -p 8 -n 0 -r 1 --device cuda
 expect_err "unknown option for chat" "unknown option '--foo' for 'chat'" chat -m $R --foo
 expect_err "unexpected argument" "unexpected argument 'hello' for 'run'" run -m $R hello
 expect_err "-ctk q8_0 stays refused" '-ctk: unsupported cache type "q8_0"' run -m $R -p x -ctk q8_0

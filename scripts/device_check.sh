@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# device_check.sh — the CUDA backend's check on a machine with an NVIDIA GPU, in one go:
+# build (make CUDA=1), the CUDA kernel and model tests against the CPU references and
+# transformers' logits, then timings on a 4B-parameter-shaped Qwen3.5 Q4_K_M generated
+# on the spot (scripts/gen_random_qwen35.py: numpy and the `gguf` package, no download).
+#
+#   scripts/device_check.sh [OUT_DIR]
+#
+# Logs go to OUT_DIR (default $OUT, else /tmp/eddy-device); the last lines printed are a
+# summary. Needs nvcc, python3 with numpy, and gguf importable (or its wheel in .whl/).
+# Stages are bounded by timeouts so the whole check stays within about 10 minutes.
+set -u
+cd "$(dirname "$0")/.."
+OUT_DIR=${1:-${OUT:-/tmp/eddy-device}}
+mkdir -p "$OUT_DIR"
+MODELS=${MODELS:-/tmp/eddy-models}
+mkdir -p "$MODELS"
+SUMMARY="$OUT_DIR/summary.txt"
+: >"$SUMMARY"
+note() { echo "$*" | tee -a "$SUMMARY"; }
+t0=$(date +%s)
+elapsed() { echo $(($(date +%s) - t0))s; }
+
+note "== device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
+note "== cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cores"
+
+# the model is generated while the build runs
+if ! python3 -c 'import gguf' 2>/dev/null && ls .whl/gguf-*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/gguf-*.whl >/dev/null 2>&1
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+M4B="$MODELS/qwen35-4b-Q4_K_M.gguf"
+( [ -s "$M4B" ] || timeout 300 python3 scripts/gen_random_qwen35.py --shape 4b --type Q4_K_M --out "$M4B" ) \
+  >"$OUT_DIR/gen.log" 2>&1 &
+GEN=$!
+
+# sm_90 only here: the CI build compiles sm_80 and sm_90
+if ! timeout 400 make -j"$(nproc)" CUDA=1 SERVER=0 WERROR=1 CUDA_ARCHS="-gencode arch=compute_90,code=sm_90" all cuda-tests \
+    >"$OUT_DIR/build.log" 2>&1; then
+  tail -30 "$OUT_DIR/build.log"
+  note "BUILD FAILED after $(elapsed) (build.log)"
+  exit 1
+fi
+note "== built in $(elapsed)"
+
+timeout 300 build/cuda/eddy-cuda-tests >"$OUT_DIR/tests.log" 2>&1
+rc=$?
+grep -E '^FAIL|check failed|passed, ' "$OUT_DIR/tests.log" | head -40
+note "== CUDA tests (rc $rc): $(tail -1 "$OUT_DIR/tests.log") at $(elapsed)"
+
+wait $GEN
+if [ ! -s "$M4B" ]; then
+  tail -5 "$OUT_DIR/gen.log"
+  note "MODEL GENERATION FAILED (gen.log)"
+  exit 1
+fi
+note "== model: $(basename "$M4B") $(du -h "$M4B" | cut -f1) at $(elapsed)"
+
+E=build/cuda/eddy
+timeout 240 $E bench -m "$M4B" --device cuda -p 2048 -n 128 -r 2 >"$OUT_DIR/bench.log" 2>&1
+note "$(cat "$OUT_DIR/bench.log" | tail -12)"
+note "== single-sequence bench at $(elapsed)"
+timeout 180 $E bench -m "$M4B" --device cuda --npl 1,8,32 -p 128 -n 32 -r 1 >"$OUT_DIR/batched.log" 2>&1
+note "$(tail -8 "$OUT_DIR/batched.log")"
+note "== done at $(elapsed)"

@@ -1,0 +1,146 @@
+/*
+ * ck.h — the CUDA kernels of eddy's GPU backend, as C functions that launch them.
+ *
+ * Owns: the kernels (ck_quant.cu, ck_ops.cu, ck_mixers.cu) and their contracts, each the
+ * GPU twin of a CPU op whose scalar _ref stays the oracle (tests/cuda/ compares them).
+ * Does not own: which kernels a forward step runs (cuda_engine.c), device memory
+ * (callers pass device pointers), or streams beyond the one each call names.
+ *
+ * Every pointer below is device memory unless it says host. Every launcher queues its
+ * kernels on `stream` (a cudaStream_t; NULL: the default stream) and returns at once;
+ * errors surface through ck_check. Layouts are the CPU ops': rows contiguous, strides
+ * in elements.
+ */
+#ifndef EDDY_CUDA_CK_H
+#define EDDY_CUDA_CK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The first CUDA error since the last call (launch or asynchronous), as a message, or
+ * NULL when there is none; `sync` waits for the device first. */
+const char *ck_check(int sync);
+
+/* ==== Weights (ck_quant.cu) ====
+ * W: n_out rows of n_in elements in GGUF type `type` (F32, F16, BF16, Q4_0, Q4_1,
+ * Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, IQ4_NL, IQ4_XS), rows row_bytes apart, as in the file. */
+
+/* True when the kernels read this type with rows of n_in elements. */
+int ck_type_supported(uint32_t type, int64_t n_in);
+
+/* The largest n_tok ck_gemv takes. */
+#define CK_GEMV_MAX_TOK 8
+
+/* y (n_tok, n_out) = x (n_tok, n_in) W^T for n_tok <= CK_GEMV_MAX_TOK: one warp per
+ * output row dequantizes 32-element units on the fly (decode, small batches). */
+void ck_gemv(uint32_t type, const void *W, size_t row_bytes, int64_t n_in, int64_t n_out, const float *x,
+             int64_t n_tok, float *y, void *stream);
+
+/* out (n_rows, n_in) f16 = W's rows [0, n_rows) dequantized. */
+void ck_dequant_f16(uint32_t type, const void *W, size_t row_bytes, int64_t n_in, int64_t n_rows, uint16_t *out,
+                    void *stream);
+
+/* x[t] (n_in floats) = scale * row tokens[t] of W (host: no; tokens is device), t < n. */
+void ck_embed(uint32_t type, const void *W, size_t row_bytes, int64_t n_in, const int32_t *tokens, int64_t n,
+              float scale, float *x, void *stream);
+
+/* out (n) f16 = x (n) f32, rounded to nearest even. */
+void ck_f32_to_f16(const float *x, uint16_t *out, int64_t n, void *stream);
+
+/* ==== Element-wise and row ops (ck_ops.cu) ==== */
+
+/* y[r] = rmsnorm(x[r]) * w (w NULL: no weight), r < n_rows, rows of n. y may equal x. */
+void ck_rmsnorm_rows(float *y, int64_t sy, const float *x, int64_t sx, const float *w, int64_t n, int64_t n_rows,
+                     float eps, void *stream);
+/* Rows out_rows[i] (device, i < n) of x, normed, into y (n, E). */
+void ck_rmsnorm_gather(float *y, const float *x, const int32_t *rows, const float *w, int64_t E, int64_t n, float eps,
+                       void *stream);
+/* x += scale * y over n floats. */
+void ck_add_scaled(float *x, const float *y, int64_t n, float scale, void *stream);
+/* x *= scale over n floats. */
+void ck_scale(float *x, int64_t n, float scale, void *stream);
+/* out = silu(gate) * up over n floats (out may alias either). */
+void ck_swiglu(float *out, const float *gate, const float *up, int64_t n, void *stream);
+/* a = relu(a)^2 over n floats. */
+void ck_relu2(float *a, int64_t n, void *stream);
+/* x *= sigmoid(gate) over n floats. */
+void ck_sigmoid_mul(float *x, const float *gate, int64_t n, void *stream);
+/* Qwen's gated q projection: qg (n, n_head, 2 hd) -> q (n, n_head, hd), gate (n, n_head, hd). */
+void ck_split_gate(const float *qg, float *q, float *gate, int64_t n, int64_t n_head, int64_t hd, void *stream);
+
+/* The decay gate of ssm.h (ssm_gate_ref), rows of n_heads. */
+void ck_ssm_gate(int64_t n_rows, int64_t n_heads, const float *alpha, int64_t alpha_stride, const float *b,
+                 int64_t b_stride, int64_t group, int64_t group_stride, const float *a, const float *dt_bias, float *g,
+                 float *beta, void *stream);
+
+/* Per-head gated RMSNorm of ssm.h (gated_rmsnorm_ref). out may equal y. */
+void ck_gated_rmsnorm(int64_t n_rows, int64_t n_heads, int64_t d, const float *y, int64_t y_stride, const float *z,
+                      int64_t z_stride, const float *w, float eps, float *out, int64_t out_stride, void *stream);
+
+/* ==== The mixers (ck_mixers.cu) ==== */
+
+/* A step's rows and their sequences. A run is one sequence's consecutive rows. */
+typedef struct {
+    int32_t row0, n;     /* rows [row0, row0 + n) */
+    int32_t slot_in;     /* recurrent slot the run starts from */
+    int32_t slot_out;    /* slot the state after its last row goes to; -1: none (a verify) */
+    int32_t bt;          /* offset of its block table in the step's block list */
+} ck_run;
+
+/* Rotary embedding (ops/rope.c, angles in double) of q (n, n_head, hd) and k (n, n_kv, hd)
+ * at each row's position, then k and v rows into the KV cache: row r's position p goes to
+ * block blocks[run.bt + p / 256], row p % 256 (the run of row r is row_run[r]).
+ * kc/vc: the layer's slabs, keys in f16 when bit 0 of kv_f16 is set (else f32), values when
+ * bit 1 is; n_kv hd / n_kv dv elements per row. */
+typedef struct {
+    const int32_t *row_pos, *row_run, *blocks;
+    const ck_run *runs;
+} ck_step;
+
+void ck_rope_store(const ck_step *s, int64_t n, float *q, float *k, const float *v, int64_t n_head, int64_t n_kv,
+                   int64_t hd, int64_t dv, int64_t n_rot, float rope_base, int neox, void *kc, void *vc, int kv_f16,
+                   void *stream);
+
+/* Causal GQA attention (ops_attention_ref) for each row at its position over its
+ * sequence's cached keys 0..pos: out (n, n_head, dv), q (n, n_head, hd). */
+void ck_attention(const ck_step *s, int64_t n, const float *q, float *out, const void *kc, const void *vc, int kv_f16,
+                  int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale, void *stream);
+
+/* Causal conv1d + SiLU (ssm.h conv1d_scan_ref) of every row: inputs before a run's first
+ * row come from its slot_in window in `state` (slots of (K-1, C) floats). x rows xs
+ * apart, y rows ys apart; w (K, C) tap-major; bias (C) or NULL. Then the first l2_ch
+ * channels of each y row are L2-normed per head of l2_dim (eps l2_eps). */
+void ck_conv1d(const ck_step *s, int64_t n, const float *x, int64_t xs, float *y, int64_t ys, const float *w,
+               const float *bias, int64_t C, int K, const float *state, int64_t l2_ch, int64_t l2_dim, float l2_eps,
+               void *stream);
+
+/* The conv window after row item_end[i] of the run containing it (whose first row is
+ * item_row0[i], whose old window is in slot item_src[i]) into slot item_dst[i], for
+ * i < n_items; all items read before any writes when src == dst. */
+void ck_conv_window(const int32_t *items, int64_t n_items, const float *x, int64_t xs, int64_t C, int K,
+                    float *state, void *stream);
+/* items: n_items groups of 4 int32 (end, row0, src, dst). */
+
+/* The gated delta rule (gdn.h gdn_scan_ref) over each run's rows, from slot slot_in of
+ * `state` ((n_v, d_k, d_v) per slot), the state after the last row written to slot_out
+ * (-1: not written). qkv rows (conv output) hold q (n_k, d_k) | k (n_k, d_k) | v (n_v, d_v)
+ * at stride qkv_s; g, beta (rows, n_v); o (rows, n_v, d_v). head_map as gdn.h. */
+void ck_gdn(const ck_run *runs, int64_t n_runs, const float *qkv, int64_t qkv_s, const float *g, const float *beta,
+            float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v, int head_map, float scale,
+            void *stream);
+
+/* A verify's rows kept for replay: items (n_items pairs of int32: row, slot). gather 0:
+ * row's conv output (C floats at qkv + row C), g and beta (n_v each) into the slot's
+ * recurrent matrix in `rec` (slots of rec_floats); gather 1: item i's slot back into row i. */
+void ck_gdn_keep(const int32_t *items, int64_t n_items, int gather, float *qkv, int64_t C, float *g, float *beta,
+                 int64_t n_v, float *rec, int64_t rec_floats, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

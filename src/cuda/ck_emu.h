@@ -1,0 +1,89 @@
+/*
+ * ck_emu.h — CUDA's device-side language as plain C++, so the kernel files run on the
+ * CPU (make CUDA_EMU=1; the runtime is tests/cuda/emu_runtime.cpp).
+ *
+ * A launch runs its blocks one after the other; the threads of a block are fibers
+ * (ucontext) that switch only at __syncthreads and warp shuffles: a barrier releases
+ * when every thread of the block that has not returned waits at it, a shuffle when every
+ * such thread of the warp does (each gets its partner's value, or its own when the
+ * partner has returned). __shared__ variables are static (one block at a time). A
+ * barrier nobody can pass aborts with a message: the emulator finds missing or
+ * divergent barriers, wrong indexing and wrong results; it cannot find a host pointer
+ * used as a device one (device memory is host memory here), and it says nothing about
+ * races between threads that real hardware interleaves, or about speed.
+ */
+#ifndef EDDY_CUDA_CK_EMU_H
+#define EDDY_CUDA_CK_EMU_H
+
+#include <cuda_fp16.h>         /* __half and its conversions have host versions */
+#include <cuda_runtime_api.h> /* cudaError_t, cudaStream_t, dim3, float4: host-side types */
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+
+
+/* the qualifiers the host headers map to attributes: nothing here, shared is static */
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __shared__
+#undef __constant__
+#undef __forceinline__
+#undef __launch_bounds__
+#define __global__
+#define __device__
+#define __host__
+#define __shared__ static
+#define __constant__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+
+inline float __uint_as_float(unsigned u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+/* single roundings: the emulator is compiled with -ffp-contract=off */
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+
+struct emu_idx {
+    unsigned x, y, z;
+};
+const emu_idx &emu_thread_idx();
+const emu_idx &emu_block_idx();
+const emu_idx &emu_block_dim();
+const emu_idx &emu_grid_dim();
+#define threadIdx (emu_thread_idx())
+#define blockIdx (emu_block_idx())
+#define blockDim (emu_block_dim())
+#define gridDim (emu_grid_dim())
+
+void __syncthreads();
+float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
+void *emu_dynamic_shared();
+#define CK_DYNAMIC_SHARED(type, name) type *name = (type *)emu_dynamic_shared()
+
+/* Runs body on every thread of every block of the grid (emu_runtime.cpp). */
+void emu_run(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()> &body);
+
+template <typename K> struct emu_launcher {
+    K kernel;
+    dim3 grid, block;
+    size_t shared_bytes;
+    template <typename... A> void operator()(A... args) const {
+        emu_run(grid, block, shared_bytes, [&] { kernel(args...); });
+    }
+};
+template <typename K> emu_launcher<K> emu_launch(dim3 grid, dim3 block, size_t shared_bytes, K kernel) {
+    return emu_launcher<K>{kernel, grid, block, shared_bytes};
+}
+#define CK_LAUNCH(grid, block, shm, stream, ...) \
+    ((void)(stream), emu_launch(dim3(grid), dim3(block), (size_t)(shm), __VA_ARGS__))
+
+#endif

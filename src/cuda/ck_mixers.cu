@@ -1,0 +1,316 @@
+/*
+ * ck_mixers.cu — the sequence-aware parts of a forward step on the GPU: rotary
+ * embeddings and the paged KV cache, causal attention, the causal conv1d and its
+ * windows, and the gated delta rule. Oracles: ops/rope.c, ops_attention_ref,
+ * conv1d_scan_ref, gdn_scan_ref.
+ *
+ * Every kernel takes the step's rows of many sequences at once: a row finds its
+ * position (row_pos) and its run (row_run: the sequence's rows, slot and block table).
+ */
+#include "cuda/ck_device.h"
+#include <math.h>
+#include <stdint.h>
+
+#include "cuda/ck.h"
+
+#define KV_BLOCK 256 /* positions per KV block: state.h STATE_KV_BLOCK */
+
+namespace {
+
+unsigned blocks_for(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
+
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+
+__device__ __forceinline__ float kv_load(const void *slab, int f16, int64_t i) {
+    return f16 ? __half2float(((const __half *)slab)[i]) : ((const float *)slab)[i];
+}
+
+/* ==== RoPE and the KV cache ==== */
+
+/* One block per row: rotate q's and k's heads, then store k and v at the row's position. */
+__global__ void rope_store_kernel(ck_step s, float *q, float *k, const float *v, int64_t n_head, int64_t n_kv,
+                                  int64_t hd, int64_t dv, int64_t n_rot, float rope_base, int neox, void *kc,
+                                  void *vc, int kv_f16) { /* bit 0: keys in f16, bit 1: values */
+    const int64_t r = blockIdx.x, pos = s.row_pos[r], half = n_rot / 2;
+    float *qr = q + r * n_head * hd, *kr = k + r * n_kv * hd;
+    for (int64_t i = threadIdx.x; i < (n_head + n_kv) * half; i += blockDim.x) {
+        const int64_t h = i / half, p = i % half;
+        float *x = h < n_head ? qr + h * hd : kr + (h - n_head) * hd;
+        /* as ops_rope_table: the angle in double, cos and sin rounded once */
+        const double angle = (double)pos * pow((double)rope_base, -2.0 * (double)p / (double)n_rot);
+        const float c = (float)cos(angle), sn = (float)sin(angle);
+        float *a = neox ? &x[p] : &x[2 * p], *b = neox ? &x[p + half] : &x[2 * p + 1];
+        const float x0 = *a, x1 = *b;
+        *a = x0 * c - x1 * sn;
+        *b = x0 * sn + x1 * c;
+    }
+    __syncthreads();
+    const ck_run run = s.runs[s.row_run[r]];
+    const int64_t block = s.blocks[run.bt + pos / KV_BLOCK], at = block * KV_BLOCK + pos % KV_BLOCK;
+    const int64_t K = n_kv * hd, V = n_kv * dv;
+    const float *vr = v + r * V;
+    for (int64_t i = threadIdx.x; i < K; i += blockDim.x) {
+        if (kv_f16 & 1) ((__half *)kc)[at * K + i] = __float2half_rn(kr[i]);
+        else ((float *)kc)[at * K + i] = kr[i];
+    }
+    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+        if (kv_f16 & 2) ((__half *)vc)[at * V + i] = __float2half_rn(vr[i]);
+        else ((float *)vc)[at * V + i] = vr[i];
+    }
+}
+
+/* ==== Attention ==== */
+
+#define ATT_THREADS 128
+#define ATT_MAX_DV 512
+
+/* One block per (row, head): keys in tiles of ATT_THREADS, one score per thread, an
+ * online softmax over the tiles; thread d accumulates output elements d, d + 128, ... */
+__global__ void __launch_bounds__(ATT_THREADS) attention_kernel(ck_step s, const float *q, float *out, const void *kc,
+                                                                 const void *vc, int kv_f16, int64_t n_head,
+                                                                 int64_t n_kv, int64_t hd, int64_t dv, float scale) {
+    __shared__ float qs[ATT_MAX_DV], p[ATT_THREADS], red[ATT_THREADS / 32];
+    const int64_t r = blockIdx.x / n_head, h = blockIdx.x % n_head, hk = h / (n_head / n_kv);
+    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    const int64_t pos = s.row_pos[r], K = n_kv * hd, V = n_kv * dv;
+    const ck_run run = s.runs[s.row_run[r]];
+    const int32_t *bt = s.blocks + run.bt;
+    for (int64_t i = tid; i < hd; i += ATT_THREADS) qs[i] = q[(r * n_head + h) * hd + i];
+    float acc[ATT_MAX_DV / ATT_THREADS];
+#pragma unroll
+    for (int i = 0; i < ATT_MAX_DV / ATT_THREADS; i++) acc[i] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    __syncthreads();
+    for (int64_t j0 = 0; j0 <= pos; j0 += ATT_THREADS) {
+        const int64_t j = j0 + tid;
+        float sc = -INFINITY;
+        if (j <= pos) {
+            const int64_t row = (int64_t)bt[j / KV_BLOCK] * KV_BLOCK + j % KV_BLOCK;
+            const int64_t base = row * K + hk * hd;
+            float d = 0.0f;
+            for (int64_t i = 0; i < hd; i++) d = fmaf(qs[i], kv_load(kc, kv_f16 & 1, base + i), d);
+            sc = d * scale;
+        }
+        /* tile max */
+        float mx = sc;
+        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        if (lane == 0) red[wid] = mx;
+        __syncthreads();
+        mx = red[0];
+        for (int w = 1; w < ATT_THREADS / 32; w++) mx = fmaxf(mx, red[w]);
+        const float m_new = fmaxf(m, mx);
+        const float pj = j <= pos ? expf(sc - m_new) : 0.0f;
+        p[tid] = pj;
+        __syncthreads(); /* red read by all before it is reused below */
+        float sum = pj;
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        if (lane == 0) red[wid] = sum;
+        __syncthreads();
+        float tile_sum = 0.0f;
+        for (int w = 0; w < ATT_THREADS / 32; w++) tile_sum += red[w];
+        const float corr = expf(m - m_new); /* 0 on the first tile (m = -inf) */
+        l = l * corr + tile_sum;
+        m = m_new;
+        const int64_t nj = pos - j0 + 1 < ATT_THREADS ? pos - j0 + 1 : ATT_THREADS;
+#pragma unroll
+        for (int a = 0; a < ATT_MAX_DV / ATT_THREADS; a++) {
+            const int64_t d = tid + a * ATT_THREADS;
+            if (d >= dv) break;
+            float o = acc[a] * corr;
+            for (int64_t jj = 0; jj < nj; jj++) {
+                const int64_t jx = j0 + jj;
+                const int64_t row = (int64_t)bt[jx / KV_BLOCK] * KV_BLOCK + jx % KV_BLOCK;
+                o = fmaf(p[jj], kv_load(vc, kv_f16 & 2, row * V + hk * dv + d), o);
+            }
+            acc[a] = o;
+        }
+        __syncthreads(); /* p and red are rewritten by the next tile */
+    }
+    float *o = out + (r * n_head + h) * dv;
+#pragma unroll
+    for (int a = 0; a < ATT_MAX_DV / ATT_THREADS; a++) {
+        const int64_t d = tid + a * ATT_THREADS;
+        if (d < dv) o[d] = acc[a] / l;
+    }
+}
+
+/* ==== Causal conv1d ==== */
+
+/* One thread per (row, channel). */
+__global__ void conv1d_kernel(ck_step s, int64_t n, const float *x, int64_t xs, float *y, int64_t ys, const float *w,
+                              const float *bias, int64_t C, int K, const float *state) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * C) return;
+    const int64_t r = i / C, c = i % C;
+    const ck_run run = s.runs[s.row_run[r]];
+    const float *win = state + (int64_t)run.slot_in * (K - 1) * C;
+    float acc = bias ? bias[c] : 0.0f;
+    for (int j = 0; j < K; j++) {
+        const int64_t tau = r - (K - 1) + j; /* a row index; before the run's first row: its window */
+        const float in = tau >= run.row0 ? x[tau * xs + c] : win[(K - 1 + (tau - run.row0)) * C + c];
+        acc += w[j * C + c] * in;
+    }
+    y[r * ys + c] = silu(acc);
+}
+
+/* One warp per (row, head) of the L2-normed channels. */
+__global__ void l2norm_kernel(float *y, int64_t ys, int64_t n, int64_t l2_ch, int64_t l2_dim, float eps) {
+    const int64_t heads = l2_ch / l2_dim;
+    const int64_t wi = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (wi >= n * heads) return;
+    float *v = y + (wi / heads) * ys + (wi % heads) * l2_dim;
+    float ss = 0.0f;
+    for (int64_t i = lane; i < l2_dim; i += 32) ss += v[i] * v[i];
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const float inv = 1.0f / sqrtf(ss + eps);
+    for (int64_t i = lane; i < l2_dim; i += 32) v[i] *= inv;
+}
+
+/* One thread per (item, channel): the K-1 inputs ending at row `end` into slot dst. */
+__global__ void conv_window_kernel(const int32_t *items, int64_t n_items, const float *x, int64_t xs, int64_t C, int K,
+                                   float *state) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_items * C) return;
+    const int32_t *it = items + 4 * (i / C);
+    const int64_t c = i % C, end = it[0], row0 = it[1];
+    const float *src = state + (int64_t)it[2] * (K - 1) * C;
+    float *dst = state + (int64_t)it[3] * (K - 1) * C;
+    float v[8];
+    for (int j = 0; j < K - 1; j++) {
+        const int64_t tau = end - (K - 2) + j;
+        v[j] = tau >= row0 ? x[tau * xs + c] : src[(K - 1 + (tau - row0)) * C + c];
+    }
+    for (int j = 0; j < K - 1; j++) dst[j * C + c] = v[j];
+}
+
+/* ==== Gated delta rule ==== */
+
+/* One block per (run, value head, column block of blockDim.x columns): the block's
+ * columns of S (d_k x cols) live in shared memory for the whole run; thread j owns
+ * column j (columns never mix: gdn.c). Per row:
+ *   S = exp(g) S;  u = beta (v - S^T k);  S += k u^T;  o = S^T (scale q) */
+__global__ void gdn_kernel(const ck_run *runs, const float *qkv, int64_t qkv_s, const float *g, const float *beta,
+                           float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v, int head_map,
+                           float scale) {
+    CK_DYNAMIC_SHARED(float, sm);
+    const int cols = blockDim.x;
+    float *S = sm;              /* (d_k, cols) */
+    float *kq = sm + d_k * cols; /* k (d_k) then scale q (d_k) */
+    const ck_run run = runs[blockIdx.x];
+    const int64_t h = blockIdx.y, kh = head_map == 0 ? h % n_k : h / (n_v / n_k);
+    const int64_t j = (int64_t)blockIdx.z * cols + threadIdx.x;
+    const bool live = j < d_v;
+    const int64_t slot_floats = n_v * d_k * d_v, key_dim = n_k * d_k;
+    const float *S_in = state + (int64_t)run.slot_in * slot_floats + h * d_k * d_v;
+    if (live)
+        for (int64_t i = 0; i < d_k; i++) S[i * cols + threadIdx.x] = S_in[i * d_v + j];
+    for (int32_t t = 0; t < run.n; t++) {
+        const int64_t row = run.row0 + t;
+        const float *qr = qkv + row * qkv_s + kh * d_k, *kr = qkv + row * qkv_s + key_dim + kh * d_k;
+        __syncthreads(); /* kq of the previous row read by all */
+        for (int64_t i = threadIdx.x; i < d_k; i += cols) {
+            kq[i] = kr[i];
+            kq[d_k + i] = scale * qr[i];
+        }
+        __syncthreads();
+        if (!live) continue;
+        const float decay = expf(g[row * n_v + h]), b = beta[row * n_v + h];
+        const float vj = qkv[row * qkv_s + 2 * key_dim + h * d_v + j];
+        float sk = 0.0f;
+        for (int64_t i = 0; i < d_k; i++) {
+            const float sv = S[i * cols + threadIdx.x] * decay;
+            S[i * cols + threadIdx.x] = sv;
+            sk = fmaf(sv, kq[i], sk);
+        }
+        const float u = b * (vj - sk);
+        float sq = 0.0f;
+        for (int64_t i = 0; i < d_k; i++) {
+            const float sv = fmaf(kq[i], u, S[i * cols + threadIdx.x]);
+            S[i * cols + threadIdx.x] = sv;
+            sq = fmaf(sv, kq[d_k + i], sq);
+        }
+        o[row * n_v * d_v + h * d_v + j] = sq;
+    }
+    if (live && run.slot_out >= 0) {
+        float *S_out = state + (int64_t)run.slot_out * slot_floats + h * d_k * d_v;
+        for (int64_t i = 0; i < d_k; i++) S_out[i * d_v + j] = S[i * cols + threadIdx.x];
+    }
+}
+
+} // namespace
+
+extern "C" void ck_rope_store(const ck_step *s, int64_t n, float *q, float *k, const float *v, int64_t n_head,
+                              int64_t n_kv, int64_t hd, int64_t dv, int64_t n_rot, float rope_base, int neox, void *kc,
+                              void *vc, int kv_f16, void *stream) {
+    if (n > 0)
+        CK_LAUNCH((unsigned)n, 128, 0, (cudaStream_t)stream, rope_store_kernel)(*s, q, k, v, n_head, n_kv, hd, dv, n_rot,
+                                                                         rope_base, neox, kc, vc, kv_f16);
+}
+
+extern "C" void ck_attention(const ck_step *s, int64_t n, const float *q, float *out, const void *kc, const void *vc,
+                             int kv_f16, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale,
+                             void *stream) {
+    if (n > 0)
+        CK_LAUNCH((unsigned)(n * n_head), ATT_THREADS, 0, (cudaStream_t)stream, attention_kernel)(*s, q, out, kc, vc, kv_f16,
+                                                                                          n_head, n_kv, hd, dv, scale);
+}
+
+extern "C" void ck_conv1d(const ck_step *s, int64_t n, const float *x, int64_t xs, float *y, int64_t ys,
+                          const float *w, const float *bias, int64_t C, int K, const float *state, int64_t l2_ch,
+                          int64_t l2_dim, float l2_eps, void *stream) {
+    if (n <= 0) return;
+    cudaStream_t st = (cudaStream_t)stream;
+    CK_LAUNCH(blocks_for(n * C, 256), 256, 0, st, conv1d_kernel)(*s, n, x, xs, y, ys, w, bias, C, K, state);
+    if (l2_ch > 0) CK_LAUNCH(blocks_for(n * (l2_ch / l2_dim) * 32, 256), 256, 0, st, l2norm_kernel)(y, ys, n, l2_ch, l2_dim,
+                                                                                          l2_eps);
+}
+
+extern "C" void ck_conv_window(const int32_t *items, int64_t n_items, const float *x, int64_t xs, int64_t C, int K,
+                               float *state, void *stream) {
+    if (n_items > 0)
+        CK_LAUNCH(blocks_for(n_items * C, 256), 256, 0, (cudaStream_t)stream, conv_window_kernel)(items, n_items, x, xs, C, K,
+                                                                                          state);
+}
+
+extern "C" void ck_gdn(const ck_run *runs, int64_t n_runs, const float *qkv, int64_t qkv_s, const float *g,
+                       const float *beta, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v,
+                       int head_map, float scale, void *stream) {
+    if (n_runs <= 0) return;
+    /* columns per block: the shared slice (d_k x cols) within 48 KiB */
+    int cols = d_v < 64 ? (int)d_v : 64;
+    while (cols > 32 && (size_t)(d_k * cols + 2 * d_k) * sizeof(float) > 48 * 1024) cols /= 2;
+    const dim3 grid((unsigned)n_runs, (unsigned)n_v, (unsigned)((d_v + cols - 1) / cols));
+    const size_t shm = (size_t)(d_k * cols + 2 * d_k) * sizeof(float);
+    CK_LAUNCH(grid, cols, shm, (cudaStream_t)stream, gdn_kernel)(runs, qkv, qkv_s, g, beta, o, state, n_k, n_v, d_k, d_v,
+                                                         head_map, scale);
+}
+
+/* ==== Verify rows kept for replay ==== */
+
+namespace {
+
+/* items: (row, slot) pairs. keep: the row's conv output (C), g (n_v), beta (n_v) into
+ * the slot's recurrent matrix (the layout block_gdn.c keeps); gather: back into row i. */
+__global__ void gdn_keep_kernel(const int32_t *items, int64_t n_items, int gather, float *qkv, int64_t C, float *g,
+                                float *beta, int64_t n_v, float *rec, int64_t rec_floats) {
+    const int64_t per = C + 2 * n_v;
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_items * per) return;
+    const int64_t it = i / per, e = i % per;
+    const int64_t row = gather ? it : items[2 * it];
+    float *keep = rec + (int64_t)items[2 * it + 1] * rec_floats;
+    float *at = e < C ? qkv + row * C + e : e < C + n_v ? g + row * n_v + (e - C) : beta + row * n_v + (e - C - n_v);
+    if (gather) *at = keep[e];
+    else keep[e] = *at;
+}
+
+} // namespace
+
+extern "C" void ck_gdn_keep(const int32_t *items, int64_t n_items, int gather, float *qkv, int64_t C, float *g,
+                            float *beta, int64_t n_v, float *rec, int64_t rec_floats, void *stream) {
+    const int64_t total = n_items * (C + 2 * n_v);
+    if (total > 0)
+        CK_LAUNCH(blocks_for(total, 256), 256, 0, (cudaStream_t)stream, gdn_keep_kernel)(items, n_items, gather, qkv, C, g,
+                                                                                 beta, n_v, rec, rec_floats);
+}

@@ -1,0 +1,161 @@
+/*
+ * ck_ops.cu — the row and element-wise ops of a forward step on the GPU: RMSNorm,
+ * residual adds, SwiGLU, the squared ReLU, gates, the Gated DeltaNet decay gate and
+ * the per-head gated RMSNorm (ops/norm.c, ssm/ssm_gate.c, ssm/gated_norm.c are the
+ * oracles). Row reductions take one block per row and sum in float.
+ */
+#include <stdint.h>
+
+#include "cuda/ck.h"
+#include "cuda/ck_device.h"
+
+namespace {
+
+unsigned blocks_for(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
+
+/* Sum of v over the block (blockDim.x a multiple of 32, at most 1024); every thread gets it. */
+__device__ float block_sum(float v) {
+    __shared__ float part[32];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    const int w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __syncthreads(); /* part may still be read by an earlier call */
+    if ((threadIdx.x & 31) == 0) part[w] = v;
+    __syncthreads();
+    float s = 0.0f;
+    for (int i = 0; i < nw; i++) s += part[i];
+    return s;
+}
+
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+__global__ void rmsnorm_kernel(float *y, int64_t sy, const float *x, int64_t sx, const float *w, int64_t n,
+                               const int32_t *rows, float eps) {
+    const int64_t r = blockIdx.x;
+    const float *xr = x + (rows ? rows[r] : r) * sx;
+    float *yr = y + r * sy;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
+    ss = block_sum(ss);
+    const float scale = rsqrtf(ss / (float)n + eps);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = w ? xr[i] * scale * w[i] : xr[i] * scale;
+}
+
+__global__ void add_scaled_kernel(float *x, const float *y, int64_t n, float scale) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = scale == 1.0f ? x[i] + y[i] : x[i] + scale * y[i];
+}
+
+__global__ void scale_kernel(float *x, int64_t n, float scale) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= scale;
+}
+
+__global__ void swiglu_kernel(float *out, const float *gate, const float *up, int64_t n) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = silu(gate[i]) * up[i];
+}
+
+__global__ void relu2_kernel(float *a, int64_t n) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        const float r = a[i] > 0.0f ? a[i] : 0.0f;
+        a[i] = r * r;
+    }
+}
+
+__global__ void sigmoid_mul_kernel(float *x, const float *gate, int64_t n) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= sigmoid(gate[i]);
+}
+
+__global__ void split_gate_kernel(const float *qg, float *q, float *gate, int64_t n, int64_t n_head, int64_t hd) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; /* over (row, head, element) */
+    if (i >= n * n_head * hd) return;
+    const int64_t e = i % hd, rh = i / hd; /* rh = row * n_head + head */
+    q[i] = qg[rh * 2 * hd + e];
+    gate[i] = qg[rh * 2 * hd + hd + e];
+}
+
+__global__ void ssm_gate_kernel(int64_t n_rows, int64_t n_heads, const float *alpha, int64_t alpha_stride,
+                                const float *b, int64_t b_stride, int64_t group, int64_t group_stride, const float *a,
+                                const float *dt_bias, float *g, float *beta) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_rows * n_heads) return;
+    const int64_t r = i / n_heads, h = i % n_heads, at = h / group * group_stride + h % group;
+    g[i] = a[h] * softplus(alpha[r * alpha_stride + at] + dt_bias[h]);
+    if (b && beta) beta[i] = sigmoid(b[r * b_stride + at]);
+}
+
+/* one block per (row, head) */
+__global__ void gated_rmsnorm_kernel(int64_t n_heads, int64_t d, const float *y, int64_t y_stride, const float *z,
+                                     int64_t z_stride, const float *w, float eps, float *out, int64_t out_stride) {
+    const int64_t r = blockIdx.x / n_heads, h = blockIdx.x % n_heads;
+    const float *yr = y + r * y_stride + h * d, *zr = z + r * z_stride + h * d;
+    float *o = out + r * out_stride + h * d;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss += yr[i] * yr[i];
+    ss = block_sum(ss);
+    const float scale = rsqrtf(ss / (float)d + eps);
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) o[i] = yr[i] * scale * w[i] * silu(zr[i]);
+}
+
+int row_threads(int64_t n) { return n >= 1024 ? 256 : n >= 256 ? 128 : 32; }
+
+} // namespace
+
+extern "C" void ck_rmsnorm_rows(float *y, int64_t sy, const float *x, int64_t sx, const float *w, int64_t n,
+                                int64_t n_rows, float eps, void *stream) {
+    if (n_rows > 0)
+        CK_LAUNCH((unsigned)n_rows, row_threads(n), 0, (cudaStream_t)stream, rmsnorm_kernel)(y, sy, x, sx, w, n, (const int32_t *)NULL, eps);
+}
+
+extern "C" void ck_rmsnorm_gather(float *y, const float *x, const int32_t *rows, const float *w, int64_t E, int64_t n,
+                                  float eps, void *stream) {
+    if (n > 0) CK_LAUNCH((unsigned)n, row_threads(E), 0, (cudaStream_t)stream, rmsnorm_kernel)(y, E, x, E, w, E, rows, eps);
+}
+
+extern "C" void ck_add_scaled(float *x, const float *y, int64_t n, float scale, void *stream) {
+    if (n > 0) CK_LAUNCH(blocks_for(n, 256), 256, 0, (cudaStream_t)stream, add_scaled_kernel)(x, y, n, scale);
+}
+
+extern "C" void ck_scale(float *x, int64_t n, float scale, void *stream) {
+    if (n > 0) CK_LAUNCH(blocks_for(n, 256), 256, 0, (cudaStream_t)stream, scale_kernel)(x, n, scale);
+}
+
+extern "C" void ck_swiglu(float *out, const float *gate, const float *up, int64_t n, void *stream) {
+    if (n > 0) CK_LAUNCH(blocks_for(n, 256), 256, 0, (cudaStream_t)stream, swiglu_kernel)(out, gate, up, n);
+}
+
+extern "C" void ck_relu2(float *a, int64_t n, void *stream) {
+    if (n > 0) CK_LAUNCH(blocks_for(n, 256), 256, 0, (cudaStream_t)stream, relu2_kernel)(a, n);
+}
+
+extern "C" void ck_sigmoid_mul(float *x, const float *gate, int64_t n, void *stream) {
+    if (n > 0) CK_LAUNCH(blocks_for(n, 256), 256, 0, (cudaStream_t)stream, sigmoid_mul_kernel)(x, gate, n);
+}
+
+extern "C" void ck_split_gate(const float *qg, float *q, float *gate, int64_t n, int64_t n_head, int64_t hd,
+                              void *stream) {
+    const int64_t total = n * n_head * hd;
+    if (total > 0)
+        CK_LAUNCH(blocks_for(total, 256), 256, 0, (cudaStream_t)stream, split_gate_kernel)(qg, q, gate, n, n_head, hd);
+}
+
+extern "C" void ck_ssm_gate(int64_t n_rows, int64_t n_heads, const float *alpha, int64_t alpha_stride, const float *b,
+                            int64_t b_stride, int64_t group, int64_t group_stride, const float *a,
+                            const float *dt_bias, float *g, float *beta, void *stream) {
+    const int64_t total = n_rows * n_heads;
+    if (total > 0)
+        CK_LAUNCH(blocks_for(total, 256), 256, 0, (cudaStream_t)stream, ssm_gate_kernel)(
+            n_rows, n_heads, alpha, alpha_stride, b, b_stride, group, group_stride, a, dt_bias, g, beta);
+}
+
+extern "C" void ck_gated_rmsnorm(int64_t n_rows, int64_t n_heads, int64_t d, const float *y, int64_t y_stride,
+                                 const float *z, int64_t z_stride, const float *w, float eps, float *out,
+                                 int64_t out_stride, void *stream) {
+    if (n_rows * n_heads > 0)
+        CK_LAUNCH((unsigned)(n_rows * n_heads), row_threads(d), 0, (cudaStream_t)stream, gated_rmsnorm_kernel)(
+            n_heads, d, y, y_stride, z, z_stride, w, eps, out, out_stride);
+}

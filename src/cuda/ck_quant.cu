@@ -1,0 +1,446 @@
+/*
+ * ck_quant.cu — quantized weights on the GPU: the 32-element unit decoders of every
+ * format, the matrix-vector kernel that dequantizes on the fly (decode and batches of
+ * up to CK_GEMV_MAX_TOK rows), dequantization to f16 for the tensor-core products,
+ * and embedding look-up.
+ *
+ * A unit is 32 consecutive elements of a row: one block of the 32-element formats, one
+ * sub-block of 32 of the 256-element K-quants (two of Q2_K/Q3_K/Q6_K's 16-element scale
+ * groups). Each decoder follows dequant_ref.c's arithmetic (the scale formed first,
+ * then applied), so a dequantized weight is the CPU's bit for bit; the dot products
+ * sum in another order than the CPU and agree within float rounding.
+ * Blocks are 2-byte aligned (every block size is even and rows start 32-byte aligned),
+ * so fields are read as 16-bit words.
+ */
+#include "cuda/ck_device.h"
+#include <stdint.h>
+
+#include "cuda/ck.h"
+
+namespace {
+
+/* GGML type ids (quant/qtypes.h) */
+enum {
+    T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7, T_Q8_0 = 8, T_Q2_K = 10, T_Q3_K = 11,
+    T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14, T_IQ4_NL = 20, T_IQ4_XS = 23, T_BF16 = 30
+};
+
+__constant__ int8_t kvalues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+__device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ uint16_t ld16(const uint8_t *p) { return *(const uint16_t *)p; }
+__device__ __forceinline__ uint32_t ld32(const uint8_t *p) { return (uint32_t)ld16(p) | (uint32_t)ld16(p + 2) << 16; }
+/* 16 bytes at a 2-byte aligned address, as four little-endian words */
+__device__ __forceinline__ void ld128(const uint8_t *p, uint32_t w[4]) {
+    for (int i = 0; i < 4; i++) w[i] = ld32(p + 4 * i);
+}
+__device__ __forceinline__ int byte_of(const uint32_t w[4], int i) { return (w[i >> 2] >> (8 * (i & 3))) & 255; }
+
+/* Elements per block and bytes per block */
+template <int T> struct fmt;
+template <> struct fmt<T_F32> { enum { QK = 1, BYTES = 4 }; };
+template <> struct fmt<T_F16> { enum { QK = 1, BYTES = 2 }; };
+template <> struct fmt<T_BF16> { enum { QK = 1, BYTES = 2 }; };
+template <> struct fmt<T_Q4_0> { enum { QK = 32, BYTES = 18 }; };
+template <> struct fmt<T_Q4_1> { enum { QK = 32, BYTES = 20 }; };
+template <> struct fmt<T_Q5_0> { enum { QK = 32, BYTES = 22 }; };
+template <> struct fmt<T_Q5_1> { enum { QK = 32, BYTES = 24 }; };
+template <> struct fmt<T_Q8_0> { enum { QK = 32, BYTES = 34 }; };
+template <> struct fmt<T_IQ4_NL> { enum { QK = 32, BYTES = 18 }; };
+template <> struct fmt<T_Q2_K> { enum { QK = 256, BYTES = 84 }; };
+template <> struct fmt<T_Q3_K> { enum { QK = 256, BYTES = 110 }; };
+template <> struct fmt<T_Q4_K> { enum { QK = 256, BYTES = 144 }; };
+template <> struct fmt<T_Q5_K> { enum { QK = 256, BYTES = 176 }; };
+template <> struct fmt<T_Q6_K> { enum { QK = 256, BYTES = 210 }; };
+template <> struct fmt<T_IQ4_XS> { enum { QK = 256, BYTES = 136 }; };
+
+/* Unit u of a row (elements [32u, 32u + 32)) into w; for the float types elements past
+ * n_in read as 0. */
+template <int T> __device__ __forceinline__ void unit(const uint8_t *row, int64_t u, int64_t n_in, float w[32]);
+
+template <> __device__ __forceinline__ void unit<T_F32>(const uint8_t *row, int64_t u, int64_t n_in, float w[32]) {
+    const float *r = (const float *)row + 32 * u;
+    const int64_t left = n_in - 32 * u;
+#pragma unroll
+    for (int i = 0; i < 32; i++) w[i] = i < left ? r[i] : 0.0f;
+}
+template <> __device__ __forceinline__ void unit<T_F16>(const uint8_t *row, int64_t u, int64_t n_in, float w[32]) {
+    const uint16_t *r = (const uint16_t *)row + 32 * u;
+    const int64_t left = n_in - 32 * u;
+#pragma unroll
+    for (int i = 0; i < 32; i++) w[i] = i < left ? h2f(r[i]) : 0.0f;
+}
+template <> __device__ __forceinline__ void unit<T_BF16>(const uint8_t *row, int64_t u, int64_t n_in, float w[32]) {
+    const uint16_t *r = (const uint16_t *)row + 32 * u;
+    const int64_t left = n_in - 32 * u;
+#pragma unroll
+    for (int i = 0; i < 32; i++) w[i] = i < left ? __uint_as_float((uint32_t)r[i] << 16) : 0.0f;
+}
+/* Q4_0 and IQ4_NL: an fp16 scale and 16 bytes of nibbles, low nibbles first; the level
+ * of nibble q is q - 8 or the IQ4 table's */
+template <bool NL> __device__ __forceinline__ void unit_nibbles(const uint8_t *row, int64_t u, float w[32]) {
+    const uint8_t *b = row + 18 * u;
+    const float d = h2f(ld16(b));
+    uint32_t q[4];
+    ld128(b + 2, q);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const int x = byte_of(q, j);
+        w[j] = d * (float)(NL ? kvalues[x & 15] : (x & 15) - 8);
+        w[j + 16] = d * (float)(NL ? kvalues[x >> 4] : (x >> 4) - 8);
+    }
+}
+template <> __device__ __forceinline__ void unit<T_Q4_0>(const uint8_t *row, int64_t u, int64_t, float w[32]) {
+    unit_nibbles<false>(row, u, w);
+}
+template <> __device__ __forceinline__ void unit<T_IQ4_NL>(const uint8_t *row, int64_t u, int64_t, float w[32]) {
+    unit_nibbles<true>(row, u, w);
+}
+template <> __device__ __forceinline__ void unit<T_Q4_1>(const uint8_t *row, int64_t u, int64_t, float w[32]) {
+    const uint8_t *b = row + 20 * u;
+    const float d = h2f(ld16(b)), m = h2f(ld16(b + 2));
+    uint32_t q[4];
+    ld128(b + 4, q);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const int x = byte_of(q, j);
+        w[j] = __fadd_rn(__fmul_rn(d, (float)(x & 15)), m);
+        w[j + 16] = __fadd_rn(__fmul_rn(d, (float)(x >> 4)), m);
+    }
+}
+template <> __device__ __forceinline__ void unit<T_Q5_0>(const uint8_t *row, int64_t u, int64_t, float w[32]) {
+    const uint8_t *b = row + 22 * u;
+    const float d = h2f(ld16(b));
+    const uint32_t qh = ld32(b + 2);
+    uint32_t q[4];
+    ld128(b + 6, q);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const int x = byte_of(q, j);
+        const int q0 = (x & 15) | (int)(((qh >> j) & 1) << 4), q1 = (x >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
+        w[j] = d * (float)(q0 - 16);
+        w[j + 16] = d * (float)(q1 - 16);
+    }
+}
+template <> __device__ __forceinline__ void unit<T_Q5_1>(const uint8_t *row, int64_t u, int64_t, float w[32]) {
+    const uint8_t *b = row + 24 * u;
+    const float d = h2f(ld16(b)), m = h2f(ld16(b + 2));
+    const uint32_t qh = ld32(b + 4);
+    uint32_t q[4];
+    ld128(b + 8, q);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const int x = byte_of(q, j);
+        const int q0 = (x & 15) | (int)(((qh >> j) & 1) << 4), q1 = (x >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
+        w[j] = __fadd_rn(__fmul_rn(d, (float)q0), m);
+        w[j + 16] = __fadd_rn(__fmul_rn(d, (float)q1), m);
+    }
+}
+template <> __device__ __forceinline__ void unit<T_Q8_0>(const uint8_t *row, int64_t u, int64_t, float w[32]) {
+    const uint8_t *b = row + 34 * u;
+    const float d = h2f(ld16(b));
+#pragma unroll
+    for (int i = 0; i < 32; i += 2) {
+        const uint16_t p = ld16(b + 2 + i);
+        w[i] = (float)(int8_t)(p & 255) * d;
+        w[i + 1] = (float)(int8_t)(p >> 8) * d;
+    }
+}
+template <> __device__ __forceinline__ void unit<T_Q2_K>(const uint8_t *row, int64_t u, int64_t, float w[32]) {
+    const uint8_t *b = row + 84 * (u >> 3);
+    const int sub = (int)(u & 7), h = sub >> 2, s = sub & 3;
+    const float d = h2f(ld16(b + 80)), dmin = h2f(ld16(b + 82));
+    uint32_t q[8];
+    ld128(b + 16 + 32 * h, q);
+    ld128(b + 16 + 32 * h + 16, q + 4);
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int sc = b[2 * sub + half];
+        const float dl = __fmul_rn(d, (float)(sc & 15)), ml = __fmul_rn(dmin, (float)(sc >> 4));
+#pragma unroll
+        for (int l = 16 * half; l < 16 * half + 16; l++) {
+            const int x = (int)((q[l >> 2] >> (8 * (l & 3))) & 255);
+            w[l] = __fsub_rn(__fmul_rn(dl, (float)((x >> (2 * s)) & 3)), ml);
+        }
+    }
+}
+template <> __device__ __forceinline__ void unit<T_Q3_K>(const uint8_t *row, int64_t u, int64_t, float w[32]) {
+    const uint8_t *b = row + 110 * (u >> 3);
+    const int sub = (int)(u & 7), h = sub >> 2, s = sub & 3;
+    const float d = h2f(ld16(b + 108));
+    const uint8_t *sc = b + 96;
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int j = 2 * sub + half;
+        const int lo = (j < 8 ? sc[j] : sc[j - 8] >> 4) & 15, hi = (sc[8 + j % 4] >> (2 * (j / 4))) & 3;
+        const float dl = __fmul_rn(d, (float)((lo | hi << 4) - 32));
+#pragma unroll
+        for (int l = 16 * half; l < 16 * half + 16; l++) {
+            const int q = ((b[32 + 32 * h + l] >> (2 * s)) & 3) - (((b[l] >> sub) & 1) ? 0 : 4);
+            w[l] = __fmul_rn(dl, (float)q);
+        }
+    }
+}
+__device__ __forceinline__ void scale_min_k4(const uint8_t *s, int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+template <> __device__ __forceinline__ void unit<T_Q4_K>(const uint8_t *row, int64_t u, int64_t, float w[32]) {
+    const uint8_t *b = row + 144 * (u >> 3);
+    const int j = (int)(u & 7);
+    const float d = h2f(ld16(b)), dmin = h2f(ld16(b + 2));
+    int sc, m;
+    scale_min_k4(b + 4, j, &sc, &m);
+    const float dl = __fmul_rn(d, (float)sc), ml = __fmul_rn(dmin, (float)m);
+    uint32_t q[8];
+    ld128(b + 16 + 32 * (j / 2), q);
+    ld128(b + 16 + 32 * (j / 2) + 16, q + 4);
+    const int shift = 4 * (j % 2);
+#pragma unroll
+    for (int l = 0; l < 32; l++) {
+        const int x = (int)((q[l >> 2] >> (8 * (l & 3))) & 255);
+        w[l] = __fsub_rn(__fmul_rn(dl, (float)((x >> shift) & 15)), ml);
+    }
+}
+template <> __device__ __forceinline__ void unit<T_Q5_K>(const uint8_t *row, int64_t u, int64_t, float w[32]) {
+    const uint8_t *b = row + 176 * (u >> 3);
+    const int j = (int)(u & 7);
+    const float d = h2f(ld16(b)), dmin = h2f(ld16(b + 2));
+    int sc, m;
+    scale_min_k4(b + 4, j, &sc, &m);
+    const float dl = __fmul_rn(d, (float)sc), ml = __fmul_rn(dmin, (float)m);
+    uint32_t q[8], qh[8];
+    ld128(b + 48 + 32 * (j / 2), q);
+    ld128(b + 48 + 32 * (j / 2) + 16, q + 4);
+    ld128(b + 16, qh);
+    ld128(b + 32, qh + 4);
+    const int shift = 4 * (j % 2);
+#pragma unroll
+    for (int l = 0; l < 32; l++) {
+        const int x = (int)((q[l >> 2] >> (8 * (l & 3))) & 255), hb = (int)((qh[l >> 2] >> (8 * (l & 3))) & 255);
+        const int v = ((x >> shift) & 15) | (((hb >> j) & 1) << 4);
+        w[l] = __fsub_rn(__fmul_rn(dl, (float)v), ml);
+    }
+}
+template <> __device__ __forceinline__ void unit<T_Q6_K>(const uint8_t *row, int64_t u, int64_t, float w[32]) {
+    const uint8_t *b = row + 210 * (u >> 3);
+    const int sub = (int)(u & 7), h = sub >> 2, r0 = 32 * (sub & 3);
+    const float d = h2f(ld16(b + 208));
+    /* elements r0 + l of half h: low nibble from ql[64h + (r % 64)] >> 4 (r / 64), high bits
+     * from qh[32h + r % 32] >> 2 (r / 32) */
+    uint32_t ql[8], qh[8];
+    ld128(b + 64 * h + (r0 % 64), ql);
+    ld128(b + 64 * h + (r0 % 64) + 16, ql + 4);
+    ld128(b + 128 + 32 * h, qh);
+    ld128(b + 128 + 32 * h + 16, qh + 4);
+    const int lshift = 4 * (r0 / 64), hshift = 2 * (r0 / 32);
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const float dl = __fmul_rn(d, (float)(int8_t)b[192 + 2 * sub + half]);
+#pragma unroll
+        for (int l = 16 * half; l < 16 * half + 16; l++) {
+            const int lo = (int)((ql[l >> 2] >> (8 * (l & 3) + lshift)) & 15);
+            const int hi = (int)((qh[l >> 2] >> (8 * (l & 3) + hshift)) & 3);
+            w[l] = __fmul_rn(dl, (float)((lo | hi << 4) - 32));
+        }
+    }
+}
+template <> __device__ __forceinline__ void unit<T_IQ4_XS>(const uint8_t *row, int64_t u, int64_t, float w[32]) {
+    const uint8_t *b = row + 136 * (u >> 3);
+    const int j = (int)(u & 7);
+    const float d = h2f(ld16(b));
+    const int scales_h = ld16(b + 2);
+    const int ls = ((b[4 + j / 2] >> (4 * (j % 2))) & 15) | (((scales_h >> (2 * j)) & 3) << 4);
+    const float dl = __fmul_rn(d, (float)(ls - 32));
+    uint32_t q[4];
+    ld128(b + 8 + 16 * j, q);
+#pragma unroll
+    for (int l = 0; l < 16; l++) {
+        const int x = byte_of(q, l);
+        w[l] = __fmul_rn(dl, (float)kvalues[x & 15]);
+        w[l + 16] = __fmul_rn(dl, (float)kvalues[x >> 4]);
+    }
+}
+
+/* ==== y = x W^T, one warp per output row ==== */
+
+#define GEMV_WARPS 8
+
+template <int T, int NT>
+__global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_kernel(const uint8_t *W, size_t row_bytes, int64_t n_in,
+                                                               int64_t n_out, const float *x, float *y) {
+    const int lane = threadIdx.x & 31;
+    const int64_t r = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+    if (r >= n_out) return;
+    const uint8_t *row = W + (size_t)r * row_bytes;
+    const int64_t n_units = (n_in + 31) / 32;
+    const bool vec4 = n_in % 4 == 0;
+    float acc[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+    for (int64_t u = lane; u < n_units; u += 32) {
+        float w[32];
+        unit<T>(row, u, n_in, w);
+        const int64_t e0 = 32 * u, left = n_in - e0;
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            const float *xr = x + (size_t)t * n_in + e0;
+            float s = 0.0f;
+            if (vec4 && left >= 32) {
+#pragma unroll
+                for (int i = 0; i < 32; i += 4) {
+                    const float4 v = *(const float4 *)(xr + i);
+                    s = fmaf(w[i], v.x, s);
+                    s = fmaf(w[i + 1], v.y, s);
+                    s = fmaf(w[i + 2], v.z, s);
+                    s = fmaf(w[i + 3], v.w, s);
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < 32; i++)
+                    if (i < left) s = fmaf(w[i], xr[i], s);
+            }
+            acc[t] += s;
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        float s = acc[t];
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0) y[(size_t)t * n_out + r] = s;
+    }
+}
+
+template <int T>
+void gemv_t(const void *W, size_t row_bytes, int64_t n_in, int64_t n_out, const float *x, int64_t n_tok, float *y,
+            cudaStream_t st) {
+    const dim3 grid((unsigned)((n_out + GEMV_WARPS - 1) / GEMV_WARPS)), block(32 * GEMV_WARPS);
+    const uint8_t *w = (const uint8_t *)W;
+    switch (n_tok) {
+    case 1: CK_LAUNCH(grid, block, 0, st, gemv_kernel<T, 1>)(w, row_bytes, n_in, n_out, x, y); break;
+    case 2: CK_LAUNCH(grid, block, 0, st, gemv_kernel<T, 2>)(w, row_bytes, n_in, n_out, x, y); break;
+    case 3: CK_LAUNCH(grid, block, 0, st, gemv_kernel<T, 3>)(w, row_bytes, n_in, n_out, x, y); break;
+    case 4: CK_LAUNCH(grid, block, 0, st, gemv_kernel<T, 4>)(w, row_bytes, n_in, n_out, x, y); break;
+    case 5: CK_LAUNCH(grid, block, 0, st, gemv_kernel<T, 5>)(w, row_bytes, n_in, n_out, x, y); break;
+    case 6: CK_LAUNCH(grid, block, 0, st, gemv_kernel<T, 6>)(w, row_bytes, n_in, n_out, x, y); break;
+    case 7: CK_LAUNCH(grid, block, 0, st, gemv_kernel<T, 7>)(w, row_bytes, n_in, n_out, x, y); break;
+    default: CK_LAUNCH(grid, block, 0, st, gemv_kernel<T, 8>)(w, row_bytes, n_in, n_out, x, y); break;
+    }
+}
+
+/* ==== Dequantization and look-up: one thread per unit ==== */
+
+template <int T>
+__global__ void dequant_kernel(const uint8_t *W, size_t row_bytes, int64_t n_in, int64_t n_rows, __half *out) {
+    const int64_t n_units = (n_in + 31) / 32;
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_units * n_rows) return;
+    const int64_t r = i / n_units, u = i % n_units;
+    float w[32];
+    unit<T>(W + (size_t)r * row_bytes, u, n_in, w);
+    __half *o = out + r * n_in + 32 * u;
+    const int64_t left = n_in - 32 * u;
+#pragma unroll
+    for (int k = 0; k < 32; k++)
+        if (k < left) o[k] = __float2half_rn(w[k]);
+}
+
+template <int T>
+__global__ void embed_kernel(const uint8_t *W, size_t row_bytes, int64_t n_in, const int32_t *tokens, int64_t n,
+                             float scale, float *x) {
+    const int64_t n_units = (n_in + 31) / 32;
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_units * n) return;
+    const int64_t t = i / n_units, u = i % n_units;
+    float w[32];
+    unit<T>(W + (size_t)tokens[t] * row_bytes, u, n_in, w);
+    float *o = x + t * n_in + 32 * u;
+    const int64_t left = n_in - 32 * u;
+#pragma unroll
+    for (int k = 0; k < 32; k++)
+        if (k < left) o[k] = scale == 1.0f ? w[k] : w[k] * scale;
+}
+
+__global__ void f32_to_f16_kernel(const float *x, __half *out, int64_t n) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __float2half_rn(x[i]);
+}
+
+unsigned blocks_for(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
+
+} // namespace
+
+/* Calls F<T>::run(args...) for the weight type at run time. */
+#define CK_DISPATCH(type, CALL)                                                                                      \
+    switch (type) {                                                                                                  \
+    case T_F32: CALL(T_F32); break;                                                                                  \
+    case T_F16: CALL(T_F16); break;                                                                                  \
+    case T_BF16: CALL(T_BF16); break;                                                                                \
+    case T_Q4_0: CALL(T_Q4_0); break;                                                                                \
+    case T_Q4_1: CALL(T_Q4_1); break;                                                                                \
+    case T_Q5_0: CALL(T_Q5_0); break;                                                                                \
+    case T_Q5_1: CALL(T_Q5_1); break;                                                                                \
+    case T_Q8_0: CALL(T_Q8_0); break;                                                                                \
+    case T_IQ4_NL: CALL(T_IQ4_NL); break;                                                                            \
+    case T_Q2_K: CALL(T_Q2_K); break;                                                                                \
+    case T_Q3_K: CALL(T_Q3_K); break;                                                                                \
+    case T_Q4_K: CALL(T_Q4_K); break;                                                                                \
+    case T_Q5_K: CALL(T_Q5_K); break;                                                                                \
+    case T_Q6_K: CALL(T_Q6_K); break;                                                                                \
+    case T_IQ4_XS: CALL(T_IQ4_XS); break;                                                                            \
+    default: break;                                                                                                  \
+    }
+
+extern "C" int ck_type_supported(uint32_t type, int64_t n_in) {
+    int64_t qk = 0;
+#define QK_OF(T) qk = fmt<T>::QK
+    CK_DISPATCH(type, QK_OF)
+#undef QK_OF
+    return qk > 0 && n_in > 0 && n_in % qk == 0 && (qk > 1 || n_in % 2 == 0);
+}
+
+extern "C" void ck_gemv(uint32_t type, const void *W, size_t row_bytes, int64_t n_in, int64_t n_out, const float *x,
+                        int64_t n_tok, float *y, void *stream) {
+    cudaStream_t st = (cudaStream_t)stream;
+    for (int64_t t0 = 0; t0 < n_tok; t0 += CK_GEMV_MAX_TOK) {
+        const int64_t nt = n_tok - t0 < CK_GEMV_MAX_TOK ? n_tok - t0 : CK_GEMV_MAX_TOK;
+#define GEMV(T) gemv_t<T>(W, row_bytes, n_in, n_out, x + t0 * n_in, nt, y + t0 * n_out, st)
+        CK_DISPATCH(type, GEMV)
+#undef GEMV
+    }
+}
+
+extern "C" void ck_dequant_f16(uint32_t type, const void *W, size_t row_bytes, int64_t n_in, int64_t n_rows,
+                               uint16_t *out, void *stream) {
+    const int64_t n = (n_in + 31) / 32 * n_rows;
+#define DEQ(T)                                                                                                       \
+    CK_LAUNCH(blocks_for(n, 256), 256, 0, (cudaStream_t)stream, dequant_kernel<T>)((const uint8_t *)W, row_bytes, n_in,    \
+                                                                            n_rows, (__half *)out)
+    CK_DISPATCH(type, DEQ)
+#undef DEQ
+}
+
+extern "C" void ck_embed(uint32_t type, const void *W, size_t row_bytes, int64_t n_in, const int32_t *tokens,
+                         int64_t n, float scale, float *x, void *stream) {
+    const int64_t units = (n_in + 31) / 32 * n;
+#define EMB(T)                                                                                                       \
+    CK_LAUNCH(blocks_for(units, 256), 256, 0, (cudaStream_t)stream, embed_kernel<T>)((const uint8_t *)W, row_bytes, n_in,  \
+                                                                              tokens, n, scale, x)
+    CK_DISPATCH(type, EMB)
+#undef EMB
+}
+
+extern "C" void ck_f32_to_f16(const float *x, uint16_t *out, int64_t n, void *stream) {
+    if (n > 0) CK_LAUNCH(blocks_for(n, 256), 256, 0, (cudaStream_t)stream, f32_to_f16_kernel)(x, (__half *)out, n);
+}
+
+extern "C" const char *ck_check(int sync) {
+    cudaError_t e = sync ? cudaDeviceSynchronize() : cudaSuccess;
+    if (e == cudaSuccess) e = cudaGetLastError();
+    return e == cudaSuccess ? NULL : cudaGetErrorString(e);
+}

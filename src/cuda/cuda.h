@@ -1,0 +1,41 @@
+/*
+ * cuda.h — the CUDA backend as the engine sees it: an engine made with
+ * EDDY_DEVICE_CUDA holds a cuda_backend (c->gpu) with the model's weights, the work
+ * buffers of a step and the state pool's slabs in GPU memory, and runs its forward
+ * steps here instead of forward.c. Sequences, snapshots, forks, rollback and verify
+ * are the engine's as on the CPU: they move slots and blocks of the pool, whose
+ * memory operations (state_mem) the backend provides.
+ *
+ * Owns: the device copy of a model, the forward pass on the GPU (cuda_engine.c, over
+ * the kernels of ck.h). In a build without CUDA (cuda_off.c) cuda_backend_new fails
+ * with EDDY_ERR_UNSUPPORTED and nothing else is ever called.
+ */
+#ifndef EDDY_CUDA_CUDA_H
+#define EDDY_CUDA_CUDA_H
+
+#include "model/engine.h"
+
+typedef struct cuda_backend cuda_backend;
+
+/* Checks that the GPU backend runs engine c's model and parameters (c->m, n_batch,
+ * n_ctx set), uploads the weights and allocates the step's buffers; *mem receives the
+ * pool's device memory operations. Errors name what is missing or unsupported. */
+eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **mem, eddy_error *err);
+void cuda_backend_free(cuda_backend *g);
+
+/* "cuda: <GPU name>" */
+const char *cuda_backend_name(const cuda_backend *g);
+
+/* forward() on the GPU (same contract, engine.h); logits land in host memory. Fails
+ * only on a CUDA error, named in err. */
+eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits,
+                         const int64_t *out_rows, int64_t n_out, eddy_error *err);
+
+/* block_gdn_accept on the GPU: the kept rows replayed on sequence s's slot in layer il. */
+void cuda_gdn_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep);
+
+/* The GPU's memory bandwidth: a device-to-device copy of 1 GiB, bytes read plus bytes
+ * written over its time (best of 5); 0 when it cannot be measured. */
+double cuda_copy_bandwidth(void);
+
+#endif

@@ -1,0 +1,502 @@
+/*
+ * cuda_engine.c — the forward pass on an NVIDIA GPU (cuda.h): the model's weights
+ * uploaded once in their GGUF formats, a step's buffers and the state pool in device
+ * memory, and per step one upload of its plan (rows, runs, block tables), then the
+ * layers as forward.c runs them, kernel after kernel on the default stream.
+ *
+ * Products: up to CK_GEMV_MAX_TOK rows dequantize on the fly (ck_gemv); more rows
+ * dequantize the weight to f16 once and multiply on the tensor cores through cuBLAS
+ * (f32 accumulation), F32 weights through cuBLAS's SGEMM.
+ * Runs: what the CPU blocks do, for the mixers this backend has (attention, Gated
+ * DeltaNet) and the dense and squared-ReLU feed-forward parts; Mamba-2, mixtures of
+ * experts, the MTP layer, the prefix cache and session files are refused at engine
+ * creation or at the call (docs/cuda.md).
+ */
+#include "cuda/cuda.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "cuda/ck.h"
+
+struct cuda_backend {
+    char name[320];
+    cublasHandle_t blas;
+    cublasStatus_t blas_status; /* the first failure of a step */
+    /* device views of the weights: the model's tensors with data in GPU memory */
+    model_layer *layers;
+    tensor tok_embd, output, output_norm;
+    void **allocs;
+    int64_t n_allocs, cap_allocs;
+    size_t weight_bytes; /* uploaded so far */
+    /* the step's buffers (device), as engine.h's of the same names */
+    float *x, *xn, *mix, *qg, *q, *k, *v, *attn, *gate;
+    float *conv_in, *gdn_qkv, *gdn_z, *gdn_b, *gdn_a, *gdn_g, *gdn_beta, *gdn_o;
+    float *ff_a, *ff_b, *logits;
+    uint16_t *w16, *x16; /* f16 copies of a weight and of the activations for the tensor cores */
+    /* the step's plan: built in pinned host memory, copied in one piece */
+    int32_t *h_plan, *d_plan;
+    int64_t o_tokens, o_pos, o_run, o_runs, o_out, o_conv, o_keep, o_blocks, plan_ints;
+    int64_t n_runs, n_conv, n_keep;
+    ck_step step;
+};
+
+/* ==== Device memory ==== */
+
+static void *dev_alloc(cuda_backend *g, size_t bytes) {
+    if (bytes == 0) return NULL;
+    if (g->n_allocs == g->cap_allocs) {
+        const int64_t cap = g->cap_allocs ? 2 * g->cap_allocs : 256;
+        void **a = eddy_realloc(g->allocs, (size_t)cap * sizeof *a);
+        if (!a) return NULL;
+        g->allocs = a, g->cap_allocs = cap;
+    }
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        cudaGetLastError(); /* clear it: the caller reports the failure */
+        return NULL;
+    }
+    g->allocs[g->n_allocs++] = p;
+    return p;
+}
+
+static void *state_alloc(size_t bytes) {
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return cudaMemset(p, 0, bytes) == cudaSuccess ? p : (cudaFree(p), NULL);
+}
+static void state_free(void *p) { cudaFree(p); }
+static void state_zero(void *p, size_t bytes) { cudaMemset(p, 0, bytes); }
+static void state_copy(void *dst, const void *src, size_t bytes) {
+    cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice);
+}
+static const state_mem device_mem = {state_alloc, state_free, state_zero, state_copy, false};
+
+/* ==== Weights ==== */
+
+static int64_t tensor_rows(const tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+static const float *f32(const tensor *t) { return (const float *)t->data; }
+
+/* out = t with its bytes in GPU memory (a tensor the file lacks stays absent). */
+static bool upload(cuda_backend *g, const tensor *t, tensor *out) {
+    *out = *t;
+    out->packed = NULL;
+    if (!t->name) return true;
+    const size_t bytes = t->row_bytes * (size_t)tensor_rows(t);
+    g->weight_bytes += bytes;
+    void *d = dev_alloc(g, bytes);
+    if (!d || cudaMemcpy(d, t->data, bytes, cudaMemcpyHostToDevice) != cudaSuccess) return false;
+    out->data = d;
+    return true;
+}
+
+/* The f16 elements the largest weight a product dequantizes takes. */
+static void note_linear(const tensor *t, int64_t *w16, int64_t *max_in) {
+    if (!t->name) return;
+    if (t->type != QTYPE_F32 && t->type != QTYPE_F16 && t->ne[0] * tensor_rows(t) > *w16)
+        *w16 = t->ne[0] * tensor_rows(t);
+    if (t->ne[0] > *max_in) *max_in = t->ne[0];
+}
+
+static const char *check_linear(const tensor *t) {
+    if (!t->name || ck_type_supported(t->type, t->ne[0])) return NULL;
+    return t->name;
+}
+
+static eddy_status upload_model(cuda_backend *g, const model *m, int64_t *w16, int64_t *max_in, eddy_error *err) {
+    const model_hparams *hp = &m->hp;
+    g->layers = eddy_calloc((size_t)(hp->n_layer > 0 ? hp->n_layer : 1), sizeof *g->layers);
+    if (!g->layers) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+    bool ok = upload(g, &m->tok_embd, &g->tok_embd) && upload(g, &m->output_norm, &g->output_norm);
+    if (ok && m->output.data == m->tok_embd.data) g->output = g->tok_embd;
+    else ok = ok && upload(g, &m->output, &g->output);
+    note_linear(&m->output, w16, max_in);
+    for (int64_t il = 0; ok && il < hp->n_layer; il++) {
+        const model_layer *l = &m->layers[il];
+        model_layer *d = &g->layers[il];
+        *d = *l;
+        const tensor *src[] = {&l->attn_norm, &l->wq,        &l->wk,       &l->wv,          &l->wo,
+                               &l->q_norm,    &l->k_norm,    &l->ssm_qkv,  &l->ssm_z,       &l->ssm_beta,
+                               &l->ssm_alpha, &l->ssm_ba,    &l->ssm_a,    &l->ssm_dt_bias, &l->ssm_norm,
+                               &l->ssm_out,   &l->ffn_norm,  &l->ffn_gate, &l->ffn_up,      &l->ffn_down};
+        tensor *dst[] = {&d->attn_norm, &d->wq,        &d->wk,       &d->wv,          &d->wo,
+                         &d->q_norm,    &d->k_norm,    &d->ssm_qkv,  &d->ssm_z,       &d->ssm_beta,
+                         &d->ssm_alpha, &d->ssm_ba,    &d->ssm_a,    &d->ssm_dt_bias, &d->ssm_norm,
+                         &d->ssm_out,   &d->ffn_norm,  &d->ffn_gate, &d->ffn_up,      &d->ffn_down};
+        for (size_t i = 0; ok && i < sizeof src / sizeof src[0]; i++) {
+            ok = upload(g, src[i], dst[i]);
+            note_linear(src[i], w16, max_in);
+        }
+        if (ok && l->mixer == MIXER_GDN) { /* the conv taps, repacked (K, conv_dim) at load */
+            const size_t bytes = (size_t)(hp->ssm_d_conv * model_gdn_conv_dim(hp)) * sizeof(float);
+            float *w = dev_alloc(g, bytes);
+            ok = w && cudaMemcpy(w, l->conv_w, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
+            d->conv_w = w;
+        }
+    }
+    if (!ok)
+        return eddy_error_set(err, EDDY_ERR_NOMEM, "cannot upload the weights to the GPU (out of device memory after "
+                              "%.1f MiB)", (double)g->weight_bytes / (1 << 20));
+    return EDDY_OK;
+}
+
+/* What the backend does not run yet, or NULL. */
+static const char *unsupported(const model *m, char *buf, size_t cap) {
+    const model_hparams *hp = &m->hp;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const model_layer *l = &m->layers[il];
+        if (l->mixer == MIXER_MAMBA2) return "Mamba-2 layers";
+        if (l->ffn == FFN_MOE) return "mixture-of-experts layers";
+        const tensor *ts[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ssm_qkv, &l->ssm_z, &l->ssm_beta, &l->ssm_alpha,
+                              &l->ssm_ba, &l->ssm_out, &l->ffn_gate, &l->ffn_up, &l->ffn_down};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+            const char *bad = check_linear(ts[i]);
+            if (bad) {
+                snprintf(buf, cap, "tensor %s in %s", bad, qtype_name(ts[i]->type));
+                return buf;
+            }
+        }
+    }
+    const tensor *ends[] = {&m->tok_embd, &m->output};
+    for (size_t i = 0; i < 2; i++)
+        if (check_linear(ends[i])) {
+            snprintf(buf, cap, "tensor %s in %s", ends[i]->name, qtype_name(ends[i]->type));
+            return buf;
+        }
+    if (hp->n_head > 0 && (hp->head_dim_k > 512 || hp->head_dim_v > 512)) return "attention heads over 512 wide";
+    if (hp->ssm_n_v > 0 && (hp->ssm_d_k > 256 || hp->ssm_d_v > 256 || hp->ssm_d_conv > 8))
+        return "Gated DeltaNet heads over 256 wide";
+    return NULL;
+}
+
+/* ==== Backend ==== */
+
+void cuda_backend_free(cuda_backend *g) {
+    if (!g) return;
+    for (int64_t i = 0; i < g->n_allocs; i++) cudaFree(g->allocs[i]);
+    eddy_free(g->allocs);
+    if (g->h_plan) cudaFreeHost(g->h_plan);
+    if (g->blas) cublasDestroy(g->blas);
+    eddy_free(g->layers);
+    eddy_free(g);
+}
+
+const char *cuda_backend_name(const cuda_backend *g) { return g->name; }
+
+static float *dev_rows(cuda_backend *g, int64_t rows, int64_t cols, bool *ok) {
+    if (cols <= 0) return NULL;
+    float *p = dev_alloc(g, (size_t)(rows * cols) * sizeof(float));
+    *ok = *ok && p;
+    return p;
+}
+
+eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **mem, eddy_error *err) {
+    *out = NULL;
+    const model *m = c->m;
+    const model_hparams *hp = &m->hp;
+    char why[256];
+    const char *bad = unsupported(m, why, sizeof why);
+    if (bad)
+        return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "the CUDA backend does not run %s yet (model %s)", bad,
+                              m->arch_name);
+    int n_dev = 0;
+    if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
+        cudaGetLastError();
+        return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "no CUDA GPU is visible to this process");
+    }
+    cuda_backend *g = eddy_calloc(1, sizeof *g);
+    if (!g) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) snprintf(g->name, sizeof g->name, "cuda: %s", prop.name);
+    else snprintf(g->name, sizeof g->name, "cuda");
+    if (cublasCreate(&g->blas) != CUBLAS_STATUS_SUCCESS) {
+        cuda_backend_free(g);
+        return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "cannot start cuBLAS on the GPU");
+    }
+    int64_t w16 = 0, max_in = 0;
+    eddy_status s = upload_model(g, m, &w16, &max_in, err);
+    if (s != EDDY_OK) {
+        cuda_backend_free(g);
+        return s;
+    }
+    bool ok = true;
+    const int64_t B = c->n_batch, E = hp->n_embd, Q = hp->n_head * hp->head_dim_k;
+    const bool gdn = hp->ssm_n_v > 0;
+    const int64_t conv_dim = gdn ? model_gdn_conv_dim(hp) : 0, V = hp->ssm_n_v * hp->ssm_d_v;
+    g->x = dev_rows(g, B, E, &ok);
+    g->xn = dev_rows(g, B, E, &ok);
+    g->mix = dev_rows(g, B, E, &ok);
+    g->qg = dev_rows(g, B, hp->attn_gated ? 2 * Q : 0, &ok);
+    g->q = dev_rows(g, B, Q, &ok);
+    g->gate = dev_rows(g, B, hp->attn_gated ? Q : 0, &ok);
+    g->k = dev_rows(g, B, hp->n_head_kv * hp->head_dim_k, &ok);
+    g->v = dev_rows(g, B, hp->n_head_kv * hp->head_dim_v, &ok);
+    g->attn = dev_rows(g, B, hp->n_head * hp->head_dim_v, &ok);
+    g->conv_in = dev_rows(g, B, conv_dim, &ok);
+    g->gdn_qkv = dev_rows(g, B, conv_dim, &ok);
+    g->gdn_z = dev_rows(g, B, V, &ok);
+    g->gdn_b = dev_rows(g, B, 2 * hp->ssm_n_v, &ok);
+    g->gdn_a = dev_rows(g, B, hp->ssm_n_v, &ok);
+    g->gdn_g = dev_rows(g, B, hp->ssm_n_v, &ok);
+    g->gdn_beta = dev_rows(g, B, hp->ssm_n_v, &ok);
+    g->gdn_o = dev_rows(g, B, V, &ok);
+    g->ff_a = dev_rows(g, B, hp->n_ff, &ok);
+    g->ff_b = dev_rows(g, B, hp->n_ff, &ok);
+    g->logits = dev_rows(g, B, hp->n_vocab, &ok);
+    if (B > CK_GEMV_MAX_TOK) {
+        g->w16 = w16 ? dev_alloc(g, (size_t)w16 * 2) : NULL;
+        g->x16 = dev_alloc(g, (size_t)(B * max_in) * 2);
+        ok = ok && (g->w16 || !w16) && g->x16;
+    }
+    /* the plan: tokens, positions, runs of rows, output rows, conv window items (4 ints),
+     * kept verify rows (2 ints), block tables; a step holds at most one run per sequence */
+    const int64_t runs_max = B < c->n_seq_max ? B : c->n_seq_max;
+    g->o_tokens = 0, g->o_pos = B, g->o_run = 2 * B, g->o_runs = 3 * B;
+    g->o_out = g->o_runs + runs_max * (int64_t)(sizeof(ck_run) / sizeof(int32_t));
+    g->o_conv = g->o_out + B, g->o_keep = g->o_conv + 4 * B, g->o_blocks = g->o_keep + 2 * B;
+    g->plan_ints = g->o_blocks + runs_max * seq_state_n_blocks(c->n_ctx);
+    g->d_plan = dev_alloc(g, (size_t)g->plan_ints * sizeof(int32_t));
+    if (cudaMallocHost((void **)&g->h_plan, (size_t)g->plan_ints * sizeof(int32_t)) != cudaSuccess) g->h_plan = NULL;
+    ok = ok && g->d_plan && g->h_plan;
+    if (!ok) {
+        cuda_backend_free(g);
+        return eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate the GPU work buffers for a batch of %" PRId64
+                              " tokens", B);
+    }
+    g->step = (ck_step){g->d_plan + g->o_pos, g->d_plan + g->o_run, g->d_plan + g->o_blocks,
+                        (const ck_run *)(g->d_plan + g->o_runs)};
+    *out = g;
+    *mem = &device_mem;
+    return EDDY_OK;
+}
+
+/* ==== A step ==== */
+
+static void lin(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y) {
+    const int64_t n_in = W->ne[0], n_out = tensor_rows(W);
+    if (n <= CK_GEMV_MAX_TOK) {
+        ck_gemv(W->type, W->data, W->row_bytes, n_in, n_out, x, n, y, NULL);
+        return;
+    }
+    const float one = 1.0f, zero = 0.0f;
+    cublasStatus_t st;
+    /* y^T (n_out, n) = W (n_out, n_in) x^T in cuBLAS's column-major terms: W's rows are
+     * the columns of an (n_in, n_out) matrix, transposed */
+    if (W->type == QTYPE_F32) {
+        st = cublasSgemm(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_out, (int)n, (int)n_in, &one, f32(W), (int)n_in, x,
+                         (int)n_in, &zero, y, (int)n_out);
+    } else {
+        const void *A = W->data;
+        if (W->type != QTYPE_F16) {
+            ck_dequant_f16(W->type, W->data, W->row_bytes, n_in, n_out, g->w16, NULL);
+            A = g->w16;
+        }
+        ck_f32_to_f16(x, g->x16, n * n_in, NULL);
+        st = cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_out, (int)n, (int)n_in, &one, A, CUDA_R_16F,
+                          (int)n_in, g->x16, CUDA_R_16F, (int)n_in, &zero, y, CUDA_R_32F, (int)n_out,
+                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    }
+    if (st != CUBLAS_STATUS_SUCCESS && g->blas_status == CUBLAS_STATUS_SUCCESS) g->blas_status = st;
+}
+
+/* The plan of the step into pinned memory, then to the GPU in one copy. */
+static void upload_plan(cuda_backend *g, const int32_t *tokens, const step_plan *plan, const int64_t *out_rows,
+                        int64_t n_out) {
+    int32_t *h = g->h_plan;
+    const int64_t n = plan->n;
+    for (int64_t t = 0; t < n; t++) h[g->o_tokens + t] = tokens[t], h[g->o_pos + t] = (int32_t)plan->pos[t];
+    ck_run *runs = (ck_run *)(h + g->o_runs);
+    int32_t *conv = h + g->o_conv, *keep = h + g->o_keep;
+    int64_t nb = 0, nc = 0, nk = 0;
+    for (int64_t r = 0; r < plan->n_runs; r++) {
+        const step_run *run = &plan->runs[r];
+        const int64_t need = (run->pos0 + run->n - 1) / STATE_KV_BLOCK + 1;
+        runs[r] = (ck_run){(int32_t)run->row0, (int32_t)run->n, (int32_t)run->slot, run->snap ? -1 : (int32_t)run->slot,
+                           (int32_t)nb};
+        memcpy(h + g->o_blocks + nb, run->seq->st.blocks, (size_t)need * sizeof(int32_t));
+        nb += need;
+        for (int64_t t = 0; t < run->n; t++) h[g->o_run + run->row0 + t] = (int32_t)r;
+        if (run->snap) /* a verify: the window after each row and its inputs go to its pending slot */
+            for (int64_t t = 0; t < run->n; t++) {
+                const int32_t row = (int32_t)(run->row0 + t), snap = (int32_t)run->snap[t];
+                int32_t *it = conv + 4 * nc++;
+                it[0] = row, it[1] = (int32_t)run->row0, it[2] = (int32_t)run->slot, it[3] = snap;
+                keep[2 * nk] = row, keep[2 * nk + 1] = snap;
+                nk++;
+            }
+        else {
+            int32_t *it = conv + 4 * nc++;
+            it[0] = (int32_t)(run->row0 + run->n - 1), it[1] = (int32_t)run->row0;
+            it[2] = it[3] = (int32_t)run->slot;
+        }
+    }
+    for (int64_t i = 0; i < n_out; i++) h[g->o_out + i] = (int32_t)out_rows[i];
+    g->n_runs = plan->n_runs, g->n_conv = nc, g->n_keep = nk;
+    cudaMemcpy(g->d_plan, h, (size_t)(g->o_blocks + nb) * sizeof(int32_t), cudaMemcpyHostToDevice);
+}
+
+static void layer_attention(engine *c, cuda_backend *g, const model_layer *l, int64_t il, int64_t n) {
+    const model_hparams *hp = &c->m->hp;
+    const state_pool *sp = c->sp;
+    const int64_t hd = hp->head_dim_k, dv = hp->head_dim_v, O = hp->n_head * dv;
+    lin(g, &l->wq, g->xn, n, hp->attn_gated ? g->qg : g->q);
+    lin(g, &l->wk, g->xn, n, g->k);
+    lin(g, &l->wv, g->xn, n, g->v);
+    if (hp->attn_gated) ck_split_gate(g->qg, g->q, g->gate, n, hp->n_head, hd, NULL);
+    if (l->q_norm.name) {
+        ck_rmsnorm_rows(g->q, hd, g->q, hd, f32(&l->q_norm), hd, n * hp->n_head, hp->rms_eps, NULL);
+        ck_rmsnorm_rows(g->k, hd, g->k, hd, f32(&l->k_norm), hd, n * hp->n_head_kv, hp->rms_eps, NULL);
+    }
+    const int kv_f16 = (sp->type_k == QTYPE_F16 ? 1 : 0) | (sp->type_v == QTYPE_F16 ? 2 : 0);
+    ck_rope_store(&g->step, n, g->q, g->k, g->v, hp->n_head, hp->n_head_kv, hd, dv, hp->n_rot, hp->rope_base,
+                  hp->rope_style == ROPE_NEOX, sp->k[il], sp->v[il], kv_f16, NULL);
+    const float scale = hp->attn_scale > 0 ? hp->attn_scale : 1.0f / sqrtf((float)hd);
+    ck_attention(&g->step, n, g->q, g->attn, sp->k[il], sp->v[il], kv_f16, hp->n_head, hp->n_head_kv, hd, dv, scale,
+                 NULL);
+    if (hp->attn_gated) ck_sigmoid_mul(g->attn, g->gate, n * O, NULL);
+    lin(g, &l->wo, g->attn, n, g->mix);
+}
+
+static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t il, int64_t n) {
+    const model_hparams *hp = &c->m->hp;
+    const state_pool *sp = c->sp;
+    const int64_t n_k = hp->ssm_n_k, n_v = hp->ssm_n_v, d_k = hp->ssm_d_k, d_v = hp->ssm_d_v;
+    const int64_t conv_dim = model_gdn_conv_dim(hp), key_dim = n_k * d_k, V = n_v * d_v, r = n_v / n_k;
+    const int K = (int)hp->ssm_d_conv;
+    const bool ba = l->ssm_ba.name != NULL;
+    lin(g, &l->ssm_qkv, g->xn, n, g->conv_in);
+    lin(g, &l->ssm_z, g->xn, n, g->gdn_z);
+    const float *a_log_neg = f32(&l->ssm_a), *dt_bias = f32(&l->ssm_dt_bias);
+    if (ba) { /* qwen3next's fused b|a: per key head, b of its r value heads, then a of them */
+        lin(g, &l->ssm_ba, g->xn, n, g->gdn_b);
+        ck_ssm_gate(n, n_v, g->gdn_b + r, 2 * n_v, g->gdn_b, 2 * n_v, r, 2 * r, a_log_neg, dt_bias, g->gdn_g,
+                    g->gdn_beta, NULL);
+    } else {
+        lin(g, &l->ssm_beta, g->xn, n, g->gdn_b);
+        lin(g, &l->ssm_alpha, g->xn, n, g->gdn_a);
+        ck_ssm_gate(n, n_v, g->gdn_a, n_v, g->gdn_b, n_v, n_v, n_v, a_log_neg, dt_bias, g->gdn_g, g->gdn_beta, NULL);
+    }
+    ck_conv1d(&g->step, n, g->conv_in, conv_dim, g->gdn_qkv, conv_dim, l->conv_w, NULL, conv_dim, K, sp->conv[il],
+              2 * key_dim, d_k, 1e-6f, NULL);
+    ck_conv_window(g->d_plan + g->o_conv, g->n_conv, g->conv_in, conv_dim, conv_dim, K, sp->conv[il], NULL);
+    if (g->n_keep)
+        ck_gdn_keep(g->d_plan + g->o_keep, g->n_keep, 0, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, n_v, sp->rec[il],
+                    sp->shape[il].rec_floats, NULL);
+    ck_gdn(g->step.runs, g->n_runs, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, g->gdn_o, sp->rec[il], n_k, n_v, d_k,
+           d_v, hp->ssm_head_map == GDN_KHEAD_MOD ? 0 : 1, 1.0f / sqrtf((float)d_k), NULL);
+    ck_gated_rmsnorm(n, n_v, d_v, g->gdn_o, V, g->gdn_z, V, f32(&l->ssm_norm), hp->rms_eps, g->gdn_o, V, NULL);
+    lin(g, &l->ssm_out, g->gdn_o, n, g->mix);
+}
+
+static void layer_ffn(cuda_backend *g, const model_layer *l, int64_t n) {
+    if (l->ffn == FFN_RELU2) {
+        const int64_t F = l->ffn_up.ne[1];
+        lin(g, &l->ffn_up, g->xn, n, g->ff_a);
+        ck_relu2(g->ff_a, n * F, NULL);
+    } else {
+        const int64_t F = l->ffn_gate.ne[1];
+        lin(g, &l->ffn_gate, g->xn, n, g->ff_a);
+        lin(g, &l->ffn_up, g->xn, n, g->ff_b);
+        ck_swiglu(g->ff_a, g->ff_a, g->ff_b, n * F, NULL);
+    }
+    lin(g, &l->ffn_down, g->ff_a, n, g->mix);
+}
+
+static eddy_status step_status(cuda_backend *g, eddy_error *err) {
+    const char *e = ck_check(1);
+    if (e) return eddy_error_set(err, EDDY_ERR_IO, "CUDA error in a forward step: %s", e);
+    if (g->blas_status != CUBLAS_STATUS_SUCCESS) {
+        const int st = (int)g->blas_status;
+        g->blas_status = CUBLAS_STATUS_SUCCESS;
+        return eddy_error_set(err, EDDY_ERR_IO, "cuBLAS error %d in a forward step", st);
+    }
+    return EDDY_OK;
+}
+
+eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits,
+                         const int64_t *out_rows, int64_t n_out, eddy_error *err) {
+    cuda_backend *g = c->gpu;
+    const model_hparams *hp = &c->m->hp;
+    const int64_t E = hp->n_embd, n = plan->n;
+    upload_plan(g, tokens, plan, out_rows, logits ? n_out : 0);
+    ck_embed(g->tok_embd.type, g->tok_embd.data, g->tok_embd.row_bytes, E, g->d_plan + g->o_tokens, n,
+             hp->embd_scale, g->x, NULL);
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const model_layer *l = &g->layers[il];
+        if (l->mixer != MIXER_NONE) {
+            ck_rmsnorm_rows(g->xn, E, g->x, E, f32(&l->attn_norm), E, n, hp->rms_eps, NULL);
+            if (l->mixer == MIXER_ATTENTION) layer_attention(c, g, l, il, n);
+            else layer_gdn(c, g, l, il, n);
+            ck_add_scaled(g->x, g->mix, n * E, hp->residual_scale, NULL);
+        }
+        if (l->ffn != FFN_NONE) {
+            ck_rmsnorm_rows(g->xn, E, g->x, E, f32(&l->ffn_norm), E, n, hp->rms_eps, NULL);
+            layer_ffn(g, l, n);
+            ck_add_scaled(g->x, g->mix, n * E, hp->residual_scale, NULL);
+        }
+    }
+    if (logits && n_out > 0) {
+        ck_rmsnorm_gather(g->xn, g->x, g->d_plan + g->o_out, f32(&g->output_norm), E, n_out, hp->rms_eps, NULL);
+        lin(g, &g->output, g->xn, n_out, g->logits);
+        if (hp->logit_scale != 1.0f) ck_scale(g->logits, n_out * hp->n_vocab, 1.0f / hp->logit_scale, NULL);
+        cudaMemcpy(logits, g->logits, (size_t)(n_out * hp->n_vocab) * sizeof(float), cudaMemcpyDeviceToHost);
+    }
+    return step_status(g, err);
+}
+
+void cuda_gdn_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep) {
+    cuda_backend *g = c->gpu;
+    const model_hparams *hp = &c->m->hp;
+    state_pool *sp = c->sp;
+    const int64_t n_k = hp->ssm_n_k, n_v = hp->ssm_n_v, d_k = hp->ssm_d_k, d_v = hp->ssm_d_v;
+    const int64_t conv_dim = model_gdn_conv_dim(hp);
+    EDDY_ASSERT(n_keep >= 1 && n_keep <= s->n_pending && n_keep <= c->n_batch);
+    /* the kept rows' inputs gathered into rows 0.. of the step's buffers, replayed on the slot */
+    int32_t *h = g->h_plan;
+    for (int64_t t = 0; t < n_keep; t++) h[g->o_keep + 2 * t] = (int32_t)t, h[g->o_keep + 2 * t + 1] = (int32_t)s->pending[t];
+    ck_run *run = (ck_run *)(h + g->o_runs);
+    *run = (ck_run){0, (int32_t)n_keep, (int32_t)s->st.slot, (int32_t)s->st.slot, 0};
+    cudaMemcpy(g->d_plan, h, (size_t)g->o_blocks * sizeof(int32_t), cudaMemcpyHostToDevice);
+    ck_gdn_keep(g->d_plan + g->o_keep, n_keep, 1, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, n_v, sp->rec[il],
+                sp->shape[il].rec_floats, NULL);
+    ck_gdn(g->step.runs, 1, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v,
+           hp->ssm_head_map == GDN_KHEAD_MOD ? 0 : 1, 1.0f / sqrtf((float)d_k), NULL);
+    cudaMemcpy(state_conv(sp, il, s->st.slot), state_conv(sp, il, s->pending[n_keep - 1]),
+               (size_t)sp->shape[il].conv_floats * sizeof(float), cudaMemcpyDeviceToDevice);
+}
+
+double cuda_copy_bandwidth(void) {
+    const size_t bytes = (size_t)1 << 30;
+    void *a = NULL, *b = NULL;
+    cudaEvent_t t0, t1;
+    double best = 0.0;
+    if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) goto done;
+    cudaMemset(a, 1, bytes);
+    cudaEventCreate(&t0);
+    cudaEventCreate(&t1);
+    for (int i = 0; i < 6; i++) {
+        cudaEventRecord(t0, NULL);
+        cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+        cudaEventRecord(t1, NULL);
+        cudaEventSynchronize(t1);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, t0, t1);
+        const double bw = 2.0 * (double)bytes / (ms * 1e-3);
+        if (i > 0 && bw > best) best = bw; /* the first warms up */
+    }
+    cudaEventDestroy(t0);
+    cudaEventDestroy(t1);
+done:
+    cudaFree(a);
+    cudaFree(b);
+    cudaGetLastError();
+    return best;
+}

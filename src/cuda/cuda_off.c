@@ -1,0 +1,31 @@
+/*
+ * cuda_off.c — the CUDA backend in a build without it (the default `make`): asking
+ * for the GPU says how to get it. `make CUDA=1` compiles cuda_engine.c instead.
+ */
+#include "cuda/cuda.h"
+
+eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **mem, eddy_error *err) {
+    (void)c, (void)mem;
+    *out = NULL;
+    return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "this eddy was built without CUDA: rebuild with `make CUDA=1` "
+                          "(needs the CUDA toolkit) to run on an NVIDIA GPU");
+}
+
+void cuda_backend_free(cuda_backend *g) { (void)g; }
+
+const char *cuda_backend_name(const cuda_backend *g) {
+    (void)g;
+    return "cpu";
+}
+
+eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits,
+                         const int64_t *out_rows, int64_t n_out, eddy_error *err) {
+    (void)c, (void)tokens, (void)plan, (void)logits, (void)out_rows, (void)n_out;
+    return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "no CUDA backend in this build");
+}
+
+void cuda_gdn_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep) {
+    (void)c, (void)il, (void)s, (void)n_keep;
+}
+
+double cuda_copy_bandwidth(void) { return 0.0; }

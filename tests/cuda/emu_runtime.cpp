@@ -1,0 +1,258 @@
+/*
+ * emu_runtime.cpp — the CPU side of the CUDA emulator (src/cuda/ck_emu.h): the fiber
+ * scheduler that runs a launch's threads, and the CUDA runtime and cuBLAS functions
+ * eddy calls, on host memory. Linked instead of libcudart and libcublas by
+ * `make CUDA_EMU=1`.
+ */
+#include <time.h>
+#include <ucontext.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "cuda/ck_emu.h"
+#include "quant/fp16.h"
+
+/* ==== Fibers ==== */
+
+namespace {
+
+enum { RUN, AT_BARRIER, AT_SHUFFLE, DONE };
+const size_t STACK = 128 * 1024;
+
+struct fiber {
+    ucontext_t ctx;
+    char *stack = nullptr;
+    int state = RUN;
+    float shfl_val = 0, shfl_res = 0;
+    int shfl_mask = 0;
+    emu_idx tid{};
+};
+
+struct launch {
+    std::vector<fiber> fibers;
+    ucontext_t sched;
+    size_t cur = 0, n = 0;
+    emu_idx block{}, bdim{}, gdim{};
+    std::vector<unsigned char> shared;
+    const std::function<void()> *body = nullptr;
+};
+
+launch L;
+
+void trampoline() {
+    (*L.body)();
+    L.fibers[L.cur].state = DONE; /* uc_link returns to the scheduler */
+}
+
+void suspend(int state) {
+    fiber &f = L.fibers[L.cur];
+    f.state = state;
+    swapcontext(&f.ctx, &L.sched);
+}
+
+/* Releases what can go on after every thread stopped: a warp whose live threads all
+ * wait at a shuffle, else the block when all its live threads wait at the barrier. */
+bool release() {
+    bool any = false;
+    for (size_t w0 = 0; w0 < L.n; w0 += 32) {
+        const size_t w1 = w0 + 32 < L.n ? w0 + 32 : L.n;
+        bool all = true, some = false;
+        for (size_t i = w0; i < w1; i++) {
+            if (L.fibers[i].state == DONE) continue;
+            all &= L.fibers[i].state == AT_SHUFFLE;
+            some = true;
+        }
+        if (!all || !some) continue;
+        for (size_t i = w0; i < w1; i++) {
+            fiber &f = L.fibers[i];
+            if (f.state != AT_SHUFFLE) continue;
+            const size_t p = w0 + (((i - w0) ^ (size_t)f.shfl_mask) & 31);
+            f.shfl_res = p < w1 && L.fibers[p].state == AT_SHUFFLE ? L.fibers[p].shfl_val : f.shfl_val;
+        }
+        for (size_t i = w0; i < w1; i++)
+            if (L.fibers[i].state == AT_SHUFFLE) L.fibers[i].state = RUN;
+        any = true;
+    }
+    if (any) return true;
+    bool all = true, some = false;
+    for (size_t i = 0; i < L.n; i++) {
+        if (L.fibers[i].state == DONE) continue;
+        all &= L.fibers[i].state == AT_BARRIER;
+        some = true;
+    }
+    if (!all || !some) return false;
+    for (size_t i = 0; i < L.n; i++)
+        if (L.fibers[i].state == AT_BARRIER) L.fibers[i].state = RUN;
+    return true;
+}
+
+} // namespace
+
+const emu_idx &emu_thread_idx() { return L.fibers[L.cur].tid; }
+const emu_idx &emu_block_idx() { return L.block; }
+const emu_idx &emu_block_dim() { return L.bdim; }
+const emu_idx &emu_grid_dim() { return L.gdim; }
+void *emu_dynamic_shared() { return L.shared.data(); }
+
+void __syncthreads() { suspend(AT_BARRIER); }
+
+float __shfl_xor_sync(unsigned, float v, int lane_mask) {
+    fiber &f = L.fibers[L.cur];
+    f.shfl_val = v;
+    f.shfl_mask = lane_mask;
+    suspend(AT_SHUFFLE);
+    return L.fibers[L.cur].shfl_res;
+}
+
+void emu_run(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()> &body) {
+    const size_t n = (size_t)block.x * block.y * block.z;
+    if (n == 0 || n > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0) {
+        fprintf(stderr, "emu: bad launch: grid %u x %u x %u, block of %zu threads\n", grid.x, grid.y, grid.z, n);
+        abort();
+    }
+    if (L.fibers.size() < n) L.fibers.resize(n);
+    for (size_t i = 0; i < n; i++)
+        if (!L.fibers[i].stack) L.fibers[i].stack = (char *)malloc(STACK);
+    L.shared.assign(shared_bytes + 16, 0xa5); /* not zero: kernels must write before they read */
+    L.n = n, L.body = &body;
+    L.bdim = {block.x, block.y, block.z}, L.gdim = {grid.x, grid.y, grid.z};
+    for (unsigned bz = 0; bz < grid.z; bz++)
+        for (unsigned by = 0; by < grid.y; by++)
+            for (unsigned bx = 0; bx < grid.x; bx++) {
+                L.block = {bx, by, bz};
+                for (size_t i = 0; i < n; i++) {
+                    fiber &f = L.fibers[i];
+                    f.state = RUN;
+                    f.tid = {(unsigned)(i % block.x), (unsigned)(i / block.x % block.y),
+                             (unsigned)(i / ((size_t)block.x * block.y))};
+                    getcontext(&f.ctx);
+                    f.ctx.uc_stack.ss_sp = f.stack;
+                    f.ctx.uc_stack.ss_size = STACK;
+                    f.ctx.uc_link = &L.sched;
+                    makecontext(&f.ctx, trampoline, 0);
+                }
+                for (;;) {
+                    for (size_t i = 0; i < n; i++) {
+                        if (L.fibers[i].state != RUN) continue;
+                        L.cur = i;
+                        swapcontext(&L.sched, &L.fibers[i].ctx);
+                    }
+                    bool live = false;
+                    for (size_t i = 0; i < n && !live; i++) live = L.fibers[i].state != DONE;
+                    if (!live) break;
+                    if (!release()) {
+                        fprintf(stderr, "emu: block (%u, %u, %u) cannot go on: its threads wait at different "
+                                        "barriers or shuffles\n", bx, by, bz);
+                        abort();
+                    }
+                }
+            }
+}
+
+/* ==== The CUDA runtime, on host memory ==== */
+
+extern "C" {
+
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+    *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
+    if (!*p) return cudaErrorMemoryAllocation;
+    memset(*p, 0xff, bytes); /* uninitialized device memory: NaN floats */
+    return cudaSuccess;
+}
+cudaError_t cudaFree(void *p) {
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaMalloc(p, bytes); }
+cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind) {
+    memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemset(void *p, int v, size_t bytes) {
+    memset(p, v, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceCount(int *n) {
+    *n = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int) {
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "emulated on the CPU");
+    return cudaSuccess;
+}
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "emulated error"; }
+cudaError_t cudaEventCreate(cudaEvent_t *e) {
+    *e = (cudaEvent_t)malloc(sizeof(double));
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    *(double *)e = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+    *ms = (float)((*(double *)b - *(double *)a) * 1e3);
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    free(e);
+    return cudaSuccess;
+}
+
+/* ==== cuBLAS: column-major C = alpha op(A) op(B) + beta C, sums in float ==== */
+
+static float elem(const void *p, cudaDataType t, size_t i) {
+    return t == CUDA_R_16F ? fp16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+static cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
+                           const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt, int ldb, float beta,
+                           float *C, int ldc) {
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            float s = 0.0f;
+            for (int l = 0; l < k; l++) {
+                const size_t ai = ta == CUBLAS_OP_N ? (size_t)l * lda + i : (size_t)i * lda + l;
+                const size_t bi = tb == CUBLAS_OP_N ? (size_t)j * ldb + l : (size_t)l * ldb + j;
+                s += elem(A, at, ai) * elem(B, bt, bi);
+            }
+            float *c = C + (size_t)j * ldc + i;
+            *c = alpha * s + (beta != 0.0f ? beta * *c : 0.0f);
+        }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
+    *h = (cublasHandle_t)malloc(1);
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
+    free(h);
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSgemm_v2(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                              const float *alpha, const float *A, int lda, const float *B, int ldb, const float *beta,
+                              float *C, int ldc) {
+    return gemm(ta, tb, m, n, k, *alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, *beta, C, ldc);
+}
+cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void *alpha, const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt,
+                            int ldb, const void *beta, void *C, cudaDataType ct, int ldc, cublasComputeType_t,
+                            cublasGemmAlgo_t) {
+    if (ct != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+    return gemm(ta, tb, m, n, k, *(const float *)alpha, A, at, lda, B, bt, ldb, *(const float *)beta, (float *)C, ldc);
+}
+
+} // extern "C"

@@ -1,0 +1,382 @@
+/*
+ * test_cuda_kernels.c — every CUDA kernel of src/cuda/ck.h against the CPU's scalar
+ * oracle on random inputs of awkward shapes. Runs on a machine with an NVIDIA GPU
+ * (build/cuda/eddy-cuda-tests, scripts/device_check.sh).
+ *
+ * Bounds: dequantization and embedding rows are bit-exact (same operations in the same
+ * order); f16 dequantization equals the reference rounded to f16; products and
+ * reductions sum in another order than the CPU: relative error (test_nmse, a squared
+ * ratio) below 1e-10, i.e. about 1e-5 in norm.
+ */
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+
+#include "cuda/ck.h"
+#include "ops/attention.h"
+#include "ops/norm.h"
+#include "ops/rope.h"
+#include "quant/fp16.h"
+#include "quant/quant.h"
+#include "ssm/gdn.h"
+#include "ssm/ssm.h"
+#include "test.h"
+
+#define NMSE_MAX 1e-10
+
+static void *dev(const void *host, size_t bytes) {
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) return NULL;
+    if (host) cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice);
+    else cudaMemset(p, 0xff, bytes); /* poisoned: NaN floats where nothing was written */
+    return p;
+}
+
+static void back(void *host, const void *d, size_t bytes) { cudaMemcpy(host, d, bytes, cudaMemcpyDeviceToHost); }
+
+static bool ok_cuda(const char *what) {
+    const char *e = ck_check(1);
+    return CHECKF(!e, "%s: %s", what, e ? e : "");
+}
+
+static float *rand_floats(test_rng *r, int64_t n, float scale) {
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++) x[i] = scale * test_rng_normal(r);
+    return x;
+}
+
+/* ==== Weights ==== */
+
+/* Random rows of a type: random bytes, with every block's scales set to finite fp16. */
+static uint8_t *rand_weights(test_rng *r, qtype t, int64_t n_in, int64_t n_rows, size_t *row_bytes) {
+    const qtype_traits *tr = qtype_info(t);
+    qtype_row_bytes(t, n_in, row_bytes);
+    uint8_t *w = malloc(*row_bytes * (size_t)n_rows);
+    for (size_t i = 0; i < *row_bytes * (size_t)n_rows; i++) w[i] = (uint8_t)test_rng_below(r, 256);
+    if (t == QTYPE_F32 || t == QTYPE_F16 || t == QTYPE_BF16) {
+        for (int64_t i = 0; i < n_in * n_rows; i++) {
+            const float v = test_rng_normal(r);
+            if (t == QTYPE_F32) ((float *)w)[i] = v;
+            else if (t == QTYPE_F16) ((uint16_t *)w)[i] = f32_to_fp16(v);
+            else ((uint16_t *)w)[i] = (uint16_t)(f32_to_bf16(v));
+        }
+        return w;
+    }
+    /* byte offsets of the fp16 scales in each block */
+    int off[2] = {0, -1};
+    switch (t) {
+    case QTYPE_Q4_1: case QTYPE_Q5_1: case QTYPE_Q4_K: case QTYPE_Q5_K: off[1] = 2; break;
+    case QTYPE_Q2_K: off[0] = 80, off[1] = 82; break;
+    case QTYPE_Q3_K: off[0] = 108; break;
+    case QTYPE_Q6_K: off[0] = 208; break;
+    default: break;
+    }
+    const int64_t nb = n_in / tr->block_size * n_rows;
+    for (int64_t b = 0; b < nb; b++)
+        for (int k = 0; k < 2; k++) {
+            if (off[k] < 0) continue;
+            const uint16_t h = f32_to_fp16(test_rng_uniform(r, 0.001f, 0.02f) * (k ? -1.0f : 1.0f));
+            memcpy(w + b * tr->type_size + off[k], &h, 2);
+        }
+    return w;
+}
+
+static const qtype weight_types[] = {QTYPE_F32,  QTYPE_F16,  QTYPE_BF16, QTYPE_Q4_0, QTYPE_Q4_1,
+                                     QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q8_0, QTYPE_Q2_K, QTYPE_Q3_K,
+                                     QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K, QTYPE_IQ4_NL, QTYPE_IQ4_XS};
+
+TEST(cuda_gemv_dequant_embed_match_ref) {
+    test_rng r = test_rng_new();
+    for (size_t ti = 0; ti < sizeof weight_types / sizeof weight_types[0]; ti++) {
+        const qtype t = weight_types[ti];
+        const int64_t bs = qtype_info(t)->block_size;
+        const int64_t n_in = bs == 256 ? 256 * 3 : bs == 32 ? 32 * 7 : 100, n_out = 37;
+        CHECKF(ck_type_supported(t, n_in), "%s", qtype_name(t));
+        size_t rb;
+        uint8_t *w = rand_weights(&r, t, n_in, n_out, &rb);
+        float *ref = malloc((size_t)(n_in * n_out) * sizeof *ref);
+        for (int64_t o = 0; o < n_out; o++) dequantize_row_ref(t, w + o * rb, ref + o * n_in, n_in);
+        void *dw = dev(w, rb * (size_t)n_out);
+        /* dequantization to f16: the reference rounded */
+        uint16_t *h16 = malloc((size_t)(n_in * n_out) * 2), *dh = dev(NULL, (size_t)(n_in * n_out) * 2);
+        ck_dequant_f16(t, dw, rb, n_in, n_out, dh, NULL);
+        back(h16, dh, (size_t)(n_in * n_out) * 2);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n_in * n_out; i++) bad += h16[i] != f32_to_fp16(ref[i]);
+        CHECKF(bad == 0, "%s: %lld f16 elements differ", qtype_name(t), (long long)bad);
+        /* embedding rows: bit-exact */
+        const int32_t tok[3] = {5, 0, 36};
+        int32_t *dtok = dev(tok, sizeof tok);
+        float *emb = malloc((size_t)(3 * n_in) * sizeof *emb), *demb = dev(NULL, (size_t)(3 * n_in) * sizeof *emb);
+        ck_embed(t, dw, rb, n_in, dtok, 3, 1.0f, demb, NULL);
+        back(emb, demb, (size_t)(3 * n_in) * sizeof *emb);
+        for (int k = 0; k < 3; k++)
+            CHECKF(!memcmp(emb + k * n_in, ref + tok[k] * n_in, (size_t)n_in * sizeof *emb), "%s: embedding row %d",
+                   qtype_name(t), tok[k]);
+        /* products for 1..8 rows (and 11: two passes) */
+        const int64_t toks[] = {1, 2, 3, 5, 8, 11};
+        for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
+            const int64_t nt = toks[k];
+            float *x = rand_floats(&r, nt * n_in, 1.0f), *y = malloc((size_t)(nt * n_out) * sizeof *y);
+            float *yr = malloc((size_t)(nt * n_out) * sizeof *yr);
+            for (int64_t a = 0; a < nt; a++)
+                for (int64_t o = 0; o < n_out; o++) {
+                    double s = 0;
+                    for (int64_t i = 0; i < n_in; i++) s += (double)x[a * n_in + i] * ref[o * n_in + i];
+                    yr[a * n_out + o] = (float)s;
+                }
+            float *dx = dev(x, (size_t)(nt * n_in) * sizeof *x), *dy = dev(NULL, (size_t)(nt * n_out) * sizeof *y);
+            ck_gemv(t, dw, rb, n_in, n_out, dx, nt, dy, NULL);
+            if (ok_cuda("ck_gemv")) {
+                back(y, dy, (size_t)(nt * n_out) * sizeof *y);
+                const double e = test_nmse(y, yr, nt * n_out);
+                CHECKF(e < NMSE_MAX, "%s, %lld rows: nmse %g", qtype_name(t), (long long)nt, e);
+            }
+            cudaFree(dx), cudaFree(dy);
+            free(x), free(y), free(yr);
+        }
+        cudaFree(dw), cudaFree(dh), cudaFree(dtok), cudaFree(demb);
+        free(w), free(ref), free(h16), free(emb);
+    }
+}
+
+/* ==== Row ops ==== */
+
+TEST(cuda_row_ops_match_ref) {
+    test_rng r = test_rng_new();
+    const int64_t rows = 5, n = 300;
+    float *x = rand_floats(&r, rows * n, 2.0f), *w = rand_floats(&r, n, 1.0f), *z = rand_floats(&r, rows * n, 1.0f);
+    float *ref = malloc((size_t)(rows * n) * sizeof *ref), *got = malloc((size_t)(rows * n) * sizeof *got);
+    float *dx = dev(x, (size_t)(rows * n) * 4), *dw = dev(w, (size_t)n * 4), *dz = dev(z, (size_t)(rows * n) * 4);
+    float *dy = dev(NULL, (size_t)(rows * n) * 4);
+    /* RMSNorm */
+    ops_rmsnorm_rows(ref, n, x, n, w, n, rows, 1e-6f);
+    ck_rmsnorm_rows(dy, n, dx, n, dw, n, rows, 1e-6f, NULL);
+    back(got, dy, (size_t)(rows * n) * 4);
+    CHECKF(ok_cuda("rmsnorm") && test_nmse(got, ref, rows * n) < NMSE_MAX, "rmsnorm nmse %g",
+           test_nmse(got, ref, rows * n));
+    /* gathered rows 3 and 1 */
+    const int32_t sel[2] = {3, 1};
+    int32_t *dsel = dev(sel, sizeof sel);
+    ck_rmsnorm_gather(dy, dx, dsel, dw, n, 2, 1e-6f, NULL);
+    back(got, dy, (size_t)(2 * n) * 4);
+    ops_rmsnorm_rows(ref, n, x + 3 * n, n, w, n, 1, 1e-6f);
+    ops_rmsnorm_rows(ref + n, n, x + 1 * n, n, w, n, 1, 1e-6f);
+    CHECKF(ok_cuda("gather") && test_nmse(got, ref, 2 * n) < NMSE_MAX, "rmsnorm gather");
+    /* SwiGLU */
+    ops_swiglu(ref, x, z, rows * n);
+    ck_swiglu(dy, dx, dz, rows * n, NULL);
+    back(got, dy, (size_t)(rows * n) * 4);
+    CHECKF(ok_cuda("swiglu") && test_nmse(got, ref, rows * n) < NMSE_MAX, "swiglu");
+    /* per-head gated RMSNorm: 3 heads of 100 */
+    gated_rmsnorm_ref(rows, 3, 100, x, n, z, n, w, 1e-6f, ref, n);
+    ck_gated_rmsnorm(rows, 3, 100, dx, n, dz, n, dw, 1e-6f, dy, n, NULL);
+    back(got, dy, (size_t)(rows * n) * 4);
+    CHECKF(ok_cuda("gated_rmsnorm") && test_nmse(got, ref, rows * n) < NMSE_MAX, "gated rmsnorm");
+    /* decay gate, qwen3next's interleaved form: 6 heads in groups of 2 */
+    const int64_t H = 6, grp = 2;
+    float *a = rand_floats(&r, H, 1.0f), *dt = rand_floats(&r, H, 1.0f);
+    float g_ref[5 * 6], b_ref[5 * 6], g_got[5 * 6], b_got[5 * 6];
+    float *da = dev(a, H * 4), *ddt = dev(dt, H * 4), *dg = dev(NULL, rows * H * 4), *db = dev(NULL, rows * H * 4);
+    ssm_gate_ref(rows, H, x + grp, 2 * H, x, 2 * H, grp, 2 * grp, a, dt, g_ref, b_ref);
+    ck_ssm_gate(rows, H, dx + grp, 2 * H, dx, 2 * H, grp, 2 * grp, da, ddt, dg, db, NULL);
+    back(g_got, dg, sizeof g_got);
+    back(b_got, db, sizeof b_got);
+    CHECKF(ok_cuda("ssm_gate") && test_nmse(g_got, g_ref, rows * H) < NMSE_MAX &&
+               test_nmse(b_got, b_ref, rows * H) < NMSE_MAX, "ssm gate");
+    cudaFree(dx), cudaFree(dw), cudaFree(dz), cudaFree(dy), cudaFree(dsel), cudaFree(da), cudaFree(ddt);
+    cudaFree(dg), cudaFree(db);
+    free(x), free(w), free(z), free(ref), free(got), free(a), free(dt);
+}
+
+/* ==== Mixers ==== */
+
+/* A step of runs of these lengths, run k of sequence k on slot 2k + 1 (slots are spread
+ * so that a wrong slot reads another sequence's state), with the plan uploaded. */
+typedef struct {
+    int64_t n, n_runs;
+    int32_t pos[64], run_of[64], blocks[64];
+    ck_run runs[8];
+    ck_step d;
+    void *mem[4];
+} step_fixture;
+
+static void step_make(step_fixture *f, const int64_t *lens, const int64_t *pos0, int64_t n_runs, bool verify) {
+    memset(f, 0, sizeof *f);
+    f->n_runs = n_runs;
+    int nb = 0;
+    for (int64_t k = 0; k < n_runs; k++) {
+        f->runs[k] = (ck_run){(int32_t)f->n, (int32_t)lens[k], (int32_t)(2 * k + 1), verify ? -1 : (int32_t)(2 * k + 1),
+                              nb};
+        const int64_t need = (pos0[k] + lens[k] - 1) / 256 + 1;
+        for (int64_t b = 0; b < need; b++) f->blocks[nb++] = (int32_t)(3 * k + 7 * b + 1) % 40; /* scattered blocks */
+        for (int64_t t = 0; t < lens[k]; t++) f->pos[f->n] = (int32_t)(pos0[k] + t), f->run_of[f->n++] = (int32_t)k;
+    }
+    f->mem[0] = dev(f->pos, sizeof f->pos), f->mem[1] = dev(f->run_of, sizeof f->run_of);
+    f->mem[2] = dev(f->blocks, sizeof f->blocks), f->mem[3] = dev(f->runs, sizeof f->runs);
+    f->d = (ck_step){f->mem[0], f->mem[1], f->mem[2], f->mem[3]};
+}
+
+static void step_free(step_fixture *f) {
+    for (int i = 0; i < 4; i++) cudaFree(f->mem[i]);
+}
+
+TEST(cuda_conv1d_matches_scan_ref) {
+    test_rng r = test_rng_new();
+    const int64_t C = 70, l2 = 40, l2_dim = 20;
+    const int K = 4;
+    const int64_t lens[] = {1, 5, 1, 2}, pos0[] = {9, 0, 3, 30};
+    step_fixture f;
+    step_make(&f, lens, pos0, 4, false);
+    const int64_t n = f.n, n_slots = 9, sf = (K - 1) * C;
+    float *x = rand_floats(&r, n * C, 1.0f), *w = rand_floats(&r, K * C, 0.5f), *b = rand_floats(&r, C, 0.1f);
+    float *state = rand_floats(&r, n_slots * sf, 1.0f);
+    float *dx = dev(x, (size_t)(n * C) * 4), *dw = dev(w, (size_t)(K * C) * 4), *db = dev(b, (size_t)C * 4);
+    float *dst = dev(state, (size_t)(n_slots * sf) * 4), *dy = dev(NULL, (size_t)(n * C) * 4);
+    ck_conv1d(&f.d, n, dx, C, dy, C, dw, db, C, K, dst, l2, l2_dim, 1e-6f, NULL);
+    int32_t items[4 * 4];
+    for (int k = 0; k < 4; k++) {
+        const ck_run *rk = &f.runs[k];
+        items[4 * k] = rk->row0 + rk->n - 1, items[4 * k + 1] = rk->row0, items[4 * k + 2] = items[4 * k + 3] = rk->slot_in;
+    }
+    int32_t *ditems = dev(items, sizeof items);
+    ck_conv_window(ditems, 4, dx, C, C, K, dst, NULL);
+    float *y = malloc((size_t)(n * C) * 4), *yr = malloc((size_t)(n * C) * 4), *st = malloc((size_t)(n_slots * sf) * 4);
+    back(y, dy, (size_t)(n * C) * 4);
+    back(st, dst, (size_t)(n_slots * sf) * 4);
+    conv1d_params p = {C, K, w, b, l2, l2_dim, 1e-6f};
+    for (int k = 0; k < 4; k++) {
+        const ck_run *rk = &f.runs[k];
+        conv1d_scan_ref(&p, rk->n, x + rk->row0 * C, C, yr + rk->row0 * C, C, state + rk->slot_in * sf);
+    }
+    CHECKF(ok_cuda("conv1d") && test_nmse(y, yr, n * C) < NMSE_MAX, "conv1d outputs nmse %g", test_nmse(y, yr, n * C));
+    CHECKF(test_nmse(st, state, n_slots * sf) == 0, "conv windows differ");
+    cudaFree(dx), cudaFree(dw), cudaFree(db), cudaFree(dst), cudaFree(dy), cudaFree(ditems);
+    free(x), free(w), free(b), free(state), free(y), free(yr), free(st);
+    step_free(&f);
+}
+
+static void gdn_case(test_rng *r, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v, int map, bool verify) {
+    const int64_t lens[] = {1, 7, 1, 3}, pos0[] = {0, 0, 5, 2};
+    step_fixture f;
+    step_make(&f, lens, pos0, 4, verify);
+    const int64_t n = f.n, key_dim = n_k * d_k, C = 2 * key_dim + n_v * d_v, n_slots = 9, sf = n_v * d_k * d_v;
+    float *qkv = rand_floats(r, n * C, 1.0f), *g = malloc((size_t)(n * n_v) * 4), *beta = malloc((size_t)(n * n_v) * 4);
+    for (int64_t i = 0; i < n * n_v; i++) g[i] = -test_rng_uniform(r, 0.0f, 1.0f), beta[i] = test_rng_uniform(r, 0, 1);
+    /* q and k L2-normed per head, as the conv leaves them */
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < 2 * n_k; h++) {
+            float *v = qkv + t * C + h * d_k, ss = 0;
+            for (int64_t i = 0; i < d_k; i++) ss += v[i] * v[i];
+            for (int64_t i = 0; i < d_k; i++) v[i] /= sqrtf(ss + 1e-6f);
+        }
+    float *state = rand_floats(r, n_slots * sf, 0.3f);
+    float *dq = dev(qkv, (size_t)(n * C) * 4), *dg = dev(g, (size_t)(n * n_v) * 4), *db = dev(beta, (size_t)(n * n_v) * 4);
+    float *ds = dev(state, (size_t)(n_slots * sf) * 4), *dout = dev(NULL, (size_t)(n * n_v * d_v) * 4);
+    const float scale = 1.0f / sqrtf((float)d_k);
+    ck_gdn(f.d.runs, f.n_runs, dq, C, dg, db, dout, ds, n_k, n_v, d_k, d_v, map, scale, NULL);
+    float *o = malloc((size_t)(n * n_v * d_v) * 4), *oref = malloc((size_t)(n * n_v * d_v) * 4);
+    float *st = malloc((size_t)(n_slots * sf) * 4), *sref = malloc((size_t)(n_slots * sf) * 4);
+    back(o, dout, (size_t)(n * n_v * d_v) * 4);
+    back(st, ds, (size_t)(n_slots * sf) * 4);
+    memcpy(sref, state, (size_t)(n_slots * sf) * 4);
+    gdn_params p = {n_k, n_v, d_k, d_v, map ? GDN_KHEAD_DIV : GDN_KHEAD_MOD, scale};
+    float *tmp = malloc((size_t)sf * 4);
+    for (int k = 0; k < 4; k++) {
+        const ck_run *rk = &f.runs[k];
+        const float *q0 = qkv + rk->row0 * C;
+        gdn_rows rows = {q0, q0 + key_dim, q0 + 2 * key_dim, g + rk->row0 * n_v, beta + rk->row0 * n_v, C, C, C, n_v,
+                         n_v, oref + rk->row0 * n_v * d_v, n_v * d_v};
+        float *S = verify ? tmp : sref + rk->slot_in * sf;
+        if (verify) memcpy(tmp, sref + rk->slot_in * sf, (size_t)sf * 4);
+        gdn_scan_ref(&p, rk->n, &rows, S);
+    }
+    const double eo = test_nmse(o, oref, n * n_v * d_v), es = test_nmse(st, sref, n_slots * sf);
+    CHECKF(ok_cuda("gdn") && eo < NMSE_MAX && es < NMSE_MAX, "gdn %lldx%lld heads %lldx%lld map %d verify %d: "
+           "outputs nmse %g, states %g", (long long)n_k, (long long)n_v, (long long)d_k, (long long)d_v, map, verify,
+           eo, es);
+    cudaFree(dq), cudaFree(dg), cudaFree(db), cudaFree(ds), cudaFree(dout);
+    free(qkv), free(g), free(beta), free(state), free(o), free(oref), free(st), free(sref), free(tmp);
+    step_free(&f);
+}
+
+TEST(cuda_gdn_matches_scan_ref) {
+    test_rng r = test_rng_new();
+    gdn_case(&r, 2, 4, 16, 16, 0, false);
+    gdn_case(&r, 2, 6, 32, 48, 1, false);
+    gdn_case(&r, 1, 2, 128, 128, 0, false);
+    gdn_case(&r, 2, 4, 256, 96, 0, false); /* the shared slice at its largest */
+    gdn_case(&r, 2, 4, 16, 16, 0, true);   /* a verify: outputs only, slots untouched */
+}
+
+static void attention_case(test_rng *r, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, int64_t n_rot, int neox,
+                           int kv_f16) {
+    const int64_t lens[] = {1, 6, 1}, pos0[] = {300, 0, 40};
+    step_fixture f;
+    step_make(&f, lens, pos0, 3, false);
+    const int64_t n = f.n, K = n_kv * hd, V = n_kv * dv, n_blocks = 40, Q = n_head * hd;
+    const size_t ek = kv_f16 & 1 ? 2 : 4, ev = kv_f16 & 2 ? 2 : 4;
+    /* the cache: random rows for positions before each run, written by the kernel after */
+    float *q = rand_floats(r, n * Q, 1.0f), *k = rand_floats(r, n * K, 1.0f), *v = rand_floats(r, n * V, 1.0f);
+    uint8_t *kc = malloc((size_t)(n_blocks * 256 * K) * ek), *vc = malloc((size_t)(n_blocks * 256 * V) * ev);
+    for (int64_t i = 0; i < n_blocks * 256 * K; i++) {
+        const float x = test_rng_normal(r);
+        if (ek == 2) ((uint16_t *)kc)[i] = f32_to_fp16(x);
+        else ((float *)kc)[i] = x;
+    }
+    for (int64_t i = 0; i < n_blocks * 256 * V; i++) {
+        const float x = test_rng_normal(r);
+        if (ev == 2) ((uint16_t *)vc)[i] = f32_to_fp16(x);
+        else ((float *)vc)[i] = x;
+    }
+    float *dq = dev(q, (size_t)(n * Q) * 4), *dk = dev(k, (size_t)(n * K) * 4), *dvv = dev(v, (size_t)(n * V) * 4);
+    void *dkc = dev(kc, (size_t)(n_blocks * 256 * K) * ek), *dvc = dev(vc, (size_t)(n_blocks * 256 * V) * ev);
+    float *dout = dev(NULL, (size_t)(n * n_head * dv) * 4);
+    const float rope_base = 10000.0f, scale = 1.0f / sqrtf((float)hd);
+    ck_rope_store(&f.d, n, dq, dk, dvv, n_head, n_kv, hd, dv, n_rot, rope_base, neox, dkc, dvc, kv_f16, NULL);
+    ck_attention(&f.d, n, dq, dout, dkc, dvc, kv_f16, n_head, n_kv, hd, dv, scale, NULL);
+    /* the reference: the same rotation and stores on the host, then ops_attention_ref per run */
+    float *cs = malloc((size_t)n_rot * 4 + 8);
+    for (int64_t t = 0; t < n; t++) {
+        if (n_rot) {
+            ops_rope_table(cs, f.pos[t], n_rot, rope_base);
+            ops_rope_apply(q + t * Q, n_head, hd, n_rot, cs, neox ? ROPE_NEOX : ROPE_NORM);
+            ops_rope_apply(k + t * K, n_kv, hd, n_rot, cs, neox ? ROPE_NEOX : ROPE_NORM);
+        }
+        const ck_run *rk = &f.runs[f.run_of[t]];
+        const int64_t at = (int64_t)f.blocks[rk->bt + f.pos[t] / 256] * 256 + f.pos[t] % 256;
+        for (int64_t i = 0; i < K; i++) {
+            if (ek == 2) ((uint16_t *)kc)[at * K + i] = f32_to_fp16(k[t * K + i]);
+            else ((float *)kc)[at * K + i] = k[t * K + i];
+        }
+        for (int64_t i = 0; i < V; i++) {
+            if (ev == 2) ((uint16_t *)vc)[at * V + i] = f32_to_fp16(v[t * V + i]);
+            else ((float *)vc)[at * V + i] = v[t * V + i];
+        }
+    }
+    float *out = malloc((size_t)(n * n_head * dv) * 4), *ref = malloc((size_t)(n * n_head * dv) * 4);
+    float *scores = malloc((size_t)(400) * 4);
+    attn_shape sh = {n_head, n_kv, hd, dv, scale};
+    for (int64_t kx = 0; kx < f.n_runs; kx++) {
+        const ck_run *rk = &f.runs[kx];
+        attn_args a = {ref + rk->row0 * n_head * dv, q + rk->row0 * Q, kc, vc, n_head * dv, Q, K, V, rk->n,
+                       f.pos[rk->row0], ek == 2 ? QTYPE_F16 : QTYPE_F32, ev == 2 ? QTYPE_F16 : QTYPE_F32,
+                       f.blocks + rk->bt, 256 * K, 256 * V};
+        ops_attention_ref(&sh, &a, scores);
+    }
+    back(out, dout, (size_t)(n * n_head * dv) * 4);
+    const double e = test_nmse(out, ref, n * n_head * dv);
+    CHECKF(ok_cuda("attention") && e < NMSE_MAX, "attention %lld/%lld heads, %lld/%lld wide, rot %lld neox %d kv %d: "
+           "nmse %g", (long long)n_head, (long long)n_kv, (long long)hd, (long long)dv, (long long)n_rot, neox, kv_f16,
+           e);
+    cudaFree(dq), cudaFree(dk), cudaFree(dvv), cudaFree(dkc), cudaFree(dvc), cudaFree(dout);
+    free(q), free(k), free(v), free(kc), free(vc), free(cs), free(out), free(ref), free(scores);
+    step_free(&f);
+}
+
+TEST(cuda_attention_matches_ref) {
+    test_rng r = test_rng_new();
+    attention_case(&r, 4, 2, 32, 32, 32, 0, 0);
+    attention_case(&r, 6, 2, 64, 48, 16, 1, 3);  /* partial rotary, f16 cache */
+    attention_case(&r, 8, 1, 256, 256, 64, 1, 1); /* Qwen3.5's wide heads */
+    attention_case(&r, 3, 3, 24, 40, 0, 0, 2);
+}

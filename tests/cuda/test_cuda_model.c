@@ -1,0 +1,256 @@
+/*
+ * test_cuda_model.c — whole models on the GPU backend against independent references
+ * and against the CPU engine, on the tiny models of tests/data/models.
+ *
+ * Bounds (relative RMS over a row of logits):
+ *   F32 files against transformers: 1e-4 (the products sum in float in another order
+ *     than transformers; prefill runs SGEMM, decode the on-the-fly kernels; attention
+ *     and the delta rule are the plain forms of ck_mixers.cu).
+ *   Quantized files against the CPU engine: 3e-2 (the CPU quantizes activations to
+ *     8 bits for these products, the GPU keeps them in f32 (decode) or f16 (prefill)).
+ *   The GPU against itself (a batch of sequences against each alone, verify + accept
+ *     against feeding the kept tokens, snapshot / restore): 1e-5 (decode batches of up
+ *     to 8 rows run the same per-row arithmetic; verify rows run the scan kernel).
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "eddy.h"
+#include "test.h"
+#include "test_seq.h"
+
+#define VOCAB 1024
+#define N_IDS 100
+
+static double rel_rms(const float *a, const float *ref, int64_t n) { return sqrt(test_nmse(a, ref, n)); }
+
+static int64_t read_ids(const char *file, int32_t *ids, int64_t max) {
+    size_t n;
+    char *raw = test_read_file(test_data_path(file), &n), *text = raw ? realloc(raw, n + 1) : NULL;
+    if (!text) return free(raw), 0;
+    text[n] = '\0';
+    char *p = text;
+    int64_t count = 0;
+    while (count < max) {
+        char *end;
+        const long v = strtol(p, &end, 10);
+        if (end == p) break;
+        ids[count++] = (int32_t)v;
+        p = end;
+    }
+    free(text);
+    return count;
+}
+
+static eddy_engine *gpu_engine(const eddy_model *m, int n_seq, int n_snap, eddy_kv_type kv) {
+    eddy_engine_params p = {.n_seq_max = n_seq, .n_snapshots = n_snap, .device = EDDY_DEVICE_CUDA, .n_ctx = 512,
+                            .type_k = kv, .type_v = kv};
+    return tseq_engine(m, p);
+}
+
+/* ==== Against transformers ==== */
+
+static void check_against_transformers(const char *gguf, const char *logits_file) {
+    int32_t ids[N_IDS];
+    REQUIRE_EQ(read_ids("models/qwen-tiny.ids", ids, N_IDS), N_IDS);
+    size_t bytes;
+    float *ref = test_read_file(test_data_path(logits_file), &bytes);
+    REQUIRE(ref && bytes == sizeof(float) * N_IDS * VOCAB);
+    eddy_model *m = tseq_load(gguf);
+    if (!m) return free(ref);
+    eddy_engine *e = gpu_engine(m, 1, 0, EDDY_KV_F32);
+    eddy_seq *s = e ? tseq_new(e) : NULL;
+    float *got = malloc(sizeof(float) * N_IDS * (size_t)eddy_model_n_vocab(m));
+    if (s && got) {
+        const int64_t V = eddy_model_n_vocab(m);
+        /* a prefill of 60 (tensor-core and SGEMM products), then 40 one-token decodes */
+        if (tseq_feed(s, ids, 60, got))
+            for (int64_t t = 60; t < N_IDS; t++) {
+                eddy_error err;
+                if (!CHECKF(eddy_seq_eval(s, ids + t, 1, got + t * V, 0, &err) == EDDY_OK, "%s", err.msg)) break;
+            }
+        double worst = 0;
+        int64_t at = -1;
+        for (int64_t t = 0; t < N_IDS; t++) {
+            const double e2 = rel_rms(got + t * V, ref + t * VOCAB, VOCAB);
+            if (!(e2 <= worst)) worst = e2, at = t;
+        }
+        CHECKF(worst <= 1e-4, "%s: worst relative RMS %g at position %lld", gguf, worst, (long long)at);
+    }
+    free(got), free(ref);
+    eddy_seq_free(s);
+    eddy_engine_free(e);
+    eddy_model_free(m);
+}
+
+TEST(cuda_qwen35_f32_matches_transformers) {
+    check_against_transformers("models/qwen35-tiny-f32.gguf", "models/qwen35-tiny.logits.f32");
+}
+
+TEST(cuda_llama_f32_matches_transformers) {
+    int32_t ids[256];
+    const int64_t n_ids = read_ids("models/llama-tiny.ids", ids, 256);
+    size_t bytes;
+    float *ref = test_read_file(test_data_path("models/llama-tiny.logits.f32"), &bytes);
+    eddy_model *m = tseq_load("models/llama-tiny-f32.gguf");
+    REQUIRE(ref && m);
+    const int64_t V = eddy_model_n_vocab(m);
+    const int64_t n = (int64_t)(bytes / sizeof(float) / (size_t)V);
+    REQUIRE(n >= 2 && n <= n_ids);
+    eddy_engine *e = gpu_engine(m, 1, 0, EDDY_KV_F32);
+    eddy_seq *s = e ? tseq_new(e) : NULL;
+    float *got = malloc(sizeof(float) * (size_t)(n * V));
+    if (s && tseq_feed(s, ids, n, got)) {
+        double worst = 0;
+        for (int64_t t = 0; t < n; t++) {
+            const double e2 = rel_rms(got + t * V, ref + t * V, V);
+            if (!(e2 <= worst)) worst = e2;
+        }
+        CHECKF(worst <= 1e-4, "worst relative RMS %g", worst);
+    }
+    free(got), free(ref);
+    eddy_seq_free(s);
+    eddy_engine_free(e);
+    eddy_model_free(m);
+}
+
+/* ==== Against the CPU engine ==== */
+
+static void check_against_cpu(const char *gguf) {
+    eddy_model *m = tseq_load(gguf);
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m);
+    test_rng r = test_rng_new();
+    int32_t ids[80];
+    tseq_rand_ids(&r, ids, 80, V);
+    eddy_engine *ec = tseq_engine(m, (eddy_engine_params){.n_ctx = 512});
+    eddy_engine *eg = gpu_engine(m, 1, 0, EDDY_KV_F16);
+    eddy_seq *sc = ec ? tseq_new(ec) : NULL, *sg = eg ? tseq_new(eg) : NULL;
+    float *a = malloc(sizeof(float) * (size_t)(80 * V)), *b = malloc(sizeof(float) * (size_t)(80 * V));
+    if (sc && sg && tseq_feed(sc, ids, 70, a) && tseq_feed(sg, ids, 70, b)) {
+        bool ok = true;
+        for (int64_t t = 70; t < 80 && ok; t++)
+            ok = tseq_feed(sc, ids + t, 1, a + t * V) && tseq_feed(sg, ids + t, 1, b + t * V);
+        double worst = 0;
+        for (int64_t t = 0; t < 80 && ok; t++) {
+            const double e2 = rel_rms(b + t * V, a + t * V, V);
+            if (!(e2 <= worst)) worst = e2;
+        }
+        CHECKF(ok && worst <= 3e-2, "%s: worst relative RMS against the CPU %g", gguf, worst);
+    }
+    free(a), free(b);
+    eddy_seq_free(sc), eddy_seq_free(sg);
+    eddy_engine_free(ec), eddy_engine_free(eg);
+    eddy_model_free(m);
+}
+
+TEST(cuda_quantized_models_match_cpu) {
+    check_against_cpu("models/qwen35-tiny-q8_0.gguf");
+    check_against_cpu("models/qwen35-tiny-q4_k_m.gguf");
+    check_against_cpu("models/llama-tiny-q8_0.gguf");
+    check_against_cpu("models/tiny-hybrid-q8_0.gguf");
+}
+
+/* What the backend does not run yet is refused, naming it. */
+TEST(cuda_refuses_what_it_does_not_run) {
+    const char *files[] = {"models/mamba2-tiny-f32.gguf", "models/qwen35moe-tiny-f32.gguf"};
+    for (int i = 0; i < 2; i++) {
+        eddy_model *m = tseq_load(files[i]);
+        if (!m) continue;
+        eddy_engine *e = NULL;
+        eddy_error err;
+        eddy_engine_params p = {.device = EDDY_DEVICE_CUDA};
+        CHECK(eddy_engine_new(m, &p, &e, &err) == EDDY_ERR_UNSUPPORTED);
+        CHECK_CONTAINS(err.msg, "CUDA backend does not run");
+        eddy_model_free(m);
+    }
+}
+
+/* ==== Sequences on the GPU ==== */
+
+/* Three sequences with prompts of different lengths decoded in one batch give each
+ * one's logits alone; verify 4 + accept 2 = feeding the 2; snapshot / restore. */
+TEST(cuda_sequences_batch_verify_snapshot) {
+    eddy_model *m = tseq_load("models/qwen35-tiny-q8_0.gguf");
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m);
+    test_rng r = test_rng_new();
+    eddy_engine *e = gpu_engine(m, 4, 16, EDDY_KV_F16);
+    REQUIRE(e);
+    int32_t p[3][40], next[3][6];
+    const int64_t len[3] = {40, 7, 23};
+    for (int k = 0; k < 3; k++) tseq_rand_ids(&r, p[k], len[k], V), tseq_rand_ids(&r, next[k], 6, V);
+    /* alone: each on one sequence, then freed */
+    float *alone = malloc(sizeof(float) * (size_t)(3 * 6 * V)), *batched = malloc(sizeof(float) * (size_t)(3 * 6 * V));
+    for (int k = 0; k < 3; k++) {
+        eddy_seq *s = tseq_new(e);
+        if (!s) break;
+        tseq_feed(s, p[k], len[k], NULL);
+        for (int t = 0; t < 6; t++) tseq_feed(s, next[k] + t, 1, alone + (k * 6 + t) * V);
+        eddy_seq_free(s);
+    }
+    eddy_seq *s[3];
+    for (int k = 0; k < 3; k++) {
+        s[k] = tseq_new(e);
+        tseq_feed(s[k], p[k], len[k], NULL);
+    }
+    for (int t = 0; t < 6; t++) {
+        eddy_token tok[3] = {next[0][t], next[1][t], next[2][t]};
+        float out[3 * 1024];
+        REQUIRE(V <= 1024);
+        eddy_batch b = {3, tok, s, NULL};
+        eddy_error err;
+        REQUIRE(CHECKF(eddy_engine_decode(e, &b, out, &err) == EDDY_OK, "%s", err.msg));
+        for (int k = 0; k < 3; k++) memcpy(batched + (k * 6 + t) * V, out + k * V, sizeof(float) * (size_t)V);
+    }
+    CHECKF(rel_rms(batched, alone, 3 * 6 * V) <= 1e-5, "batch against alone: %g", rel_rms(batched, alone, 3 * 6 * V));
+
+    /* verify 4 drafts on s[0], accept 2: the state after = after feeding those 2 */
+    eddy_seq *twin = NULL;
+    eddy_error err;
+    REQUIRE(eddy_seq_fork(s[0], &twin, &err) == EDDY_OK);
+    int32_t drafts[4];
+    tseq_rand_ids(&r, drafts, 4, V);
+    eddy_seq *four[4] = {s[0], s[0], s[0], s[0]};
+    float vout[4 * 1024];
+    const int8_t all4[4] = {1, 1, 1, 1};
+    eddy_batch vb = {4, drafts, four, all4};
+    REQUIRE(CHECKF(eddy_engine_verify(e, &vb, vout, &err) == EDDY_OK, "%s", err.msg));
+    REQUIRE(CHECKF(eddy_seq_accept(s[0], 2, &err) == EDDY_OK, "%s", err.msg));
+    float fed[2 * 1024], after_v[1024], after_f[1024];
+    tseq_feed(twin, drafts, 2, fed);
+    CHECKF(rel_rms(vout, fed, 2 * V) <= 1e-5, "verify rows against fed rows: %g", rel_rms(vout, fed, 2 * V));
+    int32_t probe = 3;
+    tseq_feed(s[0], &probe, 1, after_v);
+    tseq_feed(twin, &probe, 1, after_f);
+    CHECKF(rel_rms(after_v, after_f, V) <= 1e-5, "after accept: %g", rel_rms(after_v, after_f, V));
+
+    /* snapshot, go on, restore, go on the same way: the same logits */
+    eddy_snapshot *snap = NULL;
+    REQUIRE(eddy_seq_snapshot(s[1], &snap, &err) == EDDY_OK);
+    float x1[1024], x2[1024];
+    tseq_feed(s[1], next[2], 5, NULL);
+    tseq_feed(s[1], &probe, 1, x1);
+    REQUIRE(eddy_seq_restore(s[1], snap, &err) == EDDY_OK);
+    tseq_feed(s[1], next[2], 5, NULL);
+    tseq_feed(s[1], &probe, 1, x2);
+    CHECK(!memcmp(x1, x2, sizeof(float) * (size_t)V));
+    /* roll back 3 positions and re-feed them: as before */
+    REQUIRE(eddy_seq_truncate(s[1], eddy_seq_n_pos(s[1]) - 3, &err) == EDDY_OK);
+    int32_t again[3] = {next[2][3], next[2][4], probe};
+    float x3[3 * 1024];
+    tseq_feed(s[1], again, 3, x3);
+    CHECKF(rel_rms(x3 + 2 * V, x1, V) <= 1e-5, "after rollback: %g", rel_rms(x3 + 2 * V, x1, V));
+
+    /* a session file is refused with a message, and the sequence carries on */
+    void *buf = NULL;
+    size_t blen = 0;
+    CHECK(eddy_seq_save_buffer(s[1], NULL, &buf, &blen, &err) == EDDY_ERR_UNSUPPORTED);
+    free(buf);
+    eddy_snapshot_free(snap);
+    eddy_seq_free(twin);
+    for (int k = 0; k < 3; k++) eddy_seq_free(s[k]);
+    free(alone), free(batched);
+    eddy_engine_free(e);
+    eddy_model_free(m);
+}
