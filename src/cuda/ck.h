@@ -133,11 +133,33 @@ void ck_gdn(const ck_run *runs, int64_t n_runs, const float *qkv, int64_t qkv_s,
             float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v, int head_map, float scale,
             void *stream);
 
-/* A verify's rows kept for replay: items (n_items pairs of int32: row, slot). gather 0:
- * row's conv output (C floats at qkv + row C), g and beta (n_v each) into the slot's
- * recurrent matrix in `rec` (slots of rec_floats); gather 1: item i's slot back into row i. */
-void ck_gdn_keep(const int32_t *items, int64_t n_items, int gather, float *qkv, int64_t C, float *g, float *beta,
-                 int64_t n_v, float *rec, int64_t rec_floats, void *stream);
+/* A verify's rows kept for replay in its pending slots. A row's kept floats are up to
+ * CK_MAX_SEGMENTS segments of step buffers (width[k] floats at base[k] + row stride[k]),
+ * one after another in the slot's recurrent matrix (`rec`, slots of rec_floats).
+ * items: n_items pairs (row, slot). gather 0: rows into their slots; gather 1: item i's
+ * slot back into row i of the segments. */
+#define CK_MAX_SEGMENTS 3
+typedef struct {
+    int n;
+    float *base[CK_MAX_SEGMENTS];
+    int64_t stride[CK_MAX_SEGMENTS], width[CK_MAX_SEGMENTS];
+} ck_segments;
+void ck_keep_rows(const int32_t *items, int64_t n_items, int gather, const ck_segments *seg, float *rec,
+                  int64_t rec_floats, void *stream);
+
+/* The Mamba-2 scan (mamba2.h mamba2_scan_ref) over each run's rows, from slot slot_in of
+ * `state` ((H, N, P) per slot) to slot_out (-1: not written). xbc rows (the conv output,
+ * stride xbc_s) hold x (H, P) | B (G, N) | C (G, N); dt_raw (rows, H) at stride dt_s;
+ * y (rows, H, P). A, dt_bias (H); D (H) or NULL. No dt clamp (Mamba-2's default). */
+void ck_mamba2(const ck_run *runs, int64_t n_runs, const float *xbc, int64_t xbc_s, const float *dt_raw, int64_t dt_s,
+               float *y, float *state, int64_t H, int64_t P, int64_t G, int64_t N, const float *A,
+               const float *dt_bias, const float *D, void *stream);
+
+/* Per-group gated RMSNorm of ssm.h (gated_rmsnorm_group_ref): x = y silu(z), normed per
+ * group, times w per channel. out may equal y. */
+void ck_gated_rmsnorm_group(int64_t n_rows, int64_t n_groups, int64_t group_size, const float *y, int64_t y_stride,
+                            const float *z, int64_t z_stride, const float *w, float eps, float *out,
+                            int64_t out_stride, void *stream);
 
 #ifdef __cplusplus
 }

@@ -290,27 +290,96 @@ extern "C" void ck_gdn(const ck_run *runs, int64_t n_runs, const float *qkv, int
 
 namespace {
 
-/* items: (row, slot) pairs. keep: the row's conv output (C), g (n_v), beta (n_v) into
- * the slot's recurrent matrix (the layout block_gdn.c keeps); gather: back into row i. */
-__global__ void gdn_keep_kernel(const int32_t *items, int64_t n_items, int gather, float *qkv, int64_t C, float *g,
-                                float *beta, int64_t n_v, float *rec, int64_t rec_floats) {
-    const int64_t per = C + 2 * n_v;
+/* One thread per (item, float of the kept row): segment k of a row is seg.width[k]
+ * floats at seg.base[k] + row * seg.stride[k], the segments one after another in the
+ * slot. */
+__global__ void keep_kernel(const int32_t *items, int64_t n_items, int gather, ck_segments seg, int64_t per,
+                            float *rec, int64_t rec_floats) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_items * per) return;
-    const int64_t it = i / per, e = i % per;
+    const int64_t it = i / per;
+    int64_t e = i % per, k = 0;
+    while (e >= seg.width[k]) e -= seg.width[k++];
     const int64_t row = gather ? it : items[2 * it];
-    float *keep = rec + (int64_t)items[2 * it + 1] * rec_floats;
-    float *at = e < C ? qkv + row * C + e : e < C + n_v ? g + row * n_v + (e - C) : beta + row * n_v + (e - C - n_v);
-    if (gather) *at = keep[e];
-    else keep[e] = *at;
+    float *keep = rec + (int64_t)items[2 * it + 1] * rec_floats + (i % per);
+    float *at = seg.base[k] + row * seg.stride[k] + e;
+    if (gather) *at = *keep;
+    else *keep = *at;
 }
 
 } // namespace
 
-extern "C" void ck_gdn_keep(const int32_t *items, int64_t n_items, int gather, float *qkv, int64_t C, float *g,
-                            float *beta, int64_t n_v, float *rec, int64_t rec_floats, void *stream) {
-    const int64_t total = n_items * (C + 2 * n_v);
-    if (total > 0)
-        CK_LAUNCH(blocks_for(total, 256), 256, 0, (cudaStream_t)stream, gdn_keep_kernel)(items, n_items, gather, qkv, C, g,
-                                                                                 beta, n_v, rec, rec_floats);
+extern "C" void ck_keep_rows(const int32_t *items, int64_t n_items, int gather, const ck_segments *seg, float *rec,
+                             int64_t rec_floats, void *stream) {
+    int64_t per = 0;
+    for (int k = 0; k < seg->n; k++) per += seg->width[k];
+    ck_segments s = *seg;
+    for (int k = seg->n; k < CK_MAX_SEGMENTS; k++) s.width[k] = 1; /* never reached: per stops first */
+    if (n_items * per > 0)
+        CK_LAUNCH(blocks_for(n_items * per, 256), 256, 0, (cudaStream_t)stream, keep_kernel)(items, n_items, gather, s,
+                                                                                         per, rec, rec_floats);
+}
+
+/* ==== Mamba-2 ==== */
+
+namespace {
+
+/* One block per (run, head, column block of blockDim.x of the head's d_head columns):
+ * the block's columns of S (d_state x cols) in shared memory for the whole run, thread
+ * q owning column q. Per row (g = h / (n_head / n_group)):
+ *   dt = softplus(dt_raw + dt_bias);  S = exp(dt A) S + dt B x^T;  y = S^T C + D x */
+__global__ void mamba2_kernel(const ck_run *runs, const float *xbc, int64_t xbc_s, const float *dt_raw, int64_t dt_s,
+                              float *y, float *state, int64_t H, int64_t P, int64_t G, int64_t N, const float *A,
+                              const float *dt_bias, const float *D) {
+    CK_DYNAMIC_SHARED(float, sm);
+    const int cols = blockDim.x;
+    float *S = sm;               /* (N, cols) */
+    float *BC = sm + N * cols;   /* B (N) then C (N) of the row */
+    const ck_run run = runs[blockIdx.x];
+    const int64_t h = blockIdx.y, g = h / (H / G), DI = H * P;
+    const int64_t q = (int64_t)blockIdx.z * cols + threadIdx.x;
+    const bool live = q < P;
+    const int64_t slot_floats = H * N * P;
+    const float *S_in = state + (int64_t)run.slot_in * slot_floats + h * N * P;
+    if (live)
+        for (int64_t n = 0; n < N; n++) S[n * cols + threadIdx.x] = S_in[n * P + q];
+    for (int32_t t = 0; t < run.n; t++) {
+        const int64_t row = run.row0 + t;
+        const float *r = xbc + row * xbc_s;
+        __syncthreads(); /* BC of the previous row read by all */
+        for (int64_t n = threadIdx.x; n < N; n += cols) {
+            BC[n] = r[DI + g * N + n];
+            BC[N + n] = r[DI + G * N + g * N + n];
+        }
+        __syncthreads();
+        if (!live) continue;
+        const float v = dt_raw[row * dt_s + h] + dt_bias[h];
+        const float dt = v > 20.0f ? v : log1pf(expf(v));
+        const float dA = expf(dt * A[h]), x = r[h * P + q], dtx = dt * x;
+        float acc = 0.0f;
+        for (int64_t n = 0; n < N; n++) {
+            const float sv = dA * S[n * cols + threadIdx.x] + BC[n] * dtx;
+            S[n * cols + threadIdx.x] = sv;
+            acc = fmaf(BC[N + n], sv, acc);
+        }
+        y[row * DI + h * P + q] = acc + (D ? D[h] : 0.0f) * x;
+    }
+    if (live && run.slot_out >= 0) {
+        float *S_out = state + (int64_t)run.slot_out * slot_floats + h * N * P;
+        for (int64_t n = 0; n < N; n++) S_out[n * P + q] = S[n * cols + threadIdx.x];
+    }
+}
+
+} // namespace
+
+extern "C" void ck_mamba2(const ck_run *runs, int64_t n_runs, const float *xbc, int64_t xbc_s, const float *dt_raw,
+                          int64_t dt_s, float *y, float *state, int64_t H, int64_t P, int64_t G, int64_t N,
+                          const float *A, const float *dt_bias, const float *D, void *stream) {
+    if (n_runs <= 0) return;
+    int cols = P < 64 ? (int)P : 64;
+    while (cols > 32 && (size_t)(N * cols + 2 * N) * sizeof(float) > 48 * 1024) cols /= 2;
+    const dim3 grid((unsigned)n_runs, (unsigned)H, (unsigned)((P + cols - 1) / cols));
+    const size_t shm = (size_t)(N * cols + 2 * N) * sizeof(float);
+    CK_LAUNCH(grid, cols, shm, (cudaStream_t)stream, mamba2_kernel)(runs, xbc, xbc_s, dt_raw, dt_s, y, state, H, P, G,
+                                                                   N, A, dt_bias, D);
 }

@@ -101,6 +101,23 @@ __global__ void gated_rmsnorm_kernel(int64_t n_heads, int64_t d, const float *y,
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) o[i] = yr[i] * scale * w[i] * silu(zr[i]);
 }
 
+/* one block per (row, group): gate first, then the norm (Mamba-2) */
+__global__ void gated_rmsnorm_group_kernel(int64_t n_groups, int64_t gs, const float *y, int64_t y_stride,
+                                           const float *z, int64_t z_stride, const float *w, float eps, float *out,
+                                           int64_t out_stride) {
+    const int64_t r = blockIdx.x / n_groups, g = blockIdx.x % n_groups;
+    const float *yr = y + r * y_stride + g * gs, *zr = z + r * z_stride + g * gs;
+    float *o = out + r * out_stride + g * gs;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < gs; i += blockDim.x) {
+        const float x = yr[i] * silu(zr[i]);
+        ss += x * x;
+    }
+    ss = block_sum(ss);
+    const float scale = 1.0f / sqrtf(ss / (float)gs + eps);
+    for (int64_t i = threadIdx.x; i < gs; i += blockDim.x) o[i] = yr[i] * silu(zr[i]) * scale * w[g * gs + i];
+}
+
 int row_threads(int64_t n) { return n >= 1024 ? 256 : n >= 256 ? 128 : 32; }
 
 } // namespace
@@ -158,4 +175,12 @@ extern "C" void ck_gated_rmsnorm(int64_t n_rows, int64_t n_heads, int64_t d, con
     if (n_rows * n_heads > 0)
         CK_LAUNCH((unsigned)(n_rows * n_heads), row_threads(d), 0, (cudaStream_t)stream, gated_rmsnorm_kernel)(
             n_heads, d, y, y_stride, z, z_stride, w, eps, out, out_stride);
+}
+
+extern "C" void ck_gated_rmsnorm_group(int64_t n_rows, int64_t n_groups, int64_t group_size, const float *y,
+                                       int64_t y_stride, const float *z, int64_t z_stride, const float *w, float eps,
+                                       float *out, int64_t out_stride, void *stream) {
+    if (n_rows * n_groups > 0)
+        CK_LAUNCH((unsigned)(n_rows * n_groups), row_threads(group_size), 0, (cudaStream_t)stream,
+                  gated_rmsnorm_group_kernel)(n_groups, group_size, y, y_stride, z, z_stride, w, eps, out, out_stride);
 }

@@ -31,8 +31,9 @@ const char *cuda_backend_name(const cuda_backend *g);
 eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits,
                          const int64_t *out_rows, int64_t n_out, eddy_error *err);
 
-/* block_gdn_accept on the GPU: the kept rows replayed on sequence s's slot in layer il. */
-void cuda_gdn_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep);
+/* block_gdn_accept / block_mamba2_accept on the GPU: the kept rows replayed on sequence
+ * s's slot in recurrent layer il. */
+void cuda_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep);
 
 /* The GPU's memory bandwidth: a device-to-device copy of 1 GiB, bytes read plus bytes
  * written over its time (best of 5); 0 when it cannot be measured. */

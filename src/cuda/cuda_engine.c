@@ -23,6 +23,7 @@
 
 #include "base/alloc.h"
 #include "cuda/ck.h"
+#include "ssm/mamba2.h"
 
 struct cuda_backend {
     char name[320];
@@ -37,6 +38,7 @@ struct cuda_backend {
     /* the step's buffers (device), as engine.h's of the same names */
     float *x, *xn, *mix, *qg, *q, *k, *v, *attn, *gate;
     float *conv_in, *gdn_qkv, *gdn_z, *gdn_b, *gdn_a, *gdn_g, *gdn_beta, *gdn_o;
+    float *mb_in; /* (n_batch, mamba2_in_dim) Mamba-2's z | xBC | dt */
     float *ff_a, *ff_b, *logits;
     uint16_t *w16, *x16; /* f16 copies of a weight and of the activations for the tensor cores */
     /* the step's plan: built in pinned host memory, copied in one piece */
@@ -126,17 +128,20 @@ static eddy_status upload_model(cuda_backend *g, const model *m, int64_t *w16, i
         const tensor *src[] = {&l->attn_norm, &l->wq,        &l->wk,       &l->wv,          &l->wo,
                                &l->q_norm,    &l->k_norm,    &l->ssm_qkv,  &l->ssm_z,       &l->ssm_beta,
                                &l->ssm_alpha, &l->ssm_ba,    &l->ssm_a,    &l->ssm_dt_bias, &l->ssm_norm,
-                               &l->ssm_out,   &l->ffn_norm,  &l->ffn_gate, &l->ffn_up,      &l->ffn_down};
+                               &l->ssm_out,   &l->ffn_norm,  &l->ffn_gate, &l->ffn_up,      &l->ffn_down,
+                               &l->ssm_in,    &l->ssm_conv_bias, &l->ssm_d};
         tensor *dst[] = {&d->attn_norm, &d->wq,        &d->wk,       &d->wv,          &d->wo,
                          &d->q_norm,    &d->k_norm,    &d->ssm_qkv,  &d->ssm_z,       &d->ssm_beta,
                          &d->ssm_alpha, &d->ssm_ba,    &d->ssm_a,    &d->ssm_dt_bias, &d->ssm_norm,
-                         &d->ssm_out,   &d->ffn_norm,  &d->ffn_gate, &d->ffn_up,      &d->ffn_down};
+                         &d->ssm_out,   &d->ffn_norm,  &d->ffn_gate, &d->ffn_up,      &d->ffn_down,
+                         &d->ssm_in,    &d->ssm_conv_bias, &d->ssm_d};
         for (size_t i = 0; ok && i < sizeof src / sizeof src[0]; i++) {
             ok = upload(g, src[i], dst[i]);
             note_linear(src[i], w16, max_in);
         }
-        if (ok && l->mixer == MIXER_GDN) { /* the conv taps, repacked (K, conv_dim) at load */
-            const size_t bytes = (size_t)(hp->ssm_d_conv * model_gdn_conv_dim(hp)) * sizeof(float);
+        if (ok && (l->mixer == MIXER_GDN || l->mixer == MIXER_MAMBA2)) { /* conv taps, repacked (K, conv_dim) */
+            const int64_t cd = l->mixer == MIXER_GDN ? model_gdn_conv_dim(hp) : mamba2_conv_dim(hp);
+            const size_t bytes = (size_t)(hp->ssm_d_conv * cd) * sizeof(float);
             float *w = dev_alloc(g, bytes);
             ok = w && cudaMemcpy(w, l->conv_w, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
             d->conv_w = w;
@@ -153,10 +158,9 @@ static const char *unsupported(const model *m, char *buf, size_t cap) {
     const model_hparams *hp = &m->hp;
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const model_layer *l = &m->layers[il];
-        if (l->mixer == MIXER_MAMBA2) return "Mamba-2 layers";
         if (l->ffn == FFN_MOE) return "mixture-of-experts layers";
         const tensor *ts[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ssm_qkv, &l->ssm_z, &l->ssm_beta, &l->ssm_alpha,
-                              &l->ssm_ba, &l->ssm_out, &l->ffn_gate, &l->ffn_up, &l->ffn_down};
+                              &l->ssm_ba, &l->ssm_out, &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->ssm_in};
         for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
             const char *bad = check_linear(ts[i]);
             if (bad) {
@@ -174,6 +178,7 @@ static const char *unsupported(const model *m, char *buf, size_t cap) {
     if (hp->n_head > 0 && (hp->head_dim_k > 512 || hp->head_dim_v > 512)) return "attention heads over 512 wide";
     if (hp->ssm_n_v > 0 && (hp->ssm_d_k > 256 || hp->ssm_d_v > 256 || hp->ssm_d_conv > 8))
         return "Gated DeltaNet heads over 256 wide";
+    if (hp->ssm_n_head > 0 && (hp->ssm_d_state > 512 || hp->ssm_d_conv > 8)) return "Mamba-2 states over 512";
     return NULL;
 }
 
@@ -229,8 +234,9 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     }
     bool ok = true;
     const int64_t B = c->n_batch, E = hp->n_embd, Q = hp->n_head * hp->head_dim_k;
-    const bool gdn = hp->ssm_n_v > 0;
-    const int64_t conv_dim = gdn ? model_gdn_conv_dim(hp) : 0, V = hp->ssm_n_v * hp->ssm_d_v;
+    const bool gdn = hp->ssm_n_v > 0, mamba = hp->ssm_n_head > 0;
+    const int64_t conv_dim = gdn ? model_gdn_conv_dim(hp) : mamba ? mamba2_conv_dim(hp) : 0;
+    const int64_t V = gdn ? hp->ssm_n_v * hp->ssm_d_v : hp->ssm_d_inner;
     g->x = dev_rows(g, B, E, &ok);
     g->xn = dev_rows(g, B, E, &ok);
     g->mix = dev_rows(g, B, E, &ok);
@@ -248,6 +254,7 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->gdn_g = dev_rows(g, B, hp->ssm_n_v, &ok);
     g->gdn_beta = dev_rows(g, B, hp->ssm_n_v, &ok);
     g->gdn_o = dev_rows(g, B, V, &ok);
+    g->mb_in = dev_rows(g, B, mamba ? mamba2_in_dim(hp) : 0, &ok);
     g->ff_a = dev_rows(g, B, hp->n_ff, &ok);
     g->ff_b = dev_rows(g, B, hp->n_ff, &ok);
     g->logits = dev_rows(g, B, hp->n_vocab, &ok);
@@ -365,6 +372,17 @@ static void layer_attention(engine *c, cuda_backend *g, const model_layer *l, in
     lin(g, &l->wo, g->attn, n, g->mix);
 }
 
+/* What a GDN verify row keeps for replay: its conv output, g and beta. */
+static ck_segments gdn_kept(cuda_backend *g, int64_t conv_dim, int64_t n_v) {
+    return (ck_segments){3, {g->gdn_qkv, g->gdn_g, g->gdn_beta}, {conv_dim, n_v, n_v}, {conv_dim, n_v, n_v}};
+}
+
+/* What a Mamba-2 verify row keeps: its conv output x|B|C and its raw dt. */
+static ck_segments mamba2_kept(cuda_backend *g, const model_hparams *hp) {
+    const int64_t CD = mamba2_conv_dim(hp), IN = mamba2_in_dim(hp);
+    return (ck_segments){2, {g->gdn_qkv, g->mb_in + hp->ssm_d_inner + CD}, {CD, IN}, {CD, hp->ssm_n_head}};
+}
+
 static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t il, int64_t n) {
     const model_hparams *hp = &c->m->hp;
     const state_pool *sp = c->sp;
@@ -387,12 +405,32 @@ static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
     ck_conv1d(&g->step, n, g->conv_in, conv_dim, g->gdn_qkv, conv_dim, l->conv_w, NULL, conv_dim, K, sp->conv[il],
               2 * key_dim, d_k, 1e-6f, NULL);
     ck_conv_window(g->d_plan + g->o_conv, g->n_conv, g->conv_in, conv_dim, conv_dim, K, sp->conv[il], NULL);
+    const ck_segments keep = gdn_kept(g, conv_dim, n_v);
     if (g->n_keep)
-        ck_gdn_keep(g->d_plan + g->o_keep, g->n_keep, 0, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, n_v, sp->rec[il],
-                    sp->shape[il].rec_floats, NULL);
+        ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->rec[il], sp->shape[il].rec_floats, NULL);
     ck_gdn(g->step.runs, g->n_runs, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, g->gdn_o, sp->rec[il], n_k, n_v, d_k,
            d_v, hp->ssm_head_map == GDN_KHEAD_MOD ? 0 : 1, 1.0f / sqrtf((float)d_k), NULL);
     ck_gated_rmsnorm(n, n_v, d_v, g->gdn_o, V, g->gdn_z, V, f32(&l->ssm_norm), hp->rms_eps, g->gdn_o, V, NULL);
+    lin(g, &l->ssm_out, g->gdn_o, n, g->mix);
+}
+
+/* block_mamba2.c on the GPU: the conv output goes to gdn_qkv, the scan output to gdn_o */
+static void layer_mamba2(engine *c, cuda_backend *g, const model_layer *l, int64_t il, int64_t n) {
+    const model_hparams *hp = &c->m->hp;
+    const state_pool *sp = c->sp;
+    const int64_t DI = hp->ssm_d_inner, CD = mamba2_conv_dim(hp), IN = mamba2_in_dim(hp), H = hp->ssm_n_head;
+    const int K = (int)hp->ssm_d_conv;
+    lin(g, &l->ssm_in, g->xn, n, g->mb_in);
+    ck_conv1d(&g->step, n, g->mb_in + DI, IN, g->gdn_qkv, CD, l->conv_w, f32(&l->ssm_conv_bias), CD, K, sp->conv[il],
+              0, 1, 0.0f, NULL);
+    ck_conv_window(g->d_plan + g->o_conv, g->n_conv, g->mb_in + DI, IN, CD, K, sp->conv[il], NULL);
+    const ck_segments keep = mamba2_kept(g, hp);
+    if (g->n_keep)
+        ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->rec[il], sp->shape[il].rec_floats, NULL);
+    ck_mamba2(g->step.runs, g->n_runs, g->gdn_qkv, CD, g->mb_in + DI + CD, IN, g->gdn_o, sp->rec[il], H, DI / H,
+              hp->ssm_n_group, hp->ssm_d_state, f32(&l->ssm_a), f32(&l->ssm_dt_bias), f32(&l->ssm_d), NULL);
+    ck_gated_rmsnorm_group(n, hp->ssm_n_group, DI / hp->ssm_n_group, g->gdn_o, DI, g->mb_in, IN, f32(&l->ssm_norm),
+                           hp->rms_eps, g->gdn_o, DI, NULL);
     lin(g, &l->ssm_out, g->gdn_o, n, g->mix);
 }
 
@@ -434,7 +472,8 @@ eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan
         if (l->mixer != MIXER_NONE) {
             ck_rmsnorm_rows(g->xn, E, g->x, E, f32(&l->attn_norm), E, n, hp->rms_eps, NULL);
             if (l->mixer == MIXER_ATTENTION) layer_attention(c, g, l, il, n);
-            else layer_gdn(c, g, l, il, n);
+            else if (l->mixer == MIXER_GDN) layer_gdn(c, g, l, il, n);
+            else layer_mamba2(c, g, l, il, n);
             ck_add_scaled(g->x, g->mix, n * E, hp->residual_scale, NULL);
         }
         if (l->ffn != FFN_NONE) {
@@ -452,12 +491,11 @@ eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan
     return step_status(g, err);
 }
 
-void cuda_gdn_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep) {
+void cuda_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep) {
     cuda_backend *g = c->gpu;
     const model_hparams *hp = &c->m->hp;
+    const model_layer *l = &g->layers[il];
     state_pool *sp = c->sp;
-    const int64_t n_k = hp->ssm_n_k, n_v = hp->ssm_n_v, d_k = hp->ssm_d_k, d_v = hp->ssm_d_v;
-    const int64_t conv_dim = model_gdn_conv_dim(hp);
     EDDY_ASSERT(n_keep >= 1 && n_keep <= s->n_pending && n_keep <= c->n_batch);
     /* the kept rows' inputs gathered into rows 0.. of the step's buffers, replayed on the slot */
     int32_t *h = g->h_plan;
@@ -465,14 +503,23 @@ void cuda_gdn_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep) {
     ck_run *run = (ck_run *)(h + g->o_runs);
     *run = (ck_run){0, (int32_t)n_keep, (int32_t)s->st.slot, (int32_t)s->st.slot, 0};
     cudaMemcpy(g->d_plan, h, (size_t)g->o_blocks * sizeof(int32_t), cudaMemcpyHostToDevice);
-    ck_gdn_keep(g->d_plan + g->o_keep, n_keep, 1, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, n_v, sp->rec[il],
-                sp->shape[il].rec_floats, NULL);
-    ck_gdn(g->step.runs, 1, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v,
-           hp->ssm_head_map == GDN_KHEAD_MOD ? 0 : 1, 1.0f / sqrtf((float)d_k), NULL);
+    if (l->mixer == MIXER_GDN) {
+        const int64_t n_k = hp->ssm_n_k, n_v = hp->ssm_n_v, d_k = hp->ssm_d_k, d_v = hp->ssm_d_v;
+        const int64_t conv_dim = model_gdn_conv_dim(hp);
+        const ck_segments keep = gdn_kept(g, conv_dim, n_v);
+        ck_keep_rows(g->d_plan + g->o_keep, n_keep, 1, &keep, sp->rec[il], sp->shape[il].rec_floats, NULL);
+        ck_gdn(g->step.runs, 1, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v,
+               hp->ssm_head_map == GDN_KHEAD_MOD ? 0 : 1, 1.0f / sqrtf((float)d_k), NULL);
+    } else {
+        const int64_t DI = hp->ssm_d_inner, CD = mamba2_conv_dim(hp), IN = mamba2_in_dim(hp), H = hp->ssm_n_head;
+        const ck_segments keep = mamba2_kept(g, hp);
+        ck_keep_rows(g->d_plan + g->o_keep, n_keep, 1, &keep, sp->rec[il], sp->shape[il].rec_floats, NULL);
+        ck_mamba2(g->step.runs, 1, g->gdn_qkv, CD, g->mb_in + DI + CD, IN, g->gdn_o, sp->rec[il], H, DI / H,
+                  hp->ssm_n_group, hp->ssm_d_state, f32(&l->ssm_a), f32(&l->ssm_dt_bias), f32(&l->ssm_d), NULL);
+    }
     cudaMemcpy(state_conv(sp, il, s->st.slot), state_conv(sp, il, s->pending[n_keep - 1]),
                (size_t)sp->shape[il].conv_floats * sizeof(float), cudaMemcpyDeviceToDevice);
 }
-
 double cuda_copy_bandwidth(void) {
     const size_t bytes = (size_t)1 << 30;
     void *a = NULL, *b = NULL;

@@ -241,7 +241,7 @@ eddy_status eddy_seq_accept(eddy_seq *s, int64_t n_keep, eddy_error *err) {
          * on the sequence's slot */
         for (int64_t il = 0; il < c->m->hp.n_layer; il++) {
             const model_layer *l = &c->m->layers[il];
-            if (l->mixer == MIXER_GDN && c->gpu) cuda_gdn_accept(c, il, s, n_keep);
+            if (c->gpu && (l->mixer == MIXER_GDN || l->mixer == MIXER_MAMBA2)) cuda_accept(c, il, s, n_keep);
             else if (l->mixer == MIXER_GDN) block_gdn_accept(c, l, il, s, n_keep);
             else if (l->mixer == MIXER_MAMBA2) block_mamba2_accept(c, l, il, s, n_keep);
             else EDDY_ASSERT(c->sp->shape[il].conv_floats == 0);

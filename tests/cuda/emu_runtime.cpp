@@ -4,6 +4,7 @@
  * eddy calls, on host memory. Linked instead of libcudart and libcublas by
  * `make CUDA_EMU=1`.
  */
+#include <setjmp.h>
 #include <time.h>
 #include <ucontext.h>
 
@@ -25,8 +26,13 @@ namespace {
 enum { RUN, AT_BARRIER, AT_SHUFFLE, DONE };
 const size_t STACK = 128 * 1024;
 
+/* A fiber starts on its own stack through makecontext/setcontext; after that, switches
+ * use _setjmp/_longjmp, which do not save and restore the signal mask (a system call
+ * each time with swapcontext). */
 struct fiber {
     ucontext_t ctx;
+    jmp_buf jb;
+    bool started = false;
     char *stack = nullptr;
     int state = RUN;
     float shfl_val = 0, shfl_res = 0;
@@ -36,7 +42,7 @@ struct fiber {
 
 struct launch {
     std::vector<fiber> fibers;
-    ucontext_t sched;
+    jmp_buf sched;
     size_t cur = 0, n = 0;
     emu_idx block{}, bdim{}, gdim{};
     std::vector<unsigned char> shared;
@@ -47,13 +53,26 @@ launch L;
 
 void trampoline() {
     (*L.body)();
-    L.fibers[L.cur].state = DONE; /* uc_link returns to the scheduler */
+    L.fibers[L.cur].state = DONE;
+    _longjmp(L.sched, 1);
 }
 
 void suspend(int state) {
     fiber &f = L.fibers[L.cur];
     f.state = state;
-    swapcontext(&f.ctx, &L.sched);
+    if (_setjmp(f.jb) == 0) _longjmp(L.sched, 1);
+}
+
+/* Runs fiber i until it waits or returns. */
+void resume(size_t i) {
+    L.cur = i;
+    fiber &f = L.fibers[i];
+    if (_setjmp(L.sched) != 0) return;
+    if (!f.started) {
+        f.started = true;
+        setcontext(&f.ctx);
+    }
+    _longjmp(f.jb, 1);
 }
 
 /* Releases what can go on after every thread stopped: a warp whose live threads all
@@ -129,19 +148,18 @@ void emu_run(dim3 grid, dim3 block, size_t shared_bytes, const std::function<voi
                 for (size_t i = 0; i < n; i++) {
                     fiber &f = L.fibers[i];
                     f.state = RUN;
+                    f.started = false;
                     f.tid = {(unsigned)(i % block.x), (unsigned)(i / block.x % block.y),
                              (unsigned)(i / ((size_t)block.x * block.y))};
                     getcontext(&f.ctx);
                     f.ctx.uc_stack.ss_sp = f.stack;
                     f.ctx.uc_stack.ss_size = STACK;
-                    f.ctx.uc_link = &L.sched;
+                    f.ctx.uc_link = nullptr;
                     makecontext(&f.ctx, trampoline, 0);
                 }
                 for (;;) {
                     for (size_t i = 0; i < n; i++) {
-                        if (L.fibers[i].state != RUN) continue;
-                        L.cur = i;
-                        swapcontext(&L.sched, &L.fibers[i].ctx);
+                        if (L.fibers[i].state == RUN) resume(i);
                     }
                     bool live = false;
                     for (size_t i = 0; i < n && !live; i++) live = L.fibers[i].state != DONE;

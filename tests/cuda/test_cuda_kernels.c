@@ -18,6 +18,7 @@
 #include "quant/fp16.h"
 #include "quant/quant.h"
 #include "ssm/gdn.h"
+#include "ssm/mamba2.h"
 #include "ssm/ssm.h"
 #include "test.h"
 
@@ -379,4 +380,84 @@ TEST(cuda_attention_matches_ref) {
     attention_case(&r, 6, 2, 64, 48, 16, 1, 3);  /* partial rotary, f16 cache */
     attention_case(&r, 8, 1, 256, 256, 64, 1, 1); /* Qwen3.5's wide heads */
     attention_case(&r, 3, 3, 24, 40, 0, 0, 2);
+}
+
+static void mamba2_case(test_rng *r, int64_t H, int64_t P, int64_t G, int64_t N, bool with_d, bool verify) {
+    const int64_t lens[] = {1, 6, 1, 3}, pos0[] = {0, 0, 4, 2};
+    step_fixture f;
+    step_make(&f, lens, pos0, 4, verify);
+    const int64_t n = f.n, DI = H * P, CD = DI + 2 * G * N, n_slots = 9, sf = H * N * P;
+    float *xbc = rand_floats(r, n * CD, 1.0f), *dt = rand_floats(r, n * H, 1.0f);
+    float *A = malloc((size_t)H * 4), *bias = rand_floats(r, H, 0.5f), *D = rand_floats(r, H, 1.0f);
+    for (int64_t h = 0; h < H; h++) A[h] = -expf(test_rng_uniform(r, -1.0f, 1.0f));
+    float *state = rand_floats(r, n_slots * sf, 0.3f);
+    float *dx = dev(xbc, (size_t)(n * CD) * 4), *ddt = dev(dt, (size_t)(n * H) * 4), *dA = dev(A, (size_t)H * 4);
+    float *db = dev(bias, (size_t)H * 4), *dD = dev(D, (size_t)H * 4), *ds = dev(state, (size_t)(n_slots * sf) * 4);
+    float *dy = dev(NULL, (size_t)(n * DI) * 4);
+    ck_mamba2(f.d.runs, f.n_runs, dx, CD, ddt, H, dy, ds, H, P, G, N, dA, db, with_d ? dD : NULL, NULL);
+    float *y = malloc((size_t)(n * DI) * 4), *yr = malloc((size_t)(n * DI) * 4);
+    float *st = malloc((size_t)(n_slots * sf) * 4), *sref = malloc((size_t)(n_slots * sf) * 4);
+    back(y, dy, (size_t)(n * DI) * 4);
+    back(st, ds, (size_t)(n_slots * sf) * 4);
+    memcpy(sref, state, (size_t)(n_slots * sf) * 4);
+    const mamba2_params p = {H, P, G, N, A, bias, with_d ? D : NULL, 0.0f, INFINITY};
+    float *tmp = malloc((size_t)sf * 4);
+    for (int k = 0; k < 4; k++) {
+        const ck_run *rk = &f.runs[k];
+        const float *x0 = xbc + rk->row0 * CD;
+        const mamba2_io io = {x0, CD, x0 + DI, CD, x0 + DI + G * N, CD, dt + rk->row0 * H, H, yr + rk->row0 * DI, DI};
+        float *S = verify ? tmp : sref + rk->slot_in * sf;
+        if (verify) memcpy(tmp, sref + rk->slot_in * sf, (size_t)sf * 4);
+        const int64_t seq_start[2] = {0, rk->n};
+        mamba2_scan_ref(&p, &io, seq_start, &S, 1, NULL);
+    }
+    const double ey = test_nmse(y, yr, n * DI), es = test_nmse(st, sref, n_slots * sf);
+    CHECKF(ok_cuda("mamba2") && ey < NMSE_MAX && es < NMSE_MAX, "mamba2 %lld heads of %lld, %lld groups, state %lld, "
+           "D %d verify %d: outputs nmse %g, states %g", (long long)H, (long long)P, (long long)G, (long long)N, with_d,
+           verify, ey, es);
+    cudaFree(dx), cudaFree(ddt), cudaFree(dA), cudaFree(db), cudaFree(dD), cudaFree(ds), cudaFree(dy);
+    free(xbc), free(dt), free(A), free(bias), free(D), free(state), free(y), free(yr), free(st), free(sref), free(tmp);
+    step_free(&f);
+}
+
+TEST(cuda_mamba2_matches_scan_ref) {
+    test_rng r = test_rng_new();
+    mamba2_case(&r, 8, 16, 2, 16, true, false);
+    mamba2_case(&r, 4, 80, 1, 24, false, false); /* two column blocks, the last partial */
+    mamba2_case(&r, 2, 64, 2, 128, true, false);
+    mamba2_case(&r, 8, 16, 2, 16, true, true);
+}
+
+TEST(cuda_group_norm_and_kept_rows) {
+    test_rng r = test_rng_new();
+    const int64_t rows = 4, G = 3, gs = 40, n = G * gs;
+    float *y = rand_floats(&r, rows * n, 2.0f), *z = rand_floats(&r, rows * n, 1.0f), *w = rand_floats(&r, n, 1.0f);
+    float *ref = malloc((size_t)(rows * n) * 4), *got = malloc((size_t)(rows * n) * 4);
+    float *dy = dev(y, (size_t)(rows * n) * 4), *dz = dev(z, (size_t)(rows * n) * 4), *dw = dev(w, (size_t)n * 4);
+    float *dout = dev(NULL, (size_t)(rows * n) * 4);
+    gated_rmsnorm_group_ref(rows, G, gs, y, n, z, n, w, 1e-5f, ref, n);
+    ck_gated_rmsnorm_group(rows, G, gs, dy, n, dz, n, dw, 1e-5f, dout, n, NULL);
+    back(got, dout, (size_t)(rows * n) * 4);
+    CHECKF(ok_cuda("group norm") && test_nmse(got, ref, rows * n) < NMSE_MAX, "group norm nmse %g",
+           test_nmse(got, ref, rows * n));
+    /* rows 2 and 0 kept in slots 3 and 1 (segments: 7 floats of y, 5 of z), then gathered
+     * back into rows 0 and 1 of zeroed buffers */
+    const int32_t items[4] = {2, 3, 0, 1};
+    int32_t *ditems = dev(items, sizeof items);
+    const int64_t rec_floats = 20;
+    float *drec = dev(NULL, (size_t)(5 * rec_floats) * 4);
+    ck_segments seg = {2, {dy, dz}, {n, n}, {7, 5}};
+    ck_keep_rows(ditems, 2, 0, &seg, drec, rec_floats, NULL);
+    cudaMemset(dy, 0, (size_t)(rows * n) * 4);
+    cudaMemset(dz, 0, (size_t)(rows * n) * 4);
+    ck_keep_rows(ditems, 2, 1, &seg, drec, rec_floats, NULL);
+    float *y2 = malloc((size_t)(rows * n) * 4), *z2 = malloc((size_t)(rows * n) * 4);
+    back(y2, dy, (size_t)(rows * n) * 4);
+    back(z2, dz, (size_t)(rows * n) * 4);
+    CHECK(ok_cuda("keep rows"));
+    CHECK(!memcmp(y2, y + 2 * n, 7 * 4) && !memcmp(z2, z + 2 * n, 5 * 4));
+    CHECK(!memcmp(y2 + n, y, 7 * 4) && !memcmp(z2 + n, z, 5 * 4));
+    CHECK(y2[7] == 0.0f && z2[5] == 0.0f); /* nothing past the segments */
+    cudaFree(dy), cudaFree(dz), cudaFree(dw), cudaFree(dout), cudaFree(ditems), cudaFree(drec);
+    free(y), free(z), free(w), free(ref), free(got), free(y2), free(z2);
 }

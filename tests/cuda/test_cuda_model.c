@@ -50,19 +50,21 @@ static eddy_engine *gpu_engine(const eddy_model *m, int n_seq, int n_snap, eddy_
 
 /* ==== Against transformers ==== */
 
-static void check_against_transformers(const char *gguf, const char *logits_file) {
+/* The file's logits for 100 ids: ref holds the first cols columns of each row. */
+static void check_against_transformers(const char *gguf, const char *ids_file, const char *logits_file,
+                                       int64_t cols) {
     int32_t ids[N_IDS];
-    REQUIRE_EQ(read_ids("models/qwen-tiny.ids", ids, N_IDS), N_IDS);
+    REQUIRE_EQ(read_ids(ids_file, ids, N_IDS), N_IDS);
     size_t bytes;
     float *ref = test_read_file(test_data_path(logits_file), &bytes);
-    REQUIRE(ref && bytes == sizeof(float) * N_IDS * VOCAB);
+    REQUIRE(ref && bytes == sizeof(float) * N_IDS * (size_t)cols);
     eddy_model *m = tseq_load(gguf);
     if (!m) return free(ref);
     eddy_engine *e = gpu_engine(m, 1, 0, EDDY_KV_F32);
     eddy_seq *s = e ? tseq_new(e) : NULL;
-    float *got = malloc(sizeof(float) * N_IDS * (size_t)eddy_model_n_vocab(m));
-    if (s && got) {
-        const int64_t V = eddy_model_n_vocab(m);
+    const int64_t V = eddy_model_n_vocab(m);
+    float *got = malloc(sizeof(float) * N_IDS * (size_t)V);
+    if (s && got && CHECK(V >= cols)) {
         /* a prefill of 60 (tensor-core and SGEMM products), then 40 one-token decodes */
         if (tseq_feed(s, ids, 60, got))
             for (int64_t t = 60; t < N_IDS; t++) {
@@ -72,7 +74,7 @@ static void check_against_transformers(const char *gguf, const char *logits_file
         double worst = 0;
         int64_t at = -1;
         for (int64_t t = 0; t < N_IDS; t++) {
-            const double e2 = rel_rms(got + t * V, ref + t * VOCAB, VOCAB);
+            const double e2 = rel_rms(got + t * V, ref + t * cols, cols);
             if (!(e2 <= worst)) worst = e2, at = t;
         }
         CHECKF(worst <= 1e-4, "%s: worst relative RMS %g at position %lld", gguf, worst, (long long)at);
@@ -84,7 +86,23 @@ static void check_against_transformers(const char *gguf, const char *logits_file
 }
 
 TEST(cuda_qwen35_f32_matches_transformers) {
-    check_against_transformers("models/qwen35-tiny-f32.gguf", "models/qwen35-tiny.logits.f32");
+    check_against_transformers("models/qwen35-tiny-f32.gguf", "models/qwen-tiny.ids", "models/qwen35-tiny.logits.f32",
+                               VOCAB);
+}
+
+TEST(cuda_mamba2_f32_matches_transformers) {
+    check_against_transformers("models/mamba2-tiny-f32.gguf", "models/mamba2-tiny.ids", "models/mamba2-tiny.logits.f32",
+                               512);
+}
+
+TEST(cuda_nemotron_h_f32_matches_transformers) {
+    check_against_transformers("models/nemotron_h-tiny-f32.gguf", "models/qwen-tiny.ids",
+                               "models/nemotron_h-tiny.logits.f32", VOCAB);
+}
+
+TEST(cuda_granite_dense_f32_matches_transformers) {
+    check_against_transformers("models/granitehybrid-dense-tiny-f32.gguf", "models/qwen-tiny.ids",
+                               "models/granitehybrid-dense-tiny.logits.f32", VOCAB);
 }
 
 TEST(cuda_llama_f32_matches_transformers) {
@@ -149,11 +167,13 @@ TEST(cuda_quantized_models_match_cpu) {
     check_against_cpu("models/qwen35-tiny-q4_k_m.gguf");
     check_against_cpu("models/llama-tiny-q8_0.gguf");
     check_against_cpu("models/tiny-hybrid-q8_0.gguf");
+    check_against_cpu("models/mamba2-tiny-q8_0.gguf");
+    check_against_cpu("models/nemotron_h-tiny-q8_0.gguf");
 }
 
 /* What the backend does not run yet is refused, naming it. */
 TEST(cuda_refuses_what_it_does_not_run) {
-    const char *files[] = {"models/mamba2-tiny-f32.gguf", "models/qwen35moe-tiny-f32.gguf"};
+    const char *files[] = {"models/granitehybrid-tiny-f32.gguf", "models/qwen35moe-tiny-f32.gguf"};
     for (int i = 0; i < 2; i++) {
         eddy_model *m = tseq_load(files[i]);
         if (!m) continue;
@@ -170,8 +190,8 @@ TEST(cuda_refuses_what_it_does_not_run) {
 
 /* Three sequences with prompts of different lengths decoded in one batch give each
  * one's logits alone; verify 4 + accept 2 = feeding the 2; snapshot / restore. */
-TEST(cuda_sequences_batch_verify_snapshot) {
-    eddy_model *m = tseq_load("models/qwen35-tiny-q8_0.gguf");
+static void check_sequences(const char *gguf) {
+    eddy_model *m = tseq_load(gguf);
     REQUIRE(m);
     const int64_t V = eddy_model_n_vocab(m);
     test_rng r = test_rng_new();
@@ -203,7 +223,7 @@ TEST(cuda_sequences_batch_verify_snapshot) {
         REQUIRE(CHECKF(eddy_engine_decode(e, &b, out, &err) == EDDY_OK, "%s", err.msg));
         for (int k = 0; k < 3; k++) memcpy(batched + (k * 6 + t) * V, out + k * V, sizeof(float) * (size_t)V);
     }
-    CHECKF(rel_rms(batched, alone, 3 * 6 * V) <= 1e-5, "batch against alone: %g", rel_rms(batched, alone, 3 * 6 * V));
+    CHECKF(rel_rms(batched, alone, 3 * 6 * V) <= 1e-5, "%s: batch against alone: %g", gguf, rel_rms(batched, alone, 3 * 6 * V));
 
     /* verify 4 drafts on s[0], accept 2: the state after = after feeding those 2 */
     eddy_seq *twin = NULL;
@@ -219,11 +239,11 @@ TEST(cuda_sequences_batch_verify_snapshot) {
     REQUIRE(CHECKF(eddy_seq_accept(s[0], 2, &err) == EDDY_OK, "%s", err.msg));
     float fed[2 * 1024], after_v[1024], after_f[1024];
     tseq_feed(twin, drafts, 2, fed);
-    CHECKF(rel_rms(vout, fed, 2 * V) <= 1e-5, "verify rows against fed rows: %g", rel_rms(vout, fed, 2 * V));
+    CHECKF(rel_rms(vout, fed, 2 * V) <= 1e-5, "%s: verify rows against fed rows: %g", gguf, rel_rms(vout, fed, 2 * V));
     int32_t probe = 3;
     tseq_feed(s[0], &probe, 1, after_v);
     tseq_feed(twin, &probe, 1, after_f);
-    CHECKF(rel_rms(after_v, after_f, V) <= 1e-5, "after accept: %g", rel_rms(after_v, after_f, V));
+    CHECKF(rel_rms(after_v, after_f, V) <= 1e-5, "%s: after accept: %g", gguf, rel_rms(after_v, after_f, V));
 
     /* snapshot, go on, restore, go on the same way: the same logits */
     eddy_snapshot *snap = NULL;
@@ -234,13 +254,13 @@ TEST(cuda_sequences_batch_verify_snapshot) {
     REQUIRE(eddy_seq_restore(s[1], snap, &err) == EDDY_OK);
     tseq_feed(s[1], next[2], 5, NULL);
     tseq_feed(s[1], &probe, 1, x2);
-    CHECK(!memcmp(x1, x2, sizeof(float) * (size_t)V));
+    CHECKF(!memcmp(x1, x2, sizeof(float) * (size_t)V), "%s: snapshot / restore", gguf);
     /* roll back 3 positions and re-feed them: as before */
     REQUIRE(eddy_seq_truncate(s[1], eddy_seq_n_pos(s[1]) - 3, &err) == EDDY_OK);
     int32_t again[3] = {next[2][3], next[2][4], probe};
     float x3[3 * 1024];
     tseq_feed(s[1], again, 3, x3);
-    CHECKF(rel_rms(x3 + 2 * V, x1, V) <= 1e-5, "after rollback: %g", rel_rms(x3 + 2 * V, x1, V));
+    CHECKF(rel_rms(x3 + 2 * V, x1, V) <= 1e-5, "%s: after rollback: %g", gguf, rel_rms(x3 + 2 * V, x1, V));
 
     /* a session file is refused with a message, and the sequence carries on */
     void *buf = NULL;
@@ -253,4 +273,9 @@ TEST(cuda_sequences_batch_verify_snapshot) {
     free(alone), free(batched);
     eddy_engine_free(e);
     eddy_model_free(m);
+}
+
+TEST(cuda_sequences_batch_verify_snapshot) {
+    check_sequences("models/qwen35-tiny-q8_0.gguf");
+    check_sequences("models/nemotron_h-tiny-q8_0.gguf");
 }
