@@ -81,6 +81,15 @@ void ck_ssm_gate(int64_t n_rows, int64_t n_heads, const float *alpha, int64_t al
 void ck_gated_rmsnorm(int64_t n_rows, int64_t n_heads, int64_t d, const float *y, int64_t y_stride, const float *z,
                       int64_t z_stride, const float *w, float eps, float *out, int64_t out_stride, void *stream);
 
+/* Mixture of experts (block_ffn.c's arithmetic). slots: an expert's m token slots
+ * (token t's j-th expert is slot t k + j). gather: dst row i = src row slots[i] / k;
+ * scatter: y row slots[i] / k += w[slots[i]] * src row i; add_gated: y row t +=
+ * sigmoid(gate[t]) * src row t (gate NULL: 1). Rows of E floats. */
+void ck_gather_rows(float *dst, const float *src, const int32_t *slots, int64_t k, int64_t m, int64_t E, void *stream);
+void ck_scatter_add(float *y, const float *src, const int32_t *slots, int64_t k, const float *w, int64_t m, int64_t E,
+                    void *stream);
+void ck_add_gated_rows(float *y, const float *src, const float *gate, int64_t n, int64_t E, void *stream);
+
 /* ==== The mixers (ck_mixers.cu) ==== */
 
 /* A step's rows and their sequences. A run is one sequence's consecutive rows. */

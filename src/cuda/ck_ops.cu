@@ -118,6 +118,28 @@ __global__ void gated_rmsnorm_group_kernel(int64_t n_groups, int64_t gs, const f
     for (int64_t i = threadIdx.x; i < gs; i += blockDim.x) o[i] = yr[i] * silu(zr[i]) * scale * w[g * gs + i];
 }
 
+/* Mixture of experts: one thread per element of the m rows of one expert */
+__global__ void gather_rows_kernel(float *dst, const float *src, const int32_t *slots, int64_t k, int64_t m, int64_t E) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < m * E) dst[i] = src[slots[i / E] / k * E + i % E];
+}
+
+__global__ void scatter_add_kernel(float *y, const float *src, const int32_t *slots, int64_t k, const float *w,
+                                   int64_t m, int64_t E) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= m * E) return;
+    const int32_t slot = slots[i / E];
+    float *dst = y + slot / k * E + i % E;
+    *dst += w[slot] * src[i];
+}
+
+__global__ void add_gated_rows_kernel(float *y, const float *src, const float *gate, int64_t n, int64_t E) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * E) return;
+    const float g = gate ? sigmoid(gate[i / E]) : 1.0f;
+    y[i] += g * src[i];
+}
+
 int row_threads(int64_t n) { return n >= 1024 ? 256 : n >= 256 ? 128 : 32; }
 
 } // namespace
@@ -183,4 +205,21 @@ extern "C" void ck_gated_rmsnorm_group(int64_t n_rows, int64_t n_groups, int64_t
     if (n_rows * n_groups > 0)
         CK_LAUNCH((unsigned)(n_rows * n_groups), row_threads(group_size), 0, (cudaStream_t)stream,
                   gated_rmsnorm_group_kernel)(n_groups, group_size, y, y_stride, z, z_stride, w, eps, out, out_stride);
+}
+
+extern "C" void ck_gather_rows(float *dst, const float *src, const int32_t *slots, int64_t k, int64_t m, int64_t E,
+                               void *stream) {
+    if (m * E > 0)
+        CK_LAUNCH(blocks_for(m * E, 256), 256, 0, (cudaStream_t)stream, gather_rows_kernel)(dst, src, slots, k, m, E);
+}
+
+extern "C" void ck_scatter_add(float *y, const float *src, const int32_t *slots, int64_t k, const float *w, int64_t m,
+                               int64_t E, void *stream) {
+    if (m * E > 0)
+        CK_LAUNCH(blocks_for(m * E, 256), 256, 0, (cudaStream_t)stream, scatter_add_kernel)(y, src, slots, k, w, m, E);
+}
+
+extern "C" void ck_add_gated_rows(float *y, const float *src, const float *gate, int64_t n, int64_t E, void *stream) {
+    if (n * E > 0)
+        CK_LAUNCH(blocks_for(n * E, 256), 256, 0, (cudaStream_t)stream, add_gated_rows_kernel)(y, src, gate, n, E);
 }

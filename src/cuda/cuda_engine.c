@@ -39,6 +39,10 @@ struct cuda_backend {
     float *x, *xn, *mix, *qg, *q, *k, *v, *attn, *gate;
     float *conv_in, *gdn_qkv, *gdn_z, *gdn_b, *gdn_a, *gdn_g, *gdn_beta, *gdn_o;
     float *mb_in; /* (n_batch, mamba2_in_dim) Mamba-2's z | xBC | dt */
+    /* mixture of experts: router logits, one expert's input and output rows, the
+     * routing (token slots by expert, their weights) copied from the host's plan */
+    float *router, *moe_x, *ff_out, *moe_w, *sh_gate;
+    int32_t *moe_order;
     float *ff_a, *ff_b, *logits;
     uint16_t *w16, *x16; /* f16 copies of a weight and of the activations for the tensor cores */
     /* the step's plan: built in pinned host memory, copied in one piece */
@@ -100,11 +104,12 @@ static bool upload(cuda_backend *g, const tensor *t, tensor *out) {
     return true;
 }
 
-/* The f16 elements the largest weight a product dequantizes takes. */
+/* The f16 elements the largest weight a product dequantizes takes (of an expert tensor,
+ * one expert's matrix). */
 static void note_linear(const tensor *t, int64_t *w16, int64_t *max_in) {
     if (!t->name) return;
-    if (t->type != QTYPE_F32 && t->type != QTYPE_F16 && t->ne[0] * tensor_rows(t) > *w16)
-        *w16 = t->ne[0] * tensor_rows(t);
+    const int64_t rows = t->ne[2] > 1 ? t->ne[1] : tensor_rows(t);
+    if (t->type != QTYPE_F32 && t->type != QTYPE_F16 && t->ne[0] * rows > *w16) *w16 = t->ne[0] * rows;
     if (t->ne[0] > *max_in) *max_in = t->ne[0];
 }
 
@@ -129,12 +134,16 @@ static eddy_status upload_model(cuda_backend *g, const model *m, int64_t *w16, i
                                &l->q_norm,    &l->k_norm,    &l->ssm_qkv,  &l->ssm_z,       &l->ssm_beta,
                                &l->ssm_alpha, &l->ssm_ba,    &l->ssm_a,    &l->ssm_dt_bias, &l->ssm_norm,
                                &l->ssm_out,   &l->ffn_norm,  &l->ffn_gate, &l->ffn_up,      &l->ffn_down,
-                               &l->ssm_in,    &l->ssm_conv_bias, &l->ssm_d};
+                               &l->ssm_in,    &l->ssm_conv_bias, &l->ssm_d,
+                               &l->moe_router, &l->moe_gate, &l->moe_up, &l->moe_down, &l->shexp_gate,
+                               &l->shexp_up, &l->shexp_down, &l->shexp_router};
         tensor *dst[] = {&d->attn_norm, &d->wq,        &d->wk,       &d->wv,          &d->wo,
                          &d->q_norm,    &d->k_norm,    &d->ssm_qkv,  &d->ssm_z,       &d->ssm_beta,
                          &d->ssm_alpha, &d->ssm_ba,    &d->ssm_a,    &d->ssm_dt_bias, &d->ssm_norm,
                          &d->ssm_out,   &d->ffn_norm,  &d->ffn_gate, &d->ffn_up,      &d->ffn_down,
-                         &d->ssm_in,    &d->ssm_conv_bias, &d->ssm_d};
+                         &d->ssm_in,    &d->ssm_conv_bias, &d->ssm_d,
+                         &d->moe_router, &d->moe_gate, &d->moe_up, &d->moe_down, &d->shexp_gate,
+                         &d->shexp_up, &d->shexp_down, &d->shexp_router};
         for (size_t i = 0; ok && i < sizeof src / sizeof src[0]; i++) {
             ok = upload(g, src[i], dst[i]);
             note_linear(src[i], w16, max_in);
@@ -158,9 +167,10 @@ static const char *unsupported(const model *m, char *buf, size_t cap) {
     const model_hparams *hp = &m->hp;
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const model_layer *l = &m->layers[il];
-        if (l->ffn == FFN_MOE) return "mixture-of-experts layers";
         const tensor *ts[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ssm_qkv, &l->ssm_z, &l->ssm_beta, &l->ssm_alpha,
-                              &l->ssm_ba, &l->ssm_out, &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->ssm_in};
+                              &l->ssm_ba, &l->ssm_out, &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->ssm_in,
+                              &l->moe_router, &l->moe_gate, &l->moe_up, &l->moe_down, &l->shexp_gate,
+                              &l->shexp_up, &l->shexp_down, &l->shexp_router};
         for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
             const char *bad = check_linear(ts[i]);
             if (bad) {
@@ -255,8 +265,17 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->gdn_beta = dev_rows(g, B, hp->ssm_n_v, &ok);
     g->gdn_o = dev_rows(g, B, V, &ok);
     g->mb_in = dev_rows(g, B, mamba ? mamba2_in_dim(hp) : 0, &ok);
-    g->ff_a = dev_rows(g, B, hp->n_ff, &ok);
-    g->ff_b = dev_rows(g, B, hp->n_ff, &ok);
+    const int64_t F = hp->n_ff > hp->n_ff_exp ? (hp->n_ff > hp->n_ff_shexp ? hp->n_ff : hp->n_ff_shexp)
+                                              : (hp->n_ff_exp > hp->n_ff_shexp ? hp->n_ff_exp : hp->n_ff_shexp);
+    g->ff_a = dev_rows(g, B, F, &ok);
+    g->ff_b = dev_rows(g, B, F, &ok);
+    const int64_t X = hp->n_expert, KX = hp->n_expert_used;
+    g->router = dev_rows(g, B, X, &ok);
+    g->moe_x = dev_rows(g, B, X ? E : 0, &ok);
+    g->ff_out = dev_rows(g, B, X ? E : 0, &ok);
+    g->moe_w = dev_rows(g, B, KX, &ok);
+    g->sh_gate = dev_rows(g, B, X ? 1 : 0, &ok);
+    g->moe_order = (int32_t *)dev_rows(g, B, KX, &ok);
     g->logits = dev_rows(g, B, hp->n_vocab, &ok);
     if (B > CK_GEMV_MAX_TOK) {
         g->w16 = w16 ? dev_alloc(g, (size_t)w16 * 2) : NULL;
@@ -434,18 +453,58 @@ static void layer_mamba2(engine *c, cuda_backend *g, const model_layer *l, int64
     lin(g, &l->ssm_out, g->gdn_o, n, g->mix);
 }
 
-static void layer_ffn(cuda_backend *g, const model_layer *l, int64_t n) {
+/* out (m, n_embd) = down(silu(gate x) * up x) for m rows x */
+static void swiglu_expert(cuda_backend *g, const tensor *gate, const tensor *up, const tensor *down, const float *x,
+                          int64_t m, float *out) {
+    lin(g, gate, x, m, g->ff_a);
+    lin(g, up, x, m, g->ff_b);
+    ck_swiglu(g->ff_a, g->ff_a, g->ff_b, m * gate->ne[1], NULL);
+    lin(g, down, g->ff_a, m, out);
+}
+
+/* block_ffn_moe on the GPU: the router's logits come back to the host, which routes
+ * (moe_route, the CPU's code) and sends the slots by expert; each expert with tokens
+ * then runs over its gathered rows, its outputs added with their weights in expert
+ * order, then the shared expert. */
+static void layer_moe(engine *c, cuda_backend *g, const model_layer *l, int64_t n) {
+    const model_hparams *hp = &c->m->hp;
+    const int64_t E = hp->n_embd, X = hp->n_expert, k = hp->n_expert_used;
+    lin(g, &l->moe_router, g->xn, n, g->router);
+    cudaMemcpy(c->router, g->router, (size_t)(n * X) * sizeof(float), cudaMemcpyDeviceToHost);
+    moe_route(c, n);
+    cudaMemcpy(g->moe_order, c->moe_order, (size_t)(n * k) * sizeof(int32_t), cudaMemcpyHostToDevice);
+    cudaMemcpy(g->moe_w, c->moe_w, (size_t)(n * k) * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemset(g->mix, 0, (size_t)(n * E) * sizeof(float));
+    for (int64_t e = 0; e < X; e++) {
+        const int64_t m = c->moe_start[e + 1] - c->moe_start[e];
+        if (m == 0) continue;
+        const int32_t *slots = g->moe_order + c->moe_start[e];
+        ck_gather_rows(g->moe_x, g->xn, slots, k, m, E, NULL);
+        const tensor ge = tensor_expert(&l->moe_gate, e), ue = tensor_expert(&l->moe_up, e);
+        const tensor de = tensor_expert(&l->moe_down, e);
+        swiglu_expert(g, &ge, &ue, &de, g->moe_x, m, g->ff_out);
+        ck_scatter_add(g->mix, g->ff_out, slots, k, g->moe_w, m, E, NULL);
+    }
+    if (l->shexp_gate.name) {
+        swiglu_expert(g, &l->shexp_gate, &l->shexp_up, &l->shexp_down, g->xn, n, g->ff_out);
+        if (l->shexp_router.name) lin(g, &l->shexp_router, g->xn, n, g->sh_gate);
+        ck_add_gated_rows(g->mix, g->ff_out, l->shexp_router.name ? g->sh_gate : NULL, n, E, NULL);
+    }
+}
+
+static void layer_ffn(engine *c, cuda_backend *g, const model_layer *l, int64_t n) {
+    if (l->ffn == FFN_MOE) {
+        layer_moe(c, g, l, n);
+        return;
+    }
     if (l->ffn == FFN_RELU2) {
         const int64_t F = l->ffn_up.ne[1];
         lin(g, &l->ffn_up, g->xn, n, g->ff_a);
         ck_relu2(g->ff_a, n * F, NULL);
+        lin(g, &l->ffn_down, g->ff_a, n, g->mix);
     } else {
-        const int64_t F = l->ffn_gate.ne[1];
-        lin(g, &l->ffn_gate, g->xn, n, g->ff_a);
-        lin(g, &l->ffn_up, g->xn, n, g->ff_b);
-        ck_swiglu(g->ff_a, g->ff_a, g->ff_b, n * F, NULL);
+        swiglu_expert(g, &l->ffn_gate, &l->ffn_up, &l->ffn_down, g->xn, n, g->mix);
     }
-    lin(g, &l->ffn_down, g->ff_a, n, g->mix);
 }
 
 static eddy_status step_status(cuda_backend *g, eddy_error *err) {
@@ -478,7 +537,7 @@ eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan
         }
         if (l->ffn != FFN_NONE) {
             ck_rmsnorm_rows(g->xn, E, g->x, E, f32(&l->ffn_norm), E, n, hp->rms_eps, NULL);
-            layer_ffn(g, l, n);
+            layer_ffn(c, g, l, n);
             ck_add_scaled(g->x, g->mix, n * E, hp->residual_scale, NULL);
         }
     }

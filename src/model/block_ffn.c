@@ -52,13 +52,9 @@ static void route(float *p, int64_t X, int64_t k, int32_t *sel, float *w) {
     for (int64_t j = 0; j < k; j++) w[j] /= wsum;
 }
 
-/* Prefill runs each expert once over all the tokens routed to it (gathered into
- * moe_x), so its weights are read once per step and the product can use the
- * many-token kernels; decode is the same with one token. */
-void block_ffn_moe(engine *c, const model_layer *l, int64_t n) {
+void moe_route(engine *c, int64_t n) {
     const model_hparams *hp = &c->m->hp;
-    const int64_t E = hp->n_embd, X = hp->n_expert, k = hp->n_expert_used;
-    linear(c->pool, &l->moe_router, c->xn, n, c->router, c->act);
+    const int64_t X = hp->n_expert, k = hp->n_expert_used;
     for (int64_t t = 0; t < n; t++) route(c->router + t * X, X, k, c->moe_sel + t * k, c->moe_w + t * k);
 
     /* slots (t * k + j) sorted by expert: those of expert e are moe_order[start[e] .. start[e + 1]) */
@@ -69,6 +65,17 @@ void block_ffn_moe(engine *c, const model_layer *l, int64_t n) {
     for (int64_t s = 0; s < n * k; s++) c->moe_order[start[c->moe_sel[s]]++] = (int32_t)s;
     for (int64_t e = X; e > 0; e--) start[e] = start[e - 1]; /* the fill moved each start to the next one's */
     start[0] = 0;
+}
+
+/* Prefill runs each expert once over all the tokens routed to it (gathered into
+ * moe_x), so its weights are read once per step and the product can use the
+ * many-token kernels; decode is the same with one token. */
+void block_ffn_moe(engine *c, const model_layer *l, int64_t n) {
+    const model_hparams *hp = &c->m->hp;
+    const int64_t E = hp->n_embd, X = hp->n_expert, k = hp->n_expert_used;
+    linear(c->pool, &l->moe_router, c->xn, n, c->router, c->act);
+    moe_route(c, n);
+    const int32_t *start = c->moe_start;
 
     memset(c->mix, 0, (size_t)(n * E) * sizeof(float));
     for (int64_t e = 0; e < X; e++) {

@@ -232,6 +232,10 @@ void block_mamba2_accept(engine *c, const model_layer *l, int64_t il, eddy_seq *
 void block_ffn_dense(engine *c, const model_layer *l, int64_t n);
 void block_ffn_moe(engine *c, const model_layer *l, int64_t n);
 void block_ffn_relu2(engine *c, const model_layer *l, int64_t n);
+/* The routing of n tokens from their router logits in c->router (n, n_expert), turned
+ * into probabilities: each token's experts and weights (moe_sel, moe_w) and the token
+ * slots sorted by expert (moe_order, moe_start). */
+void moe_route(engine *c, int64_t n);
 
 /* Of the runs from index i on: how many consecutive single-row runs without
  * snapshots (a group the decode-step kernels take in one call, their slots in

