@@ -98,6 +98,9 @@ typedef struct {
     int32_t slot_in;     /* recurrent slot the run starts from */
     int32_t slot_out;    /* slot the state after its last row goes to; -1: none (a verify) */
     int32_t bt;          /* offset of its block table in the step's block list */
+    /* prefix-cache checkpoints: pairs (t, slot) [ck, ck + n_ck) of the step's checkpoint
+     * list, t ascending: the recurrent state after the run's row t is copied to slot */
+    int32_t ck, n_ck;
 } ck_run;
 
 /* Rotary embedding (ops/rope.c, angles in double) of q (n, n_head, hd) and k (n, n_kv, hd)
@@ -136,9 +139,9 @@ void ck_conv_window(const int32_t *items, int64_t n_items, const float *x, int64
 
 /* The gated delta rule (gdn.h gdn_scan_ref) over each run's rows, from slot slot_in of
  * `state` ((n_v, d_k, d_v) per slot), the state after the last row written to slot_out
- * (-1: not written). qkv rows (conv output) hold q (n_k, d_k) | k (n_k, d_k) | v (n_v, d_v)
+ * (-1: not written), and at the runs' checkpoints (ckpts) to theirs. qkv rows (conv output) hold q (n_k, d_k) | k (n_k, d_k) | v (n_v, d_v)
  * at stride qkv_s; g, beta (rows, n_v); o (rows, n_v, d_v). head_map as gdn.h. */
-void ck_gdn(const ck_run *runs, int64_t n_runs, const float *qkv, int64_t qkv_s, const float *g, const float *beta,
+void ck_gdn(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s, const float *g, const float *beta,
             float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v, int head_map, float scale,
             void *stream);
 
@@ -157,10 +160,10 @@ void ck_keep_rows(const int32_t *items, int64_t n_items, int gather, const ck_se
                   int64_t rec_floats, void *stream);
 
 /* The Mamba-2 scan (mamba2.h mamba2_scan_ref) over each run's rows, from slot slot_in of
- * `state` ((H, N, P) per slot) to slot_out (-1: not written). xbc rows (the conv output,
+ * `state` ((H, N, P) per slot) to slot_out (-1: not written) and the checkpoints. xbc rows (the conv output,
  * stride xbc_s) hold x (H, P) | B (G, N) | C (G, N); dt_raw (rows, H) at stride dt_s;
  * y (rows, H, P). A, dt_bias (H); D (H) or NULL. No dt clamp (Mamba-2's default). */
-void ck_mamba2(const ck_run *runs, int64_t n_runs, const float *xbc, int64_t xbc_s, const float *dt_raw, int64_t dt_s,
+void ck_mamba2(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s, const float *dt_raw, int64_t dt_s,
                float *y, float *state, int64_t H, int64_t P, int64_t G, int64_t N, const float *A,
                const float *dt_bias, const float *D, void *stream);
 

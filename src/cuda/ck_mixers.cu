@@ -190,7 +190,7 @@ __global__ void conv_window_kernel(const int32_t *items, int64_t n_items, const 
  * columns of S (d_k x cols) live in shared memory for the whole run; thread j owns
  * column j (columns never mix: gdn.c). Per row:
  *   S = exp(g) S;  u = beta (v - S^T k);  S += k u^T;  o = S^T (scale q) */
-__global__ void gdn_kernel(const ck_run *runs, const float *qkv, int64_t qkv_s, const float *g, const float *beta,
+__global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s, const float *g, const float *beta,
                            float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v, int head_map,
                            float scale) {
     CK_DYNAMIC_SHARED(float, sm);
@@ -205,6 +205,7 @@ __global__ void gdn_kernel(const ck_run *runs, const float *qkv, int64_t qkv_s, 
     const float *S_in = state + (int64_t)run.slot_in * slot_floats + h * d_k * d_v;
     if (live)
         for (int64_t i = 0; i < d_k; i++) S[i * cols + threadIdx.x] = S_in[i * d_v + j];
+    int32_t ck = run.ck;
     for (int32_t t = 0; t < run.n; t++) {
         const int64_t row = run.row0 + t;
         const float *qr = qkv + row * qkv_s + kh * d_k, *kr = qkv + row * qkv_s + key_dim + kh * d_k;
@@ -231,6 +232,11 @@ __global__ void gdn_kernel(const ck_run *runs, const float *qkv, int64_t qkv_s, 
             sq = fmaf(sv, kq[d_k + i], sq);
         }
         o[row * n_v * d_v + h * d_v + j] = sq;
+        if (ck < run.ck + run.n_ck && ckpts[2 * ck] == t) { /* a prefix-cache checkpoint */
+            float *S_ck = state + (int64_t)ckpts[2 * ck + 1] * slot_floats + h * d_k * d_v;
+            for (int64_t i = 0; i < d_k; i++) S_ck[i * d_v + j] = S[i * cols + threadIdx.x];
+            ck++;
+        }
     }
     if (live && run.slot_out >= 0) {
         float *S_out = state + (int64_t)run.slot_out * slot_floats + h * d_k * d_v;
@@ -273,7 +279,7 @@ extern "C" void ck_conv_window(const int32_t *items, int64_t n_items, const floa
                                                                                           state);
 }
 
-extern "C" void ck_gdn(const ck_run *runs, int64_t n_runs, const float *qkv, int64_t qkv_s, const float *g,
+extern "C" void ck_gdn(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s, const float *g,
                        const float *beta, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v,
                        int head_map, float scale, void *stream) {
     if (n_runs <= 0) return;
@@ -282,7 +288,7 @@ extern "C" void ck_gdn(const ck_run *runs, int64_t n_runs, const float *qkv, int
     while (cols > 32 && (size_t)(d_k * cols + 2 * d_k) * sizeof(float) > 48 * 1024) cols /= 2;
     const dim3 grid((unsigned)n_runs, (unsigned)n_v, (unsigned)((d_v + cols - 1) / cols));
     const size_t shm = (size_t)(d_k * cols + 2 * d_k) * sizeof(float);
-    CK_LAUNCH(grid, cols, shm, (cudaStream_t)stream, gdn_kernel)(runs, qkv, qkv_s, g, beta, o, state, n_k, n_v, d_k, d_v,
+    CK_LAUNCH(grid, cols, shm, (cudaStream_t)stream, gdn_kernel)(runs, ckpts, qkv, qkv_s, g, beta, o, state, n_k, n_v, d_k, d_v,
                                                          head_map, scale);
 }
 
@@ -328,7 +334,7 @@ namespace {
  * the block's columns of S (d_state x cols) in shared memory for the whole run, thread
  * q owning column q. Per row (g = h / (n_head / n_group)):
  *   dt = softplus(dt_raw + dt_bias);  S = exp(dt A) S + dt B x^T;  y = S^T C + D x */
-__global__ void mamba2_kernel(const ck_run *runs, const float *xbc, int64_t xbc_s, const float *dt_raw, int64_t dt_s,
+__global__ void mamba2_kernel(const ck_run *runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s, const float *dt_raw, int64_t dt_s,
                               float *y, float *state, int64_t H, int64_t P, int64_t G, int64_t N, const float *A,
                               const float *dt_bias, const float *D) {
     CK_DYNAMIC_SHARED(float, sm);
@@ -343,6 +349,7 @@ __global__ void mamba2_kernel(const ck_run *runs, const float *xbc, int64_t xbc_
     const float *S_in = state + (int64_t)run.slot_in * slot_floats + h * N * P;
     if (live)
         for (int64_t n = 0; n < N; n++) S[n * cols + threadIdx.x] = S_in[n * P + q];
+    int32_t ck = run.ck;
     for (int32_t t = 0; t < run.n; t++) {
         const int64_t row = run.row0 + t;
         const float *r = xbc + row * xbc_s;
@@ -363,6 +370,11 @@ __global__ void mamba2_kernel(const ck_run *runs, const float *xbc, int64_t xbc_
             acc = fmaf(BC[N + n], sv, acc);
         }
         y[row * DI + h * P + q] = acc + (D ? D[h] : 0.0f) * x;
+        if (ck < run.ck + run.n_ck && ckpts[2 * ck] == t) { /* a prefix-cache checkpoint */
+            float *S_ck = state + (int64_t)ckpts[2 * ck + 1] * slot_floats + h * N * P;
+            for (int64_t n = 0; n < N; n++) S_ck[n * P + q] = S[n * cols + threadIdx.x];
+            ck++;
+        }
     }
     if (live && run.slot_out >= 0) {
         float *S_out = state + (int64_t)run.slot_out * slot_floats + h * N * P;
@@ -372,7 +384,7 @@ __global__ void mamba2_kernel(const ck_run *runs, const float *xbc, int64_t xbc_
 
 } // namespace
 
-extern "C" void ck_mamba2(const ck_run *runs, int64_t n_runs, const float *xbc, int64_t xbc_s, const float *dt_raw,
+extern "C" void ck_mamba2(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s, const float *dt_raw,
                           int64_t dt_s, float *y, float *state, int64_t H, int64_t P, int64_t G, int64_t N,
                           const float *A, const float *dt_bias, const float *D, void *stream) {
     if (n_runs <= 0) return;
@@ -380,6 +392,6 @@ extern "C" void ck_mamba2(const ck_run *runs, int64_t n_runs, const float *xbc, 
     while (cols > 32 && (size_t)(N * cols + 2 * N) * sizeof(float) > 48 * 1024) cols /= 2;
     const dim3 grid((unsigned)n_runs, (unsigned)H, (unsigned)((P + cols - 1) / cols));
     const size_t shm = (size_t)(N * cols + 2 * N) * sizeof(float);
-    CK_LAUNCH(grid, cols, shm, (cudaStream_t)stream, mamba2_kernel)(runs, xbc, xbc_s, dt_raw, dt_s, y, state, H, P, G,
+    CK_LAUNCH(grid, cols, shm, (cudaStream_t)stream, mamba2_kernel)(runs, ckpts, xbc, xbc_s, dt_raw, dt_s, y, state, H, P, G,
                                                                    N, A, dt_bias, D);
 }

@@ -7,10 +7,11 @@
  * Products: up to CK_GEMV_MAX_TOK rows dequantize on the fly (ck_gemv); more rows
  * dequantize the weight to f16 once and multiply on the tensor cores through cuBLAS
  * (f32 accumulation), F32 weights through cuBLAS's SGEMM.
- * Runs: what the CPU blocks do, for the mixers this backend has (attention, Gated
- * DeltaNet) and the dense and squared-ReLU feed-forward parts; Mamba-2, mixtures of
- * experts, the MTP layer, the prefix cache and session files are refused at engine
- * creation or at the call (docs/cuda.md).
+ * Layers: what the CPU blocks do (attention, Gated DeltaNet, Mamba-2; SwiGLU, squared
+ * ReLU, mixtures of experts routed on the host), each sequence-aware kernel taking all
+ * runs of the step at once. The state pool's memory operations (device_mem) let the
+ * engine fork, snapshot, restore, cache prefixes and write session files as on the CPU.
+ * Not yet here: the MTP layer (refused at engine creation), CUDA graphs, chunked scans.
  */
 #include "cuda/cuda.h"
 
@@ -47,8 +48,8 @@ struct cuda_backend {
     uint16_t *w16, *x16; /* f16 copies of a weight and of the activations for the tensor cores */
     /* the step's plan: built in pinned host memory, copied in one piece */
     int32_t *h_plan, *d_plan;
-    int64_t o_tokens, o_pos, o_run, o_runs, o_out, o_conv, o_keep, o_blocks, plan_ints;
-    int64_t n_runs, n_conv, n_keep;
+    int64_t o_tokens, o_pos, o_run, o_runs, o_out, o_conv, o_keep, o_ckpt, o_blocks, plan_ints;
+    int64_t n_runs, n_conv, n_conv_ck, n_keep;
     ck_step step;
 };
 
@@ -84,7 +85,14 @@ static void state_zero(void *p, size_t bytes) { cudaMemset(p, 0, bytes); }
 static void state_copy(void *dst, const void *src, size_t bytes) {
     cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice);
 }
-static const state_mem device_mem = {state_alloc, state_free, state_zero, state_copy, false};
+static void state_to_host(void *dst, const void *src, size_t bytes) {
+    cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+}
+static void state_from_host(void *dst, const void *src, size_t bytes) {
+    cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+}
+static const state_mem device_mem = {state_alloc, state_free,    state_zero, state_copy,
+                                     state_to_host, state_from_host, false};
 
 /* ==== Weights ==== */
 
@@ -282,12 +290,14 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
         g->x16 = dev_alloc(g, (size_t)(B * max_in) * 2);
         ok = ok && (g->w16 || !w16) && g->x16;
     }
-    /* the plan: tokens, positions, runs of rows, output rows, conv window items (4 ints),
-     * kept verify rows (2 ints), block tables; a step holds at most one run per sequence */
+    /* the plan: tokens, positions, runs of rows, output rows, conv window items (4 ints:
+     * one per verify row, run end and checkpoint), kept verify rows (2 ints), checkpoints
+     * (2 ints), block tables; a step holds at most one run per sequence */
     const int64_t runs_max = B < c->n_seq_max ? B : c->n_seq_max;
     g->o_tokens = 0, g->o_pos = B, g->o_run = 2 * B, g->o_runs = 3 * B;
     g->o_out = g->o_runs + runs_max * (int64_t)(sizeof(ck_run) / sizeof(int32_t));
-    g->o_conv = g->o_out + B, g->o_keep = g->o_conv + 4 * B, g->o_blocks = g->o_keep + 2 * B;
+    g->o_conv = g->o_out + B, g->o_keep = g->o_conv + 8 * B, g->o_ckpt = g->o_keep + 2 * B;
+    g->o_blocks = g->o_ckpt + 2 * B;
     g->plan_ints = g->o_blocks + runs_max * seq_state_n_blocks(c->n_ctx);
     g->d_plan = dev_alloc(g, (size_t)g->plan_ints * sizeof(int32_t));
     if (cudaMallocHost((void **)&g->h_plan, (size_t)g->plan_ints * sizeof(int32_t)) != cudaSuccess) g->h_plan = NULL;
@@ -333,40 +343,64 @@ static void lin(cuda_backend *g, const tensor *W, const float *x, int64_t n, flo
     if (st != CUBLAS_STATUS_SUCCESS && g->blas_status == CUBLAS_STATUS_SUCCESS) g->blas_status = st;
 }
 
-/* The plan of the step into pinned memory, then to the GPU in one copy. */
+/* A conv window item: the window after row `end` of the run from row0 (its old window in
+ * slot src) into slot dst. */
+static void conv_item(int32_t *it, int64_t end, int64_t row0, int64_t src, int64_t dst) {
+    it[0] = (int32_t)end, it[1] = (int32_t)row0, it[2] = (int32_t)src, it[3] = (int32_t)dst;
+}
+
+/* The plan of the step into pinned memory, then to the GPU in one copy. The conv
+ * windows of checkpoints come first: they are written by a launch of their own, before
+ * the runs' slots (which they may read) change. */
 static void upload_plan(cuda_backend *g, const int32_t *tokens, const step_plan *plan, const int64_t *out_rows,
                         int64_t n_out) {
     int32_t *h = g->h_plan;
     const int64_t n = plan->n;
     for (int64_t t = 0; t < n; t++) h[g->o_tokens + t] = tokens[t], h[g->o_pos + t] = (int32_t)plan->pos[t];
     ck_run *runs = (ck_run *)(h + g->o_runs);
-    int32_t *conv = h + g->o_conv, *keep = h + g->o_keep;
-    int64_t nb = 0, nc = 0, nk = 0;
+    int32_t *conv = h + g->o_conv, *keep = h + g->o_keep, *ckpt = h + g->o_ckpt;
+    int64_t nb = 0, nc = 0, nk = 0, ncp = 0;
+    for (int64_t r = 0; r < plan->n_runs; r++) {
+        const step_run *run = &plan->runs[r];
+        if (run->snap) continue;
+        for (int64_t k = 0; k < run->n_ckpt; k++) {
+            const int64_t t = run->ckpt_pos[k] - run->pos0 - 1; /* the state after row t */
+            conv_item(conv + 4 * nc++, run->row0 + t, run->row0, run->slot, run->ckpt_slot[k]);
+        }
+    }
+    g->n_conv_ck = nc;
     for (int64_t r = 0; r < plan->n_runs; r++) {
         const step_run *run = &plan->runs[r];
         const int64_t need = (run->pos0 + run->n - 1) / STATE_KV_BLOCK + 1;
         runs[r] = (ck_run){(int32_t)run->row0, (int32_t)run->n, (int32_t)run->slot, run->snap ? -1 : (int32_t)run->slot,
-                           (int32_t)nb};
+                           (int32_t)nb, (int32_t)ncp, 0};
         memcpy(h + g->o_blocks + nb, run->seq->st.blocks, (size_t)need * sizeof(int32_t));
         nb += need;
         for (int64_t t = 0; t < run->n; t++) h[g->o_run + run->row0 + t] = (int32_t)r;
-        if (run->snap) /* a verify: the window after each row and its inputs go to its pending slot */
+        if (run->snap) { /* a verify: the window after each row and its inputs go to its pending slot */
             for (int64_t t = 0; t < run->n; t++) {
-                const int32_t row = (int32_t)(run->row0 + t), snap = (int32_t)run->snap[t];
-                int32_t *it = conv + 4 * nc++;
-                it[0] = row, it[1] = (int32_t)run->row0, it[2] = (int32_t)run->slot, it[3] = snap;
-                keep[2 * nk] = row, keep[2 * nk + 1] = snap;
+                conv_item(conv + 4 * nc++, run->row0 + t, run->row0, run->slot, run->snap[t]);
+                keep[2 * nk] = (int32_t)(run->row0 + t), keep[2 * nk + 1] = (int32_t)run->snap[t];
                 nk++;
             }
-        else {
-            int32_t *it = conv + 4 * nc++;
-            it[0] = (int32_t)(run->row0 + run->n - 1), it[1] = (int32_t)run->row0;
-            it[2] = it[3] = (int32_t)run->slot;
+            continue;
         }
+        conv_item(conv + 4 * nc++, run->row0 + run->n - 1, run->row0, run->slot, run->slot);
+        for (int64_t k = 0; k < run->n_ckpt; k++, ncp++) {
+            ckpt[2 * ncp] = (int32_t)(run->ckpt_pos[k] - run->pos0 - 1);
+            ckpt[2 * ncp + 1] = (int32_t)run->ckpt_slot[k];
+        }
+        runs[r].n_ck = (int32_t)run->n_ckpt;
     }
     for (int64_t i = 0; i < n_out; i++) h[g->o_out + i] = (int32_t)out_rows[i];
     g->n_runs = plan->n_runs, g->n_conv = nc, g->n_keep = nk;
     cudaMemcpy(g->d_plan, h, (size_t)(g->o_blocks + nb) * sizeof(int32_t), cudaMemcpyHostToDevice);
+}
+
+/* The conv windows of the step: checkpoints', then the runs'. */
+static void conv_windows(cuda_backend *g, const float *x, int64_t xs, int64_t C, int K, float *state) {
+    ck_conv_window(g->d_plan + g->o_conv, g->n_conv_ck, x, xs, C, K, state, NULL);
+    ck_conv_window(g->d_plan + g->o_conv + 4 * g->n_conv_ck, g->n_conv - g->n_conv_ck, x, xs, C, K, state, NULL);
 }
 
 static void layer_attention(engine *c, cuda_backend *g, const model_layer *l, int64_t il, int64_t n) {
@@ -423,11 +457,11 @@ static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
     }
     ck_conv1d(&g->step, n, g->conv_in, conv_dim, g->gdn_qkv, conv_dim, l->conv_w, NULL, conv_dim, K, sp->conv[il],
               2 * key_dim, d_k, 1e-6f, NULL);
-    ck_conv_window(g->d_plan + g->o_conv, g->n_conv, g->conv_in, conv_dim, conv_dim, K, sp->conv[il], NULL);
+    conv_windows(g, g->conv_in, conv_dim, conv_dim, K, sp->conv[il]);
     const ck_segments keep = gdn_kept(g, conv_dim, n_v);
     if (g->n_keep)
         ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->rec[il], sp->shape[il].rec_floats, NULL);
-    ck_gdn(g->step.runs, g->n_runs, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, g->gdn_o, sp->rec[il], n_k, n_v, d_k,
+    ck_gdn(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, g->gdn_o, sp->rec[il], n_k, n_v, d_k,
            d_v, hp->ssm_head_map == GDN_KHEAD_MOD ? 0 : 1, 1.0f / sqrtf((float)d_k), NULL);
     ck_gated_rmsnorm(n, n_v, d_v, g->gdn_o, V, g->gdn_z, V, f32(&l->ssm_norm), hp->rms_eps, g->gdn_o, V, NULL);
     lin(g, &l->ssm_out, g->gdn_o, n, g->mix);
@@ -442,11 +476,11 @@ static void layer_mamba2(engine *c, cuda_backend *g, const model_layer *l, int64
     lin(g, &l->ssm_in, g->xn, n, g->mb_in);
     ck_conv1d(&g->step, n, g->mb_in + DI, IN, g->gdn_qkv, CD, l->conv_w, f32(&l->ssm_conv_bias), CD, K, sp->conv[il],
               0, 1, 0.0f, NULL);
-    ck_conv_window(g->d_plan + g->o_conv, g->n_conv, g->mb_in + DI, IN, CD, K, sp->conv[il], NULL);
+    conv_windows(g, g->mb_in + DI, IN, CD, K, sp->conv[il]);
     const ck_segments keep = mamba2_kept(g, hp);
     if (g->n_keep)
         ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->rec[il], sp->shape[il].rec_floats, NULL);
-    ck_mamba2(g->step.runs, g->n_runs, g->gdn_qkv, CD, g->mb_in + DI + CD, IN, g->gdn_o, sp->rec[il], H, DI / H,
+    ck_mamba2(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, CD, g->mb_in + DI + CD, IN, g->gdn_o, sp->rec[il], H, DI / H,
               hp->ssm_n_group, hp->ssm_d_state, f32(&l->ssm_a), f32(&l->ssm_dt_bias), f32(&l->ssm_d), NULL);
     ck_gated_rmsnorm_group(n, hp->ssm_n_group, DI / hp->ssm_n_group, g->gdn_o, DI, g->mb_in, IN, f32(&l->ssm_norm),
                            hp->rms_eps, g->gdn_o, DI, NULL);
@@ -560,20 +594,20 @@ void cuda_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep) {
     int32_t *h = g->h_plan;
     for (int64_t t = 0; t < n_keep; t++) h[g->o_keep + 2 * t] = (int32_t)t, h[g->o_keep + 2 * t + 1] = (int32_t)s->pending[t];
     ck_run *run = (ck_run *)(h + g->o_runs);
-    *run = (ck_run){0, (int32_t)n_keep, (int32_t)s->st.slot, (int32_t)s->st.slot, 0};
+    *run = (ck_run){0, (int32_t)n_keep, (int32_t)s->st.slot, (int32_t)s->st.slot, 0, 0, 0};
     cudaMemcpy(g->d_plan, h, (size_t)g->o_blocks * sizeof(int32_t), cudaMemcpyHostToDevice);
     if (l->mixer == MIXER_GDN) {
         const int64_t n_k = hp->ssm_n_k, n_v = hp->ssm_n_v, d_k = hp->ssm_d_k, d_v = hp->ssm_d_v;
         const int64_t conv_dim = model_gdn_conv_dim(hp);
         const ck_segments keep = gdn_kept(g, conv_dim, n_v);
         ck_keep_rows(g->d_plan + g->o_keep, n_keep, 1, &keep, sp->rec[il], sp->shape[il].rec_floats, NULL);
-        ck_gdn(g->step.runs, 1, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v,
+        ck_gdn(g->step.runs, 1, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v,
                hp->ssm_head_map == GDN_KHEAD_MOD ? 0 : 1, 1.0f / sqrtf((float)d_k), NULL);
     } else {
         const int64_t DI = hp->ssm_d_inner, CD = mamba2_conv_dim(hp), IN = mamba2_in_dim(hp), H = hp->ssm_n_head;
         const ck_segments keep = mamba2_kept(g, hp);
         ck_keep_rows(g->d_plan + g->o_keep, n_keep, 1, &keep, sp->rec[il], sp->shape[il].rec_floats, NULL);
-        ck_mamba2(g->step.runs, 1, g->gdn_qkv, CD, g->mb_in + DI + CD, IN, g->gdn_o, sp->rec[il], H, DI / H,
+        ck_mamba2(g->step.runs, 1, g->d_plan + g->o_ckpt, g->gdn_qkv, CD, g->mb_in + DI + CD, IN, g->gdn_o, sp->rec[il], H, DI / H,
                   hp->ssm_n_group, hp->ssm_d_state, f32(&l->ssm_a), f32(&l->ssm_dt_bias), f32(&l->ssm_d), NULL);
     }
     cudaMemcpy(state_conv(sp, il, s->st.slot), state_conv(sp, il, s->pending[n_keep - 1]),

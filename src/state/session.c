@@ -119,7 +119,8 @@ static void copy_kv(const engine *c, const seq_state *st, int64_t n_pos, int64_t
     for (int64_t b = 0; b * STATE_KV_BLOCK < n_pos; b++) {
         const int64_t rows = n_pos - b * STATE_KV_BLOCK < STATE_KV_BLOCK ? n_pos - b * STATE_KV_BLOCK : STATE_KV_BLOCK;
         uint8_t *in_pool = slab + (size_t)st->blocks[b] * STATE_KV_BLOCK * row, *in_flat = flat + (size_t)(b * STATE_KV_BLOCK) * row;
-        memcpy(to_pool ? in_pool : in_flat, to_pool ? in_flat : in_pool, (size_t)rows * row);
+        if (to_pool) sp->mem->from_host(in_pool, in_flat, (size_t)rows * row);
+        else sp->mem->to_host(in_flat, in_pool, (size_t)rows * row);
     }
 }
 
@@ -128,8 +129,6 @@ static void copy_kv(const engine *c, const seq_state *st, int64_t n_pos, int64_t
 static eddy_status serialize_state(engine *c, const seq_state *st, const float *logits, const sampler *smp,
                                    app_bytes app, uint8_t **out, size_t *len, eddy_error *err) {
     const state_pool *sp = c->sp;
-    if (!sp->mem->host) return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "session files are not yet written from "
-                                              "an engine on the GPU");
     const size_t smp_bytes = smp ? sampler_state_bytes(smp) : 0;
     section secs[4 + 4 * 1024];
     int64_t n = 0;
@@ -158,6 +157,8 @@ static eddy_status serialize_state(engine *c, const seq_state *st, const float *
         if (secs[i].kind == SEC_SAMPLER) sampler_state_write(smp, dst);
         else if (secs[i].kind == SEC_KEYS || secs[i].kind == SEC_VALUES)
             copy_kv(c, st, st->n_pos, secs[i].layer, secs[i].kind == SEC_KEYS, dst, false);
+        else if (secs[i].kind == SEC_CONV || secs[i].kind == SEC_REC)
+            sp->mem->to_host(dst, secs[i].src, (size_t)secs[i].bytes); /* pool memory: host or device */
         else if (secs[i].bytes)
             memcpy(dst, secs[i].src, (size_t)secs[i].bytes);
         uint8_t *e = buf + HEADER_BYTES + i * ENTRY_BYTES;
@@ -396,8 +397,10 @@ static eddy_status apply(engine *c, eddy_seq *s, sampler *smp, const parsed *p, 
                                   " positions", p->n_pos);
     }
     for (int64_t il = 0; il < sp->n_layer; il++) {
-        if (p->conv[il]) memcpy(state_conv(sp, il, st->slot), p->conv[il], (size_t)sp->shape[il].conv_floats * 4);
-        if (p->rec[il]) memcpy(state_rec(sp, il, st->slot), p->rec[il], (size_t)sp->shape[il].rec_floats * 4);
+        if (p->conv[il])
+            sp->mem->from_host(state_conv(sp, il, st->slot), p->conv[il], (size_t)sp->shape[il].conv_floats * 4);
+        if (p->rec[il])
+            sp->mem->from_host(state_rec(sp, il, st->slot), p->rec[il], (size_t)sp->shape[il].rec_floats * 4);
         if (p->keys[il]) copy_kv(c, st, p->n_pos, il, true, (uint8_t *)p->keys[il], true);
         if (p->values[il]) copy_kv(c, st, p->n_pos, il, false, (uint8_t *)p->values[il], true);
     }
@@ -432,6 +435,7 @@ typedef struct {
 
 static void populate_dest(const check_job *j) {
     const state_pool *sp = j->c->sp;
+    if (!sp->mem->host) return; /* device memory: nothing to fault in */
     for (int64_t il = 0; il < sp->n_layer; il++) {
         if (sp->conv[il]) mem_populate_write(state_conv(sp, il, j->s->st.slot), (size_t)sp->shape[il].conv_floats * 4);
         if (sp->rec[il]) mem_populate_write(state_rec(sp, il, j->s->st.slot), (size_t)sp->shape[il].rec_floats * 4);
@@ -471,8 +475,6 @@ static eddy_status staged_check(engine *c, const eddy_seq *s, const char *what, 
 static eddy_status load_bytes(eddy_seq *s, sampler *smp, const char *what, const uint8_t *buf, size_t len,
                               void **app, size_t *app_len, eddy_error *err) {
     engine *c = s->e;
-    if (!c->sp->mem->host)
-        return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "session files are not yet loaded into an engine on the GPU");
     const size_t nl = (size_t)(c->sp->n_layer > 0 ? c->sp->n_layer : 1);
     parsed p = {0};
     p.conv = eddy_calloc(4 * nl, sizeof *p.conv);

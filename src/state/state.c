@@ -37,7 +37,7 @@ static void *host_alloc(size_t bytes) { return eddy_malloc_aligned(bytes, 64); }
 static void host_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
 static void host_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 
-static const state_mem host_mem = {host_alloc, eddy_free_aligned, host_zero, host_copy, true};
+static const state_mem host_mem = {host_alloc, eddy_free_aligned, host_zero, host_copy, host_copy, host_copy, true};
 
 void state_pool_free(state_pool *p) {
     if (!p) return;

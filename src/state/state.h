@@ -51,6 +51,8 @@ typedef struct {
     void (*free)(void *p);
     void (*zero)(void *p, size_t bytes);
     void (*copy)(void *dst, const void *src, size_t bytes);
+    void (*to_host)(void *host_dst, const void *src, size_t bytes);   /* session files */
+    void (*from_host)(void *dst, const void *host_src, size_t bytes);
     bool host;                    /* the slabs are host memory: the CPU may read them */
 } state_mem;
 

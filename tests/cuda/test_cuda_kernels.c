@@ -207,7 +207,7 @@ static void step_make(step_fixture *f, const int64_t *lens, const int64_t *pos0,
     int nb = 0;
     for (int64_t k = 0; k < n_runs; k++) {
         f->runs[k] = (ck_run){(int32_t)f->n, (int32_t)lens[k], (int32_t)(2 * k + 1), verify ? -1 : (int32_t)(2 * k + 1),
-                              nb};
+                              nb, 0, 0};
         const int64_t need = (pos0[k] + lens[k] - 1) / 256 + 1;
         for (int64_t b = 0; b < need; b++) f->blocks[nb++] = (int32_t)(3 * k + 7 * b + 1) % 40; /* scattered blocks */
         for (int64_t t = 0; t < lens[k]; t++) f->pos[f->n] = (int32_t)(pos0[k] + t), f->run_of[f->n++] = (int32_t)k;
@@ -274,7 +274,7 @@ static void gdn_case(test_rng *r, int64_t n_k, int64_t n_v, int64_t d_k, int64_t
     float *dq = dev(qkv, (size_t)(n * C) * 4), *dg = dev(g, (size_t)(n * n_v) * 4), *db = dev(beta, (size_t)(n * n_v) * 4);
     float *ds = dev(state, (size_t)(n_slots * sf) * 4), *dout = dev(NULL, (size_t)(n * n_v * d_v) * 4);
     const float scale = 1.0f / sqrtf((float)d_k);
-    ck_gdn(f.d.runs, f.n_runs, dq, C, dg, db, dout, ds, n_k, n_v, d_k, d_v, map, scale, NULL);
+    ck_gdn(f.d.runs, f.n_runs, f.mem[2], dq, C, dg, db, dout, ds, n_k, n_v, d_k, d_v, map, scale, NULL);
     float *o = malloc((size_t)(n * n_v * d_v) * 4), *oref = malloc((size_t)(n * n_v * d_v) * 4);
     float *st = malloc((size_t)(n_slots * sf) * 4), *sref = malloc((size_t)(n_slots * sf) * 4);
     back(o, dout, (size_t)(n * n_v * d_v) * 4);
@@ -394,7 +394,7 @@ static void mamba2_case(test_rng *r, int64_t H, int64_t P, int64_t G, int64_t N,
     float *dx = dev(xbc, (size_t)(n * CD) * 4), *ddt = dev(dt, (size_t)(n * H) * 4), *dA = dev(A, (size_t)H * 4);
     float *db = dev(bias, (size_t)H * 4), *dD = dev(D, (size_t)H * 4), *ds = dev(state, (size_t)(n_slots * sf) * 4);
     float *dy = dev(NULL, (size_t)(n * DI) * 4);
-    ck_mamba2(f.d.runs, f.n_runs, dx, CD, ddt, H, dy, ds, H, P, G, N, dA, db, with_d ? dD : NULL, NULL);
+    ck_mamba2(f.d.runs, f.n_runs, f.mem[2], dx, CD, ddt, H, dy, ds, H, P, G, N, dA, db, with_d ? dD : NULL, NULL);
     float *y = malloc((size_t)(n * DI) * 4), *yr = malloc((size_t)(n * DI) * 4);
     float *st = malloc((size_t)(n_slots * sf) * 4), *sref = malloc((size_t)(n_slots * sf) * 4);
     back(y, dy, (size_t)(n * DI) * 4);

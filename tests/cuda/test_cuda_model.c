@@ -194,15 +194,45 @@ TEST(cuda_refuses_what_it_does_not_run) {
     REQUIRE(m);
     eddy_engine *e = NULL;
     eddy_error err;
-    eddy_engine_params p = {.device = EDDY_DEVICE_CUDA, .cache_bytes = 1 << 20};
-    CHECK(eddy_engine_new(m, &p, &e, &err) == EDDY_ERR_UNSUPPORTED);
-    CHECK_CONTAINS(err.msg, "the prefix cache");
-    p = (eddy_engine_params){.device = EDDY_DEVICE_CUDA, .mtp = true};
+    eddy_engine_params p = {.device = EDDY_DEVICE_CUDA, .mtp = true};
     CHECK(eddy_engine_new(m, &p, &e, &err) == EDDY_ERR_UNSUPPORTED);
     CHECK_CONTAINS(err.msg, "multi-token-prediction");
     p = (eddy_engine_params){.device = (eddy_device)7};
     CHECK(eddy_engine_new(m, &p, &e, &err) == EDDY_ERR_ARG);
     eddy_model_free(m);
+}
+
+/* The prefix cache on the GPU: a sequence's checkpoint at 256 positions (taken inside a
+ * longer prefill) serves another sequence with the same first tokens, which then gets
+ * the first one's logits. */
+TEST(cuda_prefix_cache) {
+    const char *files[] = {"models/qwen35-tiny-q8_0.gguf", "models/nemotron_h-tiny-q8_0.gguf"};
+    for (int f = 0; f < 2; f++) {
+        eddy_model *m = tseq_load(files[f]);
+        if (!m) continue;
+        const int64_t V = eddy_model_n_vocab(m);
+        eddy_engine_params p = {.device = EDDY_DEVICE_CUDA, .n_seq_max = 2, .n_ctx = 512, .cache_bytes = 64 << 20,
+                                .cache_every = 256};
+        eddy_engine *e = tseq_engine(m, p);
+        eddy_seq *a = e ? tseq_new(e) : NULL, *b = a ? tseq_new(e) : NULL;
+        test_rng r = test_rng_new();
+        int32_t ids[300];
+        tseq_rand_ids(&r, ids, 300, V);
+        float *la = malloc(sizeof(float) * (size_t)(300 * V)), *lb = malloc(sizeof(float) * (size_t)(40 * V));
+        eddy_error err;
+        int64_t restored = -1;
+        if (b && tseq_feed(a, ids, 300, la) &&
+            CHECKF(eddy_seq_restore_prefix(b, ids, 290, &restored, &err) == EDDY_OK, "%s", err.msg)) {
+            CHECKF(restored == 256, "%s: restored %lld positions", files[f], (long long)restored);
+            if (restored == 256 && tseq_feed(b, ids + 256, 40, lb))
+                CHECKF(rel_rms(lb, la + 256 * V, 40 * V) <= 1e-4, "%s: after the cached prefix: %g", files[f],
+                       rel_rms(lb, la + 256 * V, 40 * V));
+        }
+        free(la), free(lb);
+        eddy_seq_free(a), eddy_seq_free(b);
+        eddy_engine_free(e);
+        eddy_model_free(m);
+    }
 }
 
 /* ==== Sequences on the GPU ==== */
@@ -214,7 +244,7 @@ static void check_sequences(const char *gguf) {
     REQUIRE(m);
     const int64_t V = eddy_model_n_vocab(m);
     test_rng r = test_rng_new();
-    eddy_engine *e = gpu_engine(m, 4, 16, EDDY_KV_F16);
+    eddy_engine *e = gpu_engine(m, 5, 16, EDDY_KV_F16);
     REQUIRE(e);
     int32_t p[3][40], next[3][6];
     const int64_t len[3] = {40, 7, 23};
@@ -281,11 +311,27 @@ static void check_sequences(const char *gguf) {
     tseq_feed(s[1], again, 3, x3);
     CHECKF(rel_rms(x3 + 2 * V, x1, V) <= 1e-5, "%s: after rollback: %g", gguf, rel_rms(x3 + 2 * V, x1, V));
 
-    /* a session file is refused with a message, and the sequence carries on */
+    /* a session saved from the GPU loads into another sequence on it (the same logits
+     * after the same next token) and into an engine on the CPU (within the CPU bound) */
     void *buf = NULL;
     size_t blen = 0;
-    CHECK(eddy_seq_save_buffer(s[1], NULL, &buf, &blen, &err) == EDDY_ERR_UNSUPPORTED);
+    REQUIRE(CHECKF(eddy_seq_save_buffer(s[1], NULL, &buf, &blen, &err) == EDDY_OK, "%s", err.msg));
+    eddy_seq *back = tseq_new(e);
+    eddy_engine *ec = tseq_engine(m, (eddy_engine_params){.n_ctx = 512});
+    eddy_seq *cpu = ec ? tseq_new(ec) : NULL;
+    float y1[1024], y2[1024], y3[1024];
+    if (back && cpu && CHECKF(eddy_seq_load_buffer(back, NULL, buf, blen, &err) == EDDY_OK, "%s", err.msg) &&
+        CHECKF(eddy_seq_load_buffer(cpu, NULL, buf, blen, &err) == EDDY_OK, "%s", err.msg)) {
+        tseq_feed(s[1], &probe, 1, y1);
+        tseq_feed(back, &probe, 1, y2);
+        tseq_feed(cpu, &probe, 1, y3);
+        CHECKF(rel_rms(y2, y1, V) <= 1e-5, "%s: session reloaded on the GPU: %g", gguf, rel_rms(y2, y1, V));
+        CHECKF(rel_rms(y3, y1, V) <= 5e-2, "%s: session loaded on the CPU: %g", gguf, rel_rms(y3, y1, V));
+    }
     free(buf);
+    eddy_seq_free(back);
+    eddy_seq_free(cpu);
+    eddy_engine_free(ec);
     eddy_snapshot_free(snap);
     eddy_seq_free(twin);
     for (int k = 0; k < 3; k++) eddy_seq_free(s[k]);
