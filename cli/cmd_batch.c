@@ -328,7 +328,8 @@ static void print_stats(const job *jobs, int64_t n, int64_t np, double t_prefill
 
 const char usage_batch[] =
     "eddy batch -m MODEL.gguf -f PROMPTS.txt [-np N] [-n N] [--jsonl] [--chat [--system TEXT]]\n"
-    "           [the sampling, context, thread and cache options of run] [--spec-type ... | -md FILE]\n"
+    "           [the sampling, context, thread, device and cache options of run]\n"
+    "           [--spec-type ... | -md FILE]\n"
     "        many prompts, one per line (empty lines skipped), up to N (default: the number of\n"
     "        prompts, at most 8) decoded together on one engine; a finished sequence's slot goes\n"
     "        to the next prompt. Outputs in input order (\"=== i ===\" blocks, or --jsonl: one JSON\n"

@@ -37,6 +37,8 @@ const char usage_bench[] =
     "        on one sequence P positions deep: N steps of each per round, rounds alternating;\n"
     "        median seconds per step and of the ratio over REPS rounds (docs/speculative.md);\n"
     "        a model with an MTP layer adds its engine's plain step and one MTP draft\n"
+    "        Each model benchmark takes --device cuda (or -ngl N): the model on the GPU, the\n"
+    "        bandwidth then the GPU memory's (a device-to-device copy) (docs/cuda.md)\n"
     "eddy bench --kernels [--json] [-t THREADS] [--filter NAME]\n"
     "        kernel benchmarks, each against this machine's read bandwidth or f32 FMA peak\n"
     "        measured in the same run (--json: one object per line); 2 threads by default\n";

@@ -94,6 +94,7 @@ typedef struct {
     int64_t n_batch;      /* prefill tokens per step across requests (the bound on a step's length) */
     int64_t prefill_chunk; /* ... while some request is decoding (each waits on those steps) */
     eddy_kv_type type_k, type_v;
+    eddy_device device;   /* where the engine runs (--device, -ngl) */
     size_t cache_bytes;   /* the prefix cache's budget */
     int max_queue;        /* requests waiting for a slot before 429 */
     int max_sessions;     /* pinned conversations (session_id) */

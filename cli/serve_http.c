@@ -1001,7 +1001,8 @@ const char usage_serve[] =
     "eddy serve -m MODEL.gguf [--host 127.0.0.1] [--port 8080] [-np N] [-c N] [-t N] [--api-key KEY]\n"
     "           [--cache-ram MiB] [--timeout S] [--max-queue N] [--sessions N] [--alias NAME]\n"
     "           [--prefill-chunk N]\n"
-    "           [the sampling, context, thread and template options of run: the requests' defaults]\n"
+    "           [the sampling, context, thread, device and template options of run: the requests'\n"
+    "           defaults]\n"
     "        an OpenAI-compatible HTTP server (docs/server.md): POST /v1/chat/completions and\n"
     "        /v1/completions (streamed as server-sent events or not), GET /v1/models, /health,\n"
     "        /metrics (Prometheus), POST /tokenize and /detokenize. Up to N requests (-np,\n"
@@ -1109,7 +1110,7 @@ int cmd_serve(int argc, char **argv) {
     const int64_t n_batch = o.n_batch > 0 ? o.n_batch : 256;
     srv_sched_params sp = {.m = g.m, .n_slots = (int)np, .n_ctx = o.n_ctx, .n_threads = (int)o.threads,
                            .n_batch = n_batch, .prefill_chunk = prefill_chunk < n_batch ? prefill_chunk : n_batch,
-                           .type_k = o.type_k, .type_v = o.type_v,
+                           .type_k = o.type_k, .type_v = o.type_v, .device = o.device,
                            .cache_bytes = (size_t)(o.cache_mib >= 0 ? o.cache_mib : 4096) << 20,
                            .max_queue = (int)max_queue, .max_sessions = (int)sessions,
                            .spec = o.spec.type != EDDY_SPEC_NONE ? &g.spec : NULL, .draft_model = g.dm};

@@ -763,7 +763,8 @@ int srv_sched_start(const srv_sched_params *p, srv_sched **out) {
     const int spec_states = s->spec_on ? p->n_slots * (int)(s->k_max + 1) : 0;
     eddy_engine_params ep = {.n_ctx = p->n_ctx, .n_seq_max = p->n_slots, .n_snapshots = p->max_sessions + spec_states,
                              .n_threads = p->n_threads, .type_k = p->type_k, .type_v = p->type_v,
-                             .cache_bytes = p->cache_bytes, .mtp = s->spec_on && s->spec.type == EDDY_SPEC_MTP};
+                             .cache_bytes = p->cache_bytes, .mtp = s->spec_on && s->spec.type == EDDY_SPEC_MTP,
+                             .device = p->device};
     if (eddy_engine_new(p->m, &ep, &s->e, &err) != EDDY_OK) {
         return cli_error("%s", err.msg);
     }
