@@ -155,7 +155,7 @@ cuda-tests: $(BUILD)/eddy-cuda-tests
 cuda-build:
 	@if command -v $(NVCC) >/dev/null 2>&1; then \
 		$(MAKE) --no-print-directory CUDA=1 WERROR=1 BUILD=$(BUILD)/cuda all cuda-tests && \
-		$(MAKE) --no-print-directory CUDA_EMU=1 WERROR=1 BUILD=$(BUILD)/cuda-emu cuda-tests; \
+		$(MAKE) --no-print-directory CUDA_EMU=1 WERROR=1 BUILD=$(BUILD)/cuda-emu all cuda-tests; \
 	else echo "nvcc not found: the CUDA backend is not compiled"; fi
 
 # libeddy.a holds one object: all library objects linked together (-r), then every

@@ -64,6 +64,7 @@ suite "server tests, ASan+UBSan" tests/server/run.sh "$B/asan/eddy"
 suite "library tests" tests/lib/run.sh "$B"
 if [ -x "$B/cuda-emu/eddy-cuda-tests" ]; then
   suite "CUDA backend tests, emulated on the CPU" "$B/cuda-emu/eddy-cuda-tests"
+  suite "CUDA backend CLI tests, emulated on the CPU" tests/cuda/cli.sh "$B/eddy" "$B/cuda-emu/eddy"
 else
   echo "== CUDA backend tests: not built (no nvcc)"
 fi

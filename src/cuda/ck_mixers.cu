@@ -285,7 +285,7 @@ extern "C" void ck_gdn(const ck_run *runs, int64_t n_runs, const int32_t *ckpts,
     if (n_runs <= 0) return;
     /* columns per block: the shared slice (d_k x cols) within 48 KiB */
     int cols = d_v < 64 ? (int)d_v : 64;
-    while (cols > 32 && (size_t)(d_k * cols + 2 * d_k) * sizeof(float) > 48 * 1024) cols /= 2;
+    while (cols > 1 && (size_t)(d_k * cols + 2 * d_k) * sizeof(float) > 48 * 1024) cols /= 2;
     const dim3 grid((unsigned)n_runs, (unsigned)n_v, (unsigned)((d_v + cols - 1) / cols));
     const size_t shm = (size_t)(d_k * cols + 2 * d_k) * sizeof(float);
     CK_LAUNCH(grid, cols, shm, (cudaStream_t)stream, gdn_kernel)(runs, ckpts, qkv, qkv_s, g, beta, o, state, n_k, n_v, d_k, d_v,
@@ -388,8 +388,8 @@ extern "C" void ck_mamba2(const ck_run *runs, int64_t n_runs, const int32_t *ckp
                           int64_t dt_s, float *y, float *state, int64_t H, int64_t P, int64_t G, int64_t N,
                           const float *A, const float *dt_bias, const float *D, void *stream) {
     if (n_runs <= 0) return;
-    int cols = P < 64 ? (int)P : 64;
-    while (cols > 32 && (size_t)(N * cols + 2 * N) * sizeof(float) > 48 * 1024) cols /= 2;
+    int cols = P < 64 ? (int)P : 64; /* the shared slice (N x cols) within 48 KiB */
+    while (cols > 1 && (size_t)(N * cols + 2 * N) * sizeof(float) > 48 * 1024) cols /= 2;
     const dim3 grid((unsigned)n_runs, (unsigned)H, (unsigned)((P + cols - 1) / cols));
     const size_t shm = (size_t)(N * cols + 2 * N) * sizeof(float);
     CK_LAUNCH(grid, cols, shm, (cudaStream_t)stream, mamba2_kernel)(runs, ckpts, xbc, xbc_s, dt_raw, dt_s, y, state, H, P, G,

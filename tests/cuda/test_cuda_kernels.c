@@ -425,6 +425,7 @@ TEST(cuda_mamba2_matches_scan_ref) {
     mamba2_case(&r, 8, 16, 2, 16, true, false);
     mamba2_case(&r, 4, 80, 1, 24, false, false); /* two column blocks, the last partial */
     mamba2_case(&r, 2, 64, 2, 128, true, false);
+    mamba2_case(&r, 2, 64, 1, 512, true, false); /* a state too large for 64 columns in shared memory */
     mamba2_case(&r, 8, 16, 2, 16, true, true);
 }
 
