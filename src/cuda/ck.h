@@ -90,6 +90,12 @@ void ck_scatter_add(float *y, const float *src, const int32_t *slots, int64_t k,
                     void *stream);
 void ck_add_gated_rows(float *y, const float *src, const float *gate, int64_t n, int64_t E, void *stream);
 
+/* dst row i (E floats) = rows row src[i] when src[i] >= 0, else the first E floats of
+ * slot -src[i] - 1 of slab (slots of slot_floats): the MTP layer's previous hidden state,
+ * from the step or from a sequence's state. */
+void ck_gather_h(float *dst, const float *rows, const float *slab, int64_t slot_floats, const int32_t *src, int64_t n,
+                 int64_t E, void *stream);
+
 /* ==== The mixers (ck_mixers.cu) ==== */
 
 /* A step's rows and their sequences. A run is one sequence's consecutive rows. */

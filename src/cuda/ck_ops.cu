@@ -140,6 +140,15 @@ __global__ void add_gated_rows_kernel(float *y, const float *src, const float *g
     y[i] += g * src[i];
 }
 
+/* Row i of dst = rows row src[i] when src[i] >= 0, else slot -src[i] - 1 of slab */
+__global__ void gather_h_kernel(float *dst, const float *rows, const float *slab, int64_t slot_floats,
+                                const int32_t *src, int64_t n, int64_t E) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * E) return;
+    const int32_t from = src[i / E];
+    dst[i] = from >= 0 ? rows[(int64_t)from * E + i % E] : slab[(int64_t)(-from - 1) * slot_floats + i % E];
+}
+
 int row_threads(int64_t n) { return n >= 1024 ? 256 : n >= 256 ? 128 : 32; }
 
 } // namespace
@@ -222,4 +231,11 @@ extern "C" void ck_scatter_add(float *y, const float *src, const int32_t *slots,
 extern "C" void ck_add_gated_rows(float *y, const float *src, const float *gate, int64_t n, int64_t E, void *stream) {
     if (n * E > 0)
         CK_LAUNCH(blocks_for(n * E, 256), 256, 0, (cudaStream_t)stream, add_gated_rows_kernel)(y, src, gate, n, E);
+}
+
+extern "C" void ck_gather_h(float *dst, const float *rows, const float *slab, int64_t slot_floats, const int32_t *src,
+                            int64_t n, int64_t E, void *stream) {
+    if (n * E > 0)
+        CK_LAUNCH(blocks_for(n * E, 256), 256, 0, (cudaStream_t)stream, gather_h_kernel)(dst, rows, slab, slot_floats,
+                                                                                       src, n, E);
 }

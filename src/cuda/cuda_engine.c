@@ -11,7 +11,9 @@
  * ReLU, mixtures of experts routed on the host), each sequence-aware kernel taking all
  * runs of the step at once. The state pool's memory operations (device_mem) let the
  * engine fork, snapshot, restore, cache prefixes and write session files as on the CPU.
- * Not yet here: the MTP layer (refused at engine creation), CUDA graphs, chunked scans.
+ * The MTP layer runs in every step of an engine made with it, and its drafts chain on
+ * the GPU (block_mtp.c keeps the drafting logic; the hooks at its end are here).
+ * Not yet here: CUDA graphs, chunked scans.
  */
 #include "cuda/cuda.h"
 
@@ -23,6 +25,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/log.h"
 #include "cuda/ck.h"
 #include "ssm/mamba2.h"
 
@@ -31,8 +34,11 @@ struct cuda_backend {
     cublasHandle_t blas;
     cublasStatus_t blas_status; /* the first failure of a step */
     /* device views of the weights: the model's tensors with data in GPU memory */
-    model_layer *layers;
+    model_layer *layers; /* (n_layer, and the MTP layer after them in an engine with it) */
     tensor tok_embd, output, output_norm;
+    tensor mtp_eh_proj, mtp_enorm, mtp_hnorm, mtp_head_norm, mtp_embd, mtp_head;
+    float *h, *mtp_cat; /* the MTP layer's (engine.h's of the same names) */
+    int32_t *mtp_tok, *mtp_src; /* (n_batch) host: its rows' tokens and sources of their previous h */
     void **allocs;
     int64_t n_allocs, cap_allocs;
     size_t weight_bytes; /* uploaded so far */
@@ -126,16 +132,36 @@ static const char *check_linear(const tensor *t) {
     return t->name;
 }
 
-static eddy_status upload_model(cuda_backend *g, const model *m, int64_t *w16, int64_t *max_in, eddy_error *err) {
+/* A tensor that may be one of the model's end tensors (the MTP layer's embedding, head and
+ * norm default to them): their device copy, else its own. */
+static bool upload_or_share(cuda_backend *g, const model *m, const tensor *t, tensor *out) {
+    if (t->data == m->tok_embd.data) return *out = g->tok_embd, true;
+    if (t->data == m->output.data) return *out = g->output, true;
+    if (t->data == m->output_norm.data) return *out = g->output_norm, true;
+    return upload(g, t, out);
+}
+
+static eddy_status upload_model(cuda_backend *g, const model *m, bool mtp, int64_t *w16, int64_t *max_in,
+                                eddy_error *err) {
     const model_hparams *hp = &m->hp;
-    g->layers = eddy_calloc((size_t)(hp->n_layer > 0 ? hp->n_layer : 1), sizeof *g->layers);
+    const int64_t n_layers = hp->n_layer + (mtp ? 1 : 0);
+    g->layers = eddy_calloc((size_t)(n_layers > 0 ? n_layers : 1), sizeof *g->layers);
     if (!g->layers) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     bool ok = upload(g, &m->tok_embd, &g->tok_embd) && upload(g, &m->output_norm, &g->output_norm);
     if (ok && m->output.data == m->tok_embd.data) g->output = g->tok_embd;
     else ok = ok && upload(g, &m->output, &g->output);
     note_linear(&m->output, w16, max_in);
-    for (int64_t il = 0; ok && il < hp->n_layer; il++) {
-        const model_layer *l = &m->layers[il];
+    if (ok && mtp) {
+        const tensor *src[] = {&m->mtp_eh_proj, &m->mtp_enorm, &m->mtp_hnorm, &m->mtp_head_norm, &m->mtp_embd,
+                               &m->mtp_head};
+        tensor *dst[] = {&g->mtp_eh_proj, &g->mtp_enorm, &g->mtp_hnorm, &g->mtp_head_norm, &g->mtp_embd, &g->mtp_head};
+        for (size_t i = 0; ok && i < sizeof src / sizeof src[0]; i++) {
+            ok = upload_or_share(g, m, src[i], dst[i]);
+            note_linear(src[i], w16, max_in);
+        }
+    }
+    for (int64_t il = 0; ok && il < n_layers; il++) {
+        const model_layer *l = il < hp->n_layer ? &m->layers[il] : m->mtp;
         model_layer *d = &g->layers[il];
         *d = *l;
         const tensor *src[] = {&l->attn_norm, &l->wq,        &l->wk,       &l->wv,          &l->wo,
@@ -209,6 +235,8 @@ void cuda_backend_free(cuda_backend *g) {
     if (g->h_plan) cudaFreeHost(g->h_plan);
     if (g->blas) cublasDestroy(g->blas);
     eddy_free(g->layers);
+    eddy_free(g->mtp_tok);
+    eddy_free(g->mtp_src);
     eddy_free(g);
 }
 
@@ -245,7 +273,7 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
         return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "cannot start cuBLAS on the GPU");
     }
     int64_t w16 = 0, max_in = 0;
-    eddy_status s = upload_model(g, m, &w16, &max_in, err);
+    eddy_status s = upload_model(g, m, c->mtp, &w16, &max_in, err);
     if (s != EDDY_OK) {
         cuda_backend_free(g);
         return s;
@@ -285,6 +313,13 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->sh_gate = dev_rows(g, B, X ? 1 : 0, &ok);
     g->moe_order = (int32_t *)dev_rows(g, B, KX, &ok);
     g->logits = dev_rows(g, B, hp->n_vocab, &ok);
+    g->h = dev_rows(g, B, c->mtp ? E : 0, &ok);
+    g->mtp_cat = dev_rows(g, B, c->mtp ? 2 * E : 0, &ok);
+    if (c->mtp) {
+        g->mtp_tok = eddy_malloc((size_t)B * sizeof(int32_t));
+        g->mtp_src = eddy_malloc((size_t)B * sizeof(int32_t));
+        ok = ok && g->mtp_tok && g->mtp_src;
+    }
     if (B > CK_GEMV_MAX_TOK) {
         g->w16 = w16 ? dev_alloc(g, (size_t)w16 * 2) : NULL;
         g->x16 = dev_alloc(g, (size_t)(B * max_in) * 2);
@@ -541,6 +576,123 @@ static void layer_ffn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
     }
 }
 
+/* forward_layer on the GPU: layer il over the uploaded plan's n rows of x. */
+static void gpu_layer(engine *c, cuda_backend *g, int64_t il, int64_t n) {
+    const model_hparams *hp = &c->m->hp;
+    const model_layer *l = &g->layers[il];
+    const int64_t E = hp->n_embd;
+    if (l->mixer != MIXER_NONE) {
+        ck_rmsnorm_rows(g->xn, E, g->x, E, f32(&l->attn_norm), E, n, hp->rms_eps, NULL);
+        if (l->mixer == MIXER_ATTENTION) layer_attention(c, g, l, il, n);
+        else if (l->mixer == MIXER_GDN) layer_gdn(c, g, l, il, n);
+        else layer_mamba2(c, g, l, il, n);
+        ck_add_scaled(g->x, g->mix, n * E, hp->residual_scale, NULL);
+    }
+    if (l->ffn != FFN_NONE) {
+        ck_rmsnorm_rows(g->xn, E, g->x, E, f32(&l->ffn_norm), E, n, hp->rms_eps, NULL);
+        layer_ffn(c, g, l, n);
+        ck_add_scaled(g->x, g->mix, n * E, hp->residual_scale, NULL);
+    }
+}
+
+/* ==== The MTP layer (block_mtp.c on the GPU) ==== */
+
+/* Rows [0, n) of mtp_cat for the uploaded plan's tokens and the sources of their previous
+ * h (ck_gather_h codes, in the plan's checkpoint area): [enorm(embed(token)); hnorm(h)]. */
+static void mtp_inputs(engine *c, cuda_backend *g, int64_t n) {
+    const model_hparams *hp = &c->m->hp;
+    const state_pool *sp = c->sp;
+    const int64_t E = hp->n_embd, il = c->mtp_il;
+    ck_embed(g->mtp_embd.type, g->mtp_embd.data, g->mtp_embd.row_bytes, E, g->d_plan + g->o_tokens, n, 1.0f, g->xn,
+             NULL);
+    ck_rmsnorm_rows(g->mtp_cat, 2 * E, g->xn, E, f32(&g->mtp_enorm), E, n, hp->rms_eps, NULL);
+    ck_gather_h(g->mix, g->h, sp->conv[il], sp->shape[il].conv_floats, g->d_plan + g->o_ckpt, n, E, NULL);
+    ck_rmsnorm_rows(g->mtp_cat + E, 2 * E, g->mix, E, f32(&g->mtp_hnorm), E, n, hp->rms_eps, NULL);
+}
+
+/* x = eh_proj(mtp_cat), then the layer, over the uploaded plan's n rows. */
+static void mtp_layer(engine *c, cuda_backend *g, int64_t n) {
+    lin(g, &g->mtp_eh_proj, g->mtp_cat, n, g->x);
+    gpu_layer(c, g, c->mtp_il, n);
+}
+
+/* block_mtp: the step's rows through the MTP layer (each reading h of the row before, or
+ * of the sequence's state for a run's first row), and h of each run's last row (a
+ * verify: of each row; a checkpoint: of its position) into the layer's state. The
+ * inputs are read before the state changes. */
+static void gpu_block_mtp(engine *c, cuda_backend *g, const int32_t *tokens, const step_plan *plan) {
+    const int64_t il = c->mtp_il, E = c->m->hp.n_embd;
+    state_pool *sp = c->sp;
+    step_plan *mp = &c->mtp_plan;
+    mp->n = mp->n_runs = mp->n_ckpt = 0;
+    for (int64_t r = 0; r < plan->n_runs; r++) {
+        const step_run *run = &plan->runs[r];
+        const int64_t skip = run->pos0 == 0 ? 1 : 0;
+        if (run->n == skip) continue;
+        step_run *mr = &mp->runs[mp->n_runs++];
+        *mr = (step_run){run->seq, mp->n, run->n - skip, run->pos0 - 1 + skip, run->slot, NULL, 0, NULL, NULL};
+        for (int64_t t = skip; t < run->n; t++) {
+            const int64_t row = run->row0 + t;
+            mp->pos[mp->n] = plan->pos[row] - 1;
+            g->mtp_tok[mp->n] = tokens[row];
+            g->mtp_src[mp->n++] = t == 0 ? (int32_t)(-run->slot - 1) : (int32_t)(row - 1);
+        }
+    }
+    if (mp->n > 0) upload_plan(g, g->mtp_tok, mp, NULL, 0);
+    /* the state writes (row, slot) and the h sources go in the plan's keep and checkpoint areas */
+    int32_t *items = g->h_plan + g->o_keep;
+    int64_t ni = 0;
+    for (int64_t r = 0; r < plan->n_runs; r++) {
+        const step_run *run = &plan->runs[r];
+        if (run->snap) {
+            for (int64_t t = 0; t < run->n; t++, ni++)
+                items[2 * ni] = (int32_t)(run->row0 + t), items[2 * ni + 1] = (int32_t)run->snap[t];
+            continue;
+        }
+        items[2 * ni] = (int32_t)(run->row0 + run->n - 1), items[2 * ni + 1] = (int32_t)run->slot, ni++;
+        for (int64_t k = 0; k < run->n_ckpt; k++, ni++) {
+            items[2 * ni] = (int32_t)(run->row0 + run->ckpt_pos[k] - 1 - run->pos0);
+            items[2 * ni + 1] = (int32_t)run->ckpt_slot[k];
+        }
+    }
+    memcpy(g->h_plan + g->o_ckpt, g->mtp_src, (size_t)mp->n * sizeof(int32_t));
+    cudaMemcpy(g->d_plan + g->o_keep, g->h_plan + g->o_keep, (size_t)(g->o_blocks - g->o_keep) * sizeof(int32_t),
+               cudaMemcpyHostToDevice);
+    if (mp->n > 0) mtp_inputs(c, g, mp->n);
+    const ck_segments h_rows = {1, {g->h}, {E}, {E}};
+    ck_keep_rows(g->d_plan + g->o_keep, ni, 0, &h_rows, sp->conv[il], sp->shape[il].conv_floats, NULL);
+    if (mp->n > 0) mtp_layer(c, g, mp->n);
+}
+
+void cuda_mtp_h_from_state(engine *c, int64_t row, int64_t slot) {
+    cuda_backend *g = c->gpu;
+    const int64_t E = c->m->hp.n_embd;
+    cudaMemcpy(g->h + row * E, state_conv(c->sp, c->mtp_il, slot), (size_t)E * sizeof(float),
+               cudaMemcpyDeviceToDevice);
+}
+
+void cuda_mtp_h_move(engine *c, int64_t dst, int64_t src) {
+    cuda_backend *g = c->gpu;
+    const int64_t E = c->m->hp.n_embd;
+    cudaMemcpy(g->h + dst * E, g->h + src * E, (size_t)E * sizeof(float), cudaMemcpyDeviceToDevice);
+}
+
+void cuda_mtp_chain_step(engine *c, const step_plan *mp, const int32_t *tok) {
+    cuda_backend *g = c->gpu;
+    const model_hparams *hp = &c->m->hp;
+    const int64_t E = hp->n_embd, n = mp->n;
+    upload_plan(g, tok, mp, NULL, 0);
+    for (int64_t j = 0; j < n; j++) g->h_plan[g->o_ckpt + j] = (int32_t)j; /* row j reads h row j */
+    cudaMemcpy(g->d_plan + g->o_ckpt, g->h_plan + g->o_ckpt, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice);
+    mtp_inputs(c, g, n);
+    mtp_layer(c, g, n);
+    ck_rmsnorm_rows(g->h, E, g->x, E, f32(&g->mtp_head_norm), E, n, hp->rms_eps, NULL); /* the next row's h */
+    lin(g, &g->mtp_head, g->h, n, g->logits);
+    cudaMemcpy(c->mtp_logits, g->logits, (size_t)(n * hp->n_vocab) * sizeof(float), cudaMemcpyDeviceToHost);
+    const char *e = ck_check(1);
+    if (e) eddy_log(EDDY_LOG_ERROR, "CUDA error in an MTP draft step: %s", e);
+}
+
 static eddy_status step_status(cuda_backend *g, eddy_error *err) {
     const char *e = ck_check(1);
     if (e) return eddy_error_set(err, EDDY_ERR_IO, "CUDA error in a forward step: %s", e);
@@ -560,27 +712,15 @@ eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan
     upload_plan(g, tokens, plan, out_rows, logits ? n_out : 0);
     ck_embed(g->tok_embd.type, g->tok_embd.data, g->tok_embd.row_bytes, E, g->d_plan + g->o_tokens, n,
              hp->embd_scale, g->x, NULL);
-    for (int64_t il = 0; il < hp->n_layer; il++) {
-        const model_layer *l = &g->layers[il];
-        if (l->mixer != MIXER_NONE) {
-            ck_rmsnorm_rows(g->xn, E, g->x, E, f32(&l->attn_norm), E, n, hp->rms_eps, NULL);
-            if (l->mixer == MIXER_ATTENTION) layer_attention(c, g, l, il, n);
-            else if (l->mixer == MIXER_GDN) layer_gdn(c, g, l, il, n);
-            else layer_mamba2(c, g, l, il, n);
-            ck_add_scaled(g->x, g->mix, n * E, hp->residual_scale, NULL);
-        }
-        if (l->ffn != FFN_NONE) {
-            ck_rmsnorm_rows(g->xn, E, g->x, E, f32(&l->ffn_norm), E, n, hp->rms_eps, NULL);
-            layer_ffn(c, g, l, n);
-            ck_add_scaled(g->x, g->mix, n * E, hp->residual_scale, NULL);
-        }
-    }
+    for (int64_t il = 0; il < hp->n_layer; il++) gpu_layer(c, g, il, n);
+    if (c->mtp) ck_rmsnorm_rows(g->h, E, g->x, E, f32(&g->output_norm), E, n, hp->rms_eps, NULL);
     if (logits && n_out > 0) {
         ck_rmsnorm_gather(g->xn, g->x, g->d_plan + g->o_out, f32(&g->output_norm), E, n_out, hp->rms_eps, NULL);
         lin(g, &g->output, g->xn, n_out, g->logits);
         if (hp->logit_scale != 1.0f) ck_scale(g->logits, n_out * hp->n_vocab, 1.0f / hp->logit_scale, NULL);
         cudaMemcpy(logits, g->logits, (size_t)(n_out * hp->n_vocab) * sizeof(float), cudaMemcpyDeviceToHost);
     }
+    if (c->mtp) gpu_block_mtp(c, g, tokens, plan);
     return step_status(g, err);
 }
 

@@ -29,3 +29,7 @@ void cuda_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep) {
 }
 
 double cuda_copy_bandwidth(void) { return 0.0; }
+
+void cuda_mtp_h_from_state(engine *c, int64_t row, int64_t slot) { (void)c, (void)row, (void)slot; }
+void cuda_mtp_chain_step(engine *c, const step_plan *mp, const int32_t *tok) { (void)c, (void)mp, (void)tok; }
+void cuda_mtp_h_move(engine *c, int64_t dst, int64_t src) { (void)c, (void)dst, (void)src; }

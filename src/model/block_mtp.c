@@ -21,6 +21,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "cuda/cuda.h"
 #include "model/engine.h"
 #include "model/linear.h"
 #include "ops/norm.h"
@@ -109,7 +110,8 @@ static eddy_status draft_group(engine *c, eddy_seq *const *s, const int32_t *t, 
         if (!seq_state_reserve_kv(c->sp, &s[i]->st, n_pos - 1, lim[i]))
             return eddy_error_set(err, EDDY_ERR_NOMEM, "the KV cache has no free block for sequence %" PRId64
                                   "'s drafts", s[i]->index);
-        memcpy(c->h + na * E, state_conv(c->sp, c->mtp_il, s[i]->st.slot), (size_t)E * sizeof(float));
+        if (c->gpu) cuda_mtp_h_from_state(c, na, s[i]->st.slot);
+        else memcpy(c->h + na * E, state_conv(c->sp, c->mtp_il, s[i]->st.slot), (size_t)E * sizeof(float));
         tok[na] = t[i], act[na++] = i;
     }
     step_plan *mp = &c->mtp_plan;
@@ -120,12 +122,16 @@ static eddy_status draft_group(engine *c, eddy_seq *const *s, const int32_t *t, 
             const int64_t pos = q->st.n_pos - 1 + k;
             mp->runs[j] = (step_run){q, j, 1, pos, q->st.slot, NULL, 0, NULL, NULL};
             mp->pos[j] = pos;
-            mtp_input(c, j, tok[j], c->h + j * E);
+            if (!c->gpu) mtp_input(c, j, tok[j], c->h + j * E);
         }
-        mtp_layer(c, mp);
-        for (int64_t j = 0; j < na; j++) /* the next row's h */
-            ops_rmsnorm(c->h + j * E, c->x + j * E, (const float *)m->mtp_head_norm.data, E, m->hp.rms_eps);
-        linear(c->pool, &m->mtp_head, c->h, na, c->mtp_logits, c->act);
+        if (c->gpu) {
+            cuda_mtp_chain_step(c, mp, tok);
+        } else {
+            mtp_layer(c, mp);
+            for (int64_t j = 0; j < na; j++) /* the next row's h */
+                ops_rmsnorm(c->h + j * E, c->x + j * E, (const float *)m->mtp_head_norm.data, E, m->hp.rms_eps);
+            linear(c->pool, &m->mtp_head, c->h, na, c->mtp_logits, c->act);
+        }
         int64_t kept = 0;
         for (int64_t j = 0; j < na; j++) {
             const int64_t i = act[j];
@@ -138,7 +144,8 @@ static eddy_status draft_group(engine *c, eddy_seq *const *s, const int32_t *t, 
             out[i][k] = d;
             n_out[i] = k + 1;
             if (k + 1 == lim[i]) continue;
-            if (kept != j) memmove(c->h + kept * E, c->h + j * E, (size_t)E * sizeof(float));
+            if (kept != j && c->gpu) cuda_mtp_h_move(c, kept, j);
+            else if (kept != j) memmove(c->h + kept * E, c->h + j * E, (size_t)E * sizeof(float));
             tok[kept] = d, act[kept++] = i;
         }
         na = kept;

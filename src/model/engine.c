@@ -256,9 +256,6 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
                               "no nextn_predict_layers or holds no blk.%" PRId64 ".nextn tensors)", hp->n_layer);
     if (p->device != EDDY_DEVICE_CPU && p->device != EDDY_DEVICE_CUDA)
         return eddy_error_set(err, EDDY_ERR_ARG, "device %d is not an eddy_device", (int)p->device);
-    if (p->device == EDDY_DEVICE_CUDA && p->mtp)
-        return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "the CUDA backend does not run the multi-token-prediction "
-                              "layer yet");
     int n_threads = p->n_threads > 0 ? p->n_threads : pool_default_threads();
     qtype type_k, type_v;
     if (!kv_qtype(p->type_k, &type_k))

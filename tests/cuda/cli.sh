@@ -49,7 +49,10 @@ if "$GPU" bench -m "$M" --device cuda -p 16 -n 4 -r 1 --json >"$TMP/bench" 2>"$T
    grep -q '"pp_tps"\|"pp"' "$TMP/bench"; then ok
 else bad "bench --device cuda: $(head -c 200 "$TMP/bench") $(tail -1 "$TMP/err")"; fi
 
-# an engine feature the GPU does not run yet is one clear error
-expect_err "mtp on the GPU" "does not run the multi-token-prediction" \
-  run -m tests/data/models/qwen35-mtp-tiny-q8_0.gguf -p x -n 2 --spec-type mtp --device cuda
+# speculative decoding with the MTP layer on the GPU: the greedy text of plain decoding
+M=tests/data/models/qwen35-mtp-tiny-f32.gguf
+"$CPU" run -m "$M" -p "Once upon a time" -n 24 --temp 0 -t 2 >"$TMP/plain" 2>/dev/null
+if "$GPU" run -m "$M" -p "Once upon a time" -n 24 --temp 0 --spec-type mtp --device cuda >"$TMP/spec" 2>"$TMP/err" &&
+   [ -s "$TMP/plain" ] && cmp -s "$TMP/plain" "$TMP/spec"; then ok
+else bad "--spec-type mtp on the GPU differs: [$(head -c 80 "$TMP/plain")] [$(head -c 80 "$TMP/spec")] $(tail -1 "$TMP/err")"; fi
 finish

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "eddy.h"
+#include "model/engine.h"
 #include "test.h"
 #include "test_seq.h"
 
@@ -188,16 +189,13 @@ TEST(cuda_quantized_models_match_cpu) {
     check_against_cpu("models/granitehybrid-tiny-q8_0.gguf");
 }
 
-/* What the backend does not run yet is refused, naming it. */
-TEST(cuda_refuses_what_it_does_not_run) {
+/* A device that is not one is refused. */
+TEST(cuda_refuses_unknown_device) {
     eddy_model *m = tseq_load("models/qwen35-mtp-tiny-q8_0.gguf");
     REQUIRE(m);
     eddy_engine *e = NULL;
     eddy_error err;
-    eddy_engine_params p = {.device = EDDY_DEVICE_CUDA, .mtp = true};
-    CHECK(eddy_engine_new(m, &p, &e, &err) == EDDY_ERR_UNSUPPORTED);
-    CHECK_CONTAINS(err.msg, "multi-token-prediction");
-    p = (eddy_engine_params){.device = (eddy_device)7};
+    eddy_engine_params p = {.device = (eddy_device)7};
     CHECK(eddy_engine_new(m, &p, &e, &err) == EDDY_ERR_ARG);
     eddy_model_free(m);
 }
@@ -344,4 +342,85 @@ TEST(cuda_sequences_batch_verify_snapshot) {
     check_sequences("models/qwen35-tiny-q8_0.gguf");
     check_sequences("models/nemotron_h-tiny-q8_0.gguf");
     check_sequences("models/qwen35moe-tiny-q8_0.gguf");
+}
+
+/* ==== The MTP layer on the GPU ==== */
+
+/* Against the reference of tests/data/models/<arch>-mtp-tiny.ref (test_mtp.c says what
+ * it holds): the MTP rows and a chain of three greedy drafts, within 1e-4; then a verify
+ * of three drafts accepting two leaves the layer's state of a sequence fed those tokens. */
+typedef struct {
+    float main[40][1024];
+    float mtp[39][1024];
+    int32_t drafts[3];
+    float chain[3][1024];
+} mtp_ref;
+
+static void check_mtp(const char *arch) {
+    char gguf[96], ref_file[96];
+    snprintf(gguf, sizeof gguf, "models/%s-mtp-tiny-f32.gguf", arch);
+    snprintf(ref_file, sizeof ref_file, "models/%s-mtp-tiny.ref", arch);
+    int32_t ids[40];
+    REQUIRE_EQ(read_ids("models/qwen-tiny.ids", ids, 40), 40);
+    size_t n;
+    mtp_ref *ref = test_read_file(test_data_path(ref_file), &n);
+    eddy_model *m = tseq_load(gguf);
+    if (!CHECK(ref && n == sizeof *ref && m)) {
+        free(ref);
+        eddy_model_free(m);
+        return;
+    }
+    eddy_engine *e = tseq_engine(m, (eddy_engine_params){.n_ctx = 128, .n_seq_max = 4, .n_snapshots = 8, .n_batch = 64,
+                                                         .mtp = true, .type_k = EDDY_KV_F32, .type_v = EDDY_KV_F32,
+                                                         .device = EDDY_DEVICE_CUDA});
+    eddy_seq *s = e ? tseq_new(e) : NULL, *t = e ? tseq_new(e) : NULL;
+    float *l = malloc(sizeof(float) * 1024 * 40);
+    eddy_error err;
+    if (s && t) {
+        double worst = 0;
+        for (int q = 1; q < 40; q++) { /* row q: the sequence holds ids[0, q), the draft goes in with ids[q] */
+            int32_t d;
+            int64_t k;
+            tseq_feed(s, &ids[q - 1], 1, NULL);
+            if (!CHECKF(engine_seq_mtp_draft(s, ids[q], 1, -1.0f, &d, &k, l, &err) == EDDY_OK, "%s", err.msg)) break;
+            worst = fmax(worst, rel_rms(l, ref->mtp[q - 1], 1024));
+        }
+        CHECKF(worst <= 1e-4, "%s MTP rows on the GPU: worst relative RMS %g", arch, worst);
+        eddy_seq_clear(s);
+        tseq_feed(s, ids, 20, NULL);
+        int32_t d[3];
+        int64_t k = 0;
+        if (CHECKF(engine_seq_mtp_draft(s, ids[20], 3, -1.0f, d, &k, l, &err) == EDDY_OK, "%s", err.msg) &&
+            CHECK_EQ(k, 3))
+            for (int j = 0; j < 3; j++) {
+                CHECKF(d[j] == ref->drafts[j], "%s draft %d: %d, reference %d", arch, j, d[j], ref->drafts[j]);
+                CHECKF(rel_rms(l + j * 1024, ref->chain[j], 1024) <= 1e-4, "%s draft %d logits: %g", arch, j,
+                       rel_rms(l + j * 1024, ref->chain[j], 1024));
+            }
+        /* verify [ids[20], d0, d1] on s, keep 2; t is fed ids[0, 22) */
+        const int32_t v[3] = {ids[20], ids[21], ids[22]};
+        eddy_seq *three[3] = {s, s, s};
+        float vout[3 * 1024];
+        eddy_batch b = {3, v, three, NULL};
+        tseq_feed(t, ids, 22, NULL);
+        if (CHECKF(eddy_engine_verify(e, &b, vout, &err) == EDDY_OK, "%s", err.msg) &&
+            CHECKF(eddy_seq_accept(s, 2, &err) == EDDY_OK, "%s", err.msg)) {
+            int32_t ds[2], dt[2];
+            float ls[2 * 1024], lt[2 * 1024];
+            int64_t ks = 0, kt = 0;
+            engine_seq_mtp_draft(s, ids[22], 2, -1.0f, ds, &ks, ls, &err);
+            engine_seq_mtp_draft(t, ids[22], 2, -1.0f, dt, &kt, lt, &err);
+            CHECKF(ks == 2 && kt == 2 && ds[0] == dt[0] && ds[1] == dt[1] && rel_rms(ls, lt, 2 * 1024) <= 1e-5,
+                   "%s drafts after verify + accept: %g", arch, rel_rms(ls, lt, 2 * 1024));
+        }
+    }
+    free(l), free(ref);
+    eddy_seq_free(s), eddy_seq_free(t);
+    eddy_engine_free(e);
+    eddy_model_free(m);
+}
+
+TEST(cuda_mtp_matches_reference) {
+    check_mtp("qwen35");
+    check_mtp("qwen35moe");
 }
