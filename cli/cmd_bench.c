@@ -90,9 +90,11 @@ static void print_json(const char *name, const char *arch, const eddy_bench_para
            r->read_bw / 1e9, r->roofline, r->peak_rss / (1024.0 * 1024.0), r->pp.mean, r->pp.sd, r->tg.mean,
            r->tg.sd, p->n_reps);
     json_string(stdout, arch);
-    printf("\", \"weight_bytes\": %llu, \"state_bytes\": %llu, \"kv_bytes_per_pos\": %llu}\n",
+    printf("\", \"weight_bytes\": %llu, \"state_bytes\": %llu, \"kv_bytes_per_pos\": %llu, \"device\": \"",
            (unsigned long long)r->bytes.weights, (unsigned long long)r->bytes.state,
            (unsigned long long)r->bytes.kv_per_pos);
+    json_string(stdout, r->device);
+    printf("\"}\n");
 }
 
 static void print_row(int w, const char *name, const char *arch, double size_mib, int threads, const char *test,
@@ -125,8 +127,12 @@ static void print_table(const char *name, const char *arch, double size_mib, con
     }
     char b0[32], b1[32], b2[32], b3[32];
     printf("\n%d timed repetitions of each test after one warm-up\n", p->n_reps);
-    printf("read bandwidth   %.2f GB/s (measured after the tests, %d thread%s, 1 GiB buffer)\n", r->read_bw / 1e9,
-           r->n_threads, r->n_threads == 1 ? "" : "s");
+    if (strcmp(r->device, "cpu") != 0)
+        printf("device           %s\nread bandwidth   %.2f GB/s (the GPU's: a 1 GiB device-to-device copy, read + "
+               "written bytes)\n", r->device, r->read_bw / 1e9);
+    else
+        printf("read bandwidth   %.2f GB/s (measured after the tests, %d thread%s, 1 GiB buffer)\n", r->read_bw / 1e9,
+               r->n_threads, r->n_threads == 1 ? "" : "s");
     printf("bytes/token      %s = weights %s + recurrent state %s + KV cache %s (%.1f positions on average)\n",
            fmt_bytes(b0, sizeof b0, r->bytes_per_token), fmt_bytes(b1, sizeof b1, (double)r->bytes.weights),
            fmt_bytes(b2, sizeof b2, (double)r->bytes.state),

@@ -466,6 +466,7 @@ typedef struct {
     double bytes_per_token;   /* bytes.weights + bytes.state + bytes.kv_per_pos * kv_positions */
     double roofline;          /* tg.median * bytes_per_token / read_bw: 1 would be decode at the
                                * machine's read bandwidth; 0 when tg is skipped */
+    char device[96];          /* where it ran: "cpu", or "cuda: " and the GPU's name */
     double peak_rss;          /* bytes: the process's peak resident set after the tests (taken
                                * before the bandwidth probe allocates its buffer) */
 } eddy_bench_result;

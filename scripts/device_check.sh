@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # device_check.sh — the CUDA backend's check on a machine with an NVIDIA GPU, in one go:
 # build (make CUDA=1), the CUDA kernel and model tests against the CPU references and
-# transformers' logits, then timings on a 4B-parameter-shaped Qwen3.5 Q4_K_M generated
+# transformers' logits, the CLI tests against the CPU (tests/cuda/cli.sh), then timings on a 4B-parameter-shaped Qwen3.5 Q4_K_M generated
 # on the spot (scripts/gen_random_qwen35.py: numpy and the `gguf` package, no download).
 #
 #   scripts/device_check.sh [OUT_DIR]
@@ -47,6 +47,10 @@ timeout 300 build/cuda/eddy-cuda-tests >"$OUT_DIR/tests.log" 2>&1
 rc=$?
 grep -E '^FAIL|check failed|passed, ' "$OUT_DIR/tests.log" | head -40
 note "== CUDA tests (rc $rc): $(tail -1 "$OUT_DIR/tests.log") at $(elapsed)"
+
+timeout 120 tests/cuda/cli.sh build/cuda/eddy build/cuda/eddy >"$OUT_DIR/cli.log" 2>&1
+grep -E '^FAIL' "$OUT_DIR/cli.log" | head -10
+note "== CLI tests against the CPU: $(tail -1 "$OUT_DIR/cli.log") at $(elapsed)"
 
 wait $GEN
 if [ ! -s "$M4B" ]; then

@@ -14,6 +14,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 
@@ -144,6 +145,7 @@ eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, ed
     const int32_t first = bench_random_token(&rng, n_vocab, p->vocab);
 
     *r = (eddy_bench_result){.n_threads = eddy_engine_n_threads(eddy_ctx_engine(c))};
+    snprintf(r->device, sizeof r->device, "%s", eddy_engine_device_name(eddy_ctx_engine(c)));
     double secs;
     if (p->n_prompt > 0) {
         s = run_pp(c, prompt, p->n_prompt, logits, &secs, err); /* warm-up */
