@@ -37,8 +37,8 @@ int ck_type_supported(uint32_t type, int64_t n_in);
 
 /* y (n_tok, n_out) = x (n_tok, n_in) W^T for n_tok <= CK_GEMV_MAX_TOK: one warp per
  * output row dequantizes 32-element units on the fly (decode, small batches). */
-void ck_gemv(uint32_t type, const void *W, size_t row_bytes, int64_t n_in, int64_t n_out, const float *x,
-             int64_t n_tok, float *y, void *stream);
+void ck_gemv(uint32_t type, const void *W, size_t row_bytes, int64_t n_in, int64_t n_out, const float *x, int64_t n_tok,
+             float *y, void *stream);
 
 /* out (n_rows, n_in) f16 = W's rows [0, n_rows) dequantized. */
 void ck_dequant_f16(uint32_t type, const void *W, size_t row_bytes, int64_t n_in, int64_t n_rows, uint16_t *out,
@@ -100,10 +100,10 @@ void ck_gather_h(float *dst, const float *rows, const float *slab, int64_t slot_
 
 /* A step's rows and their sequences. A run is one sequence's consecutive rows. */
 typedef struct {
-    int32_t row0, n;     /* rows [row0, row0 + n) */
-    int32_t slot_in;     /* recurrent slot the run starts from */
-    int32_t slot_out;    /* slot the state after its last row goes to; -1: none (a verify) */
-    int32_t bt;          /* offset of its block table in the step's block list */
+    int32_t row0, n;  /* rows [row0, row0 + n) */
+    int32_t slot_in;  /* recurrent slot the run starts from */
+    int32_t slot_out; /* slot the state after its last row goes to; -1: none (a verify) */
+    int32_t bt;       /* offset of its block table in the step's block list */
     /* prefix-cache checkpoints: pairs (t, slot) [ck, ck + n_ck) of the step's checkpoint
      * list, t ascending: the recurrent state after the run's row t is copied to slot */
     int32_t ck, n_ck;
@@ -139,17 +139,17 @@ void ck_conv1d(const ck_step *s, int64_t n, const float *x, int64_t xs, float *y
 /* The conv window after row item_end[i] of the run containing it (whose first row is
  * item_row0[i], whose old window is in slot item_src[i]) into slot item_dst[i], for
  * i < n_items; all items read before any writes when src == dst. */
-void ck_conv_window(const int32_t *items, int64_t n_items, const float *x, int64_t xs, int64_t C, int K,
-                    float *state, void *stream);
+void ck_conv_window(const int32_t *items, int64_t n_items, const float *x, int64_t xs, int64_t C, int K, float *state,
+                    void *stream);
 /* items: n_items groups of 4 int32 (end, row0, src, dst). */
 
 /* The gated delta rule (gdn.h gdn_scan_ref) over each run's rows, from slot slot_in of
  * `state` ((n_v, d_k, d_v) per slot), the state after the last row written to slot_out
- * (-1: not written), and at the runs' checkpoints (ckpts) to theirs. qkv rows (conv output) hold q (n_k, d_k) | k (n_k, d_k) | v (n_v, d_v)
- * at stride qkv_s; g, beta (rows, n_v); o (rows, n_v, d_v). head_map as gdn.h. */
-void ck_gdn(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s, const float *g, const float *beta,
-            float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v, int head_map, float scale,
-            void *stream);
+ * (-1: not written), and at the runs' checkpoints (ckpts) to theirs. qkv rows (the conv
+ * output) hold q (n_k, d_k) | k (n_k, d_k) | v (n_v, d_v) at stride qkv_s; g, beta (rows, n_v); o (rows, n_v, d_v). head_map as gdn.h. */
+void ck_gdn(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s, const float *g,
+            const float *beta, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v, int head_map,
+            float scale, void *stream);
 
 /* A verify's rows kept for replay in its pending slots. A row's kept floats are up to
  * CK_MAX_SEGMENTS segments of step buffers (width[k] floats at base[k] + row stride[k]),
@@ -169,15 +169,15 @@ void ck_keep_rows(const int32_t *items, int64_t n_items, int gather, const ck_se
  * `state` ((H, N, P) per slot) to slot_out (-1: not written) and the checkpoints. xbc rows (the conv output,
  * stride xbc_s) hold x (H, P) | B (G, N) | C (G, N); dt_raw (rows, H) at stride dt_s;
  * y (rows, H, P). A, dt_bias (H); D (H) or NULL. No dt clamp (Mamba-2's default). */
-void ck_mamba2(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s, const float *dt_raw, int64_t dt_s,
-               float *y, float *state, int64_t H, int64_t P, int64_t G, int64_t N, const float *A,
-               const float *dt_bias, const float *D, void *stream);
+void ck_mamba2(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s,
+               const float *dt_raw, int64_t dt_s, float *y, float *state, int64_t H, int64_t P, int64_t G, int64_t N,
+               const float *A, const float *dt_bias, const float *D, void *stream);
 
 /* Per-group gated RMSNorm of ssm.h (gated_rmsnorm_group_ref): x = y silu(z), normed per
  * group, times w per channel. out may equal y. */
 void ck_gated_rmsnorm_group(int64_t n_rows, int64_t n_groups, int64_t group_size, const float *y, int64_t y_stride,
-                            const float *z, int64_t z_stride, const float *w, float eps, float *out,
-                            int64_t out_stride, void *stream);
+                            const float *z, int64_t z_stride, const float *w, float eps, float *out, int64_t out_stride,
+                            void *stream);
 
 #ifdef __cplusplus
 }

@@ -29,8 +29,8 @@ __device__ __forceinline__ float kv_load(const void *slab, int f16, int64_t i) {
 
 /* One block per row: rotate q's and k's heads, then store k and v at the row's position. */
 __global__ void rope_store_kernel(ck_step s, float *q, float *k, const float *v, int64_t n_head, int64_t n_kv,
-                                  int64_t hd, int64_t dv, int64_t n_rot, float rope_base, int neox, void *kc,
-                                  void *vc, int kv_f16) { /* bit 0: keys in f16, bit 1: values */
+                                  int64_t hd, int64_t dv, int64_t n_rot, float rope_base, int neox, void *kc, void *vc,
+                                  int kv_f16) { /* bit 0: keys in f16, bit 1: values */
     const int64_t r = blockIdx.x, pos = s.row_pos[r], half = n_rot / 2;
     float *qr = q + r * n_head * hd, *kr = k + r * n_kv * hd;
     for (int64_t i = threadIdx.x; i < (n_head + n_kv) * half; i += blockDim.x) {
@@ -50,12 +50,16 @@ __global__ void rope_store_kernel(ck_step s, float *q, float *k, const float *v,
     const int64_t K = n_kv * hd, V = n_kv * dv;
     const float *vr = v + r * V;
     for (int64_t i = threadIdx.x; i < K; i += blockDim.x) {
-        if (kv_f16 & 1) ((__half *)kc)[at * K + i] = __float2half_rn(kr[i]);
-        else ((float *)kc)[at * K + i] = kr[i];
+        if (kv_f16 & 1)
+            ((__half *)kc)[at * K + i] = __float2half_rn(kr[i]);
+        else
+            ((float *)kc)[at * K + i] = kr[i];
     }
     for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
-        if (kv_f16 & 2) ((__half *)vc)[at * V + i] = __float2half_rn(vr[i]);
-        else ((float *)vc)[at * V + i] = vr[i];
+        if (kv_f16 & 2)
+            ((__half *)vc)[at * V + i] = __float2half_rn(vr[i]);
+        else
+            ((float *)vc)[at * V + i] = vr[i];
     }
 }
 
@@ -66,9 +70,9 @@ __global__ void rope_store_kernel(ck_step s, float *q, float *k, const float *v,
 
 /* One block per (row, head): keys in tiles of ATT_THREADS, one score per thread, an
  * online softmax over the tiles; thread d accumulates output elements d, d + 128, ... */
-__global__ void __launch_bounds__(ATT_THREADS) attention_kernel(ck_step s, const float *q, float *out, const void *kc,
-                                                                 const void *vc, int kv_f16, int64_t n_head,
-                                                                 int64_t n_kv, int64_t hd, int64_t dv, float scale) {
+__global__ void __launch_bounds__(ATT_THREADS)
+    attention_kernel(ck_step s, const float *q, float *out, const void *kc, const void *vc, int kv_f16, int64_t n_head,
+                     int64_t n_kv, int64_t hd, int64_t dv, float scale) {
     __shared__ float qs[ATT_MAX_DV], p[ATT_THREADS], red[ATT_THREADS / 32];
     const int64_t r = blockIdx.x / n_head, h = blockIdx.x % n_head, hk = h / (n_head / n_kv);
     const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
@@ -190,12 +194,12 @@ __global__ void conv_window_kernel(const int32_t *items, int64_t n_items, const 
  * columns of S (d_k x cols) live in shared memory for the whole run; thread j owns
  * column j (columns never mix: gdn.c). Per row:
  *   S = exp(g) S;  u = beta (v - S^T k);  S += k u^T;  o = S^T (scale q) */
-__global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s, const float *g, const float *beta,
-                           float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v, int head_map,
-                           float scale) {
+__global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s, const float *g,
+                           const float *beta, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k,
+                           int64_t d_v, int head_map, float scale) {
     CK_DYNAMIC_SHARED(float, sm);
     const int cols = blockDim.x;
-    float *S = sm;              /* (d_k, cols) */
+    float *S = sm;               /* (d_k, cols) */
     float *kq = sm + d_k * cols; /* k (d_k) then scale q (d_k) */
     const ck_run run = runs[blockIdx.x];
     const int64_t h = blockIdx.y, kh = head_map == 0 ? h % n_k : h / (n_v / n_k);
@@ -250,46 +254,47 @@ extern "C" void ck_rope_store(const ck_step *s, int64_t n, float *q, float *k, c
                               int64_t n_kv, int64_t hd, int64_t dv, int64_t n_rot, float rope_base, int neox, void *kc,
                               void *vc, int kv_f16, void *stream) {
     if (n > 0)
-        CK_LAUNCH((unsigned)n, 128, 0, (cudaStream_t)stream, rope_store_kernel)(*s, q, k, v, n_head, n_kv, hd, dv, n_rot,
-                                                                         rope_base, neox, kc, vc, kv_f16);
+        CK_LAUNCH((unsigned)n, 128, 0, (cudaStream_t)stream, rope_store_kernel)
+        (*s, q, k, v, n_head, n_kv, hd, dv, n_rot, rope_base, neox, kc, vc, kv_f16);
 }
 
 extern "C" void ck_attention(const ck_step *s, int64_t n, const float *q, float *out, const void *kc, const void *vc,
                              int kv_f16, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale,
                              void *stream) {
     if (n > 0)
-        CK_LAUNCH((unsigned)(n * n_head), ATT_THREADS, 0, (cudaStream_t)stream, attention_kernel)(*s, q, out, kc, vc, kv_f16,
-                                                                                          n_head, n_kv, hd, dv, scale);
+        CK_LAUNCH((unsigned)(n * n_head), ATT_THREADS, 0, (cudaStream_t)stream, attention_kernel)
+        (*s, q, out, kc, vc, kv_f16, n_head, n_kv, hd, dv, scale);
 }
 
-extern "C" void ck_conv1d(const ck_step *s, int64_t n, const float *x, int64_t xs, float *y, int64_t ys,
-                          const float *w, const float *bias, int64_t C, int K, const float *state, int64_t l2_ch,
-                          int64_t l2_dim, float l2_eps, void *stream) {
+extern "C" void ck_conv1d(const ck_step *s, int64_t n, const float *x, int64_t xs, float *y, int64_t ys, const float *w,
+                          const float *bias, int64_t C, int K, const float *state, int64_t l2_ch, int64_t l2_dim,
+                          float l2_eps, void *stream) {
     if (n <= 0) return;
     cudaStream_t st = (cudaStream_t)stream;
     CK_LAUNCH(blocks_for(n * C, 256), 256, 0, st, conv1d_kernel)(*s, n, x, xs, y, ys, w, bias, C, K, state);
-    if (l2_ch > 0) CK_LAUNCH(blocks_for(n * (l2_ch / l2_dim) * 32, 256), 256, 0, st, l2norm_kernel)(y, ys, n, l2_ch, l2_dim,
-                                                                                          l2_eps);
+    if (l2_ch > 0)
+        CK_LAUNCH(blocks_for(n * (l2_ch / l2_dim) * 32, 256), 256, 0, st, l2norm_kernel)
+        (y, ys, n, l2_ch, l2_dim, l2_eps);
 }
 
 extern "C" void ck_conv_window(const int32_t *items, int64_t n_items, const float *x, int64_t xs, int64_t C, int K,
                                float *state, void *stream) {
     if (n_items > 0)
-        CK_LAUNCH(blocks_for(n_items * C, 256), 256, 0, (cudaStream_t)stream, conv_window_kernel)(items, n_items, x, xs, C, K,
-                                                                                          state);
+        CK_LAUNCH(blocks_for(n_items * C, 256), 256, 0, (cudaStream_t)stream, conv_window_kernel)
+        (items, n_items, x, xs, C, K, state);
 }
 
-extern "C" void ck_gdn(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s, const float *g,
-                       const float *beta, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v,
-                       int head_map, float scale, void *stream) {
+extern "C" void ck_gdn(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s,
+                       const float *g, const float *beta, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k,
+                       int64_t d_v, int head_map, float scale, void *stream) {
     if (n_runs <= 0) return;
     /* columns per block: the shared slice (d_k x cols) within 48 KiB */
     int cols = d_v < 64 ? (int)d_v : 64;
     while (cols > 1 && (size_t)(d_k * cols + 2 * d_k) * sizeof(float) > 48 * 1024) cols /= 2;
     const dim3 grid((unsigned)n_runs, (unsigned)n_v, (unsigned)((d_v + cols - 1) / cols));
     const size_t shm = (size_t)(d_k * cols + 2 * d_k) * sizeof(float);
-    CK_LAUNCH(grid, cols, shm, (cudaStream_t)stream, gdn_kernel)(runs, ckpts, qkv, qkv_s, g, beta, o, state, n_k, n_v, d_k, d_v,
-                                                         head_map, scale);
+    CK_LAUNCH(grid, cols, shm, (cudaStream_t)stream, gdn_kernel)
+    (runs, ckpts, qkv, qkv_s, g, beta, o, state, n_k, n_v, d_k, d_v, head_map, scale);
 }
 
 /* ==== Verify rows kept for replay ==== */
@@ -299,8 +304,8 @@ namespace {
 /* One thread per (item, float of the kept row): segment k of a row is seg.width[k]
  * floats at seg.base[k] + row * seg.stride[k], the segments one after another in the
  * slot. */
-__global__ void keep_kernel(const int32_t *items, int64_t n_items, int gather, ck_segments seg, int64_t per,
-                            float *rec, int64_t rec_floats) {
+__global__ void keep_kernel(const int32_t *items, int64_t n_items, int gather, ck_segments seg, int64_t per, float *rec,
+                            int64_t rec_floats) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_items * per) return;
     const int64_t it = i / per;
@@ -309,8 +314,10 @@ __global__ void keep_kernel(const int32_t *items, int64_t n_items, int gather, c
     const int64_t row = gather ? it : items[2 * it];
     float *keep = rec + (int64_t)items[2 * it + 1] * rec_floats + (i % per);
     float *at = seg.base[k] + row * seg.stride[k] + e;
-    if (gather) *at = *keep;
-    else *keep = *at;
+    if (gather)
+        *at = *keep;
+    else
+        *keep = *at;
 }
 
 } // namespace
@@ -322,8 +329,8 @@ extern "C" void ck_keep_rows(const int32_t *items, int64_t n_items, int gather, 
     ck_segments s = *seg;
     for (int k = seg->n; k < CK_MAX_SEGMENTS; k++) s.width[k] = 1; /* never reached: per stops first */
     if (n_items * per > 0)
-        CK_LAUNCH(blocks_for(n_items * per, 256), 256, 0, (cudaStream_t)stream, keep_kernel)(items, n_items, gather, s,
-                                                                                         per, rec, rec_floats);
+        CK_LAUNCH(blocks_for(n_items * per, 256), 256, 0, (cudaStream_t)stream, keep_kernel)
+        (items, n_items, gather, s, per, rec, rec_floats);
 }
 
 /* ==== Mamba-2 ==== */
@@ -334,13 +341,13 @@ namespace {
  * the block's columns of S (d_state x cols) in shared memory for the whole run, thread
  * q owning column q. Per row (g = h / (n_head / n_group)):
  *   dt = softplus(dt_raw + dt_bias);  S = exp(dt A) S + dt B x^T;  y = S^T C + D x */
-__global__ void mamba2_kernel(const ck_run *runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s, const float *dt_raw, int64_t dt_s,
-                              float *y, float *state, int64_t H, int64_t P, int64_t G, int64_t N, const float *A,
-                              const float *dt_bias, const float *D) {
+__global__ void mamba2_kernel(const ck_run *runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s,
+                              const float *dt_raw, int64_t dt_s, float *y, float *state, int64_t H, int64_t P,
+                              int64_t G, int64_t N, const float *A, const float *dt_bias, const float *D) {
     CK_DYNAMIC_SHARED(float, sm);
     const int cols = blockDim.x;
-    float *S = sm;               /* (N, cols) */
-    float *BC = sm + N * cols;   /* B (N) then C (N) of the row */
+    float *S = sm;             /* (N, cols) */
+    float *BC = sm + N * cols; /* B (N) then C (N) of the row */
     const ck_run run = runs[blockIdx.x];
     const int64_t h = blockIdx.y, g = h / (H / G), DI = H * P;
     const int64_t q = (int64_t)blockIdx.z * cols + threadIdx.x;
@@ -384,14 +391,14 @@ __global__ void mamba2_kernel(const ck_run *runs, const int32_t *ckpts, const fl
 
 } // namespace
 
-extern "C" void ck_mamba2(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s, const float *dt_raw,
-                          int64_t dt_s, float *y, float *state, int64_t H, int64_t P, int64_t G, int64_t N,
-                          const float *A, const float *dt_bias, const float *D, void *stream) {
+extern "C" void ck_mamba2(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s,
+                          const float *dt_raw, int64_t dt_s, float *y, float *state, int64_t H, int64_t P, int64_t G,
+                          int64_t N, const float *A, const float *dt_bias, const float *D, void *stream) {
     if (n_runs <= 0) return;
     int cols = P < 64 ? (int)P : 64; /* the shared slice (N x cols) within 48 KiB */
     while (cols > 1 && (size_t)(N * cols + 2 * N) * sizeof(float) > 48 * 1024) cols /= 2;
     const dim3 grid((unsigned)n_runs, (unsigned)H, (unsigned)((P + cols - 1) / cols));
     const size_t shm = (size_t)(N * cols + 2 * N) * sizeof(float);
-    CK_LAUNCH(grid, cols, shm, (cudaStream_t)stream, mamba2_kernel)(runs, ckpts, xbc, xbc_s, dt_raw, dt_s, y, state, H, P, G,
-                                                                   N, A, dt_bias, D);
+    CK_LAUNCH(grid, cols, shm, (cudaStream_t)stream, mamba2_kernel)
+    (runs, ckpts, xbc, xbc_s, dt_raw, dt_s, y, state, H, P, G, N, A, dt_bias, D);
 }

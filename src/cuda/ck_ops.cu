@@ -119,7 +119,8 @@ __global__ void gated_rmsnorm_group_kernel(int64_t n_groups, int64_t gs, const f
 }
 
 /* Mixture of experts: one thread per element of the m rows of one expert */
-__global__ void gather_rows_kernel(float *dst, const float *src, const int32_t *slots, int64_t k, int64_t m, int64_t E) {
+__global__ void gather_rows_kernel(float *dst, const float *src, const int32_t *slots, int64_t k, int64_t m,
+                                   int64_t E) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < m * E) dst[i] = src[slots[i / E] / k * E + i % E];
 }
@@ -156,12 +157,14 @@ int row_threads(int64_t n) { return n >= 1024 ? 256 : n >= 256 ? 128 : 32; }
 extern "C" void ck_rmsnorm_rows(float *y, int64_t sy, const float *x, int64_t sx, const float *w, int64_t n,
                                 int64_t n_rows, float eps, void *stream) {
     if (n_rows > 0)
-        CK_LAUNCH((unsigned)n_rows, row_threads(n), 0, (cudaStream_t)stream, rmsnorm_kernel)(y, sy, x, sx, w, n, (const int32_t *)NULL, eps);
+        CK_LAUNCH((unsigned)n_rows, row_threads(n), 0, (cudaStream_t)stream, rmsnorm_kernel)
+        (y, sy, x, sx, w, n, (const int32_t *)NULL, eps);
 }
 
 extern "C" void ck_rmsnorm_gather(float *y, const float *x, const int32_t *rows, const float *w, int64_t E, int64_t n,
                                   float eps, void *stream) {
-    if (n > 0) CK_LAUNCH((unsigned)n, row_threads(E), 0, (cudaStream_t)stream, rmsnorm_kernel)(y, E, x, E, w, E, rows, eps);
+    if (n > 0)
+        CK_LAUNCH((unsigned)n, row_threads(E), 0, (cudaStream_t)stream, rmsnorm_kernel)(y, E, x, E, w, E, rows, eps);
 }
 
 extern "C" void ck_add_scaled(float *x, const float *y, int64_t n, float scale, void *stream) {
@@ -192,20 +195,20 @@ extern "C" void ck_split_gate(const float *qg, float *q, float *gate, int64_t n,
 }
 
 extern "C" void ck_ssm_gate(int64_t n_rows, int64_t n_heads, const float *alpha, int64_t alpha_stride, const float *b,
-                            int64_t b_stride, int64_t group, int64_t group_stride, const float *a,
-                            const float *dt_bias, float *g, float *beta, void *stream) {
+                            int64_t b_stride, int64_t group, int64_t group_stride, const float *a, const float *dt_bias,
+                            float *g, float *beta, void *stream) {
     const int64_t total = n_rows * n_heads;
     if (total > 0)
-        CK_LAUNCH(blocks_for(total, 256), 256, 0, (cudaStream_t)stream, ssm_gate_kernel)(
-            n_rows, n_heads, alpha, alpha_stride, b, b_stride, group, group_stride, a, dt_bias, g, beta);
+        CK_LAUNCH(blocks_for(total, 256), 256, 0, (cudaStream_t)stream, ssm_gate_kernel)
+        (n_rows, n_heads, alpha, alpha_stride, b, b_stride, group, group_stride, a, dt_bias, g, beta);
 }
 
 extern "C" void ck_gated_rmsnorm(int64_t n_rows, int64_t n_heads, int64_t d, const float *y, int64_t y_stride,
                                  const float *z, int64_t z_stride, const float *w, float eps, float *out,
                                  int64_t out_stride, void *stream) {
     if (n_rows * n_heads > 0)
-        CK_LAUNCH((unsigned)(n_rows * n_heads), row_threads(d), 0, (cudaStream_t)stream, gated_rmsnorm_kernel)(
-            n_heads, d, y, y_stride, z, z_stride, w, eps, out, out_stride);
+        CK_LAUNCH((unsigned)(n_rows * n_heads), row_threads(d), 0, (cudaStream_t)stream, gated_rmsnorm_kernel)
+        (n_heads, d, y, y_stride, z, z_stride, w, eps, out, out_stride);
 }
 
 extern "C" void ck_gated_rmsnorm_group(int64_t n_rows, int64_t n_groups, int64_t group_size, const float *y,
@@ -213,7 +216,8 @@ extern "C" void ck_gated_rmsnorm_group(int64_t n_rows, int64_t n_groups, int64_t
                                        float *out, int64_t out_stride, void *stream) {
     if (n_rows * n_groups > 0)
         CK_LAUNCH((unsigned)(n_rows * n_groups), row_threads(group_size), 0, (cudaStream_t)stream,
-                  gated_rmsnorm_group_kernel)(n_groups, group_size, y, y_stride, z, z_stride, w, eps, out, out_stride);
+                  gated_rmsnorm_group_kernel)
+        (n_groups, group_size, y, y_stride, z, z_stride, w, eps, out, out_stride);
 }
 
 extern "C" void ck_gather_rows(float *dst, const float *src, const int32_t *slots, int64_t k, int64_t m, int64_t E,
@@ -236,6 +240,6 @@ extern "C" void ck_add_gated_rows(float *y, const float *src, const float *gate,
 extern "C" void ck_gather_h(float *dst, const float *rows, const float *slab, int64_t slot_floats, const int32_t *src,
                             int64_t n, int64_t E, void *stream) {
     if (n * E > 0)
-        CK_LAUNCH(blocks_for(n * E, 256), 256, 0, (cudaStream_t)stream, gather_h_kernel)(dst, rows, slab, slot_floats,
-                                                                                       src, n, E);
+        CK_LAUNCH(blocks_for(n * E, 256), 256, 0, (cudaStream_t)stream, gather_h_kernel)
+        (dst, rows, slab, slot_floats, src, n, E);
 }

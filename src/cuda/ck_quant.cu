@@ -419,8 +419,8 @@ extern "C" void ck_dequant_f16(uint32_t type, const void *W, size_t row_bytes, i
                                uint16_t *out, void *stream) {
     const int64_t n = (n_in + 31) / 32 * n_rows;
 #define DEQ(T)                                                                                                       \
-    CK_LAUNCH(blocks_for(n, 256), 256, 0, (cudaStream_t)stream, dequant_kernel<T>)((const uint8_t *)W, row_bytes, n_in,    \
-                                                                            n_rows, (__half *)out)
+    CK_LAUNCH(blocks_for(n, 256), 256, 0, (cudaStream_t)stream, dequant_kernel<T>)((const uint8_t *)W, row_bytes,     \
+                                                                                  n_in, n_rows, (__half *)out)
     CK_DISPATCH(type, DEQ)
 #undef DEQ
 }
@@ -429,8 +429,8 @@ extern "C" void ck_embed(uint32_t type, const void *W, size_t row_bytes, int64_t
                          int64_t n, float scale, float *x, void *stream) {
     const int64_t units = (n_in + 31) / 32 * n;
 #define EMB(T)                                                                                                       \
-    CK_LAUNCH(blocks_for(units, 256), 256, 0, (cudaStream_t)stream, embed_kernel<T>)((const uint8_t *)W, row_bytes, n_in,  \
-                                                                              tokens, n, scale, x)
+    CK_LAUNCH(blocks_for(units, 256), 256, 0, (cudaStream_t)stream, embed_kernel<T>)((const uint8_t *)W, row_bytes,   \
+                                                                                    n_in, tokens, n, scale, x)
     CK_DISPATCH(type, EMB)
 #undef EMB
 }

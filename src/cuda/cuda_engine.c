@@ -21,6 +21,7 @@
 #include <cuda_runtime_api.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -132,6 +133,20 @@ static const char *check_linear(const tensor *t) {
     return t->name;
 }
 
+/* The tensors of a layer the GPU reads (every kind of layer's; absent ones stay absent). */
+static const size_t layer_tensors[] = {
+    offsetof(model_layer, attn_norm),  offsetof(model_layer, wq),          offsetof(model_layer, wk),
+    offsetof(model_layer, wv),         offsetof(model_layer, wo),          offsetof(model_layer, q_norm),
+    offsetof(model_layer, k_norm),     offsetof(model_layer, ssm_qkv),     offsetof(model_layer, ssm_z),
+    offsetof(model_layer, ssm_beta),   offsetof(model_layer, ssm_alpha),   offsetof(model_layer, ssm_ba),
+    offsetof(model_layer, ssm_a),      offsetof(model_layer, ssm_dt_bias), offsetof(model_layer, ssm_norm),
+    offsetof(model_layer, ssm_out),    offsetof(model_layer, ssm_in),      offsetof(model_layer, ssm_conv_bias),
+    offsetof(model_layer, ssm_d),      offsetof(model_layer, ffn_norm),    offsetof(model_layer, ffn_gate),
+    offsetof(model_layer, ffn_up),     offsetof(model_layer, ffn_down),    offsetof(model_layer, moe_router),
+    offsetof(model_layer, moe_gate),   offsetof(model_layer, moe_up),      offsetof(model_layer, moe_down),
+    offsetof(model_layer, shexp_gate), offsetof(model_layer, shexp_up),    offsetof(model_layer, shexp_down),
+    offsetof(model_layer, shexp_router)};
+
 /* A tensor that may be one of the model's end tensors (the MTP layer's embedding, head and
  * norm default to them): their device copy, else its own. */
 static bool upload_or_share(cuda_backend *g, const model *m, const tensor *t, tensor *out) {
@@ -164,23 +179,10 @@ static eddy_status upload_model(cuda_backend *g, const model *m, bool mtp, int64
         const model_layer *l = il < hp->n_layer ? &m->layers[il] : m->mtp;
         model_layer *d = &g->layers[il];
         *d = *l;
-        const tensor *src[] = {&l->attn_norm, &l->wq,        &l->wk,       &l->wv,          &l->wo,
-                               &l->q_norm,    &l->k_norm,    &l->ssm_qkv,  &l->ssm_z,       &l->ssm_beta,
-                               &l->ssm_alpha, &l->ssm_ba,    &l->ssm_a,    &l->ssm_dt_bias, &l->ssm_norm,
-                               &l->ssm_out,   &l->ffn_norm,  &l->ffn_gate, &l->ffn_up,      &l->ffn_down,
-                               &l->ssm_in,    &l->ssm_conv_bias, &l->ssm_d,
-                               &l->moe_router, &l->moe_gate, &l->moe_up, &l->moe_down, &l->shexp_gate,
-                               &l->shexp_up, &l->shexp_down, &l->shexp_router};
-        tensor *dst[] = {&d->attn_norm, &d->wq,        &d->wk,       &d->wv,          &d->wo,
-                         &d->q_norm,    &d->k_norm,    &d->ssm_qkv,  &d->ssm_z,       &d->ssm_beta,
-                         &d->ssm_alpha, &d->ssm_ba,    &d->ssm_a,    &d->ssm_dt_bias, &d->ssm_norm,
-                         &d->ssm_out,   &d->ffn_norm,  &d->ffn_gate, &d->ffn_up,      &d->ffn_down,
-                         &d->ssm_in,    &d->ssm_conv_bias, &d->ssm_d,
-                         &d->moe_router, &d->moe_gate, &d->moe_up, &d->moe_down, &d->shexp_gate,
-                         &d->shexp_up, &d->shexp_down, &d->shexp_router};
-        for (size_t i = 0; ok && i < sizeof src / sizeof src[0]; i++) {
-            ok = upload(g, src[i], dst[i]);
-            note_linear(src[i], w16, max_in);
+        for (size_t i = 0; ok && i < sizeof layer_tensors / sizeof layer_tensors[0]; i++) {
+            const tensor *t = (const tensor *)((const char *)l + layer_tensors[i]);
+            ok = upload(g, t, (tensor *)((char *)d + layer_tensors[i]));
+            note_linear(t, w16, max_in);
         }
         if (ok && (l->mixer == MIXER_GDN || l->mixer == MIXER_MAMBA2)) { /* conv taps, repacked (K, conv_dim) */
             const int64_t cd = l->mixer == MIXER_GDN ? model_gdn_conv_dim(hp) : mamba2_conv_dim(hp);
@@ -496,8 +498,8 @@ static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
     const ck_segments keep = gdn_kept(g, conv_dim, n_v);
     if (g->n_keep)
         ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->rec[il], sp->shape[il].rec_floats, NULL);
-    ck_gdn(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, g->gdn_o, sp->rec[il], n_k, n_v, d_k,
-           d_v, hp->ssm_head_map == GDN_KHEAD_MOD ? 0 : 1, 1.0f / sqrtf((float)d_k), NULL);
+    ck_gdn(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, g->gdn_o,
+           sp->rec[il], n_k, n_v, d_k, d_v, hp->ssm_head_map == GDN_KHEAD_MOD ? 0 : 1, 1.0f / sqrtf((float)d_k), NULL);
     ck_gated_rmsnorm(n, n_v, d_v, g->gdn_o, V, g->gdn_z, V, f32(&l->ssm_norm), hp->rms_eps, g->gdn_o, V, NULL);
     lin(g, &l->ssm_out, g->gdn_o, n, g->mix);
 }
@@ -515,8 +517,9 @@ static void layer_mamba2(engine *c, cuda_backend *g, const model_layer *l, int64
     const ck_segments keep = mamba2_kept(g, hp);
     if (g->n_keep)
         ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->rec[il], sp->shape[il].rec_floats, NULL);
-    ck_mamba2(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, CD, g->mb_in + DI + CD, IN, g->gdn_o, sp->rec[il], H, DI / H,
-              hp->ssm_n_group, hp->ssm_d_state, f32(&l->ssm_a), f32(&l->ssm_dt_bias), f32(&l->ssm_d), NULL);
+    ck_mamba2(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, CD, g->mb_in + DI + CD, IN, g->gdn_o,
+              sp->rec[il], H, DI / H, hp->ssm_n_group, hp->ssm_d_state, f32(&l->ssm_a), f32(&l->ssm_dt_bias),
+              f32(&l->ssm_d), NULL);
     ck_gated_rmsnorm_group(n, hp->ssm_n_group, DI / hp->ssm_n_group, g->gdn_o, DI, g->mb_in, IN, f32(&l->ssm_norm),
                            hp->rms_eps, g->gdn_o, DI, NULL);
     lin(g, &l->ssm_out, g->gdn_o, n, g->mix);
@@ -732,7 +735,8 @@ void cuda_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep) {
     EDDY_ASSERT(n_keep >= 1 && n_keep <= s->n_pending && n_keep <= c->n_batch);
     /* the kept rows' inputs gathered into rows 0.. of the step's buffers, replayed on the slot */
     int32_t *h = g->h_plan;
-    for (int64_t t = 0; t < n_keep; t++) h[g->o_keep + 2 * t] = (int32_t)t, h[g->o_keep + 2 * t + 1] = (int32_t)s->pending[t];
+    for (int64_t t = 0; t < n_keep; t++)
+        h[g->o_keep + 2 * t] = (int32_t)t, h[g->o_keep + 2 * t + 1] = (int32_t)s->pending[t];
     ck_run *run = (ck_run *)(h + g->o_runs);
     *run = (ck_run){0, (int32_t)n_keep, (int32_t)s->st.slot, (int32_t)s->st.slot, 0, 0, 0};
     cudaMemcpy(g->d_plan, h, (size_t)g->o_blocks * sizeof(int32_t), cudaMemcpyHostToDevice);
@@ -741,14 +745,16 @@ void cuda_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep) {
         const int64_t conv_dim = model_gdn_conv_dim(hp);
         const ck_segments keep = gdn_kept(g, conv_dim, n_v);
         ck_keep_rows(g->d_plan + g->o_keep, n_keep, 1, &keep, sp->rec[il], sp->shape[il].rec_floats, NULL);
-        ck_gdn(g->step.runs, 1, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v,
-               hp->ssm_head_map == GDN_KHEAD_MOD ? 0 : 1, 1.0f / sqrtf((float)d_k), NULL);
+        ck_gdn(g->step.runs, 1, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, g->gdn_o,
+               sp->rec[il], n_k, n_v, d_k, d_v, hp->ssm_head_map == GDN_KHEAD_MOD ? 0 : 1, 1.0f / sqrtf((float)d_k),
+               NULL);
     } else {
         const int64_t DI = hp->ssm_d_inner, CD = mamba2_conv_dim(hp), IN = mamba2_in_dim(hp), H = hp->ssm_n_head;
         const ck_segments keep = mamba2_kept(g, hp);
         ck_keep_rows(g->d_plan + g->o_keep, n_keep, 1, &keep, sp->rec[il], sp->shape[il].rec_floats, NULL);
-        ck_mamba2(g->step.runs, 1, g->d_plan + g->o_ckpt, g->gdn_qkv, CD, g->mb_in + DI + CD, IN, g->gdn_o, sp->rec[il], H, DI / H,
-                  hp->ssm_n_group, hp->ssm_d_state, f32(&l->ssm_a), f32(&l->ssm_dt_bias), f32(&l->ssm_d), NULL);
+        ck_mamba2(g->step.runs, 1, g->d_plan + g->o_ckpt, g->gdn_qkv, CD, g->mb_in + DI + CD, IN, g->gdn_o,
+                  sp->rec[il], H, DI / H, hp->ssm_n_group, hp->ssm_d_state, f32(&l->ssm_a), f32(&l->ssm_dt_bias),
+                  f32(&l->ssm_d), NULL);
     }
     cudaMemcpy(state_conv(sp, il, s->st.slot), state_conv(sp, il, s->pending[n_keep - 1]),
                (size_t)sp->shape[il].conv_floats * sizeof(float), cudaMemcpyDeviceToDevice);
