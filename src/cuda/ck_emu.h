@@ -71,12 +71,19 @@ void *emu_dynamic_shared();
 
 /* Runs body on every thread of every block of the grid (emu_runtime.cpp). */
 void emu_run(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()> &body);
+/* While a stream is being captured into a graph, launches are recorded (their arguments
+ * copied) instead of run: emu_record takes the launch and returns true. */
+bool emu_record(const std::function<void()> &launch);
 
 template <typename K> struct emu_launcher {
     K kernel;
     dim3 grid, block;
     size_t shared_bytes;
     template <typename... A> void operator()(A... args) const {
+        const K k = kernel;
+        const dim3 g = grid, b = block;
+        const size_t shm = shared_bytes;
+        if (emu_record([=] { emu_run(g, b, shm, [&] { k(args...); }); })) return;
         emu_run(grid, block, shared_bytes, [&] { kernel(args...); });
     }
 };

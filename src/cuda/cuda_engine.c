@@ -23,6 +23,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -30,8 +31,24 @@
 #include "cuda/ck.h"
 #include "ssm/mamba2.h"
 
+/* A captured decode step (CUDA graph), replayed by the steps of the same shape: the
+ * plan's contents (positions, slots, block tables) are read from device memory by the
+ * kernels, so only the counts below fix a step's launches. */
+#define GRAPH_CACHE 8
+typedef struct {
+    int64_t n, n_runs, n_conv, n_conv_ck, n_keep, n_out; /* the key; n 0: an empty entry */
+    cudaGraphExec_t exec;
+    uint64_t last_use;
+} step_graph;
+
 struct cuda_backend {
     char name[320];
+    cudaStream_t stream; /* every kernel and product of the engine; blocking: ordered with the
+                          * synchronous copies on the legacy stream */
+    bool graphs;         /* decode steps as CUDA graphs (EDDY_CUDA_GRAPHS=0: off; off after a failure) */
+    bool moe;            /* the model has mixture-of-experts layers: their routing goes to the host */
+    step_graph graph[GRAPH_CACHE];
+    uint64_t graph_clock;
     cublasHandle_t blas;
     cublasStatus_t blas_status; /* the first failure of a step */
     /* device views of the weights: the model's tensors with data in GPU memory */
@@ -232,6 +249,9 @@ static const char *unsupported(const model *m, char *buf, size_t cap) {
 
 void cuda_backend_free(cuda_backend *g) {
     if (!g) return;
+    for (int i = 0; i < GRAPH_CACHE; i++)
+        if (g->graph[i].n) cudaGraphExecDestroy(g->graph[i].exec);
+    if (g->stream) cudaStreamDestroy(g->stream);
     for (int64_t i = 0; i < g->n_allocs; i++) cudaFree(g->allocs[i]);
     eddy_free(g->allocs);
     if (g->h_plan) cudaFreeHost(g->h_plan);
@@ -270,10 +290,15 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     struct cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) snprintf(g->name, sizeof g->name, "cuda: %s", prop.name);
     else snprintf(g->name, sizeof g->name, "cuda");
-    if (cublasCreate(&g->blas) != CUBLAS_STATUS_SUCCESS) {
+    if (cudaStreamCreate(&g->stream) != cudaSuccess || cublasCreate(&g->blas) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetStream(g->blas, g->stream) != CUBLAS_STATUS_SUCCESS) {
+        cudaGetLastError();
         cuda_backend_free(g);
-        return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "cannot start cuBLAS on the GPU");
+        return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "cannot start a stream and cuBLAS on the GPU");
     }
+    const char *graphs = getenv("EDDY_CUDA_GRAPHS");
+    g->graphs = !(graphs && !strcmp(graphs, "0"));
+    for (int64_t il = 0; il < hp->n_layer; il++) g->moe |= m->layers[il].ffn == FFN_MOE;
     int64_t w16 = 0, max_in = 0;
     eddy_status s = upload_model(g, m, c->mtp, &w16, &max_in, err);
     if (s != EDDY_OK) {
@@ -356,7 +381,7 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
 static void lin(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y) {
     const int64_t n_in = W->ne[0], n_out = tensor_rows(W);
     if (n <= CK_GEMV_MAX_TOK) {
-        ck_gemv(W->type, W->data, W->row_bytes, n_in, n_out, x, n, y, NULL);
+        ck_gemv(W->type, W->data, W->row_bytes, n_in, n_out, x, n, y, g->stream);
         return;
     }
     const float one = 1.0f, zero = 0.0f;
@@ -369,10 +394,10 @@ static void lin(cuda_backend *g, const tensor *W, const float *x, int64_t n, flo
     } else {
         const void *A = W->data;
         if (W->type != QTYPE_F16) {
-            ck_dequant_f16(W->type, W->data, W->row_bytes, n_in, n_out, g->w16, NULL);
+            ck_dequant_f16(W->type, W->data, W->row_bytes, n_in, n_out, g->w16, g->stream);
             A = g->w16;
         }
-        ck_f32_to_f16(x, g->x16, n * n_in, NULL);
+        ck_f32_to_f16(x, g->x16, n * n_in, g->stream);
         st = cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_out, (int)n, (int)n_in, &one, A, CUDA_R_16F,
                           (int)n_in, g->x16, CUDA_R_16F, (int)n_in, &zero, y, CUDA_R_32F, (int)n_out,
                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
@@ -436,8 +461,8 @@ static void upload_plan(cuda_backend *g, const int32_t *tokens, const step_plan 
 
 /* The conv windows of the step: checkpoints', then the runs'. */
 static void conv_windows(cuda_backend *g, const float *x, int64_t xs, int64_t C, int K, float *state) {
-    ck_conv_window(g->d_plan + g->o_conv, g->n_conv_ck, x, xs, C, K, state, NULL);
-    ck_conv_window(g->d_plan + g->o_conv + 4 * g->n_conv_ck, g->n_conv - g->n_conv_ck, x, xs, C, K, state, NULL);
+    ck_conv_window(g->d_plan + g->o_conv, g->n_conv_ck, x, xs, C, K, state, g->stream);
+    ck_conv_window(g->d_plan + g->o_conv + 4 * g->n_conv_ck, g->n_conv - g->n_conv_ck, x, xs, C, K, state, g->stream);
 }
 
 static void layer_attention(engine *c, cuda_backend *g, const model_layer *l, int64_t il, int64_t n) {
@@ -447,18 +472,18 @@ static void layer_attention(engine *c, cuda_backend *g, const model_layer *l, in
     lin(g, &l->wq, g->xn, n, hp->attn_gated ? g->qg : g->q);
     lin(g, &l->wk, g->xn, n, g->k);
     lin(g, &l->wv, g->xn, n, g->v);
-    if (hp->attn_gated) ck_split_gate(g->qg, g->q, g->gate, n, hp->n_head, hd, NULL);
+    if (hp->attn_gated) ck_split_gate(g->qg, g->q, g->gate, n, hp->n_head, hd, g->stream);
     if (l->q_norm.name) {
-        ck_rmsnorm_rows(g->q, hd, g->q, hd, f32(&l->q_norm), hd, n * hp->n_head, hp->rms_eps, NULL);
-        ck_rmsnorm_rows(g->k, hd, g->k, hd, f32(&l->k_norm), hd, n * hp->n_head_kv, hp->rms_eps, NULL);
+        ck_rmsnorm_rows(g->q, hd, g->q, hd, f32(&l->q_norm), hd, n * hp->n_head, hp->rms_eps, g->stream);
+        ck_rmsnorm_rows(g->k, hd, g->k, hd, f32(&l->k_norm), hd, n * hp->n_head_kv, hp->rms_eps, g->stream);
     }
     const int kv_f16 = (sp->type_k == QTYPE_F16 ? 1 : 0) | (sp->type_v == QTYPE_F16 ? 2 : 0);
     ck_rope_store(&g->step, n, g->q, g->k, g->v, hp->n_head, hp->n_head_kv, hd, dv, hp->n_rot, hp->rope_base,
-                  hp->rope_style == ROPE_NEOX, sp->k[il], sp->v[il], kv_f16, NULL);
+                  hp->rope_style == ROPE_NEOX, sp->k[il], sp->v[il], kv_f16, g->stream);
     const float scale = hp->attn_scale > 0 ? hp->attn_scale : 1.0f / sqrtf((float)hd);
     ck_attention(&g->step, n, g->q, g->attn, sp->k[il], sp->v[il], kv_f16, hp->n_head, hp->n_head_kv, hd, dv, scale,
                  NULL);
-    if (hp->attn_gated) ck_sigmoid_mul(g->attn, g->gate, n * O, NULL);
+    if (hp->attn_gated) ck_sigmoid_mul(g->attn, g->gate, n * O, g->stream);
     lin(g, &l->wo, g->attn, n, g->mix);
 }
 
@@ -486,21 +511,21 @@ static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
     if (ba) { /* qwen3next's fused b|a: per key head, b of its r value heads, then a of them */
         lin(g, &l->ssm_ba, g->xn, n, g->gdn_b);
         ck_ssm_gate(n, n_v, g->gdn_b + r, 2 * n_v, g->gdn_b, 2 * n_v, r, 2 * r, a_log_neg, dt_bias, g->gdn_g,
-                    g->gdn_beta, NULL);
+                    g->gdn_beta, g->stream);
     } else {
         lin(g, &l->ssm_beta, g->xn, n, g->gdn_b);
         lin(g, &l->ssm_alpha, g->xn, n, g->gdn_a);
-        ck_ssm_gate(n, n_v, g->gdn_a, n_v, g->gdn_b, n_v, n_v, n_v, a_log_neg, dt_bias, g->gdn_g, g->gdn_beta, NULL);
+        ck_ssm_gate(n, n_v, g->gdn_a, n_v, g->gdn_b, n_v, n_v, n_v, a_log_neg, dt_bias, g->gdn_g, g->gdn_beta, g->stream);
     }
     ck_conv1d(&g->step, n, g->conv_in, conv_dim, g->gdn_qkv, conv_dim, l->conv_w, NULL, conv_dim, K, sp->conv[il],
-              2 * key_dim, d_k, 1e-6f, NULL);
+              2 * key_dim, d_k, 1e-6f, g->stream);
     conv_windows(g, g->conv_in, conv_dim, conv_dim, K, sp->conv[il]);
     const ck_segments keep = gdn_kept(g, conv_dim, n_v);
     if (g->n_keep)
-        ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->rec[il], sp->shape[il].rec_floats, NULL);
+        ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->rec[il], sp->shape[il].rec_floats, g->stream);
     ck_gdn(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, g->gdn_o,
-           sp->rec[il], n_k, n_v, d_k, d_v, hp->ssm_head_map == GDN_KHEAD_MOD ? 0 : 1, 1.0f / sqrtf((float)d_k), NULL);
-    ck_gated_rmsnorm(n, n_v, d_v, g->gdn_o, V, g->gdn_z, V, f32(&l->ssm_norm), hp->rms_eps, g->gdn_o, V, NULL);
+           sp->rec[il], n_k, n_v, d_k, d_v, hp->ssm_head_map == GDN_KHEAD_MOD ? 0 : 1, 1.0f / sqrtf((float)d_k), g->stream);
+    ck_gated_rmsnorm(n, n_v, d_v, g->gdn_o, V, g->gdn_z, V, f32(&l->ssm_norm), hp->rms_eps, g->gdn_o, V, g->stream);
     lin(g, &l->ssm_out, g->gdn_o, n, g->mix);
 }
 
@@ -512,16 +537,16 @@ static void layer_mamba2(engine *c, cuda_backend *g, const model_layer *l, int64
     const int K = (int)hp->ssm_d_conv;
     lin(g, &l->ssm_in, g->xn, n, g->mb_in);
     ck_conv1d(&g->step, n, g->mb_in + DI, IN, g->gdn_qkv, CD, l->conv_w, f32(&l->ssm_conv_bias), CD, K, sp->conv[il],
-              0, 1, 0.0f, NULL);
+              0, 1, 0.0f, g->stream);
     conv_windows(g, g->mb_in + DI, IN, CD, K, sp->conv[il]);
     const ck_segments keep = mamba2_kept(g, hp);
     if (g->n_keep)
-        ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->rec[il], sp->shape[il].rec_floats, NULL);
+        ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->rec[il], sp->shape[il].rec_floats, g->stream);
     ck_mamba2(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, CD, g->mb_in + DI + CD, IN, g->gdn_o,
               sp->rec[il], H, DI / H, hp->ssm_n_group, hp->ssm_d_state, f32(&l->ssm_a), f32(&l->ssm_dt_bias),
-              f32(&l->ssm_d), NULL);
+              f32(&l->ssm_d), g->stream);
     ck_gated_rmsnorm_group(n, hp->ssm_n_group, DI / hp->ssm_n_group, g->gdn_o, DI, g->mb_in, IN, f32(&l->ssm_norm),
-                           hp->rms_eps, g->gdn_o, DI, NULL);
+                           hp->rms_eps, g->gdn_o, DI, g->stream);
     lin(g, &l->ssm_out, g->gdn_o, n, g->mix);
 }
 
@@ -530,7 +555,7 @@ static void swiglu_expert(cuda_backend *g, const tensor *gate, const tensor *up,
                           int64_t m, float *out) {
     lin(g, gate, x, m, g->ff_a);
     lin(g, up, x, m, g->ff_b);
-    ck_swiglu(g->ff_a, g->ff_a, g->ff_b, m * gate->ne[1], NULL);
+    ck_swiglu(g->ff_a, g->ff_a, g->ff_b, m * gate->ne[1], g->stream);
     lin(g, down, g->ff_a, m, out);
 }
 
@@ -551,16 +576,16 @@ static void layer_moe(engine *c, cuda_backend *g, const model_layer *l, int64_t 
         const int64_t m = c->moe_start[e + 1] - c->moe_start[e];
         if (m == 0) continue;
         const int32_t *slots = g->moe_order + c->moe_start[e];
-        ck_gather_rows(g->moe_x, g->xn, slots, k, m, E, NULL);
+        ck_gather_rows(g->moe_x, g->xn, slots, k, m, E, g->stream);
         const tensor ge = tensor_expert(&l->moe_gate, e), ue = tensor_expert(&l->moe_up, e);
         const tensor de = tensor_expert(&l->moe_down, e);
         swiglu_expert(g, &ge, &ue, &de, g->moe_x, m, g->ff_out);
-        ck_scatter_add(g->mix, g->ff_out, slots, k, g->moe_w, m, E, NULL);
+        ck_scatter_add(g->mix, g->ff_out, slots, k, g->moe_w, m, E, g->stream);
     }
     if (l->shexp_gate.name) {
         swiglu_expert(g, &l->shexp_gate, &l->shexp_up, &l->shexp_down, g->xn, n, g->ff_out);
         if (l->shexp_router.name) lin(g, &l->shexp_router, g->xn, n, g->sh_gate);
-        ck_add_gated_rows(g->mix, g->ff_out, l->shexp_router.name ? g->sh_gate : NULL, n, E, NULL);
+        ck_add_gated_rows(g->mix, g->ff_out, l->shexp_router.name ? g->sh_gate : NULL, n, E, g->stream);
     }
 }
 
@@ -572,7 +597,7 @@ static void layer_ffn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
     if (l->ffn == FFN_RELU2) {
         const int64_t F = l->ffn_up.ne[1];
         lin(g, &l->ffn_up, g->xn, n, g->ff_a);
-        ck_relu2(g->ff_a, n * F, NULL);
+        ck_relu2(g->ff_a, n * F, g->stream);
         lin(g, &l->ffn_down, g->ff_a, n, g->mix);
     } else {
         swiglu_expert(g, &l->ffn_gate, &l->ffn_up, &l->ffn_down, g->xn, n, g->mix);
@@ -585,16 +610,16 @@ static void gpu_layer(engine *c, cuda_backend *g, int64_t il, int64_t n) {
     const model_layer *l = &g->layers[il];
     const int64_t E = hp->n_embd;
     if (l->mixer != MIXER_NONE) {
-        ck_rmsnorm_rows(g->xn, E, g->x, E, f32(&l->attn_norm), E, n, hp->rms_eps, NULL);
+        ck_rmsnorm_rows(g->xn, E, g->x, E, f32(&l->attn_norm), E, n, hp->rms_eps, g->stream);
         if (l->mixer == MIXER_ATTENTION) layer_attention(c, g, l, il, n);
         else if (l->mixer == MIXER_GDN) layer_gdn(c, g, l, il, n);
         else layer_mamba2(c, g, l, il, n);
-        ck_add_scaled(g->x, g->mix, n * E, hp->residual_scale, NULL);
+        ck_add_scaled(g->x, g->mix, n * E, hp->residual_scale, g->stream);
     }
     if (l->ffn != FFN_NONE) {
-        ck_rmsnorm_rows(g->xn, E, g->x, E, f32(&l->ffn_norm), E, n, hp->rms_eps, NULL);
+        ck_rmsnorm_rows(g->xn, E, g->x, E, f32(&l->ffn_norm), E, n, hp->rms_eps, g->stream);
         layer_ffn(c, g, l, n);
-        ck_add_scaled(g->x, g->mix, n * E, hp->residual_scale, NULL);
+        ck_add_scaled(g->x, g->mix, n * E, hp->residual_scale, g->stream);
     }
 }
 
@@ -608,9 +633,9 @@ static void mtp_inputs(engine *c, cuda_backend *g, int64_t n) {
     const int64_t E = hp->n_embd, il = c->mtp_il;
     ck_embed(g->mtp_embd.type, g->mtp_embd.data, g->mtp_embd.row_bytes, E, g->d_plan + g->o_tokens, n, 1.0f, g->xn,
              NULL);
-    ck_rmsnorm_rows(g->mtp_cat, 2 * E, g->xn, E, f32(&g->mtp_enorm), E, n, hp->rms_eps, NULL);
-    ck_gather_h(g->mix, g->h, sp->conv[il], sp->shape[il].conv_floats, g->d_plan + g->o_ckpt, n, E, NULL);
-    ck_rmsnorm_rows(g->mtp_cat + E, 2 * E, g->mix, E, f32(&g->mtp_hnorm), E, n, hp->rms_eps, NULL);
+    ck_rmsnorm_rows(g->mtp_cat, 2 * E, g->xn, E, f32(&g->mtp_enorm), E, n, hp->rms_eps, g->stream);
+    ck_gather_h(g->mix, g->h, sp->conv[il], sp->shape[il].conv_floats, g->d_plan + g->o_ckpt, n, E, g->stream);
+    ck_rmsnorm_rows(g->mtp_cat + E, 2 * E, g->mix, E, f32(&g->mtp_hnorm), E, n, hp->rms_eps, g->stream);
 }
 
 /* x = eh_proj(mtp_cat), then the layer, over the uploaded plan's n rows. */
@@ -663,7 +688,7 @@ static void gpu_block_mtp(engine *c, cuda_backend *g, const int32_t *tokens, con
                cudaMemcpyHostToDevice);
     if (mp->n > 0) mtp_inputs(c, g, mp->n);
     const ck_segments h_rows = {1, {g->h}, {E}, {E}};
-    ck_keep_rows(g->d_plan + g->o_keep, ni, 0, &h_rows, sp->conv[il], sp->shape[il].conv_floats, NULL);
+    ck_keep_rows(g->d_plan + g->o_keep, ni, 0, &h_rows, sp->conv[il], sp->shape[il].conv_floats, g->stream);
     if (mp->n > 0) mtp_layer(c, g, mp->n);
 }
 
@@ -689,7 +714,7 @@ void cuda_mtp_chain_step(engine *c, const step_plan *mp, const int32_t *tok) {
     cudaMemcpy(g->d_plan + g->o_ckpt, g->h_plan + g->o_ckpt, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice);
     mtp_inputs(c, g, n);
     mtp_layer(c, g, n);
-    ck_rmsnorm_rows(g->h, E, g->x, E, f32(&g->mtp_head_norm), E, n, hp->rms_eps, NULL); /* the next row's h */
+    ck_rmsnorm_rows(g->h, E, g->x, E, f32(&g->mtp_head_norm), E, n, hp->rms_eps, g->stream); /* the next row's h */
     lin(g, &g->mtp_head, g->h, n, g->logits);
     cudaMemcpy(c->mtp_logits, g->logits, (size_t)(n * hp->n_vocab) * sizeof(float), cudaMemcpyDeviceToHost);
     const char *e = ck_check(1);
@@ -707,22 +732,72 @@ static eddy_status step_status(cuda_backend *g, eddy_error *err) {
     return EDDY_OK;
 }
 
+/* The device work of a step after its plan is uploaded, up to the logits in g->logits. */
+static void step_kernels(engine *c, cuda_backend *g, int64_t n, int64_t n_out) {
+    const model_hparams *hp = &c->m->hp;
+    const int64_t E = hp->n_embd;
+    ck_embed(g->tok_embd.type, g->tok_embd.data, g->tok_embd.row_bytes, E, g->d_plan + g->o_tokens, n,
+             hp->embd_scale, g->x, g->stream);
+    for (int64_t il = 0; il < hp->n_layer; il++) gpu_layer(c, g, il, n);
+    if (c->mtp) ck_rmsnorm_rows(g->h, E, g->x, E, f32(&g->output_norm), E, n, hp->rms_eps, g->stream);
+    if (n_out > 0) {
+        ck_rmsnorm_gather(g->xn, g->x, g->d_plan + g->o_out, f32(&g->output_norm), E, n_out, hp->rms_eps, g->stream);
+        lin(g, &g->output, g->xn, n_out, g->logits);
+        if (hp->logit_scale != 1.0f) ck_scale(g->logits, n_out * hp->n_vocab, 1.0f / hp->logit_scale, g->stream);
+    }
+}
+
+/* The cached graph of a step of this shape, captured now when there is none; NULL when
+ * the step runs without one: graphs off, a step of more than CK_GEMV_MAX_TOK rows
+ * (cuBLAS products, prefill: few launches per token anyway), or a model whose steps go
+ * back to the host (mixtures of experts, the MTP layer). A failed capture turns graphs
+ * off for the engine, with a warning. */
+static step_graph *step_graph_for(engine *c, cuda_backend *g, int64_t n, int64_t n_out) {
+    if (!g->graphs || g->moe || c->mtp || n > CK_GEMV_MAX_TOK) return NULL;
+    const step_graph key = {n, g->n_runs, g->n_conv, g->n_conv_ck, g->n_keep, n_out, NULL, 0};
+    step_graph *slot = &g->graph[0];
+    for (int i = 0; i < GRAPH_CACHE; i++) {
+        step_graph *e = &g->graph[i];
+        if (e->n && e->n == key.n && e->n_runs == key.n_runs && e->n_conv == key.n_conv &&
+            e->n_conv_ck == key.n_conv_ck && e->n_keep == key.n_keep && e->n_out == key.n_out) {
+            e->last_use = ++g->graph_clock;
+            return e;
+        }
+        if (e->last_use < slot->last_use) slot = e; /* the least recently used, or an empty one */
+    }
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    bool ok = cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+    if (ok) step_kernels(c, g, n, n_out);
+    ok = cudaStreamEndCapture(g->stream, &graph) == cudaSuccess && ok;
+    ok = ok && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+    if (graph) cudaGraphDestroy(graph);
+    if (!ok) {
+        cudaGetLastError();
+        g->graphs = false;
+        eddy_log(EDDY_LOG_WARN, "CUDA graphs are off: capturing a decode step failed");
+        return NULL;
+    }
+    if (slot->n) cudaGraphExecDestroy(slot->exec);
+    eddy_log(EDDY_LOG_DEBUG, "CUDA graph captured: a step of %" PRId64 " rows in %" PRId64 " runs", n, key.n_runs);
+    *slot = key;
+    slot->exec = exec;
+    slot->last_use = ++g->graph_clock;
+    return slot;
+}
+
 eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits,
                          const int64_t *out_rows, int64_t n_out, eddy_error *err) {
     cuda_backend *g = c->gpu;
     const model_hparams *hp = &c->m->hp;
-    const int64_t E = hp->n_embd, n = plan->n;
-    upload_plan(g, tokens, plan, out_rows, logits ? n_out : 0);
-    ck_embed(g->tok_embd.type, g->tok_embd.data, g->tok_embd.row_bytes, E, g->d_plan + g->o_tokens, n,
-             hp->embd_scale, g->x, NULL);
-    for (int64_t il = 0; il < hp->n_layer; il++) gpu_layer(c, g, il, n);
-    if (c->mtp) ck_rmsnorm_rows(g->h, E, g->x, E, f32(&g->output_norm), E, n, hp->rms_eps, NULL);
-    if (logits && n_out > 0) {
-        ck_rmsnorm_gather(g->xn, g->x, g->d_plan + g->o_out, f32(&g->output_norm), E, n_out, hp->rms_eps, NULL);
-        lin(g, &g->output, g->xn, n_out, g->logits);
-        if (hp->logit_scale != 1.0f) ck_scale(g->logits, n_out * hp->n_vocab, 1.0f / hp->logit_scale, NULL);
+    const int64_t n = plan->n;
+    if (!logits) n_out = 0;
+    upload_plan(g, tokens, plan, out_rows, n_out);
+    step_graph *sg = step_graph_for(c, g, n, n_out);
+    if (sg) cudaGraphLaunch(sg->exec, g->stream);
+    else step_kernels(c, g, n, n_out);
+    if (n_out > 0)
         cudaMemcpy(logits, g->logits, (size_t)(n_out * hp->n_vocab) * sizeof(float), cudaMemcpyDeviceToHost);
-    }
     if (c->mtp) gpu_block_mtp(c, g, tokens, plan);
     return step_status(g, err);
 }
@@ -744,17 +819,17 @@ void cuda_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep) {
         const int64_t n_k = hp->ssm_n_k, n_v = hp->ssm_n_v, d_k = hp->ssm_d_k, d_v = hp->ssm_d_v;
         const int64_t conv_dim = model_gdn_conv_dim(hp);
         const ck_segments keep = gdn_kept(g, conv_dim, n_v);
-        ck_keep_rows(g->d_plan + g->o_keep, n_keep, 1, &keep, sp->rec[il], sp->shape[il].rec_floats, NULL);
+        ck_keep_rows(g->d_plan + g->o_keep, n_keep, 1, &keep, sp->rec[il], sp->shape[il].rec_floats, g->stream);
         ck_gdn(g->step.runs, 1, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, g->gdn_o,
                sp->rec[il], n_k, n_v, d_k, d_v, hp->ssm_head_map == GDN_KHEAD_MOD ? 0 : 1, 1.0f / sqrtf((float)d_k),
                NULL);
     } else {
         const int64_t DI = hp->ssm_d_inner, CD = mamba2_conv_dim(hp), IN = mamba2_in_dim(hp), H = hp->ssm_n_head;
         const ck_segments keep = mamba2_kept(g, hp);
-        ck_keep_rows(g->d_plan + g->o_keep, n_keep, 1, &keep, sp->rec[il], sp->shape[il].rec_floats, NULL);
+        ck_keep_rows(g->d_plan + g->o_keep, n_keep, 1, &keep, sp->rec[il], sp->shape[il].rec_floats, g->stream);
         ck_mamba2(g->step.runs, 1, g->d_plan + g->o_ckpt, g->gdn_qkv, CD, g->mb_in + DI + CD, IN, g->gdn_o,
                   sp->rec[il], H, DI / H, hp->ssm_n_group, hp->ssm_d_state, f32(&l->ssm_a), f32(&l->ssm_dt_bias),
-                  f32(&l->ssm_d), NULL);
+                  f32(&l->ssm_d), g->stream);
     }
     cudaMemcpy(state_conv(sp, il, s->st.slot), state_conv(sp, il, s->pending[n_keep - 1]),
                (size_t)sp->shape[il].conv_floats * sizeof(float), cudaMemcpyDeviceToDevice);

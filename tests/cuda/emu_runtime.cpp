@@ -173,11 +173,74 @@ void emu_run(dim3 grid, dim3 block, size_t shared_bytes, const std::function<voi
             }
 }
 
+/* ==== Streams and graphs ==== */
+
+namespace {
+
+/* A graph is the list of launches recorded while its stream was captured. */
+struct emu_graph {
+    std::vector<std::function<void()>> launches;
+};
+emu_graph *capturing = nullptr;
+
+/* The runtime calls that must not happen inside a capture (they would run at once, not
+ * at the graph's launch): the emulator stops there, as CUDA fails the capture. */
+void not_while_capturing(const char *what) {
+    if (!capturing) return;
+    fprintf(stderr, "emu: %s while a stream is being captured\n", what);
+    abort();
+}
+
+} // namespace
+
+bool emu_record(const std::function<void()> &launch) {
+    if (!capturing) return false;
+    capturing->launches.push_back(launch);
+    return true;
+}
+
 /* ==== The CUDA runtime, on host memory ==== */
 
 extern "C" {
 
+cudaError_t cudaStreamCreate(cudaStream_t *s) {
+    *s = (cudaStream_t)malloc(1);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    free(s);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamBeginCapture(cudaStream_t, enum cudaStreamCaptureMode) {
+    if (capturing) return cudaErrorIllegalState;
+    capturing = new emu_graph;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t *g) {
+    *g = (cudaGraph_t)capturing;
+    capturing = nullptr;
+    return *g ? cudaSuccess : cudaErrorIllegalState;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned long long) {
+    *exec = (cudaGraphExec_t) new emu_graph(*(emu_graph *)g);
+    return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t) {
+    not_while_capturing("cudaGraphLaunch");
+    for (const auto &l : ((emu_graph *)exec)->launches) l();
+    return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t g) {
+    delete (emu_graph *)g;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    delete (emu_graph *)exec;
+    return cudaSuccess;
+}
+
 cudaError_t cudaMalloc(void **p, size_t bytes) {
+    not_while_capturing("cudaMalloc");
     *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
     if (!*p) return cudaErrorMemoryAllocation;
     memset(*p, 0xff, bytes); /* uninitialized device memory: NaN floats */
@@ -190,10 +253,12 @@ cudaError_t cudaFree(void *p) {
 cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaMalloc(p, bytes); }
 cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind) {
+    not_while_capturing("cudaMemcpy");
     memmove(dst, src, bytes);
     return cudaSuccess;
 }
 cudaError_t cudaMemset(void *p, int v, size_t bytes) {
+    not_while_capturing("cudaMemset");
     memset(p, v, bytes);
     return cudaSuccess;
 }
@@ -207,7 +272,8 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int) {
     return cudaSuccess;
 }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) {
+    not_while_capturing("cudaDeviceSynchronize"); return cudaSuccess; }
 const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "emulated error"; }
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
     *e = (cudaEvent_t)malloc(sizeof(double));
@@ -235,7 +301,7 @@ static float elem(const void *p, cudaDataType t, size_t i) {
     return t == CUDA_R_16F ? fp16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
 }
 
-static cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
+static cublasStatus_t gemm_now(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
                            const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt, int ldb, float beta,
                            float *C, int ldc) {
     for (int j = 0; j < n; j++)
@@ -251,6 +317,17 @@ static cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, in
         }
     return CUBLAS_STATUS_SUCCESS;
 }
+
+/* A product inside a capture runs at the graph's launch, with the arguments of now. */
+static cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const void *A,
+                           cudaDataType at, int lda, const void *B, cudaDataType bt, int ldb, float beta, float *C,
+                           int ldc) {
+    if (emu_record([=] { gemm_now(ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ldc); }))
+        return CUBLAS_STATUS_SUCCESS;
+    return gemm_now(ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ldc);
+}
+
+cublasStatus_t cublasSetStream_v2(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
     *h = (cublasHandle_t)malloc(1);
