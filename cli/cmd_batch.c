@@ -406,7 +406,7 @@ int cmd_batch(int argc, char **argv) {
     if (!rc && g.dm) {
         eddy_error err;
         eddy_engine_params dp = {.n_ctx = eddy_engine_n_ctx(sc.e), .n_seq_max = (int)np, .n_snapshots = (int)np,
-                                 .n_threads = (int)o.threads};
+                                 .n_threads = (int)o.threads, .device = o.device};
         eddy_ctx_free(g.dc);
         g.dc = NULL;
         if (eddy_engine_new(g.dm, &dp, &draft, &err) != EDDY_OK) rc = cli_error("-md %s: %s", o.draft_model, err.msg);

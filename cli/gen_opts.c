@@ -262,7 +262,8 @@ int gen_session_open(const gen_opts *o, gen_session *g) {
     if (o->spec.type == EDDY_SPEC_DRAFT) {
         /* the draft model's own context: as long as the model's, one snapshot (the point
          * each round of drafts comes back to) */
-        eddy_ctx_params dp = {.n_ctx = eddy_ctx_n_ctx(g->c), .n_threads = (int)o->threads, .n_snapshots = 1};
+        eddy_ctx_params dp = {.n_ctx = eddy_ctx_n_ctx(g->c), .n_threads = (int)o->threads, .n_snapshots = 1,
+                              .device = o->device}; /* the draft runs where the model does */
         if (eddy_model_load(o->draft_model, &g->dm, &err) != EDDY_OK ||
             eddy_ctx_new(g->dm, &dp, &g->dc, &err) != EDDY_OK) {
             cli_error("-md %s: %s", o->draft_model, err.msg);

@@ -770,7 +770,7 @@ int srv_sched_start(const srv_sched_params *p, srv_sched **out) {
     }
     if (s->spec_on && s->spec.type == EDDY_SPEC_DRAFT) { /* a draft sequence and its snapshot per slot */
         eddy_engine_params dp = {.n_ctx = eddy_engine_n_ctx(s->e), .n_seq_max = p->n_slots,
-                                 .n_snapshots = p->n_slots, .n_threads = p->n_threads};
+                                 .n_snapshots = p->n_slots, .n_threads = p->n_threads, .device = p->device};
         if (!p->draft_model) return cli_error("--spec-type draft needs a draft model (-md FILE)");
         if (eddy_engine_new(p->draft_model, &dp, &s->draft, &err) != EDDY_OK) return cli_error("-md: %s", err.msg);
         s->spec.draft = NULL, s->spec.draft_engine = s->draft;

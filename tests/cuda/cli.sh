@@ -55,4 +55,11 @@ M=tests/data/models/qwen35-mtp-tiny-f32.gguf
 if "$GPU" run -m "$M" -p "Once upon a time" -n 24 --temp 0 --spec-type mtp --device cuda >"$TMP/spec" 2>"$TMP/err" &&
    [ -s "$TMP/plain" ] && cmp -s "$TMP/plain" "$TMP/spec"; then ok
 else bad "--spec-type mtp on the GPU differs: [$(head -c 80 "$TMP/plain")] [$(head -c 80 "$TMP/spec")] $(tail -1 "$TMP/err")"; fi
+# a draft model on the GPU too (-md with --device cuda): the greedy text of plain decoding
+M=tests/data/models/qwen35-tiny-f32.gguf
+"$CPU" run -m "$M" -p "Once upon a time" -n 20 --temp 0 -t 2 >"$TMP/plain" 2>/dev/null
+if "$GPU" run -m "$M" -p "Once upon a time" -n 20 --temp 0 -md tests/data/models/qwen35-tiny-q8_0.gguf \
+     --draft-p-min 0 --device cuda >"$TMP/spec" 2>"$TMP/err" && [ -s "$TMP/plain" ] && cmp -s "$TMP/plain" "$TMP/spec"
+then ok
+else bad "-md on the GPU differs: [$(head -c 80 "$TMP/plain")] [$(head -c 80 "$TMP/spec")] $(tail -1 "$TMP/err")"; fi
 finish
