@@ -190,61 +190,75 @@ __global__ void conv_window_kernel(const int32_t *items, int64_t n_items, const 
 
 /* ==== Gated delta rule ==== */
 
-/* One block per (run, value head, column block of blockDim.x columns): the block's
- * columns of S (d_k x cols) live in shared memory for the whole run; thread j owns
- * column j (columns never mix: gdn.c). Per row:
+/* One block per (run, value head, block of blockDim.x columns); the block's columns of S
+ * (d_k x cols) live in shared memory for the whole run. Columns never mix (gdn.c), so
+ * thread (x, y) owns column x for the rows of key group y (blockDim.y groups of d_k / y
+ * rows), and the two sums over the rows go through `red`. Per row:
  *   S = exp(g) S;  u = beta (v - S^T k);  S += k u^T;  o = S^T (scale q) */
 __global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s, const float *g,
                            const float *beta, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k,
                            int64_t d_v, int head_map, float scale) {
     CK_DYNAMIC_SHARED(float, sm);
-    const int cols = blockDim.x;
-    float *S = sm;               /* (d_k, cols) */
-    float *kq = sm + d_k * cols; /* k (d_k) then scale q (d_k) */
+    const int cols = blockDim.x, R = blockDim.y, x = threadIdx.x, y = threadIdx.y;
+    float *S = sm;                    /* (d_k, cols) */
+    float *kq = sm + d_k * cols;      /* k (d_k) then scale q (d_k) */
+    float *red = kq + 2 * d_k;        /* (2, R, cols): the groups' partial sums */
     const ck_run run = runs[blockIdx.x];
     const int64_t h = blockIdx.y, kh = head_map == 0 ? h % n_k : h / (n_v / n_k);
-    const int64_t j = (int64_t)blockIdx.z * cols + threadIdx.x;
+    const int64_t j = (int64_t)blockIdx.z * cols + x;
     const bool live = j < d_v;
+    const int64_t per = (d_k + R - 1) / R, i0 = y * per, i1 = i0 + per < d_k ? i0 + per : d_k;
     const int64_t slot_floats = n_v * d_k * d_v, key_dim = n_k * d_k;
     const float *S_in = state + (int64_t)run.slot_in * slot_floats + h * d_k * d_v;
     if (live)
-        for (int64_t i = 0; i < d_k; i++) S[i * cols + threadIdx.x] = S_in[i * d_v + j];
+        for (int64_t i = i0; i < i1; i++) S[i * cols + x] = S_in[i * d_v + j];
     int32_t ck = run.ck;
     for (int32_t t = 0; t < run.n; t++) {
         const int64_t row = run.row0 + t;
         const float *qr = qkv + row * qkv_s + kh * d_k, *kr = qkv + row * qkv_s + key_dim + kh * d_k;
-        __syncthreads(); /* kq of the previous row read by all */
-        for (int64_t i = threadIdx.x; i < d_k; i += cols) {
+        __syncthreads(); /* kq and red of the previous row read by all */
+        for (int64_t i = y * cols + x; i < d_k; i += cols * R) {
             kq[i] = kr[i];
             kq[d_k + i] = scale * qr[i];
         }
         __syncthreads();
-        if (!live) continue;
         const float decay = expf(g[row * n_v + h]), b = beta[row * n_v + h];
-        const float vj = qkv[row * qkv_s + 2 * key_dim + h * d_v + j];
+        float part = 0.0f;
+        if (live)
+            for (int64_t i = i0; i < i1; i++) {
+                const float sv = S[i * cols + x] * decay;
+                S[i * cols + x] = sv;
+                part = fmaf(sv, kq[i], part);
+            }
+        red[y * cols + x] = part;
+        __syncthreads();
         float sk = 0.0f;
-        for (int64_t i = 0; i < d_k; i++) {
-            const float sv = S[i * cols + threadIdx.x] * decay;
-            S[i * cols + threadIdx.x] = sv;
-            sk = fmaf(sv, kq[i], sk);
+        for (int r = 0; r < R; r++) sk += red[r * cols + x];
+        const float u = live ? b * (qkv[row * qkv_s + 2 * key_dim + h * d_v + j] - sk) : 0.0f;
+        part = 0.0f;
+        if (live)
+            for (int64_t i = i0; i < i1; i++) {
+                const float sv = fmaf(kq[i], u, S[i * cols + x]);
+                S[i * cols + x] = sv;
+                part = fmaf(sv, kq[d_k + i], part);
+            }
+        red[(R + y) * cols + x] = part;
+        __syncthreads();
+        if (live && y == 0) {
+            float sq = 0.0f;
+            for (int r = 0; r < R; r++) sq += red[(R + r) * cols + x];
+            o[row * n_v * d_v + h * d_v + j] = sq;
         }
-        const float u = b * (vj - sk);
-        float sq = 0.0f;
-        for (int64_t i = 0; i < d_k; i++) {
-            const float sv = fmaf(kq[i], u, S[i * cols + threadIdx.x]);
-            S[i * cols + threadIdx.x] = sv;
-            sq = fmaf(sv, kq[d_k + i], sq);
-        }
-        o[row * n_v * d_v + h * d_v + j] = sq;
         if (ck < run.ck + run.n_ck && ckpts[2 * ck] == t) { /* a prefix-cache checkpoint */
             float *S_ck = state + (int64_t)ckpts[2 * ck + 1] * slot_floats + h * d_k * d_v;
-            for (int64_t i = 0; i < d_k; i++) S_ck[i * d_v + j] = S[i * cols + threadIdx.x];
+            if (live)
+                for (int64_t i = i0; i < i1; i++) S_ck[i * d_v + j] = S[i * cols + x];
             ck++;
         }
     }
     if (live && run.slot_out >= 0) {
         float *S_out = state + (int64_t)run.slot_out * slot_floats + h * d_k * d_v;
-        for (int64_t i = 0; i < d_k; i++) S_out[i * d_v + j] = S[i * cols + threadIdx.x];
+        for (int64_t i = i0; i < i1; i++) S_out[i * d_v + j] = S[i * cols + x];
     }
 }
 
@@ -284,16 +298,24 @@ extern "C" void ck_conv_window(const int32_t *items, int64_t n_items, const floa
         (items, n_items, x, xs, C, K, state);
 }
 
+/* Columns per block and row groups: up to 32 columns, up to 4 groups of at least 8 rows,
+ * the shared slice within 48 KiB. */
+static dim3 scan_block(int64_t rows, int64_t cols_total, size_t *shm) {
+    int cols = cols_total < 32 ? (int)cols_total : 32;
+    const int R = rows >= 32 ? 4 : rows >= 16 ? 2 : 1;
+    while (cols > 1 && (size_t)(rows * cols + 2 * rows + 2 * R * cols) * sizeof(float) > 48 * 1024) cols /= 2;
+    *shm = (size_t)(rows * cols + 2 * rows + 2 * R * cols) * sizeof(float);
+    return dim3((unsigned)cols, (unsigned)R);
+}
+
 extern "C" void ck_gdn(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s,
                        const float *g, const float *beta, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k,
                        int64_t d_v, int head_map, float scale, void *stream) {
     if (n_runs <= 0) return;
-    /* columns per block: the shared slice (d_k x cols) within 48 KiB */
-    int cols = d_v < 64 ? (int)d_v : 64;
-    while (cols > 1 && (size_t)(d_k * cols + 2 * d_k) * sizeof(float) > 48 * 1024) cols /= 2;
-    const dim3 grid((unsigned)n_runs, (unsigned)n_v, (unsigned)((d_v + cols - 1) / cols));
-    const size_t shm = (size_t)(d_k * cols + 2 * d_k) * sizeof(float);
-    CK_LAUNCH(grid, cols, shm, (cudaStream_t)stream, gdn_kernel)
+    size_t shm;
+    const dim3 block = scan_block(d_k, d_v, &shm);
+    const dim3 grid((unsigned)n_runs, (unsigned)n_v, (unsigned)((d_v + block.x - 1) / block.x));
+    CK_LAUNCH(grid, block, shm, (cudaStream_t)stream, gdn_kernel)
     (runs, ckpts, qkv, qkv_s, g, beta, o, state, n_k, n_v, d_k, d_v, head_map, scale);
 }
 
@@ -337,55 +359,65 @@ extern "C" void ck_keep_rows(const int32_t *items, int64_t n_items, int gather, 
 
 namespace {
 
-/* One block per (run, head, column block of blockDim.x of the head's d_head columns):
- * the block's columns of S (d_state x cols) in shared memory for the whole run, thread
- * q owning column q. Per row (g = h / (n_head / n_group)):
+/* One block per (run, head, block of blockDim.x of the head's d_head columns): the block's
+ * columns of S (d_state x cols) in shared memory for the whole run; thread (x, y) owns
+ * column x for the state rows of group y, the sum over them through `red`. Per row
+ * (g = h / (n_head / n_group)):
  *   dt = softplus(dt_raw + dt_bias);  S = exp(dt A) S + dt B x^T;  y = S^T C + D x */
 __global__ void mamba2_kernel(const ck_run *runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s,
                               const float *dt_raw, int64_t dt_s, float *y, float *state, int64_t H, int64_t P,
                               int64_t G, int64_t N, const float *A, const float *dt_bias, const float *D) {
     CK_DYNAMIC_SHARED(float, sm);
-    const int cols = blockDim.x;
+    const int cols = blockDim.x, R = blockDim.y, tx = threadIdx.x, ty = threadIdx.y;
     float *S = sm;             /* (N, cols) */
     float *BC = sm + N * cols; /* B (N) then C (N) of the row */
+    float *red = BC + 2 * N;   /* (R, cols) */
     const ck_run run = runs[blockIdx.x];
     const int64_t h = blockIdx.y, g = h / (H / G), DI = H * P;
-    const int64_t q = (int64_t)blockIdx.z * cols + threadIdx.x;
+    const int64_t q = (int64_t)blockIdx.z * cols + tx;
     const bool live = q < P;
+    const int64_t per = (N + R - 1) / R, n0 = ty * per, n1 = n0 + per < N ? n0 + per : N;
     const int64_t slot_floats = H * N * P;
     const float *S_in = state + (int64_t)run.slot_in * slot_floats + h * N * P;
     if (live)
-        for (int64_t n = 0; n < N; n++) S[n * cols + threadIdx.x] = S_in[n * P + q];
+        for (int64_t n = n0; n < n1; n++) S[n * cols + tx] = S_in[n * P + q];
     int32_t ck = run.ck;
     for (int32_t t = 0; t < run.n; t++) {
         const int64_t row = run.row0 + t;
         const float *r = xbc + row * xbc_s;
-        __syncthreads(); /* BC of the previous row read by all */
-        for (int64_t n = threadIdx.x; n < N; n += cols) {
+        __syncthreads(); /* BC and red of the previous row read by all */
+        for (int64_t n = ty * cols + tx; n < N; n += cols * R) {
             BC[n] = r[DI + g * N + n];
             BC[N + n] = r[DI + G * N + g * N + n];
         }
         __syncthreads();
-        if (!live) continue;
         const float v = dt_raw[row * dt_s + h] + dt_bias[h];
         const float dt = v > 20.0f ? v : log1pf(expf(v));
-        const float dA = expf(dt * A[h]), x = r[h * P + q], dtx = dt * x;
+        const float dA = expf(dt * A[h]), x = live ? r[h * P + q] : 0.0f, dtx = dt * x;
         float acc = 0.0f;
-        for (int64_t n = 0; n < N; n++) {
-            const float sv = dA * S[n * cols + threadIdx.x] + BC[n] * dtx;
-            S[n * cols + threadIdx.x] = sv;
-            acc = fmaf(BC[N + n], sv, acc);
+        if (live)
+            for (int64_t n = n0; n < n1; n++) {
+                const float sv = dA * S[n * cols + tx] + BC[n] * dtx;
+                S[n * cols + tx] = sv;
+                acc = fmaf(BC[N + n], sv, acc);
+            }
+        red[ty * cols + tx] = acc;
+        __syncthreads();
+        if (live && ty == 0) {
+            float sum = 0.0f;
+            for (int k = 0; k < R; k++) sum += red[k * cols + tx];
+            y[row * DI + h * P + q] = sum + (D ? D[h] : 0.0f) * x;
         }
-        y[row * DI + h * P + q] = acc + (D ? D[h] : 0.0f) * x;
         if (ck < run.ck + run.n_ck && ckpts[2 * ck] == t) { /* a prefix-cache checkpoint */
             float *S_ck = state + (int64_t)ckpts[2 * ck + 1] * slot_floats + h * N * P;
-            for (int64_t n = 0; n < N; n++) S_ck[n * P + q] = S[n * cols + threadIdx.x];
+            if (live)
+                for (int64_t n = n0; n < n1; n++) S_ck[n * P + q] = S[n * cols + tx];
             ck++;
         }
     }
     if (live && run.slot_out >= 0) {
         float *S_out = state + (int64_t)run.slot_out * slot_floats + h * N * P;
-        for (int64_t n = 0; n < N; n++) S_out[n * P + q] = S[n * cols + threadIdx.x];
+        for (int64_t n = n0; n < n1; n++) S_out[n * P + q] = S[n * cols + tx];
     }
 }
 
@@ -395,10 +427,9 @@ extern "C" void ck_mamba2(const ck_run *runs, int64_t n_runs, const int32_t *ckp
                           const float *dt_raw, int64_t dt_s, float *y, float *state, int64_t H, int64_t P, int64_t G,
                           int64_t N, const float *A, const float *dt_bias, const float *D, void *stream) {
     if (n_runs <= 0) return;
-    int cols = P < 64 ? (int)P : 64; /* the shared slice (N x cols) within 48 KiB */
-    while (cols > 1 && (size_t)(N * cols + 2 * N) * sizeof(float) > 48 * 1024) cols /= 2;
-    const dim3 grid((unsigned)n_runs, (unsigned)H, (unsigned)((P + cols - 1) / cols));
-    const size_t shm = (size_t)(N * cols + 2 * N) * sizeof(float);
-    CK_LAUNCH(grid, cols, shm, (cudaStream_t)stream, mamba2_kernel)
+    size_t shm;
+    const dim3 block = scan_block(N, P, &shm);
+    const dim3 grid((unsigned)n_runs, (unsigned)H, (unsigned)((P + block.x - 1) / block.x));
+    CK_LAUNCH(grid, block, shm, (cudaStream_t)stream, mamba2_kernel)
     (runs, ckpts, xbc, xbc_s, dt_raw, dt_s, y, state, H, P, G, N, A, dt_bias, D);
 }
