@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # device_check.sh — the CUDA backend's check on a machine with an NVIDIA GPU, in one go:
 # build (make CUDA=1), the CUDA kernel and model tests against the CPU references and
-# transformers' logits, the CLI tests against the CPU (tests/cuda/cli.sh), then timings on a 4B-parameter-shaped Qwen3.5 Q4_K_M generated
-# on the spot (scripts/gen_random_qwen35.py: numpy and the `gguf` package, no download).
+# transformers' logits, the CLI tests against the CPU (tests/cuda/cli.sh), then timings on
+# a 4B-parameter-shaped Qwen3.5 Q4_K_M generated on the spot (scripts/gen_random_qwen35.py:
+# numpy and the `gguf` package, no download).
 #
 #   scripts/device_check.sh [OUT_DIR]
 #
 # Logs go to OUT_DIR (default $OUT, else /tmp/eddy-device); the last lines printed are a
-# summary. Needs nvcc, python3 with numpy, and gguf importable (or its wheel in .whl/).
+# summary. Needs nvcc, python3 with numpy, and gguf importable, or its wheel in .whl/ (on a
+# machine with a network: python3 -m pip download --no-deps -d .whl gguf==0.17.1).
 # Stages are bounded by timeouts so the whole check stays within about 10 minutes.
 set -u
 cd "$(dirname "$0")/.."
