@@ -190,6 +190,13 @@ __global__ void conv_window_kernel(const int32_t *items, int64_t n_items, const 
 
 /* ==== Gated delta rule ==== */
 
+/* The scans' state write: rows [r0, r1) of column x of the shared slice S (rows of cols
+ * floats) into column col of a head's state in global memory (rows of ld floats). */
+__device__ __forceinline__ void slice_store(const float *S, int cols, int x, int64_t r0, int64_t r1, float *head,
+                                            int64_t ld, int64_t col) {
+    for (int64_t r = r0; r < r1; r++) head[r * ld + col] = S[r * cols + x];
+}
+
 /* One block per (run, value head, block of blockDim.x columns); the block's columns of S
  * (d_k x cols) live in shared memory for the whole run. Columns never mix (gdn.c), so
  * thread (x, y) owns column x for the rows of key group y (blockDim.y groups of d_k / y
@@ -250,16 +257,12 @@ __global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float
             o[row * n_v * d_v + h * d_v + j] = sq;
         }
         if (ck < run.ck + run.n_ck && ckpts[2 * ck] == t) { /* a prefix-cache checkpoint */
-            float *S_ck = state + (int64_t)ckpts[2 * ck + 1] * slot_floats + h * d_k * d_v;
-            if (live)
-                for (int64_t i = i0; i < i1; i++) S_ck[i * d_v + j] = S[i * cols + x];
+            if (live) slice_store(S, cols, x, i0, i1, state + ckpts[2 * ck + 1] * slot_floats + h * d_k * d_v, d_v, j);
             ck++;
         }
     }
-    if (live && run.slot_out >= 0) {
-        float *S_out = state + (int64_t)run.slot_out * slot_floats + h * d_k * d_v;
-        for (int64_t i = i0; i < i1; i++) S_out[i * d_v + j] = S[i * cols + x];
-    }
+    if (live && run.slot_out >= 0)
+        slice_store(S, cols, x, i0, i1, state + run.slot_out * slot_floats + h * d_k * d_v, d_v, j);
 }
 
 } // namespace
@@ -409,16 +412,12 @@ __global__ void mamba2_kernel(const ck_run *runs, const int32_t *ckpts, const fl
             y[row * DI + h * P + q] = sum + (D ? D[h] : 0.0f) * x;
         }
         if (ck < run.ck + run.n_ck && ckpts[2 * ck] == t) { /* a prefix-cache checkpoint */
-            float *S_ck = state + (int64_t)ckpts[2 * ck + 1] * slot_floats + h * N * P;
-            if (live)
-                for (int64_t n = n0; n < n1; n++) S_ck[n * P + q] = S[n * cols + tx];
+            if (live) slice_store(S, cols, tx, n0, n1, state + ckpts[2 * ck + 1] * slot_floats + h * N * P, P, q);
             ck++;
         }
     }
-    if (live && run.slot_out >= 0) {
-        float *S_out = state + (int64_t)run.slot_out * slot_floats + h * N * P;
-        for (int64_t n = n0; n < n1; n++) S_out[n * P + q] = S[n * cols + tx];
-    }
+    if (live && run.slot_out >= 0)
+        slice_store(S, cols, tx, n0, n1, state + run.slot_out * slot_floats + h * N * P, P, q);
 }
 
 } // namespace

@@ -56,7 +56,6 @@ struct cuda_backend {
     tensor tok_embd, output, output_norm;
     tensor mtp_eh_proj, mtp_enorm, mtp_hnorm, mtp_head_norm, mtp_embd, mtp_head;
     float *h, *mtp_cat; /* the MTP layer's (engine.h's of the same names) */
-    int32_t *mtp_tok, *mtp_src; /* (n_batch) host: its rows' tokens and sources of their previous h */
     void **allocs;
     int64_t n_allocs, cap_allocs;
     size_t weight_bytes; /* uploaded so far */
@@ -257,8 +256,6 @@ void cuda_backend_free(cuda_backend *g) {
     if (g->h_plan) cudaFreeHost(g->h_plan);
     if (g->blas) cublasDestroy(g->blas);
     eddy_free(g->layers);
-    eddy_free(g->mtp_tok);
-    eddy_free(g->mtp_src);
     eddy_free(g);
 }
 
@@ -342,11 +339,6 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->logits = dev_rows(g, B, hp->n_vocab, &ok);
     g->h = dev_rows(g, B, c->mtp ? E : 0, &ok);
     g->mtp_cat = dev_rows(g, B, c->mtp ? 2 * E : 0, &ok);
-    if (c->mtp) {
-        g->mtp_tok = eddy_malloc((size_t)B * sizeof(int32_t));
-        g->mtp_src = eddy_malloc((size_t)B * sizeof(int32_t));
-        ok = ok && g->mtp_tok && g->mtp_src;
-    }
     if (B > CK_GEMV_MAX_TOK) {
         g->w16 = w16 ? dev_alloc(g, (size_t)w16 * 2) : NULL;
         g->x16 = dev_alloc(g, (size_t)(B * max_in) * 2);
@@ -651,39 +643,12 @@ static void mtp_layer(engine *c, cuda_backend *g, int64_t n) {
 static void gpu_block_mtp(engine *c, cuda_backend *g, const int32_t *tokens, const step_plan *plan) {
     const int64_t il = c->mtp_il, E = c->m->hp.n_embd;
     state_pool *sp = c->sp;
-    step_plan *mp = &c->mtp_plan;
-    mp->n = mp->n_runs = mp->n_ckpt = 0;
-    for (int64_t r = 0; r < plan->n_runs; r++) {
-        const step_run *run = &plan->runs[r];
-        const int64_t skip = run->pos0 == 0 ? 1 : 0;
-        if (run->n == skip) continue;
-        step_run *mr = &mp->runs[mp->n_runs++];
-        *mr = (step_run){run->seq, mp->n, run->n - skip, run->pos0 - 1 + skip, run->slot, NULL, 0, NULL, NULL};
-        for (int64_t t = skip; t < run->n; t++) {
-            const int64_t row = run->row0 + t;
-            mp->pos[mp->n] = plan->pos[row] - 1;
-            g->mtp_tok[mp->n] = tokens[row];
-            g->mtp_src[mp->n++] = t == 0 ? (int32_t)(-run->slot - 1) : (int32_t)(row - 1);
-        }
-    }
-    if (mp->n > 0) upload_plan(g, g->mtp_tok, mp, NULL, 0);
+    const step_plan *mp = &c->mtp_plan;
+    mtp_plan_rows(c, tokens, plan);
+    if (mp->n > 0) upload_plan(g, c->mtp_tok, mp, NULL, 0);
     /* the state writes (row, slot) and the h sources go in the plan's keep and checkpoint areas */
-    int32_t *items = g->h_plan + g->o_keep;
-    int64_t ni = 0;
-    for (int64_t r = 0; r < plan->n_runs; r++) {
-        const step_run *run = &plan->runs[r];
-        if (run->snap) {
-            for (int64_t t = 0; t < run->n; t++, ni++)
-                items[2 * ni] = (int32_t)(run->row0 + t), items[2 * ni + 1] = (int32_t)run->snap[t];
-            continue;
-        }
-        items[2 * ni] = (int32_t)(run->row0 + run->n - 1), items[2 * ni + 1] = (int32_t)run->slot, ni++;
-        for (int64_t k = 0; k < run->n_ckpt; k++, ni++) {
-            items[2 * ni] = (int32_t)(run->row0 + run->ckpt_pos[k] - 1 - run->pos0);
-            items[2 * ni + 1] = (int32_t)run->ckpt_slot[k];
-        }
-    }
-    memcpy(g->h_plan + g->o_ckpt, g->mtp_src, (size_t)mp->n * sizeof(int32_t));
+    const int64_t ni = mtp_state_rows(plan, g->h_plan + g->o_keep);
+    memcpy(g->h_plan + g->o_ckpt, c->mtp_src, (size_t)mp->n * sizeof(int32_t));
     cudaMemcpy(g->d_plan + g->o_keep, g->h_plan + g->o_keep, (size_t)(g->o_blocks - g->o_keep) * sizeof(int32_t),
                cudaMemcpyHostToDevice);
     if (mp->n > 0) mtp_inputs(c, g, mp->n);

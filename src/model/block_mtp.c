@@ -43,12 +43,10 @@ static void mtp_layer(engine *c, const step_plan *mp) {
     forward_layer(c, c->m->mtp, c->mtp_il, mp);
 }
 
-void block_mtp(engine *c, const int32_t *tokens, const step_plan *plan) {
-    const int64_t E = c->m->hp.n_embd, il = c->mtp_il;
-    state_pool *sp = c->sp;
+void mtp_plan_rows(engine *c, const int32_t *tokens, const step_plan *plan) {
     step_plan *mp = &c->mtp_plan;
     mp->n = mp->n_runs = mp->n_ckpt = 0;
-    /* the rows: every row but one at position 0, each run's first reading h from the state */
+    /* every row but one at position 0, each run's first reading h from the state */
     for (int64_t r = 0; r < plan->n_runs; r++) {
         const step_run *run = &plan->runs[r];
         const int64_t skip = run->pos0 == 0 ? 1 : 0;
@@ -57,26 +55,44 @@ void block_mtp(engine *c, const int32_t *tokens, const step_plan *plan) {
         *mr = (step_run){run->seq, mp->n, run->n - skip, run->pos0 - 1 + skip, run->slot, NULL, 0, NULL, NULL};
         for (int64_t t = skip; t < run->n; t++) {
             const int64_t row = run->row0 + t;
-            const float *h_prev = t == 0 ? state_conv(sp, il, run->slot) : c->h + (row - 1) * E;
             mp->pos[mp->n] = plan->pos[row] - 1;
-            mtp_input(c, mp->n++, tokens[row], h_prev);
+            c->mtp_tok[mp->n] = tokens[row];
+            c->mtp_src[mp->n++] = t == 0 ? (int32_t)(-run->slot - 1) : (int32_t)(row - 1);
         }
     }
-    /* the state: h of the last position (a verify: of each, in the rows' pending slots;
-     * a prefix-cache checkpoint after position b: of b - 1) */
+}
+
+int64_t mtp_state_rows(const step_plan *plan, int32_t *pairs) {
+    int64_t n = 0;
     for (int64_t r = 0; r < plan->n_runs; r++) {
         const step_run *run = &plan->runs[r];
-        const size_t bytes = (size_t)E * sizeof(float);
         if (run->snap) {
-            for (int64_t t = 0; t < run->n; t++)
-                memcpy(state_conv(sp, il, run->snap[t]), c->h + (run->row0 + t) * E, bytes);
+            for (int64_t t = 0; t < run->n; t++, n++)
+                pairs[2 * n] = (int32_t)(run->row0 + t), pairs[2 * n + 1] = (int32_t)run->snap[t];
             continue;
         }
-        memcpy(state_conv(sp, il, run->slot), c->h + (run->row0 + run->n - 1) * E, bytes);
-        for (int64_t k = 0; k < run->n_ckpt; k++)
-            memcpy(state_conv(sp, il, run->ckpt_slot[k]), c->h + (run->row0 + run->ckpt_pos[k] - 1 - run->pos0) * E,
-                   bytes);
+        pairs[2 * n] = (int32_t)(run->row0 + run->n - 1), pairs[2 * n + 1] = (int32_t)run->slot, n++;
+        for (int64_t k = 0; k < run->n_ckpt; k++, n++) {
+            pairs[2 * n] = (int32_t)(run->row0 + run->ckpt_pos[k] - 1 - run->pos0);
+            pairs[2 * n + 1] = (int32_t)run->ckpt_slot[k];
+        }
     }
+    return n;
+}
+
+void block_mtp(engine *c, const int32_t *tokens, const step_plan *plan) {
+    const int64_t E = c->m->hp.n_embd, il = c->mtp_il;
+    state_pool *sp = c->sp;
+    const step_plan *mp = &c->mtp_plan;
+    mtp_plan_rows(c, tokens, plan);
+    for (int64_t j = 0; j < mp->n; j++) { /* the inputs read the states before they change */
+        const int32_t src = c->mtp_src[j];
+        mtp_input(c, j, c->mtp_tok[j], src >= 0 ? c->h + src * E : state_conv(sp, il, -src - 1));
+    }
+    const int64_t n_w = mtp_state_rows(plan, c->mtp_writes);
+    for (int64_t k = 0; k < n_w; k++)
+        memcpy(state_conv(sp, il, c->mtp_writes[2 * k + 1]), c->h + c->mtp_writes[2 * k] * E,
+               (size_t)E * sizeof(float));
     if (mp->n > 0) mtp_layer(c, mp);
 }
 

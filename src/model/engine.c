@@ -114,6 +114,9 @@ static void free_buffers(engine *c) {
     eddy_free(c->moe_sel);
     eddy_free(c->moe_order);
     eddy_free(c->moe_start);
+    eddy_free(c->mtp_tok);
+    eddy_free(c->mtp_src);
+    eddy_free(c->mtp_writes);
     eddy_free_aligned(c->act);
     eddy_free(c->plan.runs);
     eddy_free(c->plan.pos);
@@ -180,6 +183,9 @@ static bool alloc_buffers(engine *c) {
         c->mtp_logits = alloc_rows(B < MTP_DRAFT_ROWS ? B : MTP_DRAFT_ROWS, hp->n_vocab, &ok);
         c->mtp_plan.runs = eddy_malloc((size_t)B * sizeof *c->mtp_plan.runs);
         c->mtp_plan.pos = eddy_malloc((size_t)B * sizeof *c->mtp_plan.pos);
+        c->mtp_tok = alloc_ints(B, &ok);
+        c->mtp_src = alloc_ints(B, &ok);
+        c->mtp_writes = alloc_ints(2 * B, &ok);
         ok = ok && c->mtp_plan.runs && c->mtp_plan.pos;
     }
     return ok && c->act && c->plan.runs && c->plan.pos && c->plan.slots && c->plan.out && c->plan.ptrs && c->one_seq &&

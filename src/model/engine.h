@@ -167,6 +167,8 @@ struct eddy_engine {
     float *h;           /* (n_batch, n_embd) the main model's last hidden state, after output_norm */
     float *mtp_cat;     /* (n_batch, 2 n_embd) its input rows [enorm(embed(x_q)); hnorm(h_{q-1})] */
     float *mtp_logits;  /* (MTP_DRAFT_ROWS, n_vocab) drafts' */
+    int32_t *mtp_tok, *mtp_src; /* (n_batch) its rows' tokens and where each one's h comes from (mtp_plan_rows) */
+    int32_t *mtp_writes;        /* (n_batch, 2) the h rows the state keeps (mtp_state_rows) */
 };
 
 typedef struct eddy_engine engine;
@@ -189,6 +191,14 @@ void forward_layer(engine *c, const model_layer *l, int64_t il, const step_plan 
  * the layer's cache; the state keeps h of each run's last row (a verify: of each row, in
  * its pending slot; a checkpoint: of its position). */
 void block_mtp(engine *c, const int32_t *tokens, const step_plan *plan);
+/* The MTP layer's rows of a step (every backend's): c->mtp_plan, with row j's token in
+ * c->mtp_tok[j] and its h_{q-1} in c->mtp_src[j]: row src of the step's h when >= 0,
+ * else the layer's state in slot -src - 1. */
+void mtp_plan_rows(engine *c, const int32_t *tokens, const step_plan *plan);
+/* The h the layer's state keeps after the step, as (row of the step, slot) pairs (at most
+ * plan->n): each run's last row (a verify: every row, into its pending slot; a prefix-cache
+ * checkpoint after position b: the row of b - 1). Returns their count. */
+int64_t mtp_state_rows(const step_plan *plan, int32_t *pairs);
 
 /* Up to max greedy drafts after token t for sequence s (the lock held; s holds
  * n_pos >= 1 positions and no pending verify): the MTP layer at position n_pos on t
