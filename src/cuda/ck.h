@@ -35,10 +35,16 @@ int ck_type_supported(uint32_t type, int64_t n_in);
 /* The largest n_tok ck_gemv takes. */
 #define CK_GEMV_MAX_TOK 8
 
-/* y (n_tok, n_out) = x (n_tok, n_in) W^T for n_tok <= CK_GEMV_MAX_TOK: one warp per
- * output row dequantizes 32-element units on the fly (decode, small batches). */
+/* y (n_tok, n_out) = x (n_tok, n_in) W^T, CK_GEMV_MAX_TOK rows of x per pass: one warp
+ * per output row decodes 32-element units on the fly (decode, small batches). The block
+ * formats but F16/BF16/F32 multiply 8-bit activations (x quantized per 32 elements into
+ * scratch, ck_gemv_scratch_bytes) with integer dot products; with scratch NULL, or for
+ * the float types, the weights are dequantized to f32 and multiply x as it is. */
 void ck_gemv(uint32_t type, const void *W, size_t row_bytes, int64_t n_in, int64_t n_out, const float *x, int64_t n_tok,
-             float *y, void *stream);
+             float *y, void *scratch, void *stream);
+size_t ck_gemv_scratch_bytes(int64_t n_in, int64_t n_tok);
+/* True when ck_gemv takes the integer path for this type (given scratch). */
+int ck_gemv_integer(uint32_t type);
 
 /* out (n_rows, n_in) f16 = W's rows [0, n_rows) dequantized. */
 void ck_dequant_f16(uint32_t type, const void *W, size_t row_bytes, int64_t n_in, int64_t n_rows, uint16_t *out,

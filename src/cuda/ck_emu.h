@@ -51,6 +51,11 @@ inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+/* c + the sum of the products of a's and b's four signed bytes */
+inline int __dp4a(int a, int b, int c) {
+    for (int k = 0; k < 4; k++) c += (int)(int8_t)(a >> (8 * k)) * (int)(int8_t)(b >> (8 * k));
+    return c;
+}
 
 struct emu_idx {
     unsigned x, y, z;

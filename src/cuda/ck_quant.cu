@@ -333,6 +333,265 @@ void gemv_t(const void *W, size_t row_bytes, int64_t n_in, int64_t n_out, const 
     }
 }
 
+unsigned blocks_for(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
+
+/* ==== y = x W^T on 8-bit activations: integer dot products (__dp4a) ====
+ *
+ * The activations are quantized once per product, per 32-element unit of a row: int8
+ * q = round(x / d) with d = amax / 127 (as quantize_row_q8_0_ref: d stored rounded to
+ * f16), and the sums of q over each half of 16 (x8). A weight unit is read as int8 levels
+ * (iunit<T>: four per 32-bit word, elements 0..15 in q[0..3], 16..31 in q[4..7]) with
+ * an integer offset and, per half of 16, a scale and a min, so that the unit's dot product
+ * with token t is
+ *   d_x * sum_h (d_h * (S_h + off * X_h) + m_h * X_h),   S_h = sum of q_w * q_x over half h
+ * (X_h: the half's sum of q_x). S_h + off * X_h is exact in integers: the levels of the
+ * offset formats (Q4_0: q - 8, ...) are taken unsigned and their offset goes through X_h.
+ * Each lane takes one unit at a time, as gemv_kernel; every integer sum is exact, the
+ * float operations are per unit: the result differs from x W^T with x dequantized from
+ * its 8-bit form only by float rounding. The decoders read every field through 16-bit
+ * loads (the blocks are only 2-byte aligned). */
+
+struct q8x {
+    float d;   /* the unit's scale (f16-rounded) */
+    int x0, x1; /* the sums of the 8-bit activations over elements 0..15 and 16..31 */
+    int pad;
+};
+
+/* A weight unit as 8-bit levels */
+struct iw {
+    uint32_t q[8];
+    int off;
+    float d0, d1, m0, m1;
+};
+
+/* the low bits of x (bits 0..3) to bit 4 of the bytes 0..3 */
+__device__ __forceinline__ uint32_t spread4(uint32_t x) {
+    return (x & 1u) << 4 | (x & 2u) << 11 | (x & 4u) << 18 | (x & 8u) << 25;
+}
+/* four nibbles (one per byte) through the IQ4 table */
+__device__ __forceinline__ uint32_t iq4_word(uint32_t n) {
+    uint32_t v = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) v |= (uint32_t)(uint8_t)kvalues[(n >> (8 * k)) & 15] << (8 * k);
+    return v;
+}
+/* 16 bytes of packed nibbles (element j low, j + 16 high) as the unit's 8 words */
+__device__ __forceinline__ void nibble_words(const uint8_t *p, uint32_t q[8]) {
+    uint32_t w[4];
+    ld128(p, w);
+#pragma unroll
+    for (int i = 0; i < 4; i++) q[i] = w[i] & 0x0F0F0F0Fu, q[4 + i] = (w[i] >> 4) & 0x0F0F0F0Fu;
+}
+__device__ __forceinline__ void same_scale(iw &o, int off, float d, float m) {
+    o.off = off, o.d0 = o.d1 = d, o.m0 = o.m1 = m;
+}
+
+template <int T> struct has_iunit { enum { V = 0 }; };
+#define IUNIT(T)                                                                                                     \
+    template <> struct has_iunit<T> { enum { V = 1 }; };                                                            \
+    template <> __device__ __forceinline__ void iunit<T>(const uint8_t *row, int64_t u, iw &o)
+template <int T> __device__ __forceinline__ void iunit(const uint8_t *row, int64_t u, iw &o);
+
+IUNIT(T_Q8_0) {
+    const uint8_t *b = row + 34 * u;
+#pragma unroll
+    for (int i = 0; i < 8; i++) o.q[i] = ld32(b + 2 + 4 * i);
+    same_scale(o, 0, h2f(ld16(b)), 0.0f);
+}
+IUNIT(T_Q4_0) {
+    const uint8_t *b = row + 18 * u;
+    nibble_words(b + 2, o.q);
+    same_scale(o, -8, h2f(ld16(b)), 0.0f);
+}
+IUNIT(T_IQ4_NL) {
+    const uint8_t *b = row + 18 * u;
+    nibble_words(b + 2, o.q);
+#pragma unroll
+    for (int i = 0; i < 8; i++) o.q[i] = iq4_word(o.q[i]);
+    same_scale(o, 0, h2f(ld16(b)), 0.0f);
+}
+IUNIT(T_Q4_1) {
+    const uint8_t *b = row + 20 * u;
+    nibble_words(b + 4, o.q);
+    same_scale(o, 0, h2f(ld16(b)), h2f(ld16(b + 2)));
+}
+/* Q5_0 and Q5_1: the 32 fifth bits (element j's at bit j) at qh, then the nibbles */
+__device__ __forceinline__ void q5_words(const uint8_t *qh_at, uint32_t q[8]) {
+    const uint32_t qh = ld32(qh_at);
+    nibble_words(qh_at + 4, q);
+#pragma unroll
+    for (int i = 0; i < 4; i++) q[i] |= spread4(qh >> (4 * i)), q[4 + i] |= spread4(qh >> (16 + 4 * i));
+}
+IUNIT(T_Q5_0) {
+    const uint8_t *b = row + 22 * u;
+    q5_words(b + 2, o.q);
+    same_scale(o, -16, h2f(ld16(b)), 0.0f);
+}
+IUNIT(T_Q5_1) {
+    const uint8_t *b = row + 24 * u;
+    q5_words(b + 4, o.q);
+    same_scale(o, 0, h2f(ld16(b)), h2f(ld16(b + 2)));
+}
+IUNIT(T_Q2_K) {
+    const uint8_t *b = row + 84 * (u >> 3);
+    const int sub = (int)(u & 7), h = sub >> 2, s = sub & 3;
+    const float d = h2f(ld16(b + 80)), dmin = h2f(ld16(b + 82));
+#pragma unroll
+    for (int i = 0; i < 8; i++) o.q[i] = (ld32(b + 16 + 32 * h + 4 * i) >> (2 * s)) & 0x03030303u;
+    const int sc0 = b[2 * sub], sc1 = b[2 * sub + 1];
+    o.off = 0;
+    o.d0 = __fmul_rn(d, (float)(sc0 & 15)), o.d1 = __fmul_rn(d, (float)(sc1 & 15));
+    o.m0 = -__fmul_rn(dmin, (float)(sc0 >> 4)), o.m1 = -__fmul_rn(dmin, (float)(sc1 >> 4));
+}
+IUNIT(T_Q3_K) {
+    const uint8_t *b = row + 110 * (u >> 3);
+    const int sub = (int)(u & 7), h = sub >> 2, s = sub & 3;
+    const float d = h2f(ld16(b + 108));
+    const uint8_t *sc = b + 96;
+    /* level = low 2 bits + 4 * the mask bit, offset -4 (dequant_ref: minus 4 where the bit is clear) */
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        o.q[i] = ((ld32(b + 32 + 32 * h + 4 * i) >> (2 * s)) & 0x03030303u) |
+                 ((ld32(b + 4 * i) >> sub) & 0x01010101u) << 2;
+    float dl[2];
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int j = 2 * sub + half;
+        const int lo = (j < 8 ? sc[j] : sc[j - 8] >> 4) & 15, hi = (sc[8 + j % 4] >> (2 * (j / 4))) & 3;
+        dl[half] = __fmul_rn(d, (float)((lo | hi << 4) - 32));
+    }
+    o.off = -4, o.d0 = dl[0], o.d1 = dl[1], o.m0 = o.m1 = 0.0f;
+}
+IUNIT(T_Q4_K) {
+    const uint8_t *b = row + 144 * (u >> 3);
+    const int j = (int)(u & 7), shift = 4 * (j % 2);
+    int sc, m;
+    scale_min_k4(b + 4, j, &sc, &m);
+#pragma unroll
+    for (int i = 0; i < 8; i++) o.q[i] = (ld32(b + 16 + 32 * (j / 2) + 4 * i) >> shift) & 0x0F0F0F0Fu;
+    same_scale(o, 0, __fmul_rn(h2f(ld16(b)), (float)sc), -__fmul_rn(h2f(ld16(b + 2)), (float)m));
+}
+IUNIT(T_Q5_K) {
+    const uint8_t *b = row + 176 * (u >> 3);
+    const int j = (int)(u & 7), shift = 4 * (j % 2);
+    int sc, m;
+    scale_min_k4(b + 4, j, &sc, &m);
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        o.q[i] = ((ld32(b + 48 + 32 * (j / 2) + 4 * i) >> shift) & 0x0F0F0F0Fu) |
+                 ((ld32(b + 16 + 4 * i) >> j) & 0x01010101u) << 4;
+    same_scale(o, 0, __fmul_rn(h2f(ld16(b)), (float)sc), -__fmul_rn(h2f(ld16(b + 2)), (float)m));
+}
+IUNIT(T_Q6_K) {
+    const uint8_t *b = row + 210 * (u >> 3);
+    const int sub = (int)(u & 7), h = sub >> 2, r0 = 32 * (sub & 3);
+    const int lshift = 4 * (r0 / 64), hshift = 2 * (r0 / 32);
+    const float d = h2f(ld16(b + 208));
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        o.q[i] = ((ld32(b + 64 * h + (r0 % 64) + 4 * i) >> lshift) & 0x0F0F0F0Fu) |
+                 ((ld32(b + 128 + 32 * h + 4 * i) >> hshift) & 0x03030303u) << 4;
+    o.off = -32, o.m0 = o.m1 = 0.0f;
+    o.d0 = __fmul_rn(d, (float)(int8_t)b[192 + 2 * sub]), o.d1 = __fmul_rn(d, (float)(int8_t)b[192 + 2 * sub + 1]);
+}
+IUNIT(T_IQ4_XS) {
+    const uint8_t *b = row + 136 * (u >> 3);
+    const int j = (int)(u & 7);
+    const int scales_h = ld16(b + 2);
+    const int ls = ((b[4 + j / 2] >> (4 * (j % 2))) & 15) | (((scales_h >> (2 * j)) & 3) << 4);
+    nibble_words(b + 8 + 16 * j, o.q);
+#pragma unroll
+    for (int i = 0; i < 8; i++) o.q[i] = iq4_word(o.q[i]);
+    same_scale(o, 0, __fmul_rn(h2f(ld16(b)), (float)(ls - 32)), 0.0f);
+}
+#undef IUNIT
+
+/* One warp per unit of the n rows of x (n_in a multiple of 32): the 8-bit levels into
+ * xq (n, n_in), the unit's scale and half sums into xs (n, n_in / 32). */
+__global__ void quantize_q8x_kernel(const float *x, int64_t n_units, int8_t *xq, q8x *xs) {
+    const int lane = threadIdx.x & 31;
+    const int64_t i = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (i >= n_units) return; /* i is the warp's: the whole warp leaves */
+    const float v = x[32 * i + lane];
+    float amax = fabsf(v);
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float f = v * id;
+    const int q = !(f == f) ? 0 : f >= 127.0f ? 127 : f <= -127.0f ? -127 : (int)roundf(f);
+    xq[32 * i + lane] = (int8_t)q;
+    /* half sums (|sum| <= 16 * 127: exact in a float) */
+    float s = (float)q;
+    for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const float s_hi = __shfl_xor_sync(0xffffffffu, s, 16);
+    if (lane == 0) xs[i] = q8x{__half2float(__float2half_rn(d)), (int)s, (int)s_hi, 0};
+}
+
+template <int T, int NT>
+__global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_q8_kernel(const uint8_t *W, size_t row_bytes, int64_t n_in,
+                                                                  int64_t n_out, const int8_t *xq, const q8x *xs,
+                                                                  float *y) {
+    const int lane = threadIdx.x & 31;
+    const int64_t r = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+    if (r >= n_out) return;
+    const uint8_t *row = W + (size_t)r * row_bytes;
+    const int64_t n_units = n_in / 32;
+    float acc[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+    for (int64_t u = lane; u < n_units; u += 32) {
+        iw w;
+        iunit<T>(row, u, w);
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            const int *a = (const int *)(xq + (size_t)t * n_in + 32 * u); /* 32-byte aligned */
+            int s0 = 0, s1 = 0;
+#pragma unroll
+            for (int i = 0; i < 4; i++) s0 = __dp4a((int)w.q[i], a[i], s0), s1 = __dp4a((int)w.q[4 + i], a[4 + i], s1);
+            const q8x x = xs[t * n_units + u];
+            const float h0 = __fadd_rn(__fmul_rn(w.d0, (float)(s0 + w.off * x.x0)), __fmul_rn(w.m0, (float)x.x0));
+            const float h1 = __fadd_rn(__fmul_rn(w.d1, (float)(s1 + w.off * x.x1)), __fmul_rn(w.m1, (float)x.x1));
+            acc[t] += x.d * (h0 + h1);
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        float s = acc[t];
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0) y[(size_t)t * n_out + r] = s;
+    }
+}
+
+/* The integer path for the block formats with a level decoder (run returns false for
+ * the others: the float path). */
+template <int T, bool = has_iunit<T>::V> struct gemv_q8 {
+    static bool run(const void *, size_t, int64_t, int64_t, const float *, int64_t, float *, void *, cudaStream_t) {
+        return false;
+    }
+};
+template <int T> struct gemv_q8<T, true> {
+    static bool run(const void *W, size_t row_bytes, int64_t n_in, int64_t n_out, const float *x, int64_t n_tok,
+                    float *y, void *scratch, cudaStream_t st);
+};
+template <int T>
+bool gemv_q8<T, true>::run(const void *W, size_t row_bytes, int64_t n_in, int64_t n_out, const float *x, int64_t n_tok,
+                           float *y, void *scratch, cudaStream_t st) {
+    if (!scratch || n_in % 32) return false;
+    int8_t *xq = (int8_t *)scratch;
+    q8x *xs = (q8x *)(xq + (size_t)(n_tok * n_in));
+    const int64_t units = n_tok * n_in / 32;
+    CK_LAUNCH(blocks_for(units * 32, 256), 256, 0, st, quantize_q8x_kernel)(x, units, xq, xs);
+    const dim3 grid((unsigned)((n_out + GEMV_WARPS - 1) / GEMV_WARPS)), block(32 * GEMV_WARPS);
+    const uint8_t *w = (const uint8_t *)W;
+#define Q8_CASE(N)                                                                                                   \
+    case N: CK_LAUNCH(grid, block, 0, st, gemv_q8_kernel<T, N>)(w, row_bytes, n_in, n_out, xq, xs, y); break;
+    switch (n_tok) {
+        Q8_CASE(1) Q8_CASE(2) Q8_CASE(3) Q8_CASE(4) Q8_CASE(5) Q8_CASE(6) Q8_CASE(7)
+    default: CK_LAUNCH(grid, block, 0, st, gemv_q8_kernel<T, 8>)(w, row_bytes, n_in, n_out, xq, xs, y); break;
+    }
+#undef Q8_CASE
+    return true;
+}
+
 /* ==== Dequantization and look-up: one thread per unit ==== */
 
 template <int T>
@@ -371,7 +630,6 @@ __global__ void f32_to_f16_kernel(const float *x, __half *out, int64_t n) {
     if (i < n) out[i] = __float2half_rn(x[i]);
 }
 
-unsigned blocks_for(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
 
 } // namespace
 
@@ -404,15 +662,30 @@ extern "C" int ck_type_supported(uint32_t type, int64_t n_in) {
     return qk > 0 && n_in > 0 && n_in % qk == 0 && (qk > 1 || n_in % 2 == 0);
 }
 
+extern "C" size_t ck_gemv_scratch_bytes(int64_t n_in, int64_t n_tok) {
+    const int64_t nt = n_tok < CK_GEMV_MAX_TOK ? n_tok : CK_GEMV_MAX_TOK;
+    return (size_t)(nt * n_in) + (size_t)(nt * ((n_in + 31) / 32)) * sizeof(q8x);
+}
+
 extern "C" void ck_gemv(uint32_t type, const void *W, size_t row_bytes, int64_t n_in, int64_t n_out, const float *x,
-                        int64_t n_tok, float *y, void *stream) {
+                        int64_t n_tok, float *y, void *scratch, void *stream) {
     cudaStream_t st = (cudaStream_t)stream;
     for (int64_t t0 = 0; t0 < n_tok; t0 += CK_GEMV_MAX_TOK) {
         const int64_t nt = n_tok - t0 < CK_GEMV_MAX_TOK ? n_tok - t0 : CK_GEMV_MAX_TOK;
-#define GEMV(T) gemv_t<T>(W, row_bytes, n_in, n_out, x + t0 * n_in, nt, y + t0 * n_out, st)
+#define GEMV(T)                                                                                                      \
+    if (!gemv_q8<T>::run(W, row_bytes, n_in, n_out, x + t0 * n_in, nt, y + t0 * n_out, scratch, st))                   \
+        gemv_t<T>(W, row_bytes, n_in, n_out, x + t0 * n_in, nt, y + t0 * n_out, st);
         CK_DISPATCH(type, GEMV)
 #undef GEMV
     }
+}
+
+extern "C" int ck_gemv_integer(uint32_t type) {
+    int v = 0;
+#define HAS(T) v = has_iunit<T>::V
+    CK_DISPATCH(type, HAS)
+#undef HAS
+    return v;
 }
 
 extern "C" void ck_dequant_f16(uint32_t type, const void *W, size_t row_bytes, int64_t n_in, int64_t n_rows,

@@ -69,6 +69,7 @@ struct cuda_backend {
     int32_t *moe_order;
     float *ff_a, *ff_b, *logits;
     uint16_t *w16, *x16; /* f16 copies of a weight and of the activations for the tensor cores */
+    void *gemv_q8;       /* ck_gemv's 8-bit activations */
     /* the step's plan: built in pinned host memory, copied in one piece */
     int32_t *h_plan, *d_plan;
     int64_t o_tokens, o_pos, o_run, o_runs, o_out, o_conv, o_keep, o_ckpt, o_blocks, plan_ints;
@@ -339,6 +340,12 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->logits = dev_rows(g, B, hp->n_vocab, &ok);
     g->h = dev_rows(g, B, c->mtp ? E : 0, &ok);
     g->mtp_cat = dev_rows(g, B, c->mtp ? 2 * E : 0, &ok);
+    /* EDDY_CUDA_DP4A=0: the float products for every type (to measure what the integer ones gain) */
+    const char *dp4a = getenv("EDDY_CUDA_DP4A");
+    if (!(dp4a && !strcmp(dp4a, "0"))) {
+        g->gemv_q8 = dev_alloc(g, ck_gemv_scratch_bytes(max_in, B));
+        ok = ok && g->gemv_q8;
+    }
     if (B > CK_GEMV_MAX_TOK) {
         g->w16 = w16 ? dev_alloc(g, (size_t)w16 * 2) : NULL;
         g->x16 = dev_alloc(g, (size_t)(B * max_in) * 2);
@@ -373,7 +380,7 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
 static void lin(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y) {
     const int64_t n_in = W->ne[0], n_out = tensor_rows(W);
     if (n <= CK_GEMV_MAX_TOK) {
-        ck_gemv(W->type, W->data, W->row_bytes, n_in, n_out, x, n, y, g->stream);
+        ck_gemv(W->type, W->data, W->row_bytes, n_in, n_out, x, n, y, g->gemv_q8, g->stream);
         return;
     }
     const float one = 1.0f, zero = 0.0f;

@@ -113,28 +113,42 @@ TEST(cuda_gemv_dequant_embed_match_ref) {
         for (int k = 0; k < 3; k++)
             CHECKF(!memcmp(emb + k * n_in, ref + tok[k] * n_in, (size_t)n_in * sizeof *emb), "%s: embedding row %d",
                    qtype_name(t), tok[k]);
-        /* products for 1..8 rows (and 11: two passes) */
+        /* products for 1..8 rows (and 11: two passes): with the float activations (no
+         * scratch), and with 8-bit ones where the type has the integer path, against x as
+         * quantize_row_q8_0_ref leaves it */
         const int64_t toks[] = {1, 2, 3, 5, 8, 11};
-        for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
-            const int64_t nt = toks[k];
-            float *x = rand_floats(&r, nt * n_in, 1.0f), *y = malloc((size_t)(nt * n_out) * sizeof *y);
-            float *yr = malloc((size_t)(nt * n_out) * sizeof *yr);
-            for (int64_t a = 0; a < nt; a++)
-                for (int64_t o = 0; o < n_out; o++) {
-                    double s = 0;
-                    for (int64_t i = 0; i < n_in; i++) s += (double)x[a * n_in + i] * ref[o * n_in + i];
-                    yr[a * n_out + o] = (float)s;
+        for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++)
+            for (int q8 = 0; q8 < 1 + ck_gemv_integer(t); q8++) {
+                const int64_t nt = toks[k];
+                float *x = rand_floats(&r, nt * n_in, 1.0f), *y = malloc((size_t)(nt * n_out) * sizeof *y);
+                float *yr = malloc((size_t)(nt * n_out) * sizeof *yr);
+                if (k == 0) x[3] = 0.0f, x[5] = -x[7]; /* ties and zeros in the quantizer */
+                if (q8) {
+                    block_q8_0 *xb = malloc((size_t)(n_in / 32) * sizeof *xb);
+                    for (int64_t a = 0; a < nt; a++) {
+                        quantize_row_q8_0_ref(x + a * n_in, xb, n_in);
+                        dequantize_row_ref(QTYPE_Q8_0, xb, x + a * n_in, n_in);
+                    }
+                    free(xb);
                 }
-            float *dx = dev(x, (size_t)(nt * n_in) * sizeof *x), *dy = dev(NULL, (size_t)(nt * n_out) * sizeof *y);
-            ck_gemv(t, dw, rb, n_in, n_out, dx, nt, dy, NULL);
-            if (ok_cuda("ck_gemv")) {
-                back(y, dy, (size_t)(nt * n_out) * sizeof *y);
-                const double e = test_nmse(y, yr, nt * n_out);
-                CHECKF(e < NMSE_MAX, "%s, %lld rows: nmse %g", qtype_name(t), (long long)nt, e);
+                for (int64_t a = 0; a < nt; a++)
+                    for (int64_t o = 0; o < n_out; o++) {
+                        double s = 0;
+                        for (int64_t i = 0; i < n_in; i++) s += (double)x[a * n_in + i] * ref[o * n_in + i];
+                        yr[a * n_out + o] = (float)s;
+                    }
+                float *dx = dev(x, (size_t)(nt * n_in) * sizeof *x), *dy = dev(NULL, (size_t)(nt * n_out) * sizeof *y);
+                void *scratch = q8 ? dev(NULL, ck_gemv_scratch_bytes(n_in, nt)) : NULL;
+                ck_gemv(t, dw, rb, n_in, n_out, dx, nt, dy, scratch, NULL);
+                if (ok_cuda("ck_gemv")) {
+                    back(y, dy, (size_t)(nt * n_out) * sizeof *y);
+                    const double e = test_nmse(y, yr, nt * n_out);
+                    CHECKF(e < NMSE_MAX, "%s, %lld rows%s: nmse %g", qtype_name(t), (long long)nt,
+                           q8 ? ", 8-bit activations" : "", e);
+                }
+                cudaFree(dx), cudaFree(dy), cudaFree(scratch);
+                free(x), free(y), free(yr);
             }
-            cudaFree(dx), cudaFree(dy);
-            free(x), free(y), free(yr);
-        }
         cudaFree(dw), cudaFree(dh), cudaFree(dtok), cudaFree(demb);
         free(w), free(ref), free(h16), free(emb);
     }
