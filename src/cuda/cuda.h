@@ -25,6 +25,8 @@ void cuda_backend_free(cuda_backend *g);
 
 /* "cuda: <GPU name>" */
 const char *cuda_backend_name(const cuda_backend *g);
+/* Device bytes held by the f16 copies of the weights (cuda_engine.c, weight_f16). */
+size_t cuda_backend_f16_bytes(const cuda_backend *g);
 
 /* forward() on the GPU (same contract, engine.h); logits land in host memory. Fails
  * only on a CUDA error, named in err. */

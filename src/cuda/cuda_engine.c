@@ -4,16 +4,18 @@
  * memory, and per step one upload of its plan (rows, runs, block tables), then the
  * layers as forward.c runs them, kernel after kernel on the default stream.
  *
- * Products: up to CK_GEMV_MAX_TOK rows dequantize on the fly (ck_gemv); more rows
- * dequantize the weight to f16 once and multiply on the tensor cores through cuBLAS
- * (f32 accumulation), F32 weights through cuBLAS's SGEMM.
+ * Products: up to CK_GEMV_MAX_TOK rows decode the weight on the fly (ck_gemv); more rows
+ * multiply an f16 copy of the weight on the tensor cores through cuBLAS (f32
+ * accumulation), F32 weights through cuBLAS's SGEMM. The f16 copy is made at a weight's
+ * first such product and kept while device memory allows (weight_f16), else made again
+ * in every product.
  * Layers: what the CPU blocks do (attention, Gated DeltaNet, Mamba-2; SwiGLU, squared
  * ReLU, mixtures of experts routed on the host), each sequence-aware kernel taking all
  * runs of the step at once. The state pool's memory operations (device_mem) let the
  * engine fork, snapshot, restore, cache prefixes and write session files as on the CPU.
  * The MTP layer runs in every step of an engine made with it, and its drafts chain on
  * the GPU (block_mtp.c keeps the drafting logic; the hooks at its end are here).
- * Not yet here: CUDA graphs, chunked scans.
+ * Not yet here: chunked scans.
  */
 #include "cuda/cuda.h"
 
@@ -70,6 +72,14 @@ struct cuda_backend {
     float *ff_a, *ff_b, *logits;
     uint16_t *w16, *x16; /* f16 copies of a weight and of the activations for the tensor cores */
     void *gemv_q8;       /* ck_gemv's 8-bit activations */
+    /* f16 copies of the weights the tensor-core products read (weight_f16), by the
+     * weight's bytes; the budget left for more (-1: not measured yet) */
+    struct f16_copy {
+        const void *data;
+        uint16_t *f16;
+    } *f16c;
+    int64_t n_f16c, cap_f16c, f16_budget;
+    size_t f16_bytes;
     /* the step's plan: built in pinned host memory, copied in one piece */
     int32_t *h_plan, *d_plan;
     int64_t o_tokens, o_pos, o_run, o_runs, o_out, o_conv, o_keep, o_ckpt, o_blocks, plan_ints;
@@ -254,6 +264,7 @@ void cuda_backend_free(cuda_backend *g) {
     if (g->stream) cudaStreamDestroy(g->stream);
     for (int64_t i = 0; i < g->n_allocs; i++) cudaFree(g->allocs[i]);
     eddy_free(g->allocs);
+    eddy_free(g->f16c);
     if (g->h_plan) cudaFreeHost(g->h_plan);
     if (g->blas) cublasDestroy(g->blas);
     eddy_free(g->layers);
@@ -261,6 +272,8 @@ void cuda_backend_free(cuda_backend *g) {
 }
 
 const char *cuda_backend_name(const cuda_backend *g) { return g->name; }
+
+size_t cuda_backend_f16_bytes(const cuda_backend *g) { return g->f16_bytes; }
 
 static float *dev_rows(cuda_backend *g, int64_t rows, int64_t cols, bool *ok) {
     if (cols <= 0) return NULL;
@@ -294,6 +307,7 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
         cuda_backend_free(g);
         return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "cannot start a stream and cuBLAS on the GPU");
     }
+    g->f16_budget = -1;
     const char *graphs = getenv("EDDY_CUDA_GRAPHS");
     g->graphs = !(graphs && !strcmp(graphs, "0"));
     for (int64_t il = 0; il < hp->n_layer; il++) g->moe |= m->layers[il].ffn == FFN_MOE;
@@ -377,6 +391,65 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
 
 /* ==== A step ==== */
 
+/* The bytes the f16 copies of the weights may take: EDDY_CUDA_F16_CACHE MiB (0: none), or
+ * by default the device memory free at the first product of more than CK_GEMV_MAX_TOK
+ * rows (the state pool and the buffers are made by then) less a quarter of the device's,
+ * which stays free for the prefix cache's states, cuBLAS and other processes. */
+static int64_t f16_budget(void) {
+    size_t free_bytes = 0, total = 0;
+    if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    int64_t budget = (int64_t)free_bytes - (int64_t)(total / 4);
+    const char *e = getenv("EDDY_CUDA_F16_CACHE");
+    if (e && *e) {
+        char *end;
+        const double mib = strtod(e, &end);
+        if (*end || !(mib >= 0 && mib <= 1e9))
+            eddy_log(EDDY_LOG_WARN, "EDDY_CUDA_F16_CACHE=%s is not a number of MiB: using the default", e);
+        else {
+            const int64_t want = (int64_t)(mib * (1 << 20)), most = (int64_t)free_bytes - ((int64_t)512 << 20);
+            budget = want < most ? want : most;
+        }
+    }
+    budget = budget > 0 ? budget : 0;
+    eddy_log(EDDY_LOG_DEBUG, "f16 copies of the weights for the tensor-core products: up to %.0f MiB",
+             (double)budget / (1 << 20));
+    return budget;
+}
+
+/* W as f16 for the tensor-core products: a copy made at its first product and kept (keyed
+ * by W's bytes, so that a tied output matrix and its embedding share one and each expert
+ * of a mixture has its own), or NULL once the copies have used up their budget: then the
+ * caller dequantizes W into w16 for this product alone, as every product would without
+ * copies. Prefill and batched decode thus read 2 bytes per weight per step instead of
+ * writing and reading them. */
+static const uint16_t *weight_f16(cuda_backend *g, const tensor *W) {
+    for (int64_t i = 0; i < g->n_f16c; i++)
+        if (g->f16c[i].data == W->data) return g->f16c[i].f16;
+    if (g->f16_budget < 0) g->f16_budget = f16_budget();
+    const int64_t n_in = W->ne[0], n_out = tensor_rows(W);
+    const size_t bytes = (size_t)(n_in * n_out) * 2;
+    if ((int64_t)bytes > g->f16_budget) return NULL;
+    if (g->n_f16c == g->cap_f16c) {
+        const int64_t cap = g->cap_f16c ? 2 * g->cap_f16c : 64;
+        struct f16_copy *a = eddy_realloc(g->f16c, (size_t)cap * sizeof *a);
+        if (!a) return NULL;
+        g->f16c = a, g->cap_f16c = cap;
+    }
+    uint16_t *p = dev_alloc(g, bytes);
+    if (!p) {
+        g->f16_budget = 0; /* the device is fuller than it said: no more copies */
+        return NULL;
+    }
+    ck_dequant_f16(W->type, W->data, W->row_bytes, n_in, n_out, p, g->stream);
+    g->f16c[g->n_f16c++] = (struct f16_copy){W->data, p};
+    g->f16_budget -= (int64_t)bytes;
+    g->f16_bytes += bytes;
+    return p;
+}
+
 static void lin(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y) {
     const int64_t n_in = W->ne[0], n_out = tensor_rows(W);
     if (n <= CK_GEMV_MAX_TOK) {
@@ -391,8 +464,8 @@ static void lin(cuda_backend *g, const tensor *W, const float *x, int64_t n, flo
         st = cublasSgemm(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_out, (int)n, (int)n_in, &one, f32(W), (int)n_in, x,
                          (int)n_in, &zero, y, (int)n_out);
     } else {
-        const void *A = W->data;
-        if (W->type != QTYPE_F16) {
+        const void *A = W->type == QTYPE_F16 ? (const void *)W->data : (const void *)weight_f16(g, W);
+        if (!A) {
             ck_dequant_f16(W->type, W->data, W->row_bytes, n_in, n_out, g->w16, g->stream);
             A = g->w16;
         }

@@ -18,6 +18,11 @@ const char *cuda_backend_name(const cuda_backend *g) {
     return "cpu";
 }
 
+size_t cuda_backend_f16_bytes(const cuda_backend *g) {
+    (void)g;
+    return 0;
+}
+
 eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits,
                          const int64_t *out_rows, int64_t n_out, eddy_error *err) {
     (void)c, (void)tokens, (void)plan, (void)logits, (void)out_rows, (void)n_out;

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include <cublas_v2.h>
@@ -239,19 +241,46 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
     return cudaSuccess;
 }
 
+/* Device memory: EDDY_EMU_GPU_MIB (default 16384) of it, counted over the live allocations. */
+static std::mutex mem_lock;
+static std::unordered_map<void *, size_t> mem_live;
+static size_t mem_used;
+static size_t mem_total() {
+    const char *e = getenv("EDDY_EMU_GPU_MIB");
+    return (e && atoll(e) > 0 ? (size_t)atoll(e) : (size_t)16384) << 20;
+}
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     not_while_capturing("cudaMalloc");
-    *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
+    const size_t rounded = (bytes + 255) / 256 * 256;
+    std::lock_guard<std::mutex> hold(mem_lock);
+    *p = mem_used + rounded <= mem_total() ? aligned_alloc(256, rounded ? rounded : 256) : NULL;
     if (!*p) return cudaErrorMemoryAllocation;
+    mem_live[*p] = rounded, mem_used += rounded;
     memset(*p, 0xff, bytes); /* uninitialized device memory: NaN floats */
     return cudaSuccess;
 }
 cudaError_t cudaFree(void *p) {
+    std::lock_guard<std::mutex> hold(mem_lock);
+    auto it = mem_live.find(p);
+    if (it != mem_live.end()) mem_used -= it->second, mem_live.erase(it);
     free(p);
     return cudaSuccess;
 }
-cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaMalloc(p, bytes); }
-cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    std::lock_guard<std::mutex> hold(mem_lock);
+    *total_bytes = mem_total();
+    *free_bytes = *total_bytes > mem_used ? *total_bytes - mem_used : 0;
+    return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void **p, size_t bytes) { /* pinned host memory: not the device's */
+    not_while_capturing("cudaMallocHost");
+    *p = aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFreeHost(void *p) {
+    free(p);
+    return cudaSuccess;
+}
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind) {
     not_while_capturing("cudaMemcpy");
     memmove(dst, src, bytes);

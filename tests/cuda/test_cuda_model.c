@@ -7,17 +7,21 @@
  *     than transformers; prefill runs SGEMM, decode the on-the-fly kernels; attention
  *     and the delta rule are the plain forms of ck_mixers.cu).
  *   Quantized files against the CPU engine: 3e-2 on average over 80 positions, 0.15 at
- *     worst (the CPU quantizes activations to 8 bits for these products, the GPU keeps
- *     them in f32 (decode) or f16 (prefill); measured means 0.5-1.8%, worst 1-3%, and up
- *     to 8% where a mixture of experts picks another expert at a near tie).
+ *     worst (both quantize activations to 8 bits for decode's products, the CPU in blocks
+ *     of 32 or 256, the GPU of 32; in prefill the GPU keeps them in f16; measured means
+ *     0.5-1.8%, worst 1-3%, and up to 8% where a mixture of experts picks another expert
+ *     at a near tie).
  *   The GPU against itself (a batch of sequences against each alone, verify + accept
  *     against feeding the kept tokens, snapshot / restore): 1e-5 (decode batches of up
  *     to 8 rows run the same per-row arithmetic; verify rows run the scan kernel).
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "eddy.h"
+#include "cuda/cuda.h"
 #include "model/engine.h"
 #include "test.h"
 #include "test_seq.h"
@@ -187,6 +191,48 @@ TEST(cuda_quantized_models_match_cpu) {
     check_against_cpu("models/qwen35moe-tiny-q8_0.gguf");
     check_against_cpu("models/qwen3next-tiny-q4_k_m.gguf");
     check_against_cpu("models/granitehybrid-tiny-q8_0.gguf");
+}
+
+/* The f16 copies the tensor-core products keep of the weights (all of them, none, or as many
+ * as 256 KiB hold) change no logit of a prefill, of a later batch of rows, or of decode. */
+static void check_f16_copies(const char *gguf) {
+    eddy_model *m = tseq_load(gguf);
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m);
+    test_rng r = test_rng_new();
+    int32_t ids[104];
+    tseq_rand_ids(&r, ids, 104, V);
+    const char *budgets[] = {"0", NULL, "0.25"};
+    float *logits[3];
+    size_t held[3] = {0, 0, 0};
+    for (int k = 0; k < 3; k++) {
+        logits[k] = calloc((size_t)(104 * V), sizeof(float));
+        if (budgets[k]) setenv("EDDY_CUDA_F16_CACHE", budgets[k], 1);
+        else unsetenv("EDDY_CUDA_F16_CACHE");
+        eddy_engine *e = gpu_engine(m, 1, 0, EDDY_KV_F16);
+        eddy_seq *sq = e ? tseq_new(e) : NULL;
+        CHECKF(sq && tseq_feed(sq, ids, 70, logits[k]) && tseq_feed(sq, ids + 70, 30, logits[k] + 70 * V) &&
+                   tseq_feed(sq, ids + 100, 1, logits[k] + 100 * V) && tseq_feed(sq, ids + 101, 3, logits[k] + 101 * V),
+               "%s: feeding with EDDY_CUDA_F16_CACHE=%s", gguf, budgets[k] ? budgets[k] : "(default)");
+        if (e) held[k] = cuda_backend_f16_bytes(e->gpu);
+        eddy_seq_free(sq);
+        eddy_engine_free(e);
+    }
+    unsetenv("EDDY_CUDA_F16_CACHE");
+    if (getenv("EDDY_TEST_VERBOSE"))
+        printf("%s: f16 copies: %zu bytes (default), %zu (256 KiB)\n", gguf, held[1], held[2]);
+    CHECKF(held[0] == 0 && held[1] > held[2] && held[2] > 0 && held[2] <= (1u << 18), "%s: f16 copies of %zu, %zu, %zu bytes",
+           gguf, held[0], held[1], held[2]);
+    for (int k = 1; k < 3; k++)
+        CHECKF(!memcmp(logits[k], logits[0], sizeof(float) * (size_t)(104 * V)), "%s: logits differ with copies (%s)",
+               gguf, budgets[k] ? budgets[k] : "default");
+    for (int k = 0; k < 3; k++) free(logits[k]);
+    eddy_model_free(m);
+}
+
+TEST(cuda_f16_copies_of_weights_change_nothing) {
+    check_f16_copies("models/qwen35-tiny-q4_k_m.gguf");
+    check_f16_copies("models/qwen35moe-tiny-q8_0.gguf");
 }
 
 /* A device that is not one is refused. */
