@@ -201,15 +201,27 @@ __device__ __forceinline__ void slice_store(const float *S, int cols, int x, int
  * (d_k x cols) live in shared memory for the whole run. Columns never mix (gdn.c), so
  * thread (x, y) owns column x for the rows of key group y (blockDim.y groups of d_k / y
  * rows), and the two sums over the rows go through `red`. Per row:
- *   S = exp(g) S;  u = beta (v - S^T k);  S += k u^T;  o = S^T (scale q) */
+ *   S = exp(g) S;  u = beta (v - S^T k);  S += k u^T;  o = S^T (scale q)
+ * The rows are a chain, so a row's inputs are loaded while the row before is computed:
+ * each thread loads its share of the next row's k and q (at most GDN_PF elements, the
+ * rest after the row) and its v, gate and beta into registers, and puts them in the other
+ * half of kq before the row's last barrier. */
+#define GDN_PF 4
+
+/* Element i of the (k | scale q) pair of a row (2 d_k floats) */
+__device__ __forceinline__ float gdn_kq(const float *kr, const float *qr, int64_t i, int64_t d_k, float scale) {
+    return i < d_k ? kr[i] : scale * qr[i - d_k];
+}
+
 __global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s, const float *g,
                            const float *beta, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k,
                            int64_t d_v, int head_map, float scale) {
     CK_DYNAMIC_SHARED(float, sm);
     const int cols = blockDim.x, R = blockDim.y, x = threadIdx.x, y = threadIdx.y;
+    const int tid = y * cols + x, nthr = cols * R;
     float *S = sm;                    /* (d_k, cols) */
-    float *kq = sm + d_k * cols;      /* k (d_k) then scale q (d_k) */
-    float *red = kq + 2 * d_k;        /* (2, R, cols): the groups' partial sums */
+    float *kq2 = sm + d_k * cols;     /* two buffers of k (d_k) then scale q (d_k) */
+    float *red = kq2 + 4 * d_k;       /* (2, R, cols): the groups' partial sums */
     const ck_run run = runs[blockIdx.x];
     const int64_t h = blockIdx.y, kh = head_map == 0 ? h % n_k : h / (n_v / n_k);
     const int64_t j = (int64_t)blockIdx.z * cols + x;
@@ -219,17 +231,33 @@ __global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float
     const float *S_in = state + (int64_t)run.slot_in * slot_floats + h * d_k * d_v;
     if (live)
         for (int64_t i = i0; i < i1; i++) S[i * cols + x] = S_in[i * d_v + j];
+    /* the first row's inputs */
+    float pf[GDN_PF], v_next = 0.0f, g_next = 0.0f, b_next = 0.0f;
+    if (run.n > 0) {
+        const int64_t row = run.row0;
+        const float *qr = qkv + row * qkv_s + kh * d_k, *kr = qkv + row * qkv_s + key_dim + kh * d_k;
+        for (int64_t i = tid; i < 2 * d_k; i += nthr) kq2[i] = gdn_kq(kr, qr, i, d_k, scale);
+        if (live) v_next = qkv[row * qkv_s + 2 * key_dim + h * d_v + j];
+        g_next = g[row * n_v + h], b_next = beta[row * n_v + h];
+    }
     int32_t ck = run.ck;
     for (int32_t t = 0; t < run.n; t++) {
         const int64_t row = run.row0 + t;
-        const float *qr = qkv + row * qkv_s + kh * d_k, *kr = qkv + row * qkv_s + key_dim + kh * d_k;
-        __syncthreads(); /* kq and red of the previous row read by all */
-        for (int64_t i = y * cols + x; i < d_k; i += cols * R) {
-            kq[i] = kr[i];
-            kq[d_k + i] = scale * qr[i];
+        const float *kq = kq2 + (t & 1) * 2 * d_k;
+        float *kq_next = kq2 + ((t + 1) & 1) * 2 * d_k;
+        const float decay = expf(g_next), b = b_next, v = v_next;
+        __syncthreads(); /* kq filled; red of the previous row read by all */
+        const bool more = t + 1 < run.n;
+        const float *qn = qkv + (row + 1) * qkv_s + kh * d_k, *kn = qkv + (row + 1) * qkv_s + key_dim + kh * d_k;
+        if (more) {
+#pragma unroll
+            for (int c = 0; c < GDN_PF; c++) {
+                const int64_t i = tid + (int64_t)c * nthr;
+                if (i < 2 * d_k) pf[c] = gdn_kq(kn, qn, i, d_k, scale);
+            }
+            if (live) v_next = qkv[(row + 1) * qkv_s + 2 * key_dim + h * d_v + j];
+            g_next = g[(row + 1) * n_v + h], b_next = beta[(row + 1) * n_v + h];
         }
-        __syncthreads();
-        const float decay = expf(g[row * n_v + h]), b = beta[row * n_v + h];
         float part = 0.0f;
         if (live)
             for (int64_t i = i0; i < i1; i++) {
@@ -241,7 +269,7 @@ __global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float
         __syncthreads();
         float sk = 0.0f;
         for (int r = 0; r < R; r++) sk += red[r * cols + x];
-        const float u = live ? b * (qkv[row * qkv_s + 2 * key_dim + h * d_v + j] - sk) : 0.0f;
+        const float u = live ? b * (v - sk) : 0.0f;
         part = 0.0f;
         if (live)
             for (int64_t i = i0; i < i1; i++) {
@@ -250,6 +278,14 @@ __global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float
                 part = fmaf(sv, kq[d_k + i], part);
             }
         red[(R + y) * cols + x] = part;
+        if (more) { /* the next row's k and q into the other buffer (nobody reads it in this row) */
+#pragma unroll
+            for (int c = 0; c < GDN_PF; c++) {
+                const int64_t i = tid + (int64_t)c * nthr;
+                if (i < 2 * d_k) kq_next[i] = pf[c];
+            }
+            for (int64_t i = tid + (int64_t)GDN_PF * nthr; i < 2 * d_k; i += nthr) kq_next[i] = gdn_kq(kn, qn, i, d_k, scale);
+        }
         __syncthreads();
         if (live && y == 0) {
             float sq = 0.0f;
@@ -302,12 +338,13 @@ extern "C" void ck_conv_window(const int32_t *items, int64_t n_items, const floa
 }
 
 /* Columns per block and row groups: up to 32 columns, up to 4 groups of at least 8 rows,
- * the shared slice within 48 KiB. */
-static dim3 scan_block(int64_t rows, int64_t cols_total, size_t *shm) {
+ * the shared slice (rows x cols), the kernel's vec floats of per-row vectors and the
+ * groups' sums within 48 KiB. */
+static dim3 scan_block(int64_t rows, int64_t cols_total, int64_t vec, size_t *shm) {
     int cols = cols_total < 32 ? (int)cols_total : 32;
     const int R = rows >= 32 ? 4 : rows >= 16 ? 2 : 1;
-    while (cols > 1 && (size_t)(rows * cols + 2 * rows + 2 * R * cols) * sizeof(float) > 48 * 1024) cols /= 2;
-    *shm = (size_t)(rows * cols + 2 * rows + 2 * R * cols) * sizeof(float);
+    while (cols > 1 && (size_t)(rows * cols + vec + 2 * R * cols) * sizeof(float) > 48 * 1024) cols /= 2;
+    *shm = (size_t)(rows * cols + vec + 2 * R * cols) * sizeof(float);
     return dim3((unsigned)cols, (unsigned)R);
 }
 
@@ -316,7 +353,7 @@ extern "C" void ck_gdn(const ck_run *runs, int64_t n_runs, const int32_t *ckpts,
                        int64_t d_v, int head_map, float scale, void *stream) {
     if (n_runs <= 0) return;
     size_t shm;
-    const dim3 block = scan_block(d_k, d_v, &shm);
+    const dim3 block = scan_block(d_k, d_v, 4 * d_k, &shm);
     const dim3 grid((unsigned)n_runs, (unsigned)n_v, (unsigned)((d_v + block.x - 1) / block.x));
     CK_LAUNCH(grid, block, shm, (cudaStream_t)stream, gdn_kernel)
     (runs, ckpts, qkv, qkv_s, g, beta, o, state, n_k, n_v, d_k, d_v, head_map, scale);
@@ -427,7 +464,7 @@ extern "C" void ck_mamba2(const ck_run *runs, int64_t n_runs, const int32_t *ckp
                           int64_t N, const float *A, const float *dt_bias, const float *D, void *stream) {
     if (n_runs <= 0) return;
     size_t shm;
-    const dim3 block = scan_block(N, P, &shm);
+    const dim3 block = scan_block(N, P, 2 * N, &shm);
     const dim3 grid((unsigned)n_runs, (unsigned)H, (unsigned)((P + block.x - 1) / block.x));
     CK_LAUNCH(grid, block, shm, (cudaStream_t)stream, mamba2_kernel)
     (runs, ckpts, xbc, xbc_s, dt_raw, dt_s, y, state, H, P, G, N, A, dt_bias, D);

@@ -320,6 +320,7 @@ TEST(cuda_gdn_matches_scan_ref) {
     gdn_case(&r, 2, 6, 32, 48, 1, false);
     gdn_case(&r, 1, 2, 128, 128, 0, false);
     gdn_case(&r, 2, 4, 256, 96, 0, false); /* the shared slice at its largest */
+    gdn_case(&r, 1, 2, 64, 3, 0, false);   /* 12 threads: a row's k and q partly loaded after the row before */
     gdn_case(&r, 2, 4, 16, 16, 0, true);   /* a verify: outputs only, slots untouched */
 }
 
