@@ -79,23 +79,28 @@ void emu_run(dim3 grid, dim3 block, size_t shared_bytes, const std::function<voi
 /* While a stream is being captured into a graph, launches are recorded (their arguments
  * copied) instead of run: emu_record takes the launch and returns true. */
 bool emu_record(const std::function<void()> &launch);
+/* The same for a kernel launched on stream: a launch on any other stream than the one
+ * being captured stops the emulator (CUDA would fail the capture). */
+bool emu_record_on(const void *stream, const std::function<void()> &launch);
 
 template <typename K> struct emu_launcher {
     K kernel;
     dim3 grid, block;
     size_t shared_bytes;
+    const void *stream;
     template <typename... A> void operator()(A... args) const {
         const K k = kernel;
         const dim3 g = grid, b = block;
         const size_t shm = shared_bytes;
-        if (emu_record([=] { emu_run(g, b, shm, [&] { k(args...); }); })) return;
+        if (emu_record_on(stream, [=] { emu_run(g, b, shm, [&] { k(args...); }); })) return;
         emu_run(grid, block, shared_bytes, [&] { kernel(args...); });
     }
 };
-template <typename K> emu_launcher<K> emu_launch(dim3 grid, dim3 block, size_t shared_bytes, K kernel) {
-    return emu_launcher<K>{kernel, grid, block, shared_bytes};
+template <typename K>
+emu_launcher<K> emu_launch(dim3 grid, dim3 block, size_t shared_bytes, const void *stream, K kernel) {
+    return emu_launcher<K>{kernel, grid, block, shared_bytes, stream};
 }
 #define CK_LAUNCH(grid, block, shm, stream, ...) \
-    ((void)(stream), emu_launch(dim3(grid), dim3(block), (size_t)(shm), __VA_ARGS__))
+    emu_launch(dim3(grid), dim3(block), (size_t)(shm), (const void *)(stream), __VA_ARGS__)
 
 #endif

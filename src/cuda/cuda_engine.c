@@ -554,7 +554,7 @@ static void layer_attention(engine *c, cuda_backend *g, const model_layer *l, in
                   hp->rope_style == ROPE_NEOX, sp->k[il], sp->v[il], kv_f16, g->stream);
     const float scale = hp->attn_scale > 0 ? hp->attn_scale : 1.0f / sqrtf((float)hd);
     ck_attention(&g->step, n, g->q, g->attn, sp->k[il], sp->v[il], kv_f16, hp->n_head, hp->n_head_kv, hd, dv, scale,
-                 NULL);
+                 g->stream);
     if (hp->attn_gated) ck_sigmoid_mul(g->attn, g->gate, n * O, g->stream);
     lin(g, &l->wo, g->attn, n, g->mix);
 }
@@ -704,7 +704,7 @@ static void mtp_inputs(engine *c, cuda_backend *g, int64_t n) {
     const state_pool *sp = c->sp;
     const int64_t E = hp->n_embd, il = c->mtp_il;
     ck_embed(g->mtp_embd.type, g->mtp_embd.data, g->mtp_embd.row_bytes, E, g->d_plan + g->o_tokens, n, 1.0f, g->xn,
-             NULL);
+             g->stream);
     ck_rmsnorm_rows(g->mtp_cat, 2 * E, g->xn, E, f32(&g->mtp_enorm), E, n, hp->rms_eps, g->stream);
     ck_gather_h(g->mix, g->h, sp->conv[il], sp->shape[il].conv_floats, g->d_plan + g->o_ckpt, n, E, g->stream);
     ck_rmsnorm_rows(g->mtp_cat + E, 2 * E, g->mix, E, f32(&g->mtp_hnorm), E, n, hp->rms_eps, g->stream);
@@ -867,7 +867,7 @@ void cuda_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep) {
         ck_keep_rows(g->d_plan + g->o_keep, n_keep, 1, &keep, sp->rec[il], sp->shape[il].rec_floats, g->stream);
         ck_gdn(g->step.runs, 1, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, g->gdn_o,
                sp->rec[il], n_k, n_v, d_k, d_v, hp->ssm_head_map == GDN_KHEAD_MOD ? 0 : 1, 1.0f / sqrtf((float)d_k),
-               NULL);
+               g->stream);
     } else {
         const int64_t DI = hp->ssm_d_inner, CD = mamba2_conv_dim(hp), IN = mamba2_in_dim(hp), H = hp->ssm_n_head;
         const ck_segments keep = mamba2_kept(g, hp);

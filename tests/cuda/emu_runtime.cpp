@@ -184,6 +184,7 @@ struct emu_graph {
     std::vector<std::function<void()>> launches;
 };
 emu_graph *capturing = nullptr;
+cudaStream_t capture_stream; /* the stream being captured */
 
 /* The runtime calls that must not happen inside a capture (they would run at once, not
  * at the graph's launch): the emulator stops there, as CUDA fails the capture. */
@@ -201,6 +202,16 @@ bool emu_record(const std::function<void()> &launch) {
     return true;
 }
 
+bool emu_record_on(const void *stream, const std::function<void()> &launch) {
+    if (capturing && (cudaStream_t)stream != capture_stream) {
+        /* CUDA fails the capture (the legacy stream waits for the captured one) */
+        fprintf(stderr, "emu: a launch on %s while another stream is being captured\n",
+                stream ? "a stream" : "the legacy stream (NULL)");
+        abort();
+    }
+    return emu_record(launch);
+}
+
 /* ==== The CUDA runtime, on host memory ==== */
 
 extern "C" {
@@ -213,9 +224,10 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
     free(s);
     return cudaSuccess;
 }
-cudaError_t cudaStreamBeginCapture(cudaStream_t, enum cudaStreamCaptureMode) {
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode) {
     if (capturing) return cudaErrorIllegalState;
     capturing = new emu_graph;
+    capture_stream = s;
     return cudaSuccess;
 }
 cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t *g) {
