@@ -70,4 +70,7 @@ EDDY_CUDA_DP4A=0 timeout 120 $E bench -m "$M4B" --device cuda -p 0 -n 128 -r 2 >
 note "decode with float products (EDDY_CUDA_DP4A=0): $(grep -E 'tg128|roofline' "$OUT_DIR/bench-float.log" | tr -s ' ' | tr '\n' ' ')"
 timeout 180 $E bench -m "$M4B" --device cuda --npl 1,8,32 -p 128 -n 32 -r 1 >"$OUT_DIR/batched.log" 2>&1
 note "$(tail -8 "$OUT_DIR/batched.log")"
+# where the time goes: one prefill of 2048 and 32 decode steps, each kind of work timed (graphs off)
+EDDY_CUDA_PROFILE=1 timeout 120 $E bench -m "$M4B" --device cuda -p 2048 -n 32 -r 1 >"$OUT_DIR/profile.log" 2>&1
+note "$(grep -A10 'CUDA profile' "$OUT_DIR/profile.log")"
 note "== done at $(elapsed)"

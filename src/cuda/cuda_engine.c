@@ -18,6 +18,7 @@
  * Not yet here: chunked scans.
  */
 #include "cuda/cuda.h"
+#include "cuda/cuda_profile.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -80,6 +81,7 @@ struct cuda_backend {
     } *f16c;
     int64_t n_f16c, cap_f16c, f16_budget;
     size_t f16_bytes;
+    cuda_profile *prof; /* EDDY_CUDA_PROFILE=1: the time of each kind of work (cuda_profile.h) */
     /* the step's plan: built in pinned host memory, copied in one piece */
     int32_t *h_plan, *d_plan;
     int64_t o_tokens, o_pos, o_run, o_runs, o_out, o_conv, o_keep, o_ckpt, o_blocks, plan_ints;
@@ -259,6 +261,7 @@ static const char *unsupported(const model *m, char *buf, size_t cap) {
 
 void cuda_backend_free(cuda_backend *g) {
     if (!g) return;
+    cuda_profile_free(g->prof, g->name);
     for (int i = 0; i < GRAPH_CACHE; i++)
         if (g->graph[i].n) cudaGraphExecDestroy(g->graph[i].exec);
     if (g->stream) cudaStreamDestroy(g->stream);
@@ -310,6 +313,8 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->f16_budget = -1;
     const char *graphs = getenv("EDDY_CUDA_GRAPHS");
     g->graphs = !(graphs && !strcmp(graphs, "0"));
+    g->prof = cuda_profile_new();
+    if (g->prof) g->graphs = false; /* a replayed graph is one piece of work */
     for (int64_t il = 0; il < hp->n_layer; il++) g->moe |= m->layers[il].ffn == FFN_MOE;
     int64_t w16 = 0, max_in = 0;
     eddy_status s = upload_model(g, m, c->mtp, &w16, &max_in, err);
@@ -391,6 +396,14 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
 
 /* ==== A step ==== */
 
+/* The work (statements), timed as kind when profiling */
+#define PROF(g, kind, ...)                                                                                           \
+    do {                                                                                                             \
+        const int mark_ = cuda_profile_begin((g)->prof, (g)->stream);                                                \
+        __VA_ARGS__;                                                                                                 \
+        cuda_profile_end((g)->prof, mark_, kind, (g)->stream);                                                       \
+    } while (0)
+
 /* The bytes the f16 copies of the weights may take: EDDY_CUDA_F16_CACHE MiB (0: none), or
  * by default the device memory free at the first product of more than CK_GEMV_MAX_TOK
  * rows (the state pool and the buffers are made by then) less a quarter of the device's,
@@ -453,7 +466,7 @@ static const uint16_t *weight_f16(cuda_backend *g, const tensor *W) {
 static void lin(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y) {
     const int64_t n_in = W->ne[0], n_out = tensor_rows(W);
     if (n <= CK_GEMV_MAX_TOK) {
-        ck_gemv(W->type, W->data, W->row_bytes, n_in, n_out, x, n, y, g->gemv_q8, g->stream);
+        PROF(g, PROF_GEMV, ck_gemv(W->type, W->data, W->row_bytes, n_in, n_out, x, n, y, g->gemv_q8, g->stream));
         return;
     }
     const float one = 1.0f, zero = 0.0f;
@@ -461,18 +474,24 @@ static void lin(cuda_backend *g, const tensor *W, const float *x, int64_t n, flo
     /* y^T (n_out, n) = W (n_out, n_in) x^T in cuBLAS's column-major terms: W's rows are
      * the columns of an (n_in, n_out) matrix, transposed */
     if (W->type == QTYPE_F32) {
-        st = cublasSgemm(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_out, (int)n, (int)n_in, &one, f32(W), (int)n_in, x,
-                         (int)n_in, &zero, y, (int)n_out);
+        PROF(g, PROF_GEMM,
+             st = cublasSgemm(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_out, (int)n, (int)n_in, &one, f32(W),
+                              (int)n_in, x, (int)n_in, &zero, y, (int)n_out));
     } else {
-        const void *A = W->type == QTYPE_F16 ? (const void *)W->data : (const void *)weight_f16(g, W);
-        if (!A) {
-            ck_dequant_f16(W->type, W->data, W->row_bytes, n_in, n_out, g->w16, g->stream);
-            A = g->w16;
-        }
-        ck_f32_to_f16(x, g->x16, n * n_in, g->stream);
-        st = cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_out, (int)n, (int)n_in, &one, A, CUDA_R_16F,
-                          (int)n_in, g->x16, CUDA_R_16F, (int)n_in, &zero, y, CUDA_R_32F, (int)n_out,
-                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        const void *A = NULL;
+        PROF(g, PROF_TO_F16, {
+            A = W->type == QTYPE_F16 ? (const void *)W->data : (const void *)weight_f16(g, W);
+            if (!A) {
+                ck_dequant_f16(W->type, W->data, W->row_bytes, n_in, n_out, g->w16, g->stream);
+                A = g->w16;
+            }
+        });
+        PROF(g, PROF_GEMM, {
+            ck_f32_to_f16(x, g->x16, n * n_in, g->stream);
+            st = cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_out, (int)n, (int)n_in, &one, A, CUDA_R_16F,
+                              (int)n_in, g->x16, CUDA_R_16F, (int)n_in, &zero, y, CUDA_R_32F, (int)n_out,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        });
     }
     if (st != CUBLAS_STATUS_SUCCESS && g->blas_status == CUBLAS_STATUS_SUCCESS) g->blas_status = st;
 }
@@ -550,11 +569,13 @@ static void layer_attention(engine *c, cuda_backend *g, const model_layer *l, in
         ck_rmsnorm_rows(g->k, hd, g->k, hd, f32(&l->k_norm), hd, n * hp->n_head_kv, hp->rms_eps, g->stream);
     }
     const int kv_f16 = (sp->type_k == QTYPE_F16 ? 1 : 0) | (sp->type_v == QTYPE_F16 ? 2 : 0);
-    ck_rope_store(&g->step, n, g->q, g->k, g->v, hp->n_head, hp->n_head_kv, hd, dv, hp->n_rot, hp->rope_base,
-                  hp->rope_style == ROPE_NEOX, sp->k[il], sp->v[il], kv_f16, g->stream);
     const float scale = hp->attn_scale > 0 ? hp->attn_scale : 1.0f / sqrtf((float)hd);
-    ck_attention(&g->step, n, g->q, g->attn, sp->k[il], sp->v[il], kv_f16, hp->n_head, hp->n_head_kv, hd, dv, scale,
-                 g->stream);
+    PROF(g, PROF_ATTENTION, {
+        ck_rope_store(&g->step, n, g->q, g->k, g->v, hp->n_head, hp->n_head_kv, hd, dv, hp->n_rot, hp->rope_base,
+                      hp->rope_style == ROPE_NEOX, sp->k[il], sp->v[il], kv_f16, g->stream);
+        ck_attention(&g->step, n, g->q, g->attn, sp->k[il], sp->v[il], kv_f16, hp->n_head, hp->n_head_kv, hd, dv,
+                     scale, g->stream);
+    });
     if (hp->attn_gated) ck_sigmoid_mul(g->attn, g->gate, n * O, g->stream);
     lin(g, &l->wo, g->attn, n, g->mix);
 }
@@ -589,14 +610,18 @@ static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
         lin(g, &l->ssm_alpha, g->xn, n, g->gdn_a);
         ck_ssm_gate(n, n_v, g->gdn_a, n_v, g->gdn_b, n_v, n_v, n_v, a_log_neg, dt_bias, g->gdn_g, g->gdn_beta, g->stream);
     }
-    ck_conv1d(&g->step, n, g->conv_in, conv_dim, g->gdn_qkv, conv_dim, l->conv_w, NULL, conv_dim, K, sp->conv[il],
-              2 * key_dim, d_k, 1e-6f, g->stream);
-    conv_windows(g, g->conv_in, conv_dim, conv_dim, K, sp->conv[il]);
+    PROF(g, PROF_CONV, {
+        ck_conv1d(&g->step, n, g->conv_in, conv_dim, g->gdn_qkv, conv_dim, l->conv_w, NULL, conv_dim, K, sp->conv[il],
+                  2 * key_dim, d_k, 1e-6f, g->stream);
+        conv_windows(g, g->conv_in, conv_dim, conv_dim, K, sp->conv[il]);
+    });
     const ck_segments keep = gdn_kept(g, conv_dim, n_v);
     if (g->n_keep)
         ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->rec[il], sp->shape[il].rec_floats, g->stream);
-    ck_gdn(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, g->gdn_o,
-           sp->rec[il], n_k, n_v, d_k, d_v, hp->ssm_head_map == GDN_KHEAD_MOD ? 0 : 1, 1.0f / sqrtf((float)d_k), g->stream);
+    PROF(g, PROF_GDN,
+         ck_gdn(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, g->gdn_o,
+                sp->rec[il], n_k, n_v, d_k, d_v, hp->ssm_head_map == GDN_KHEAD_MOD ? 0 : 1, 1.0f / sqrtf((float)d_k),
+                g->stream));
     ck_gated_rmsnorm(n, n_v, d_v, g->gdn_o, V, g->gdn_z, V, f32(&l->ssm_norm), hp->rms_eps, g->gdn_o, V, g->stream);
     lin(g, &l->ssm_out, g->gdn_o, n, g->mix);
 }
@@ -608,15 +633,18 @@ static void layer_mamba2(engine *c, cuda_backend *g, const model_layer *l, int64
     const int64_t DI = hp->ssm_d_inner, CD = mamba2_conv_dim(hp), IN = mamba2_in_dim(hp), H = hp->ssm_n_head;
     const int K = (int)hp->ssm_d_conv;
     lin(g, &l->ssm_in, g->xn, n, g->mb_in);
-    ck_conv1d(&g->step, n, g->mb_in + DI, IN, g->gdn_qkv, CD, l->conv_w, f32(&l->ssm_conv_bias), CD, K, sp->conv[il],
-              0, 1, 0.0f, g->stream);
-    conv_windows(g, g->mb_in + DI, IN, CD, K, sp->conv[il]);
+    PROF(g, PROF_CONV, {
+        ck_conv1d(&g->step, n, g->mb_in + DI, IN, g->gdn_qkv, CD, l->conv_w, f32(&l->ssm_conv_bias), CD, K,
+                  sp->conv[il], 0, 1, 0.0f, g->stream);
+        conv_windows(g, g->mb_in + DI, IN, CD, K, sp->conv[il]);
+    });
     const ck_segments keep = mamba2_kept(g, hp);
     if (g->n_keep)
         ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->rec[il], sp->shape[il].rec_floats, g->stream);
-    ck_mamba2(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, CD, g->mb_in + DI + CD, IN, g->gdn_o,
-              sp->rec[il], H, DI / H, hp->ssm_n_group, hp->ssm_d_state, f32(&l->ssm_a), f32(&l->ssm_dt_bias),
-              f32(&l->ssm_d), g->stream);
+    PROF(g, PROF_MAMBA2,
+         ck_mamba2(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, CD, g->mb_in + DI + CD, IN, g->gdn_o,
+                   sp->rec[il], H, DI / H, hp->ssm_n_group, hp->ssm_d_state, f32(&l->ssm_a), f32(&l->ssm_dt_bias),
+                   f32(&l->ssm_d), g->stream));
     ck_gated_rmsnorm_group(n, hp->ssm_n_group, DI / hp->ssm_n_group, g->gdn_o, DI, g->mb_in, IN, f32(&l->ssm_norm),
                            hp->rms_eps, g->gdn_o, DI, g->stream);
     lin(g, &l->ssm_out, g->gdn_o, n, g->mix);
@@ -840,7 +868,8 @@ eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan
     upload_plan(g, tokens, plan, out_rows, n_out);
     step_graph *sg = step_graph_for(c, g, n, n_out);
     if (sg) cudaGraphLaunch(sg->exec, g->stream);
-    else step_kernels(c, g, n, n_out);
+    else PROF(g, PROF_STEP, step_kernels(c, g, n, n_out));
+    cuda_profile_step_done(g->prof);
     if (n_out > 0)
         cudaMemcpy(logits, g->logits, (size_t)(n_out * hp->n_vocab) * sizeof(float), cudaMemcpyDeviceToHost);
     if (c->mtp) gpu_block_mtp(c, g, tokens, plan);
