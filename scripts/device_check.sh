@@ -66,6 +66,8 @@ E=build/cuda/eddy
 timeout 240 $E bench -m "$M4B" --device cuda -p 2048 -n 128 -r 2 >"$OUT_DIR/bench.log" 2>&1
 note "$(cat "$OUT_DIR/bench.log" | tail -12)"
 note "== single-sequence bench at $(elapsed)"
+EDDY_CUDA_GDN_CHUNKED=0 timeout 120 $E bench -m "$M4B" --device cuda -p 2048 -n 0 -r 1 >"$OUT_DIR/bench-rows.log" 2>&1
+note "prefill with the delta rule row by row (EDDY_CUDA_GDN_CHUNKED=0): $(grep -E 'pp2048' "$OUT_DIR/bench-rows.log" | tr -s ' ')"
 EDDY_CUDA_DP4A=0 timeout 120 $E bench -m "$M4B" --device cuda -p 0 -n 128 -r 2 >"$OUT_DIR/bench-float.log" 2>&1
 note "decode with float products (EDDY_CUDA_DP4A=0): $(grep -E 'tg128|roofline' "$OUT_DIR/bench-float.log" | tr -s ' ' | tr '\n' ' ')"
 timeout 180 $E bench -m "$M4B" --device cuda --npl 1,8,32 -p 128 -n 32 -r 1 >"$OUT_DIR/batched.log" 2>&1

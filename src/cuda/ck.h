@@ -156,6 +156,13 @@ void ck_conv_window(const int32_t *items, int64_t n_items, const float *x, int64
 void ck_gdn(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s, const float *g,
             const float *beta, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v, int head_map,
             float scale, void *stream);
+/* The same in chunks of up to CK_GDN_CHUNK rows (gdn_chunked.c's algorithm): a few barriers
+ * per chunk instead of per row, for prefill; the same results within float rounding.
+ * Returns 0 (nothing launched) for shapes whose chunk does not fit in shared memory. */
+#define CK_GDN_CHUNK 16
+int ck_gdn_chunked(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s,
+                   const float *g, const float *beta, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k,
+                   int64_t d_v, int head_map, float scale, void *stream);
 
 /* A verify's rows kept for replay in its pending slots. A row's kept floats are up to
  * CK_MAX_SEGMENTS segments of step buffers (width[k] floats at base[k] + row stride[k]),

@@ -301,6 +301,132 @@ __global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float
         slice_store(S, cols, x, i0, i1, state + run.slot_out * slot_floats + h * d_k * d_v, d_v, j);
 }
 
+/* The same recurrence over chunks of up to C rows (gdn_chunked.c's algorithm, a chunk's
+ * state S0 at its start): with G_t = g_0 + ... + g_t within the chunk and
+ * Gamma[t][s] = exp(G_t - G_s) for s <= t,
+ *   (I + A) U = B,  A[t][s] = beta_t Gamma[t][s] (k_t . k_s) (s < t),
+ *                   B_t = beta_t (v_t - e^{G_t} S0^T k_t)
+ *   o_t = e^{G_t} S0^T qs_t + sum_{s <= t} Gamma[t][s] (qs_t . k_s) U_s
+ *   S = e^{G_last} S0 + sum_t e^{G_last - G_t} k_t U_t^T
+ * (qs = scale q). A chunk ends early at a prefix-cache checkpoint's row, so the state
+ * there is the chunk's end state. One block per (run, value head, block of cols
+ * columns) as gdn_kernel, thread (x, y) owning column x: per chunk it computes the scores
+ * of its share of the (t, s) pairs, the key and query products of S0 for rows t = y,
+ * y + R, ..., the outputs of those rows, and the new S for its rows of column x; the
+ * forward substitution for U runs down each column (threads y = 0). Four barriers per
+ * chunk where the row-by-row scan takes four per row. */
+__global__ void gdn_chunk_kernel(const ck_run *runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s,
+                                 const float *g, const float *beta, float *o, float *state, int64_t n_k, int64_t n_v,
+                                 int64_t d_k, int64_t d_v, int head_map, float scale, int C) {
+    CK_DYNAMIC_SHARED(float, sm);
+    const int cols = blockDim.x, R = blockDim.y, x = threadIdx.x, y = threadIdx.y;
+    const int tid = y * cols + x, nthr = cols * R;
+    float *S = sm;                 /* (d_k, cols) */
+    float *Kc = S + d_k * cols;    /* (C, d_k) the chunk's keys */
+    float *Qc = Kc + C * d_k;      /* (C, d_k) its scaled queries */
+    float *A = Qc + C * d_k;       /* (C, C) */
+    float *P = A + C * C;          /* (C, C) Gamma o (qs_t . k_s), s <= t */
+    float *U = P + C * C;          /* (C, cols) B, then U */
+    float *QS = U + C * cols;      /* (C, cols) e^{G_t} S0^T qs_t */
+    float *G = QS + C * cols;      /* (C) cumulative gates */
+    float *bt = G + C;             /* (C) beta */
+    float *wl = bt + C;            /* (C) e^{G_last - G_t} */
+    const ck_run run = runs[blockIdx.x];
+    const int64_t h = blockIdx.y, kh = head_map == 0 ? h % n_k : h / (n_v / n_k);
+    const int64_t j = (int64_t)blockIdx.z * cols + x;
+    const bool live = j < d_v;
+    const int64_t per = (d_k + R - 1) / R, i0 = y * per, i1 = i0 + per < d_k ? i0 + per : d_k;
+    const int64_t slot_floats = n_v * d_k * d_v, key_dim = n_k * d_k;
+    const float *S_in = state + (int64_t)run.slot_in * slot_floats + h * d_k * d_v;
+    if (live)
+        for (int64_t i = i0; i < i1; i++) S[i * cols + x] = S_in[i * d_v + j];
+    int32_t ck = run.ck;
+    for (int32_t t0 = 0; t0 < run.n;) {
+        /* the chunk: rows t0 .. t0 + nc - 1, ending at the next checkpoint's row */
+        int32_t nc = run.n - t0 < C ? run.n - t0 : C;
+        const bool at_ck = ck < run.ck + run.n_ck && ckpts[2 * ck] < t0 + nc;
+        if (at_ck) nc = ckpts[2 * ck] - t0 + 1;
+        const int64_t row0 = run.row0 + t0;
+        __syncthreads(); /* the last chunk's Kc, U and wl read by all */
+        for (int64_t e = tid; e < (int64_t)nc * d_k; e += nthr) {
+            const int64_t t = e / d_k, i = e % d_k;
+            const float *qr = qkv + (row0 + t) * qkv_s + kh * d_k;
+            Kc[e] = qr[key_dim + i];
+            Qc[e] = scale * qr[i];
+        }
+        if (tid == 0) {
+            float acc = 0.0f;
+            for (int t = 0; t < nc; t++) {
+                acc += g[(row0 + t) * n_v + h];
+                G[t] = acc;
+                bt[t] = beta[(row0 + t) * n_v + h];
+            }
+            for (int t = 0; t < nc; t++) wl[t] = expf(G[nc - 1] - G[t]);
+        }
+        __syncthreads();
+        /* pair scores */
+        for (int e = tid; e < nc * nc; e += nthr) {
+            const int t = e / nc, s2 = e % nc;
+            float a = 0.0f, p = 0.0f;
+            if (s2 <= t) {
+                const float gam = expf(G[t] - G[s2]);
+                float kk = 0.0f, qk = 0.0f;
+                for (int64_t i = 0; i < d_k; i++) {
+                    const float ks = Kc[s2 * d_k + i];
+                    kk = fmaf(Kc[t * d_k + i], ks, kk);
+                    qk = fmaf(Qc[t * d_k + i], ks, qk);
+                }
+                a = s2 < t ? bt[t] * gam * kk : 0.0f;
+                p = gam * qk;
+            }
+            A[t * C + s2] = a;
+            P[t * C + s2] = p;
+        }
+        /* S0's products with the chunk's keys and queries, for rows y, y + R, ... */
+        for (int t = y; t < nc; t += R) {
+            float ks = 0.0f, qs = 0.0f;
+            if (live)
+                for (int64_t i = 0; i < d_k; i++) {
+                    const float sv = S[i * cols + x];
+                    ks = fmaf(Kc[t * d_k + i], sv, ks);
+                    qs = fmaf(Qc[t * d_k + i], sv, qs);
+                }
+            const float eg = expf(G[t]);
+            const float v = live ? qkv[(row0 + t) * qkv_s + 2 * key_dim + h * d_v + j] : 0.0f;
+            U[t * cols + x] = bt[t] * (v - eg * ks);
+            QS[t * cols + x] = eg * qs;
+        }
+        __syncthreads();
+        if (y == 0) /* (I + A) U = B down column x */
+            for (int t = 1; t < nc; t++) {
+                float u = U[t * cols + x];
+                for (int s2 = 0; s2 < t; s2++) u = fmaf(-A[t * C + s2], U[s2 * cols + x], u);
+                U[t * cols + x] = u;
+            }
+        __syncthreads();
+        for (int t = y; t < nc; t += R) {
+            float ov = QS[t * cols + x];
+            for (int s2 = 0; s2 <= t; s2++) ov = fmaf(P[t * C + s2], U[s2 * cols + x], ov);
+            if (live) o[(row0 + t) * n_v * d_v + h * d_v + j] = ov;
+        }
+        if (live) {
+            const float el = expf(G[nc - 1]);
+            for (int64_t i = i0; i < i1; i++) {
+                float sv = el * S[i * cols + x];
+                for (int t = 0; t < nc; t++) sv = fmaf(Kc[t * d_k + i] * wl[t], U[t * cols + x], sv);
+                S[i * cols + x] = sv;
+            }
+        }
+        if (at_ck) { /* the rows of column x this thread just wrote */
+            if (live) slice_store(S, cols, x, i0, i1, state + ckpts[2 * ck + 1] * slot_floats + h * d_k * d_v, d_v, j);
+            ck++;
+        }
+        t0 += nc;
+    }
+    if (live && run.slot_out >= 0)
+        slice_store(S, cols, x, i0, i1, state + run.slot_out * slot_floats + h * d_k * d_v, d_v, j);
+}
+
 } // namespace
 
 extern "C" void ck_rope_store(const ck_step *s, int64_t n, float *q, float *k, const float *v, int64_t n_head,
@@ -357,6 +483,33 @@ extern "C" void ck_gdn(const ck_run *runs, int64_t n_runs, const int32_t *ckpts,
     const dim3 grid((unsigned)n_runs, (unsigned)n_v, (unsigned)((d_v + block.x - 1) / block.x));
     CK_LAUNCH(grid, block, shm, (cudaStream_t)stream, gdn_kernel)
     (runs, ckpts, qkv, qkv_s, g, beta, o, state, n_k, n_v, d_k, d_v, head_map, scale);
+}
+
+/* The chunk length and the block of the chunked scan: chunks of 16 rows (8 for wide keys),
+ * up to 32 columns, the shared floats within 48 KiB. */
+static dim3 chunk_block(int64_t d_k, int64_t d_v, int *C, size_t *shm) {
+    const int R = d_k >= 32 ? 4 : d_k >= 16 ? 2 : 1;
+    for (*C = CK_GDN_CHUNK; *C >= 4; *C /= 2)
+        for (int cols = d_v < 32 ? (int)d_v : 32; cols >= 1; cols /= 2) {
+            *shm = (size_t)(d_k * cols + 2 * *C * d_k + 2 * *C * *C + 2 * *C * cols + 3 * *C) * sizeof(float);
+            if (*shm <= 48 * 1024) return dim3((unsigned)cols, (unsigned)R);
+        }
+    *C = 0;
+    return dim3(1, 1);
+}
+
+extern "C" int ck_gdn_chunked(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *qkv,
+                              int64_t qkv_s, const float *g, const float *beta, float *o, float *state, int64_t n_k,
+                              int64_t n_v, int64_t d_k, int64_t d_v, int head_map, float scale, void *stream) {
+    if (n_runs <= 0) return 1;
+    int C;
+    size_t shm;
+    const dim3 block = chunk_block(d_k, d_v, &C, &shm);
+    if (C == 0) return 0;
+    const dim3 grid((unsigned)n_runs, (unsigned)n_v, (unsigned)((d_v + block.x - 1) / block.x));
+    CK_LAUNCH(grid, block, shm, (cudaStream_t)stream, gdn_chunk_kernel)
+    (runs, ckpts, qkv, qkv_s, g, beta, o, state, n_k, n_v, d_k, d_v, head_map, scale, C);
+    return 1;
 }
 
 /* ==== Verify rows kept for replay ==== */

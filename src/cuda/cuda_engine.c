@@ -49,6 +49,9 @@ struct cuda_backend {
     cudaStream_t stream; /* every kernel and product of the engine; blocking: ordered with the
                           * synchronous copies on the legacy stream */
     bool graphs;         /* decode steps as CUDA graphs (EDDY_CUDA_GRAPHS=0: off; off after a failure) */
+    bool gdn_chunked;    /* the delta rule in chunks for steps with a run of CK_GDN_CHUNK rows or more
+                          * (EDDY_CUDA_GDN_CHUNKED=0: row by row always) */
+    int64_t longest_run; /* of the uploaded step */
     bool moe;            /* the model has mixture-of-experts layers: their routing goes to the host */
     step_graph graph[GRAPH_CACHE];
     uint64_t graph_clock;
@@ -313,6 +316,8 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->f16_budget = -1;
     const char *graphs = getenv("EDDY_CUDA_GRAPHS");
     g->graphs = !(graphs && !strcmp(graphs, "0"));
+    const char *chunked = getenv("EDDY_CUDA_GDN_CHUNKED");
+    g->gdn_chunked = !(chunked && !strcmp(chunked, "0"));
     g->prof = cuda_profile_new();
     if (g->prof) g->graphs = false; /* a replayed graph is one piece of work */
     for (int64_t il = 0; il < hp->n_layer; il++) g->moe |= m->layers[il].ffn == FFN_MOE;
@@ -547,6 +552,9 @@ static void upload_plan(cuda_backend *g, const int32_t *tokens, const step_plan 
     }
     for (int64_t i = 0; i < n_out; i++) h[g->o_out + i] = (int32_t)out_rows[i];
     g->n_runs = plan->n_runs, g->n_conv = nc, g->n_keep = nk;
+    g->longest_run = 0;
+    for (int64_t r = 0; r < plan->n_runs; r++)
+        if (plan->runs[r].n > g->longest_run) g->longest_run = plan->runs[r].n;
     cudaMemcpy(g->d_plan, h, (size_t)(g->o_blocks + nb) * sizeof(int32_t), cudaMemcpyHostToDevice);
 }
 
@@ -618,10 +626,16 @@ static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
     const ck_segments keep = gdn_kept(g, conv_dim, n_v);
     if (g->n_keep)
         ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->rec[il], sp->shape[il].rec_floats, g->stream);
-    PROF(g, PROF_GDN,
-         ck_gdn(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, g->gdn_o,
-                sp->rec[il], n_k, n_v, d_k, d_v, hp->ssm_head_map == GDN_KHEAD_MOD ? 0 : 1, 1.0f / sqrtf((float)d_k),
-                g->stream));
+    const int map = hp->ssm_head_map == GDN_KHEAD_MOD ? 0 : 1;
+    const float scale = 1.0f / sqrtf((float)d_k);
+    PROF(g, PROF_GDN, {
+        /* a prefill in chunks; decode and verify rows (and shapes too wide for a chunk) row by row */
+        if (!(g->gdn_chunked && g->longest_run >= CK_GDN_CHUNK &&
+              ck_gdn_chunked(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g,
+                             g->gdn_beta, g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v, map, scale, g->stream)))
+            ck_gdn(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta,
+                   g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v, map, scale, g->stream);
+    });
     ck_gated_rmsnorm(n, n_v, d_v, g->gdn_o, V, g->gdn_z, V, f32(&l->ssm_norm), hp->rms_eps, g->gdn_o, V, g->stream);
     lin(g, &l->ssm_out, g->gdn_o, n, g->mix);
 }

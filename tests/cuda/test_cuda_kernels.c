@@ -209,7 +209,7 @@ TEST(cuda_row_ops_match_ref) {
  * so that a wrong slot reads another sequence's state), with the plan uploaded. */
 typedef struct {
     int64_t n, n_runs;
-    int32_t pos[64], run_of[64], blocks[64];
+    int32_t pos[128], run_of[128], blocks[64];
     ck_run runs[8];
     ck_step d;
     void *mem[4];
@@ -270,10 +270,17 @@ TEST(cuda_conv1d_matches_scan_ref) {
     step_free(&f);
 }
 
-static void gdn_case(test_rng *r, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v, int map, bool verify) {
-    const int64_t lens[] = {1, 7, 1, 3}, pos0[] = {0, 0, 5, 2};
+/* Runs of 1, 7, 1 and 3 rows, or (long) of 1, 45, 3 and 20 with a checkpoint after row 20
+ * of the second (to slot 8): the row-by-row kernel, or the chunked one (chunks of 16,
+ * one ending at the checkpoint). */
+static void gdn_case(test_rng *r, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v, int map, bool verify,
+                     bool chunked, bool longer) {
+    const int64_t lens[] = {1, 7, 1, 3}, pos0[] = {0, 0, 5, 2}, long_lens[] = {1, 45, 3, 20};
     step_fixture f;
-    step_make(&f, lens, pos0, 4, verify);
+    step_make(&f, longer ? long_lens : lens, pos0, 4, verify);
+    const int32_t ckpt[2] = {20, 8};
+    if (longer && !verify) f.runs[1].n_ck = 1, cudaMemcpy(f.mem[3], f.runs, sizeof f.runs, cudaMemcpyHostToDevice);
+    int32_t *dck = dev(ckpt, sizeof ckpt);
     const int64_t n = f.n, key_dim = n_k * d_k, C = 2 * key_dim + n_v * d_v, n_slots = 9, sf = n_v * d_k * d_v;
     float *qkv = rand_floats(r, n * C, 1.0f), *g = malloc((size_t)(n * n_v) * 4), *beta = malloc((size_t)(n * n_v) * 4);
     for (int64_t i = 0; i < n * n_v; i++) g[i] = -test_rng_uniform(r, 0.0f, 1.0f), beta[i] = test_rng_uniform(r, 0, 1);
@@ -288,7 +295,8 @@ static void gdn_case(test_rng *r, int64_t n_k, int64_t n_v, int64_t d_k, int64_t
     float *dq = dev(qkv, (size_t)(n * C) * 4), *dg = dev(g, (size_t)(n * n_v) * 4), *db = dev(beta, (size_t)(n * n_v) * 4);
     float *ds = dev(state, (size_t)(n_slots * sf) * 4), *dout = dev(NULL, (size_t)(n * n_v * d_v) * 4);
     const float scale = 1.0f / sqrtf((float)d_k);
-    ck_gdn(f.d.runs, f.n_runs, f.mem[2], dq, C, dg, db, dout, ds, n_k, n_v, d_k, d_v, map, scale, NULL);
+    if (chunked) CHECK(ck_gdn_chunked(f.d.runs, f.n_runs, dck, dq, C, dg, db, dout, ds, n_k, n_v, d_k, d_v, map, scale, NULL));
+    else ck_gdn(f.d.runs, f.n_runs, dck, dq, C, dg, db, dout, ds, n_k, n_v, d_k, d_v, map, scale, NULL);
     float *o = malloc((size_t)(n * n_v * d_v) * 4), *oref = malloc((size_t)(n * n_v * d_v) * 4);
     float *st = malloc((size_t)(n_slots * sf) * 4), *sref = malloc((size_t)(n_slots * sf) * 4);
     back(o, dout, (size_t)(n * n_v * d_v) * 4);
@@ -303,25 +311,36 @@ static void gdn_case(test_rng *r, int64_t n_k, int64_t n_v, int64_t d_k, int64_t
                          n_v, oref + rk->row0 * n_v * d_v, n_v * d_v};
         float *S = verify ? tmp : sref + rk->slot_in * sf;
         if (verify) memcpy(tmp, sref + rk->slot_in * sf, (size_t)sf * 4);
-        gdn_scan_ref(&p, rk->n, &rows, S);
+        if (rk->n_ck) { /* the state after row 20 to slot 8, then the rest */
+            gdn_rows rest = rows;
+            gdn_scan_ref(&p, ckpt[0] + 1, &rows, S);
+            memcpy(sref + ckpt[1] * sf, S, (size_t)sf * 4);
+            const int64_t done = ckpt[0] + 1;
+            rest.q += done * C, rest.k += done * C, rest.v += done * C, rest.g += done * n_v, rest.beta += done * n_v;
+            rest.o += done * n_v * d_v;
+            gdn_scan_ref(&p, rk->n - done, &rest, S);
+        } else gdn_scan_ref(&p, rk->n, &rows, S);
     }
     const double eo = test_nmse(o, oref, n * n_v * d_v), es = test_nmse(st, sref, n_slots * sf);
-    CHECKF(ok_cuda("gdn") && eo < NMSE_MAX && es < NMSE_MAX, "gdn %lldx%lld heads %lldx%lld map %d verify %d: "
-           "outputs nmse %g, states %g", (long long)n_k, (long long)n_v, (long long)d_k, (long long)d_v, map, verify,
-           eo, es);
-    cudaFree(dq), cudaFree(dg), cudaFree(db), cudaFree(ds), cudaFree(dout);
+    CHECKF(ok_cuda("gdn") && eo < NMSE_MAX && es < NMSE_MAX, "gdn %lldx%lld heads %lldx%lld map %d verify %d chunked %d "
+           "long %d: outputs nmse %g, states %g", (long long)n_k, (long long)n_v, (long long)d_k, (long long)d_v, map,
+           verify, chunked, longer, eo, es);
+    cudaFree(dck), cudaFree(dq), cudaFree(dg), cudaFree(db), cudaFree(ds), cudaFree(dout);
     free(qkv), free(g), free(beta), free(state), free(o), free(oref), free(st), free(sref), free(tmp);
     step_free(&f);
 }
 
 TEST(cuda_gdn_matches_scan_ref) {
     test_rng r = test_rng_new();
-    gdn_case(&r, 2, 4, 16, 16, 0, false);
-    gdn_case(&r, 2, 6, 32, 48, 1, false);
-    gdn_case(&r, 1, 2, 128, 128, 0, false);
-    gdn_case(&r, 2, 4, 256, 96, 0, false); /* the shared slice at its largest */
-    gdn_case(&r, 1, 2, 64, 3, 0, false);   /* 12 threads: a row's k and q partly loaded after the row before */
-    gdn_case(&r, 2, 4, 16, 16, 0, true);   /* a verify: outputs only, slots untouched */
+    for (int chunked = 0; chunked < 2; chunked++)
+        for (int longer = 0; longer < 2; longer++) {
+            gdn_case(&r, 2, 4, 16, 16, 0, false, chunked, longer);
+            gdn_case(&r, 2, 6, 32, 48, 1, false, chunked, longer);
+            gdn_case(&r, 1, 2, 128, 128, 0, false, chunked, longer);
+            gdn_case(&r, 2, 4, 256, 96, 0, false, chunked, longer); /* the shared slice at its largest */
+            gdn_case(&r, 1, 2, 64, 3, 0, false, chunked, longer); /* 12 threads: k, q partly loaded after a row */
+            gdn_case(&r, 2, 4, 16, 16, 0, true, chunked, longer); /* a verify: outputs only, slots untouched */
+        }
 }
 
 static void attention_case(test_rng *r, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, int64_t n_rot, int neox,
