@@ -197,6 +197,24 @@ __device__ __forceinline__ void slice_store(const float *S, int cols, int x, int
     for (int64_t r = r0; r < r1; r++) head[r * ld + col] = S[r * cols + x];
 }
 
+/* What a delta-rule block and thread work on: the block's run, value head h and its key
+ * head kh; the thread's column j of the state and its rows [i0, i1). */
+typedef struct {
+    ck_run run;
+    int64_t h, kh, j, i0, i1;
+} gdn_block;
+
+__device__ __forceinline__ gdn_block gdn_block_at(const ck_run *runs, int64_t n_k, int64_t n_v, int64_t d_k,
+                                                  int head_map) {
+    gdn_block b;
+    b.run = runs[blockIdx.x];
+    b.h = blockIdx.y, b.kh = head_map == 0 ? b.h % n_k : b.h / (n_v / n_k);
+    b.j = (int64_t)blockIdx.z * blockDim.x + threadIdx.x;
+    const int64_t per = (d_k + blockDim.y - 1) / blockDim.y;
+    b.i0 = threadIdx.y * per, b.i1 = b.i0 + per < d_k ? b.i0 + per : d_k;
+    return b;
+}
+
 /* One block per (run, value head, block of blockDim.x columns); the block's columns of S
  * (d_k x cols) live in shared memory for the whole run. Columns never mix (gdn.c), so
  * thread (x, y) owns column x for the rows of key group y (blockDim.y groups of d_k / y
@@ -222,15 +240,12 @@ __global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float
     float *S = sm;                    /* (d_k, cols) */
     float *kq2 = sm + d_k * cols;     /* two buffers of k (d_k) then scale q (d_k) */
     float *red = kq2 + 4 * d_k;       /* (2, R, cols): the groups' partial sums */
-    const ck_run run = runs[blockIdx.x];
-    const int64_t h = blockIdx.y, kh = head_map == 0 ? h % n_k : h / (n_v / n_k);
-    const int64_t j = (int64_t)blockIdx.z * cols + x;
+    const gdn_block b = gdn_block_at(runs, n_k, n_v, d_k, head_map);
+    const ck_run run = b.run;
+    const int64_t h = b.h, kh = b.kh, j = b.j, i0 = b.i0, i1 = b.i1, slot_floats = n_v * d_k * d_v, key_dim = n_k * d_k;
     const bool live = j < d_v;
-    const int64_t per = (d_k + R - 1) / R, i0 = y * per, i1 = i0 + per < d_k ? i0 + per : d_k;
-    const int64_t slot_floats = n_v * d_k * d_v, key_dim = n_k * d_k;
-    const float *S_in = state + (int64_t)run.slot_in * slot_floats + h * d_k * d_v;
     if (live)
-        for (int64_t i = i0; i < i1; i++) S[i * cols + x] = S_in[i * d_v + j];
+        for (int64_t i = i0; i < i1; i++) S[i * cols + x] = state[run.slot_in * slot_floats + h * d_k * d_v + i * d_v + j];
     /* the first row's inputs */
     float pf[GDN_PF], v_next = 0.0f, g_next = 0.0f, b_next = 0.0f;
     if (run.n > 0) {
@@ -331,15 +346,12 @@ __global__ void gdn_chunk_kernel(const ck_run *runs, const int32_t *ckpts, const
     float *G = QS + C * cols;      /* (C) cumulative gates */
     float *bt = G + C;             /* (C) beta */
     float *wl = bt + C;            /* (C) e^{G_last - G_t} */
-    const ck_run run = runs[blockIdx.x];
-    const int64_t h = blockIdx.y, kh = head_map == 0 ? h % n_k : h / (n_v / n_k);
-    const int64_t j = (int64_t)blockIdx.z * cols + x;
+    const gdn_block b = gdn_block_at(runs, n_k, n_v, d_k, head_map);
+    const ck_run run = b.run;
+    const int64_t h = b.h, kh = b.kh, j = b.j, i0 = b.i0, i1 = b.i1, slot_floats = n_v * d_k * d_v, key_dim = n_k * d_k;
     const bool live = j < d_v;
-    const int64_t per = (d_k + R - 1) / R, i0 = y * per, i1 = i0 + per < d_k ? i0 + per : d_k;
-    const int64_t slot_floats = n_v * d_k * d_v, key_dim = n_k * d_k;
-    const float *S_in = state + (int64_t)run.slot_in * slot_floats + h * d_k * d_v;
     if (live)
-        for (int64_t i = i0; i < i1; i++) S[i * cols + x] = S_in[i * d_v + j];
+        for (int64_t i = i0; i < i1; i++) S[i * cols + x] = state[run.slot_in * slot_floats + h * d_k * d_v + i * d_v + j];
     int32_t ck = run.ck;
     for (int32_t t0 = 0; t0 < run.n;) {
         /* the chunk: rows t0 .. t0 + nc - 1, ending at the next checkpoint's row */
