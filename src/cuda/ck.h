@@ -130,9 +130,14 @@ void ck_rope_store(const ck_step *s, int64_t n, float *q, float *k, const float 
                    void *stream);
 
 /* Causal GQA attention (ops_attention_ref) for each row at its position over its
- * sequence's cached keys 0..pos: out (n, n_head, dv), q (n, n_head, hd). */
+ * sequence's cached keys 0..pos: out (n, n_head, dv), q (n, n_head, hd). With n_split > 1
+ * each (row, head) splits its keys in n_split even ranges, each a block of its own, whose
+ * partial softmaxes part (n * n_head * n_split * (dv + 2) floats) holds until a second
+ * kernel folds them: for decode over long contexts. */
+#define CK_ATT_SPLITS 16
 void ck_attention(const ck_step *s, int64_t n, const float *q, float *out, const void *kc, const void *vc, int kv_f16,
-                  int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale, void *stream);
+                  int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale, int n_split, float *part,
+                  void *stream);
 
 /* Causal conv1d + SiLU (ssm.h conv1d_scan_ref) of every row: inputs before a run's first
  * row come from its slot_in window in `state` (slots of (K-1, C) floats). x rows xs

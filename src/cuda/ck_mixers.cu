@@ -68,15 +68,22 @@ __global__ void rope_store_kernel(ck_step s, float *q, float *k, const float *v,
 #define ATT_THREADS 128
 #define ATT_MAX_DV 512
 
-/* One block per (row, head): keys in tiles of ATT_THREADS, one score per thread, an
- * online softmax over the tiles; thread d accumulates output elements d, d + 128, ... */
+/* One block per (row, head, split): keys in tiles of ATT_THREADS, one score per thread,
+ * an online softmax over the tiles; thread d accumulates output elements d, d + 128, ...
+ * With gridDim.y = 1 the block takes all of the row's keys 0..pos and writes the output;
+ * with more, split y takes the y-th of gridDim.y even ranges of them (so that a decode
+ * step of a few rows over a long context keeps many blocks busy) and writes its running
+ * max, sum and unnormalized output (dv + 2 floats) to part, which attention_merge_kernel
+ * folds. */
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_kernel(ck_step s, const float *q, float *out, const void *kc, const void *vc, int kv_f16, int64_t n_head,
-                     int64_t n_kv, int64_t hd, int64_t dv, float scale) {
+                     int64_t n_kv, int64_t hd, int64_t dv, float scale, float *part) {
     __shared__ float qs[ATT_MAX_DV], p[ATT_THREADS], red[ATT_THREADS / 32];
     const int64_t r = blockIdx.x / n_head, h = blockIdx.x % n_head, hk = h / (n_head / n_kv);
     const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
     const int64_t pos = s.row_pos[r], K = n_kv * hd, V = n_kv * dv;
+    const int64_t n_split = gridDim.y, per = (pos + n_split) / n_split; /* ceil((pos + 1) / n_split) */
+    const int64_t jb = blockIdx.y * per, je = jb + per < pos + 1 ? jb + per : pos + 1;
     const ck_run run = s.runs[s.row_run[r]];
     const int32_t *bt = s.blocks + run.bt;
     for (int64_t i = tid; i < hd; i += ATT_THREADS) qs[i] = q[(r * n_head + h) * hd + i];
@@ -85,10 +92,10 @@ __global__ void __launch_bounds__(ATT_THREADS)
     for (int i = 0; i < ATT_MAX_DV / ATT_THREADS; i++) acc[i] = 0.0f;
     float m = -INFINITY, l = 0.0f;
     __syncthreads();
-    for (int64_t j0 = 0; j0 <= pos; j0 += ATT_THREADS) {
+    for (int64_t j0 = jb; j0 < je; j0 += ATT_THREADS) {
         const int64_t j = j0 + tid;
         float sc = -INFINITY;
-        if (j <= pos) {
+        if (j < je) {
             const int64_t row = (int64_t)bt[j / KV_BLOCK] * KV_BLOCK + j % KV_BLOCK;
             const int64_t base = row * K + hk * hd;
             float d = 0.0f;
@@ -103,7 +110,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
         mx = red[0];
         for (int w = 1; w < ATT_THREADS / 32; w++) mx = fmaxf(mx, red[w]);
         const float m_new = fmaxf(m, mx);
-        const float pj = j <= pos ? expf(sc - m_new) : 0.0f;
+        const float pj = j < je ? expf(sc - m_new) : 0.0f;
         p[tid] = pj;
         __syncthreads(); /* red read by all before it is reused below */
         float sum = pj;
@@ -115,7 +122,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
         const float corr = expf(m - m_new); /* 0 on the first tile (m = -inf) */
         l = l * corr + tile_sum;
         m = m_new;
-        const int64_t nj = pos - j0 + 1 < ATT_THREADS ? pos - j0 + 1 : ATT_THREADS;
+        const int64_t nj = je - j0 < ATT_THREADS ? je - j0 : ATT_THREADS;
 #pragma unroll
         for (int a = 0; a < ATT_MAX_DV / ATT_THREADS; a++) {
             const int64_t d = tid + a * ATT_THREADS;
@@ -130,11 +137,43 @@ __global__ void __launch_bounds__(ATT_THREADS)
         }
         __syncthreads(); /* p and red are rewritten by the next tile */
     }
-    float *o = out + (r * n_head + h) * dv;
+    if (n_split == 1) {
+        float *o = out + (r * n_head + h) * dv;
+#pragma unroll
+        for (int a = 0; a < ATT_MAX_DV / ATT_THREADS; a++) {
+            const int64_t d = tid + a * ATT_THREADS;
+            if (d < dv) o[d] = acc[a] / l;
+        }
+        return;
+    }
+    float *pp = part + ((r * n_head + h) * n_split + blockIdx.y) * (dv + 2); /* max, sum, then the output */
+    if (tid == 0) pp[0] = m, pp[1] = l; /* an empty range: -inf and 0 */
 #pragma unroll
     for (int a = 0; a < ATT_MAX_DV / ATT_THREADS; a++) {
         const int64_t d = tid + a * ATT_THREADS;
-        if (d < dv) o[d] = acc[a] / l;
+        if (d < dv) pp[2 + d] = acc[a];
+    }
+}
+
+/* One block per (row, head): the splits' partial softmaxes folded into the output. */
+__global__ void __launch_bounds__(ATT_THREADS)
+    attention_merge_kernel(const float *part, int n_split, int64_t dv, float *out) {
+    const int64_t rh = blockIdx.x;
+    const float *pp = part + rh * n_split * (dv + 2);
+    float m = -INFINITY;
+    for (int k = 0; k < n_split; k++) m = fmaxf(m, pp[k * (dv + 2)]);
+    float l = 0.0f;
+    for (int k = 0; k < n_split; k++) {
+        const float mk = pp[k * (dv + 2)];
+        if (mk > -INFINITY) l += pp[k * (dv + 2) + 1] * expf(mk - m);
+    }
+    for (int64_t d = threadIdx.x; d < dv; d += blockDim.x) {
+        float o = 0.0f;
+        for (int k = 0; k < n_split; k++) {
+            const float mk = pp[k * (dv + 2)];
+            if (mk > -INFINITY) o = fmaf(pp[k * (dv + 2) + 2 + d], expf(mk - m), o);
+        }
+        out[rh * dv + d] = o / l;
     }
 }
 
@@ -450,11 +489,15 @@ extern "C" void ck_rope_store(const ck_step *s, int64_t n, float *q, float *k, c
 }
 
 extern "C" void ck_attention(const ck_step *s, int64_t n, const float *q, float *out, const void *kc, const void *vc,
-                             int kv_f16, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale,
-                             void *stream) {
-    if (n > 0)
-        CK_LAUNCH((unsigned)(n * n_head), ATT_THREADS, 0, (cudaStream_t)stream, attention_kernel)
-        (*s, q, out, kc, vc, kv_f16, n_head, n_kv, hd, dv, scale);
+                             int kv_f16, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale, int n_split,
+                             float *part, void *stream) {
+    if (n <= 0) return;
+    cudaStream_t st = (cudaStream_t)stream;
+    if (n_split < 2 || !part) n_split = 1;
+    CK_LAUNCH(dim3((unsigned)(n * n_head), (unsigned)n_split), ATT_THREADS, 0, st, attention_kernel)
+    (*s, q, out, kc, vc, kv_f16, n_head, n_kv, hd, dv, scale, part);
+    if (n_split > 1)
+        CK_LAUNCH((unsigned)(n * n_head), ATT_THREADS, 0, st, attention_merge_kernel)(part, n_split, dv, out);
 }
 
 extern "C" void ck_conv1d(const ck_step *s, int64_t n, const float *x, int64_t xs, float *y, int64_t ys, const float *w,

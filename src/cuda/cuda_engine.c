@@ -76,6 +76,7 @@ struct cuda_backend {
     float *ff_a, *ff_b, *logits;
     uint16_t *w16, *x16; /* f16 copies of a weight and of the activations for the tensor cores */
     void *gemv_q8;       /* ck_gemv's 8-bit activations */
+    float *att_part;     /* the split attention's partial softmaxes (ck_attention) */
     /* f16 copies of the weights the tensor-core products read (weight_f16), by the
      * weight's bytes; the budget left for more (-1: not measured yet) */
     struct f16_copy {
@@ -362,6 +363,9 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->sh_gate = dev_rows(g, B, X ? 1 : 0, &ok);
     g->moe_order = (int32_t *)dev_rows(g, B, KX, &ok);
     g->logits = dev_rows(g, B, hp->n_vocab, &ok);
+    if (hp->n_head > 0) /* decode steps split each row's keys in CK_ATT_SPLITS ranges */
+        g->att_part = dev_rows(g, (B < CK_GEMV_MAX_TOK ? B : CK_GEMV_MAX_TOK) * hp->n_head * CK_ATT_SPLITS,
+                               hp->head_dim_v + 2, &ok);
     g->h = dev_rows(g, B, c->mtp ? E : 0, &ok);
     g->mtp_cat = dev_rows(g, B, c->mtp ? 2 * E : 0, &ok);
     /* EDDY_CUDA_DP4A=0: the float products for every type (to measure what the integer ones gain) */
@@ -582,7 +586,7 @@ static void layer_attention(engine *c, cuda_backend *g, const model_layer *l, in
         ck_rope_store(&g->step, n, g->q, g->k, g->v, hp->n_head, hp->n_head_kv, hd, dv, hp->n_rot, hp->rope_base,
                       hp->rope_style == ROPE_NEOX, sp->k[il], sp->v[il], kv_f16, g->stream);
         ck_attention(&g->step, n, g->q, g->attn, sp->k[il], sp->v[il], kv_f16, hp->n_head, hp->n_head_kv, hd, dv,
-                     scale, g->stream);
+                     scale, n <= CK_GEMV_MAX_TOK ? CK_ATT_SPLITS : 1, g->att_part, g->stream);
     });
     if (hp->attn_gated) ck_sigmoid_mul(g->attn, g->gate, n * O, g->stream);
     lin(g, &l->wo, g->attn, n, g->mix);

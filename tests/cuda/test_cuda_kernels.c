@@ -368,7 +368,6 @@ static void attention_case(test_rng *r, int64_t n_head, int64_t n_kv, int64_t hd
     float *dout = dev(NULL, (size_t)(n * n_head * dv) * 4);
     const float rope_base = 10000.0f, scale = 1.0f / sqrtf((float)hd);
     ck_rope_store(&f.d, n, dq, dk, dvv, n_head, n_kv, hd, dv, n_rot, rope_base, neox, dkc, dvc, kv_f16, NULL);
-    ck_attention(&f.d, n, dq, dout, dkc, dvc, kv_f16, n_head, n_kv, hd, dv, scale, NULL);
     /* the reference: the same rotation and stores on the host, then ops_attention_ref per run */
     float *cs = malloc((size_t)n_rot * 4 + 8);
     for (int64_t t = 0; t < n; t++) {
@@ -398,12 +397,19 @@ static void attention_case(test_rng *r, int64_t n_head, int64_t n_kv, int64_t hd
                        f.blocks + rk->bt, 256 * K, 256 * V};
         ops_attention_ref(&sh, &a, scores);
     }
-    back(out, dout, (size_t)(n * n_head * dv) * 4);
-    const double e = test_nmse(out, ref, n * n_head * dv);
-    CHECKF(ok_cuda("attention") && e < NMSE_MAX, "attention %lld/%lld heads, %lld/%lld wide, rot %lld neox %d kv %d: "
-           "nmse %g", (long long)n_head, (long long)n_kv, (long long)hd, (long long)dv, (long long)n_rot, neox, kv_f16,
-           e);
-    cudaFree(dq), cudaFree(dk), cudaFree(dvv), cudaFree(dkc), cudaFree(dvc), cudaFree(dout);
+    /* each row's keys in one block, in 5 ranges (one key each for the 6 positions of run 1's
+     * first row), and in CK_ATT_SPLITS */
+    const int splits[] = {1, 5, CK_ATT_SPLITS};
+    float *dpart = dev(NULL, (size_t)(n * n_head * CK_ATT_SPLITS * (dv + 2)) * 4);
+    for (int k2 = 0; k2 < 3; k2++) {
+        ck_attention(&f.d, n, dq, dout, dkc, dvc, kv_f16, n_head, n_kv, hd, dv, scale, splits[k2], dpart, NULL);
+        back(out, dout, (size_t)(n * n_head * dv) * 4);
+        const double e = test_nmse(out, ref, n * n_head * dv);
+        CHECKF(ok_cuda("attention") && e < NMSE_MAX, "attention %lld/%lld heads, %lld/%lld wide, rot %lld neox %d kv %d, "
+               "%d splits: nmse %g", (long long)n_head, (long long)n_kv, (long long)hd, (long long)dv, (long long)n_rot,
+               neox, kv_f16, splits[k2], e);
+    }
+    cudaFree(dpart), cudaFree(dq), cudaFree(dk), cudaFree(dvv), cudaFree(dkc), cudaFree(dvc), cudaFree(dout);
     free(q), free(k), free(v), free(kc), free(vc), free(cs), free(out), free(ref), free(scores);
     step_free(&f);
 }
