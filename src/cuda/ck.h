@@ -135,6 +135,11 @@ void ck_rope_store(const ck_step *s, int64_t n, float *q, float *k, const float 
  * partial softmaxes part (n * n_head * n_split * (dv + 2) floats) holds until a second
  * kernel folds them: for decode over long contexts. */
 #define CK_ATT_SPLITS 16
+/* The same for a step whose rows are all one sequence's consecutive positions (a
+ * prefill): tiles of 16 queries share each tile of keys and values. Returns 0 (nothing
+ * launched) for heads over 256 wide. */
+int ck_attention_prefill(const ck_step *s, int64_t n, const float *q, float *out, const void *kc, const void *vc,
+                         int kv_f16, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale, void *stream);
 void ck_attention(const ck_step *s, int64_t n, const float *q, float *out, const void *kc, const void *vc, int kv_f16,
                   int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale, int n_split, float *part,
                   void *stream);

@@ -155,6 +155,106 @@ __global__ void __launch_bounds__(ATT_THREADS)
     }
 }
 
+/* Prefill of one sequence: one block per (tile of ATT_QT consecutive rows, head). The
+ * tile's queries stay in shared memory and each tile of ATT_KT keys (then of their values)
+ * is loaded once for all of them, coalesced (consecutive threads, consecutive elements),
+ * where attention_kernel reads a row's keys for each row. Per key tile: the scores of the
+ * (row, key) pairs, the online softmax of each row (a warp per row), then thread d
+ * accumulates output elements d, d + 128, ... of every row. Rows past a key's position
+ * mask it; the first key tile holds key 0, which every row sees. */
+#define ATT_QT 16
+#define ATT_KT 16
+#define ATT_TILE_DV 256
+
+__global__ void __launch_bounds__(ATT_THREADS)
+    attention_tile_kernel(ck_step s, int64_t n, const float *q, float *out, const void *kc, const void *vc, int kv_f16,
+                          int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale) {
+    CK_DYNAMIC_SHARED(float, sm);
+    float *Qs = sm;                              /* (ATT_QT, hd) */
+    float *KV = Qs + ATT_QT * hd;                /* (ATT_KT, max(hd, dv)): keys, then values */
+    float *P = KV + ATT_KT * (hd > dv ? hd : dv); /* (ATT_QT, ATT_KT) scores, then weights */
+    float *M = P + ATT_QT * ATT_KT, *L = M + ATT_QT, *Cr = L + ATT_QT; /* (ATT_QT) max, sum, correction */
+    const int64_t r0 = (int64_t)blockIdx.x * ATT_QT, h = blockIdx.y, hk = h / (n_head / n_kv);
+    const int nq = n - r0 < ATT_QT ? (int)(n - r0) : ATT_QT;
+    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    const int64_t K = n_kv * hd, V = n_kv * dv;
+    const ck_run run = s.runs[s.row_run[r0]];
+    const int32_t *bt = s.blocks + run.bt;
+    const int64_t last = s.row_pos[r0 + nq - 1];
+    for (int64_t e = tid; e < (int64_t)nq * hd; e += ATT_THREADS) {
+        const int64_t i = e / hd, d = e % hd;
+        Qs[e] = q[((r0 + i) * n_head + h) * hd + d];
+    }
+    if (tid < ATT_QT) M[tid] = -INFINITY, L[tid] = 0.0f;
+    float acc[ATT_QT][ATT_TILE_DV / ATT_THREADS];
+#pragma unroll
+    for (int i = 0; i < ATT_QT; i++)
+#pragma unroll
+        for (int a = 0; a < ATT_TILE_DV / ATT_THREADS; a++) acc[i][a] = 0.0f;
+    for (int64_t j0 = 0; j0 <= last; j0 += ATT_KT) {
+        const int nk = last + 1 - j0 < ATT_KT ? (int)(last + 1 - j0) : ATT_KT;
+        __syncthreads(); /* the last tile's values and weights read by all */
+        for (int64_t e = tid; e < (int64_t)nk * hd; e += ATT_THREADS) {
+            const int64_t jj = e / hd, d = e % hd, j = j0 + jj;
+            const int64_t row = (int64_t)bt[j / KV_BLOCK] * KV_BLOCK + j % KV_BLOCK;
+            KV[jj * hd + d] = kv_load(kc, kv_f16 & 1, row * K + hk * hd + d);
+        }
+        __syncthreads();
+        for (int e = tid; e < ATT_QT * ATT_KT; e += ATT_THREADS) {
+            const int i = e / ATT_KT, jj = e % ATT_KT;
+            float sc = -INFINITY;
+            if (i < nq && jj < nk && j0 + jj <= s.row_pos[r0 + i]) {
+                float d = 0.0f;
+                for (int64_t x = 0; x < hd; x++) d = fmaf(Qs[i * hd + x], KV[jj * hd + x], d);
+                sc = d * scale;
+            }
+            P[e] = sc;
+        }
+        __syncthreads();
+        for (int i = wid; i < nq; i += ATT_THREADS / 32) { /* row i's online softmax, lanes over the keys */
+            const float sc = lane < ATT_KT ? P[i * ATT_KT + lane] : -INFINITY;
+            float mx = sc;
+            for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+            const float m_new = fmaxf(M[i], mx);
+            const float pj = sc > -INFINITY ? expf(sc - m_new) : 0.0f;
+            float sum = pj;
+            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            if (lane < ATT_KT) P[i * ATT_KT + lane] = pj;
+            if (lane == 0) {
+                const float corr = expf(M[i] - m_new); /* 0 on the first tile (M = -inf) */
+                Cr[i] = corr, L[i] = L[i] * corr + sum, M[i] = m_new;
+            }
+        }
+        __syncthreads(); /* scores read: the buffer takes the values */
+        for (int64_t e = tid; e < (int64_t)nk * dv; e += ATT_THREADS) {
+            const int64_t jj = e / dv, d = e % dv, j = j0 + jj;
+            const int64_t row = (int64_t)bt[j / KV_BLOCK] * KV_BLOCK + j % KV_BLOCK;
+            KV[jj * dv + d] = kv_load(vc, kv_f16 & 2, row * V + hk * dv + d);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int a = 0; a < ATT_TILE_DV / ATT_THREADS; a++) {
+            const int64_t d = tid + a * ATT_THREADS;
+            if (d >= dv) break;
+#pragma unroll
+            for (int i = 0; i < ATT_QT; i++) {
+                if (i >= nq) break;
+                float o = acc[i][a] * Cr[i];
+                for (int jj = 0; jj < nk; jj++) o = fmaf(P[i * ATT_KT + jj], KV[jj * dv + d], o);
+                acc[i][a] = o;
+            }
+        }
+    }
+#pragma unroll
+    for (int a = 0; a < ATT_TILE_DV / ATT_THREADS; a++) {
+        const int64_t d = tid + a * ATT_THREADS;
+        if (d >= dv) break;
+#pragma unroll
+        for (int i = 0; i < ATT_QT; i++)
+            if (i < nq) out[((r0 + i) * n_head + h) * dv + d] = acc[i][a] / L[i];
+    }
+}
+
 /* One block per (row, head): the splits' partial softmaxes folded into the output. */
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_merge_kernel(const float *part, int n_split, int64_t dv, float *out) {
@@ -498,6 +598,18 @@ extern "C" void ck_attention(const ck_step *s, int64_t n, const float *q, float 
     (*s, q, out, kc, vc, kv_f16, n_head, n_kv, hd, dv, scale, part);
     if (n_split > 1)
         CK_LAUNCH((unsigned)(n * n_head), ATT_THREADS, 0, st, attention_merge_kernel)(part, n_split, dv, out);
+}
+
+extern "C" int ck_attention_prefill(const ck_step *s, int64_t n, const float *q, float *out, const void *kc,
+                                    const void *vc, int kv_f16, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv,
+                                    float scale, void *stream) {
+    if (hd > ATT_TILE_DV || dv > ATT_TILE_DV) return 0;
+    if (n <= 0) return 1;
+    const size_t shm = (size_t)(ATT_QT * hd + ATT_KT * (hd > dv ? hd : dv) + ATT_QT * ATT_KT + 3 * ATT_QT) * sizeof(float);
+    const dim3 grid((unsigned)((n + ATT_QT - 1) / ATT_QT), (unsigned)n_head);
+    CK_LAUNCH(grid, ATT_THREADS, shm, (cudaStream_t)stream, attention_tile_kernel)
+    (*s, n, q, out, kc, vc, kv_f16, n_head, n_kv, hd, dv, scale);
+    return 1;
 }
 
 extern "C" void ck_conv1d(const ck_step *s, int64_t n, const float *x, int64_t xs, float *y, int64_t ys, const float *w,

@@ -585,8 +585,12 @@ static void layer_attention(engine *c, cuda_backend *g, const model_layer *l, in
     PROF(g, PROF_ATTENTION, {
         ck_rope_store(&g->step, n, g->q, g->k, g->v, hp->n_head, hp->n_head_kv, hd, dv, hp->n_rot, hp->rope_base,
                       hp->rope_style == ROPE_NEOX, sp->k[il], sp->v[il], kv_f16, g->stream);
-        ck_attention(&g->step, n, g->q, g->attn, sp->k[il], sp->v[il], kv_f16, hp->n_head, hp->n_head_kv, hd, dv,
-                     scale, n <= CK_GEMV_MAX_TOK ? CK_ATT_SPLITS : 1, g->att_part, g->stream);
+        /* one sequence's prefill in tiles of queries; decode split over the keys */
+        if (!(g->n_runs == 1 && n > CK_GEMV_MAX_TOK &&
+              ck_attention_prefill(&g->step, n, g->q, g->attn, sp->k[il], sp->v[il], kv_f16, hp->n_head,
+                                   hp->n_head_kv, hd, dv, scale, g->stream)))
+            ck_attention(&g->step, n, g->q, g->attn, sp->k[il], sp->v[il], kv_f16, hp->n_head, hp->n_head_kv, hd, dv,
+                         scale, n <= CK_GEMV_MAX_TOK ? CK_ATT_SPLITS : 1, g->att_part, g->stream);
     });
     if (hp->attn_gated) ck_sigmoid_mul(g->attn, g->gate, n * O, g->stream);
     lin(g, &l->wo, g->attn, n, g->mix);

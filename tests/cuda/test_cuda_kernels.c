@@ -343,11 +343,13 @@ TEST(cuda_gdn_matches_scan_ref) {
         }
 }
 
+/* Runs of 1, 6 and 1 rows at positions 300, 0 and 40, or (prefill) one run of 37 rows from
+ * position 250 (across a KV block), which ck_attention_prefill takes too. */
 static void attention_case(test_rng *r, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, int64_t n_rot, int neox,
-                           int kv_f16) {
-    const int64_t lens[] = {1, 6, 1}, pos0[] = {300, 0, 40};
+                           int kv_f16, bool prefill) {
+    const int64_t lens[] = {1, 6, 1}, pos0[] = {300, 0, 40}, pf_len[] = {37}, pf_pos0[] = {250};
     step_fixture f;
-    step_make(&f, lens, pos0, 3, false);
+    step_make(&f, prefill ? pf_len : lens, prefill ? pf_pos0 : pos0, prefill ? 1 : 3, false);
     const int64_t n = f.n, K = n_kv * hd, V = n_kv * dv, n_blocks = 40, Q = n_head * hd;
     const size_t ek = kv_f16 & 1 ? 2 : 4, ev = kv_f16 & 2 ? 2 : 4;
     /* the cache: random rows for positions before each run, written by the kernel after */
@@ -399,10 +401,11 @@ static void attention_case(test_rng *r, int64_t n_head, int64_t n_kv, int64_t hd
     }
     /* each row's keys in one block, in 5 ranges (one key each for the 6 positions of run 1's
      * first row), and in CK_ATT_SPLITS */
-    const int splits[] = {1, 5, CK_ATT_SPLITS};
+    const int splits[] = {1, 5, CK_ATT_SPLITS, 0}; /* 0: ck_attention_prefill */
     float *dpart = dev(NULL, (size_t)(n * n_head * CK_ATT_SPLITS * (dv + 2)) * 4);
-    for (int k2 = 0; k2 < 3; k2++) {
-        ck_attention(&f.d, n, dq, dout, dkc, dvc, kv_f16, n_head, n_kv, hd, dv, scale, splits[k2], dpart, NULL);
+    for (int k2 = 0; k2 < (prefill ? 4 : 3); k2++) {
+        if (splits[k2]) ck_attention(&f.d, n, dq, dout, dkc, dvc, kv_f16, n_head, n_kv, hd, dv, scale, splits[k2], dpart, NULL);
+        else CHECK(ck_attention_prefill(&f.d, n, dq, dout, dkc, dvc, kv_f16, n_head, n_kv, hd, dv, scale, NULL));
         back(out, dout, (size_t)(n * n_head * dv) * 4);
         const double e = test_nmse(out, ref, n * n_head * dv);
         CHECKF(ok_cuda("attention") && e < NMSE_MAX, "attention %lld/%lld heads, %lld/%lld wide, rot %lld neox %d kv %d, "
@@ -416,10 +419,12 @@ static void attention_case(test_rng *r, int64_t n_head, int64_t n_kv, int64_t hd
 
 TEST(cuda_attention_matches_ref) {
     test_rng r = test_rng_new();
-    attention_case(&r, 4, 2, 32, 32, 32, 0, 0);
-    attention_case(&r, 6, 2, 64, 48, 16, 1, 3);  /* partial rotary, f16 cache */
-    attention_case(&r, 8, 1, 256, 256, 64, 1, 1); /* Qwen3.5's wide heads */
-    attention_case(&r, 3, 3, 24, 40, 0, 0, 2);
+    for (int prefill = 0; prefill < 2; prefill++) {
+        attention_case(&r, 4, 2, 32, 32, 32, 0, 0, prefill);
+        attention_case(&r, 6, 2, 64, 48, 16, 1, 3, prefill);  /* partial rotary, f16 cache */
+        attention_case(&r, 8, 1, 256, 256, 64, 1, 1, prefill); /* Qwen3.5's wide heads */
+        attention_case(&r, 3, 3, 24, 40, 0, 0, 2, prefill);
+    }
 }
 
 static void mamba2_case(test_rng *r, int64_t H, int64_t P, int64_t G, int64_t N, bool with_d, bool verify) {
