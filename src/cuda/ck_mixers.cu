@@ -723,15 +723,22 @@ namespace {
  * columns of S (d_state x cols) in shared memory for the whole run; thread (x, y) owns
  * column x for the state rows of group y, the sum over them through `red`. Per row
  * (g = h / (n_head / n_group)):
- *   dt = softplus(dt_raw + dt_bias);  S = exp(dt A) S + dt B x^T;  y = S^T C + D x */
+ *   dt = softplus(dt_raw + dt_bias);  S = exp(dt A) S + dt B x^T;  y = S^T C + D x
+ * As in gdn_kernel, a row's inputs (B and C, dt, x) are loaded into registers while the
+ * row before is computed, and put in the other half of BC before its last barrier. */
+__device__ __forceinline__ float mamba2_bc(const float *r, int64_t n, int64_t DI, int64_t G, int64_t N, int64_t g) {
+    return n < N ? r[DI + g * N + n] : r[DI + G * N + g * N + n - N];
+}
+
 __global__ void mamba2_kernel(const ck_run *runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s,
                               const float *dt_raw, int64_t dt_s, float *y, float *state, int64_t H, int64_t P,
                               int64_t G, int64_t N, const float *A, const float *dt_bias, const float *D) {
     CK_DYNAMIC_SHARED(float, sm);
     const int cols = blockDim.x, R = blockDim.y, tx = threadIdx.x, ty = threadIdx.y;
+    const int tid = ty * cols + tx, nthr = cols * R;
     float *S = sm;             /* (N, cols) */
-    float *BC = sm + N * cols; /* B (N) then C (N) of the row */
-    float *red = BC + 2 * N;   /* (R, cols) */
+    float *BC2 = sm + N * cols; /* two buffers of B (N) then C (N) */
+    float *red = BC2 + 4 * N;   /* (R, cols) */
     const ck_run run = runs[blockIdx.x];
     const int64_t h = blockIdx.y, g = h / (H / G), DI = H * P;
     const int64_t q = (int64_t)blockIdx.z * cols + tx;
@@ -741,19 +748,33 @@ __global__ void mamba2_kernel(const ck_run *runs, const int32_t *ckpts, const fl
     const float *S_in = state + (int64_t)run.slot_in * slot_floats + h * N * P;
     if (live)
         for (int64_t n = n0; n < n1; n++) S[n * cols + tx] = S_in[n * P + q];
+    float pf[GDN_PF], x_next = 0.0f, dt_next = 0.0f;
+    if (run.n > 0) {
+        const float *r = xbc + run.row0 * xbc_s;
+        for (int64_t n = tid; n < 2 * N; n += nthr) BC2[n] = mamba2_bc(r, n, DI, G, N, g);
+        x_next = live ? r[h * P + q] : 0.0f;
+        dt_next = dt_raw[run.row0 * dt_s + h];
+    }
     int32_t ck = run.ck;
     for (int32_t t = 0; t < run.n; t++) {
         const int64_t row = run.row0 + t;
-        const float *r = xbc + row * xbc_s;
-        __syncthreads(); /* BC and red of the previous row read by all */
-        for (int64_t n = ty * cols + tx; n < N; n += cols * R) {
-            BC[n] = r[DI + g * N + n];
-            BC[N + n] = r[DI + G * N + g * N + n];
+        const float *BC = BC2 + (t & 1) * 2 * N;
+        float *BC_next = BC2 + ((t + 1) & 1) * 2 * N;
+        const float x = x_next, v = dt_next + dt_bias[h];
+        __syncthreads(); /* BC filled; red of the previous row read by all */
+        const bool more = t + 1 < run.n;
+        const float *rn = xbc + (row + 1) * xbc_s;
+        if (more) {
+#pragma unroll
+            for (int c = 0; c < GDN_PF; c++) {
+                const int64_t n = tid + (int64_t)c * nthr;
+                if (n < 2 * N) pf[c] = mamba2_bc(rn, n, DI, G, N, g);
+            }
+            x_next = live ? rn[h * P + q] : 0.0f;
+            dt_next = dt_raw[(row + 1) * dt_s + h];
         }
-        __syncthreads();
-        const float v = dt_raw[row * dt_s + h] + dt_bias[h];
         const float dt = v > 20.0f ? v : log1pf(expf(v));
-        const float dA = expf(dt * A[h]), x = live ? r[h * P + q] : 0.0f, dtx = dt * x;
+        const float dA = expf(dt * A[h]), dtx = dt * x;
         float acc = 0.0f;
         if (live)
             for (int64_t n = n0; n < n1; n++) {
@@ -762,6 +783,14 @@ __global__ void mamba2_kernel(const ck_run *runs, const int32_t *ckpts, const fl
                 acc = fmaf(BC[N + n], sv, acc);
             }
         red[ty * cols + tx] = acc;
+        if (more) { /* the next row's B and C into the other buffer (nobody reads it in this row) */
+#pragma unroll
+            for (int c = 0; c < GDN_PF; c++) {
+                const int64_t n = tid + (int64_t)c * nthr;
+                if (n < 2 * N) BC_next[n] = pf[c];
+            }
+            for (int64_t n = tid + (int64_t)GDN_PF * nthr; n < 2 * N; n += nthr) BC_next[n] = mamba2_bc(rn, n, DI, G, N, g);
+        }
         __syncthreads();
         if (live && ty == 0) {
             float sum = 0.0f;
@@ -784,7 +813,7 @@ extern "C" void ck_mamba2(const ck_run *runs, int64_t n_runs, const int32_t *ckp
                           int64_t N, const float *A, const float *dt_bias, const float *D, void *stream) {
     if (n_runs <= 0) return;
     size_t shm;
-    const dim3 block = scan_block(N, P, 2 * N, &shm);
+    const dim3 block = scan_block(N, P, 4 * N, &shm);
     const dim3 grid((unsigned)n_runs, (unsigned)H, (unsigned)((P + block.x - 1) / block.x));
     CK_LAUNCH(grid, block, shm, (cudaStream_t)stream, mamba2_kernel)
     (runs, ckpts, xbc, xbc_s, dt_raw, dt_s, y, state, H, P, G, N, A, dt_bias, D);
