@@ -81,8 +81,8 @@ note "$(tail -8 "$OUT_DIR/batched.log")"
 EDDY_CUDA_PROFILE=1 bounded 120 $E bench -m "$M4B" --device cuda -p 2048 -n 32 -r 1 >"$OUT_DIR/profile.log" 2>&1
 note "$(grep -A10 'CUDA profile' "$OUT_DIR/profile.log")"
 # what the chunked delta rule and the integer products gain, in the same run
-EDDY_CUDA_GDN_CHUNKED=0 bounded 120 $E bench -m "$M4B" --device cuda -p 2048 -n 0 -r 1 >"$OUT_DIR/bench-rows.log" 2>&1
-note "prefill with the delta rule row by row (EDDY_CUDA_GDN_CHUNKED=0): $(grep -E 'pp2048' "$OUT_DIR/bench-rows.log" | tr -s ' ')"
+EDDY_CUDA_CHUNKED=0 bounded 120 $E bench -m "$M4B" --device cuda -p 2048 -n 0 -r 1 >"$OUT_DIR/bench-rows.log" 2>&1
+note "prefill with the scans row by row (EDDY_CUDA_CHUNKED=0): $(grep -E 'pp2048' "$OUT_DIR/bench-rows.log" | tr -s ' ')"
 EDDY_CUDA_DP4A=0 bounded 120 $E bench -m "$M4B" --device cuda -p 0 -n 128 -r 2 >"$OUT_DIR/bench-float.log" 2>&1
 note "decode with float products (EDDY_CUDA_DP4A=0): $(grep -E 'tg128|roofline' "$OUT_DIR/bench-float.log" | tr -s ' ' | tr '\n' ' ')"
 note "== done at $(elapsed)"

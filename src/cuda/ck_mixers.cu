@@ -336,22 +336,38 @@ __device__ __forceinline__ void slice_store(const float *S, int cols, int x, int
     for (int64_t r = r0; r < r1; r++) head[r * ld + col] = S[r * cols + x];
 }
 
-/* What a delta-rule block and thread work on: the block's run, value head h and its key
- * head kh; the thread's column j of the state and its rows [i0, i1). */
+/* What a scan's block and thread work on (grid: run, head, block of columns; thread (x, y):
+ * column x, row group y): the block's run and head h, the thread's column j of the head's
+ * state (rows x cols floats) and its rows [i0, i1); the thread's part of the state loaded
+ * from slot slot_in into the shared slice S. */
 typedef struct {
     ck_run run;
-    int64_t h, kh, j, i0, i1;
-} gdn_block;
+    int64_t h, j, i0, i1;
+    bool live; /* j is a column of the state */
+} scan_thread;
 
-__device__ __forceinline__ gdn_block gdn_block_at(const ck_run *runs, int64_t n_k, int64_t n_v, int64_t d_k,
-                                                  int head_map) {
-    gdn_block b;
+__device__ __forceinline__ scan_thread scan_thread_at(const ck_run *runs, int64_t rows, int64_t cols_total, float *S,
+                                                      const float *state, int64_t slot_floats) {
+    scan_thread b;
     b.run = runs[blockIdx.x];
-    b.h = blockIdx.y, b.kh = head_map == 0 ? b.h % n_k : b.h / (n_v / n_k);
+    b.h = blockIdx.y;
     b.j = (int64_t)blockIdx.z * blockDim.x + threadIdx.x;
-    const int64_t per = (d_k + blockDim.y - 1) / blockDim.y;
-    b.i0 = threadIdx.y * per, b.i1 = b.i0 + per < d_k ? b.i0 + per : d_k;
+    b.live = b.j < cols_total;
+    const int64_t per = (rows + blockDim.y - 1) / blockDim.y;
+    b.i0 = threadIdx.y * per, b.i1 = b.i0 + per < rows ? b.i0 + per : rows;
+    const float *head = state + (int64_t)b.run.slot_in * slot_floats + b.h * rows * cols_total;
+    if (b.live)
+        for (int64_t i = b.i0; i < b.i1; i++) S[i * blockDim.x + threadIdx.x] = head[i * cols_total + b.j];
     return b;
+}
+
+/* The chunk of a chunked scan that starts at row t0 of the run: up to C rows, ending at the
+ * run's next checkpoint's row (ck: its index) if that comes first (then *at_ck). */
+__device__ __forceinline__ int32_t chunk_len(const ck_run &run, const int32_t *ckpts, int32_t ck, int32_t t0, int C,
+                                             bool *at_ck) {
+    const int32_t nc = run.n - t0 < C ? run.n - t0 : C;
+    *at_ck = ck < run.ck + run.n_ck && ckpts[2 * ck] < t0 + nc;
+    return *at_ck ? ckpts[2 * ck] - t0 + 1 : nc;
 }
 
 /* One block per (run, value head, block of blockDim.x columns); the block's columns of S
@@ -379,12 +395,11 @@ __global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float
     float *S = sm;                    /* (d_k, cols) */
     float *kq2 = sm + d_k * cols;     /* two buffers of k (d_k) then scale q (d_k) */
     float *red = kq2 + 4 * d_k;       /* (2, R, cols): the groups' partial sums */
-    const gdn_block b = gdn_block_at(runs, n_k, n_v, d_k, head_map);
+    const int64_t slot_floats = n_v * d_k * d_v, key_dim = n_k * d_k;
+    const scan_thread b = scan_thread_at(runs, d_k, d_v, S, state, slot_floats);
     const ck_run run = b.run;
-    const int64_t h = b.h, kh = b.kh, j = b.j, i0 = b.i0, i1 = b.i1, slot_floats = n_v * d_k * d_v, key_dim = n_k * d_k;
-    const bool live = j < d_v;
-    if (live)
-        for (int64_t i = i0; i < i1; i++) S[i * cols + x] = state[run.slot_in * slot_floats + h * d_k * d_v + i * d_v + j];
+    const int64_t h = b.h, kh = head_map == 0 ? h % n_k : h / (n_v / n_k), j = b.j, i0 = b.i0, i1 = b.i1;
+    const bool live = b.live;
     /* the first row's inputs */
     float pf[GDN_PF], v_next = 0.0f, g_next = 0.0f, b_next = 0.0f;
     if (run.n > 0) {
@@ -485,18 +500,15 @@ __global__ void gdn_chunk_kernel(const ck_run *runs, const int32_t *ckpts, const
     float *G = QS + C * cols;      /* (C) cumulative gates */
     float *bt = G + C;             /* (C) beta */
     float *wl = bt + C;            /* (C) e^{G_last - G_t} */
-    const gdn_block b = gdn_block_at(runs, n_k, n_v, d_k, head_map);
+    const int64_t slot_floats = n_v * d_k * d_v, key_dim = n_k * d_k;
+    const scan_thread b = scan_thread_at(runs, d_k, d_v, S, state, slot_floats);
     const ck_run run = b.run;
-    const int64_t h = b.h, kh = b.kh, j = b.j, i0 = b.i0, i1 = b.i1, slot_floats = n_v * d_k * d_v, key_dim = n_k * d_k;
-    const bool live = j < d_v;
-    if (live)
-        for (int64_t i = i0; i < i1; i++) S[i * cols + x] = state[run.slot_in * slot_floats + h * d_k * d_v + i * d_v + j];
+    const int64_t h = b.h, kh = head_map == 0 ? h % n_k : h / (n_v / n_k), j = b.j, i0 = b.i0, i1 = b.i1;
+    const bool live = b.live;
     int32_t ck = run.ck;
     for (int32_t t0 = 0; t0 < run.n;) {
-        /* the chunk: rows t0 .. t0 + nc - 1, ending at the next checkpoint's row */
-        int32_t nc = run.n - t0 < C ? run.n - t0 : C;
-        const bool at_ck = ck < run.ck + run.n_ck && ckpts[2 * ck] < t0 + nc;
-        if (at_ck) nc = ckpts[2 * ck] - t0 + 1;
+        bool at_ck;
+        const int32_t nc = chunk_len(run, ckpts, ck, t0, C, &at_ck);
         const int64_t row0 = run.row0 + t0;
         __syncthreads(); /* the last chunk's Kc, U and wl read by all */
         for (int64_t e = tid; e < (int64_t)nc * d_k; e += nthr) {
@@ -739,15 +751,11 @@ __global__ void mamba2_kernel(const ck_run *runs, const int32_t *ckpts, const fl
     float *S = sm;             /* (N, cols) */
     float *BC2 = sm + N * cols; /* two buffers of B (N) then C (N) */
     float *red = BC2 + 4 * N;   /* (R, cols) */
-    const ck_run run = runs[blockIdx.x];
-    const int64_t h = blockIdx.y, g = h / (H / G), DI = H * P;
-    const int64_t q = (int64_t)blockIdx.z * cols + tx;
-    const bool live = q < P;
-    const int64_t per = (N + R - 1) / R, n0 = ty * per, n1 = n0 + per < N ? n0 + per : N;
-    const int64_t slot_floats = H * N * P;
-    const float *S_in = state + (int64_t)run.slot_in * slot_floats + h * N * P;
-    if (live)
-        for (int64_t n = n0; n < n1; n++) S[n * cols + tx] = S_in[n * P + q];
+    const int64_t slot_floats = H * N * P, DI = H * P;
+    const scan_thread b = scan_thread_at(runs, N, P, S, state, slot_floats);
+    const ck_run run = b.run;
+    const int64_t h = b.h, g = h / (H / G), q = b.j, n0 = b.i0, n1 = b.i1;
+    const bool live = b.live;
     float pf[GDN_PF], x_next = 0.0f, dt_next = 0.0f;
     if (run.n > 0) {
         const float *r = xbc + run.row0 * xbc_s;
@@ -806,6 +814,98 @@ __global__ void mamba2_kernel(const ck_run *runs, const int32_t *ckpts, const fl
         slice_store(S, cols, tx, n0, n1, state + run.slot_out * slot_floats + h * N * P, P, q);
 }
 
+/* The same recurrence over chunks of up to C rows (the SSD form; a chunk's state S0 at its
+ * start): with a_t = dt_t A, G_t = a_0 + ... + a_t within the chunk,
+ *   y_t = e^{G_t} S0^T C_t + sum_{s <= t} e^{G_t - G_s} dt_s (C_t . B_s) x_s + D x_t
+ *   S   = e^{G_last} S0 + sum_t e^{G_last - G_t} dt_t B_t x_t^T
+ * A chunk ends early at a prefix-cache checkpoint's row. Blocks and threads as
+ * mamba2_kernel; three barriers per chunk. */
+__global__ void mamba2_chunk_kernel(const ck_run *runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s,
+                                    const float *dt_raw, int64_t dt_s, float *y, float *state, int64_t H, int64_t P,
+                                    int64_t G, int64_t N, const float *A, const float *dt_bias, const float *D,
+                                    int C) {
+    CK_DYNAMIC_SHARED(float, sm);
+    const int cols = blockDim.x, R = blockDim.y, tx = threadIdx.x, ty = threadIdx.y;
+    const int tid = ty * cols + tx, nthr = cols * R;
+    float *S = sm;             /* (N, cols) */
+    float *Bc = S + N * cols;  /* (C, N) */
+    float *Cc = Bc + C * N;    /* (C, N) */
+    float *CB = Cc + C * N;    /* (C, C) e^{G_t - G_s} dt_s (C_t . B_s), s <= t */
+    float *CS = CB + C * C;    /* (C, cols) e^{G_t} S0^T C_t */
+    float *X = CS + C * cols;  /* (C, cols) the chunk's x */
+    float *Gc = X + C * cols;  /* (C) cumulative a */
+    float *dt = Gc + C;        /* (C) */
+    float *wl = dt + C;        /* (C) e^{G_last - G_t} dt_t */
+    const int64_t slot_floats = H * N * P, DI = H * P;
+    const scan_thread b = scan_thread_at(runs, N, P, S, state, slot_floats);
+    const ck_run run = b.run;
+    const int64_t h = b.h, g = h / (H / G), q = b.j, n0 = b.i0, n1 = b.i1;
+    const bool live = b.live;
+    const float Dh = D ? D[h] : 0.0f;
+    int32_t ck = run.ck;
+    for (int32_t t0 = 0; t0 < run.n;) {
+        bool at_ck;
+        const int32_t nc = chunk_len(run, ckpts, ck, t0, C, &at_ck);
+        const int64_t row0 = run.row0 + t0;
+        __syncthreads(); /* the last chunk's Bc, X and wl read by all */
+        for (int64_t e = tid; e < (int64_t)nc * N; e += nthr) {
+            const int64_t t = e / N, n = e % N;
+            const float *r = xbc + (row0 + t) * xbc_s;
+            Bc[e] = r[DI + g * N + n];
+            Cc[e] = r[DI + G * N + g * N + n];
+        }
+        for (int t = ty; t < nc; t += R) X[t * cols + tx] = live ? xbc[(row0 + t) * xbc_s + h * P + q] : 0.0f;
+        if (tid == 0) {
+            float acc = 0.0f;
+            for (int t = 0; t < nc; t++) {
+                const float v = dt_raw[(row0 + t) * dt_s + h] + dt_bias[h];
+                dt[t] = v > 20.0f ? v : log1pf(expf(v));
+                acc += dt[t] * A[h];
+                Gc[t] = acc;
+            }
+            for (int t = 0; t < nc; t++) wl[t] = expf(Gc[nc - 1] - Gc[t]) * dt[t];
+        }
+        __syncthreads();
+        for (int e = tid; e < nc * nc; e += nthr) {
+            const int t = e / nc, s2 = e % nc;
+            float v = 0.0f;
+            if (s2 <= t) {
+                float cb = 0.0f;
+                for (int64_t n = 0; n < N; n++) cb = fmaf(Cc[t * N + n], Bc[s2 * N + n], cb);
+                v = expf(Gc[t] - Gc[s2]) * dt[s2] * cb;
+            }
+            CB[t * C + s2] = v;
+        }
+        for (int t = ty; t < nc; t += R) {
+            float cs = 0.0f;
+            if (live)
+                for (int64_t n = 0; n < N; n++) cs = fmaf(Cc[t * N + n], S[n * cols + tx], cs);
+            CS[t * cols + tx] = expf(Gc[t]) * cs;
+        }
+        __syncthreads();
+        for (int t = ty; t < nc; t += R) {
+            float ov = CS[t * cols + tx];
+            for (int s2 = 0; s2 <= t; s2++) ov = fmaf(CB[t * C + s2], X[s2 * cols + tx], ov);
+            if (live) y[(row0 + t) * DI + h * P + q] = ov + Dh * X[t * cols + tx];
+        }
+        if (live) {
+            const float el = expf(Gc[nc - 1]);
+            for (int64_t n = n0; n < n1; n++) {
+                float sv = el * S[n * cols + tx];
+                for (int t = 0; t < nc; t++) sv = fmaf(Bc[t * N + n] * wl[t], X[t * cols + tx], sv);
+                S[n * cols + tx] = sv;
+            }
+        }
+        if (at_ck) {
+            if (live) slice_store(S, cols, tx, n0, n1, state + ckpts[2 * ck + 1] * slot_floats + h * N * P, P, q);
+            ck++;
+        }
+        t0 += nc;
+    }
+    if (live && run.slot_out >= 0)
+        slice_store(S, cols, tx, n0, n1, state + run.slot_out * slot_floats + h * N * P, P, q);
+}
+
 } // namespace
 
 extern "C" void ck_mamba2(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s,
@@ -817,4 +917,22 @@ extern "C" void ck_mamba2(const ck_run *runs, int64_t n_runs, const int32_t *ckp
     const dim3 grid((unsigned)n_runs, (unsigned)H, (unsigned)((P + block.x - 1) / block.x));
     CK_LAUNCH(grid, block, shm, (cudaStream_t)stream, mamba2_kernel)
     (runs, ckpts, xbc, xbc_s, dt_raw, dt_s, y, state, H, P, G, N, A, dt_bias, D);
+}
+
+extern "C" int ck_mamba2_chunked(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *xbc,
+                                 int64_t xbc_s, const float *dt_raw, int64_t dt_s, float *y, float *state, int64_t H,
+                                 int64_t P, int64_t G, int64_t N, const float *A, const float *dt_bias, const float *D,
+                                 void *stream) {
+    if (n_runs <= 0) return 1;
+    const int R = N >= 32 ? 4 : N >= 16 ? 2 : 1;
+    for (int C = CK_GDN_CHUNK; C >= 4; C /= 2)
+        for (int cols = P < 32 ? (int)P : 32; cols >= 1; cols /= 2) {
+            const size_t shm = (size_t)(N * cols + 2 * C * N + C * C + 2 * C * cols + 3 * C) * sizeof(float);
+            if (shm > 48 * 1024) continue;
+            const dim3 grid((unsigned)n_runs, (unsigned)H, (unsigned)((P + cols - 1) / cols));
+            CK_LAUNCH(grid, dim3((unsigned)cols, (unsigned)R), shm, (cudaStream_t)stream, mamba2_chunk_kernel)
+            (runs, ckpts, xbc, xbc_s, dt_raw, dt_s, y, state, H, P, G, N, A, dt_bias, D, C);
+            return 1;
+        }
+    return 0;
 }

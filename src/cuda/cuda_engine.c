@@ -49,8 +49,8 @@ struct cuda_backend {
     cudaStream_t stream; /* every kernel and product of the engine; blocking: ordered with the
                           * synchronous copies on the legacy stream */
     bool graphs;         /* decode steps as CUDA graphs (EDDY_CUDA_GRAPHS=0: off; off after a failure) */
-    bool gdn_chunked;    /* the delta rule in chunks for steps with a run of CK_GDN_CHUNK rows or more
-                          * (EDDY_CUDA_GDN_CHUNKED=0: row by row always) */
+    bool chunked;        /* the scans in chunks for steps with a run of CK_GDN_CHUNK rows or more
+                          * (EDDY_CUDA_CHUNKED=0: row by row always) */
     int64_t longest_run; /* of the uploaded step */
     bool moe;            /* the model has mixture-of-experts layers: their routing goes to the host */
     step_graph graph[GRAPH_CACHE];
@@ -317,8 +317,8 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->f16_budget = -1;
     const char *graphs = getenv("EDDY_CUDA_GRAPHS");
     g->graphs = !(graphs && !strcmp(graphs, "0"));
-    const char *chunked = getenv("EDDY_CUDA_GDN_CHUNKED");
-    g->gdn_chunked = !(chunked && !strcmp(chunked, "0"));
+    const char *chunked = getenv("EDDY_CUDA_CHUNKED");
+    g->chunked = !(chunked && !strcmp(chunked, "0"));
     g->prof = cuda_profile_new();
     if (g->prof) g->graphs = false; /* a replayed graph is one piece of work */
     for (int64_t il = 0; il < hp->n_layer; il++) g->moe |= m->layers[il].ffn == FFN_MOE;
@@ -638,7 +638,7 @@ static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
     const float scale = 1.0f / sqrtf((float)d_k);
     PROF(g, PROF_GDN, {
         /* a prefill in chunks; decode and verify rows (and shapes too wide for a chunk) row by row */
-        if (!(g->gdn_chunked && g->longest_run >= CK_GDN_CHUNK &&
+        if (!(g->chunked && g->longest_run >= CK_GDN_CHUNK &&
               ck_gdn_chunked(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g,
                              g->gdn_beta, g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v, map, scale, g->stream)))
             ck_gdn(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta,
@@ -663,10 +663,16 @@ static void layer_mamba2(engine *c, cuda_backend *g, const model_layer *l, int64
     const ck_segments keep = mamba2_kept(g, hp);
     if (g->n_keep)
         ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->rec[il], sp->shape[il].rec_floats, g->stream);
-    PROF(g, PROF_MAMBA2,
-         ck_mamba2(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, CD, g->mb_in + DI + CD, IN, g->gdn_o,
-                   sp->rec[il], H, DI / H, hp->ssm_n_group, hp->ssm_d_state, f32(&l->ssm_a), f32(&l->ssm_dt_bias),
-                   f32(&l->ssm_d), g->stream));
+    PROF(g, PROF_MAMBA2, {
+        /* a prefill in chunks, as the delta rule */
+        if (!(g->chunked && g->longest_run >= CK_GDN_CHUNK &&
+              ck_mamba2_chunked(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, CD, g->mb_in + DI + CD, IN,
+                                g->gdn_o, sp->rec[il], H, DI / H, hp->ssm_n_group, hp->ssm_d_state, f32(&l->ssm_a),
+                                f32(&l->ssm_dt_bias), f32(&l->ssm_d), g->stream)))
+            ck_mamba2(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, CD, g->mb_in + DI + CD, IN, g->gdn_o,
+                      sp->rec[il], H, DI / H, hp->ssm_n_group, hp->ssm_d_state, f32(&l->ssm_a), f32(&l->ssm_dt_bias),
+                      f32(&l->ssm_d), g->stream);
+    });
     ck_gated_rmsnorm_group(n, hp->ssm_n_group, DI / hp->ssm_n_group, g->gdn_o, DI, g->mb_in, IN, f32(&l->ssm_norm),
                            hp->rms_eps, g->gdn_o, DI, g->stream);
     lin(g, &l->ssm_out, g->gdn_o, n, g->mix);

@@ -427,10 +427,16 @@ TEST(cuda_attention_matches_ref) {
     }
 }
 
-static void mamba2_case(test_rng *r, int64_t H, int64_t P, int64_t G, int64_t N, bool with_d, bool verify) {
-    const int64_t lens[] = {1, 6, 1, 3}, pos0[] = {0, 0, 4, 2};
+/* Runs of 1, 6, 1 and 3 rows, or (long) of 1, 45, 3 and 20 with a checkpoint after row 20
+ * of the second (to slot 8): the row-by-row kernel or the chunked one. */
+static void mamba2_case(test_rng *r, int64_t H, int64_t P, int64_t G, int64_t N, bool with_d, bool verify,
+                        bool chunked, bool longer) {
+    const int64_t lens[] = {1, 6, 1, 3}, pos0[] = {0, 0, 4, 2}, long_lens[] = {1, 45, 3, 20};
     step_fixture f;
-    step_make(&f, lens, pos0, 4, verify);
+    step_make(&f, longer ? long_lens : lens, pos0, 4, verify);
+    const int32_t ckpt[2] = {20, 8};
+    if (longer && !verify) f.runs[1].n_ck = 1, cudaMemcpy(f.mem[3], f.runs, sizeof f.runs, cudaMemcpyHostToDevice);
+    int32_t *dck = dev(ckpt, sizeof ckpt);
     const int64_t n = f.n, DI = H * P, CD = DI + 2 * G * N, n_slots = 9, sf = H * N * P;
     float *xbc = rand_floats(r, n * CD, 1.0f), *dt = rand_floats(r, n * H, 1.0f);
     float *A = malloc((size_t)H * 4), *bias = rand_floats(r, H, 0.5f), *D = rand_floats(r, H, 1.0f);
@@ -439,7 +445,10 @@ static void mamba2_case(test_rng *r, int64_t H, int64_t P, int64_t G, int64_t N,
     float *dx = dev(xbc, (size_t)(n * CD) * 4), *ddt = dev(dt, (size_t)(n * H) * 4), *dA = dev(A, (size_t)H * 4);
     float *db = dev(bias, (size_t)H * 4), *dD = dev(D, (size_t)H * 4), *ds = dev(state, (size_t)(n_slots * sf) * 4);
     float *dy = dev(NULL, (size_t)(n * DI) * 4);
-    ck_mamba2(f.d.runs, f.n_runs, f.mem[2], dx, CD, ddt, H, dy, ds, H, P, G, N, dA, db, with_d ? dD : NULL, NULL);
+    if (chunked)
+        CHECK(ck_mamba2_chunked(f.d.runs, f.n_runs, dck, dx, CD, ddt, H, dy, ds, H, P, G, N, dA, db, with_d ? dD : NULL,
+                                NULL));
+    else ck_mamba2(f.d.runs, f.n_runs, dck, dx, CD, ddt, H, dy, ds, H, P, G, N, dA, db, with_d ? dD : NULL, NULL);
     float *y = malloc((size_t)(n * DI) * 4), *yr = malloc((size_t)(n * DI) * 4);
     float *st = malloc((size_t)(n_slots * sf) * 4), *sref = malloc((size_t)(n_slots * sf) * 4);
     back(y, dy, (size_t)(n * DI) * 4);
@@ -453,25 +462,38 @@ static void mamba2_case(test_rng *r, int64_t H, int64_t P, int64_t G, int64_t N,
         const mamba2_io io = {x0, CD, x0 + DI, CD, x0 + DI + G * N, CD, dt + rk->row0 * H, H, yr + rk->row0 * DI, DI};
         float *S = verify ? tmp : sref + rk->slot_in * sf;
         if (verify) memcpy(tmp, sref + rk->slot_in * sf, (size_t)sf * 4);
-        const int64_t seq_start[2] = {0, rk->n};
-        mamba2_scan_ref(&p, &io, seq_start, &S, 1, NULL);
+        if (rk->n_ck) { /* the state after row 20 to slot 8, then the rest */
+            const int64_t done = ckpt[0] + 1, first[2] = {0, done}, rest_start[2] = {0, rk->n - done};
+            mamba2_scan_ref(&p, &io, first, &S, 1, NULL);
+            memcpy(sref + ckpt[1] * sf, S, (size_t)sf * 4);
+            const float *x1 = x0 + done * CD;
+            const mamba2_io rest = {x1, CD, x1 + DI, CD, x1 + DI + G * N, CD, dt + (rk->row0 + done) * H, H,
+                                    yr + (rk->row0 + done) * DI, DI};
+            mamba2_scan_ref(&p, &rest, rest_start, &S, 1, NULL);
+        } else {
+            const int64_t seq_start[2] = {0, rk->n};
+            mamba2_scan_ref(&p, &io, seq_start, &S, 1, NULL);
+        }
     }
     const double ey = test_nmse(y, yr, n * DI), es = test_nmse(st, sref, n_slots * sf);
     CHECKF(ok_cuda("mamba2") && ey < NMSE_MAX && es < NMSE_MAX, "mamba2 %lld heads of %lld, %lld groups, state %lld, "
-           "D %d verify %d: outputs nmse %g, states %g", (long long)H, (long long)P, (long long)G, (long long)N, with_d,
-           verify, ey, es);
-    cudaFree(dx), cudaFree(ddt), cudaFree(dA), cudaFree(db), cudaFree(dD), cudaFree(ds), cudaFree(dy);
+           "D %d verify %d chunked %d long %d: outputs nmse %g, states %g", (long long)H, (long long)P, (long long)G,
+           (long long)N, with_d, verify, chunked, longer, ey, es);
+    cudaFree(dck), cudaFree(dx), cudaFree(ddt), cudaFree(dA), cudaFree(db), cudaFree(dD), cudaFree(ds), cudaFree(dy);
     free(xbc), free(dt), free(A), free(bias), free(D), free(state), free(y), free(yr), free(st), free(sref), free(tmp);
     step_free(&f);
 }
 
 TEST(cuda_mamba2_matches_scan_ref) {
     test_rng r = test_rng_new();
-    mamba2_case(&r, 8, 16, 2, 16, true, false);
-    mamba2_case(&r, 4, 80, 1, 24, false, false); /* two column blocks, the last partial */
-    mamba2_case(&r, 2, 64, 2, 128, true, false);
-    mamba2_case(&r, 2, 64, 1, 512, true, false); /* a state too large for 64 columns in shared memory */
-    mamba2_case(&r, 8, 16, 2, 16, true, true);
+    for (int chunked = 0; chunked < 2; chunked++)
+        for (int longer = 0; longer < 2; longer++) {
+            mamba2_case(&r, 8, 16, 2, 16, true, false, chunked, longer);
+            mamba2_case(&r, 4, 80, 1, 24, false, false, chunked, longer); /* two column blocks, the last partial */
+            mamba2_case(&r, 2, 64, 2, 128, true, false, chunked, longer);
+            mamba2_case(&r, 2, 64, 1, 512, true, false, chunked, longer); /* a state too large for 64 columns */
+            mamba2_case(&r, 8, 16, 2, 16, true, true, chunked, longer);
+        }
 }
 
 TEST(cuda_group_norm_and_kept_rows) {
