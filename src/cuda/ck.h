@@ -135,14 +135,14 @@ void ck_rope_store(const ck_step *s, int64_t n, float *q, float *k, const float 
  * partial softmaxes part (n * n_head * n_split * (dv + 2) floats) holds until a second
  * kernel folds them: for decode over long contexts. */
 #define CK_ATT_SPLITS 16
+void ck_attention(const ck_step *s, int64_t n, const float *q, float *out, const void *kc, const void *vc, int kv_f16,
+                  int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale, int n_split, float *part,
+                  void *stream);
 /* The same for a step whose rows are all one sequence's consecutive positions (a
  * prefill): tiles of 16 queries share each tile of keys and values. Returns 0 (nothing
  * launched) for heads over 256 wide. */
 int ck_attention_prefill(const ck_step *s, int64_t n, const float *q, float *out, const void *kc, const void *vc,
                          int kv_f16, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale, void *stream);
-void ck_attention(const ck_step *s, int64_t n, const float *q, float *out, const void *kc, const void *vc, int kv_f16,
-                  int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale, int n_split, float *part,
-                  void *stream);
 
 /* Causal conv1d + SiLU (ssm.h conv1d_scan_ref) of every row: inputs before a run's first
  * row come from its slot_in window in `state` (slots of (K-1, C) floats). x rows xs
@@ -166,10 +166,10 @@ void ck_conv_window(const int32_t *items, int64_t n_items, const float *x, int64
 void ck_gdn(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s, const float *g,
             const float *beta, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v, int head_map,
             float scale, void *stream);
-/* The same in chunks of up to CK_GDN_CHUNK rows (gdn_chunked.c's algorithm): a few barriers
+/* The same in chunks of up to CK_SCAN_CHUNK rows (gdn_chunked.c's algorithm): a few barriers
  * per chunk instead of per row, for prefill; the same results within float rounding.
  * Returns 0 (nothing launched) for shapes whose chunk does not fit in shared memory. */
-#define CK_GDN_CHUNK 16
+#define CK_SCAN_CHUNK 16
 int ck_gdn_chunked(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s,
                    const float *g, const float *beta, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k,
                    int64_t d_v, int head_map, float scale, void *stream);
@@ -195,7 +195,7 @@ void ck_keep_rows(const int32_t *items, int64_t n_items, int gather, const ck_se
 void ck_mamba2(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s,
                const float *dt_raw, int64_t dt_s, float *y, float *state, int64_t H, int64_t P, int64_t G, int64_t N,
                const float *A, const float *dt_bias, const float *D, void *stream);
-/* The same in chunks of up to CK_GDN_CHUNK rows (the SSD form), for prefill; 0: the
+/* The same in chunks of up to CK_SCAN_CHUNK rows (the SSD form), for prefill; 0: the
  * shape's chunk does not fit in shared memory (nothing launched). */
 int ck_mamba2_chunked(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s,
                       const float *dt_raw, int64_t dt_s, float *y, float *state, int64_t H, int64_t P, int64_t G,

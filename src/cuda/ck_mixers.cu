@@ -668,7 +668,7 @@ extern "C" void ck_gdn(const ck_run *runs, int64_t n_runs, const int32_t *ckpts,
  * up to 32 columns, the shared floats within 48 KiB. */
 static dim3 chunk_block(int64_t d_k, int64_t d_v, int *C, size_t *shm) {
     const int R = d_k >= 32 ? 4 : d_k >= 16 ? 2 : 1;
-    for (*C = CK_GDN_CHUNK; *C >= 4; *C /= 2)
+    for (*C = CK_SCAN_CHUNK; *C >= 4; *C /= 2)
         for (int cols = d_v < 32 ? (int)d_v : 32; cols >= 1; cols /= 2) {
             *shm = (size_t)(d_k * cols + 2 * *C * d_k + 2 * *C * *C + 2 * *C * cols + 3 * *C) * sizeof(float);
             if (*shm <= 48 * 1024) return dim3((unsigned)cols, (unsigned)R);
@@ -925,7 +925,7 @@ extern "C" int ck_mamba2_chunked(const ck_run *runs, int64_t n_runs, const int32
                                  void *stream) {
     if (n_runs <= 0) return 1;
     const int R = N >= 32 ? 4 : N >= 16 ? 2 : 1;
-    for (int C = CK_GDN_CHUNK; C >= 4; C /= 2)
+    for (int C = CK_SCAN_CHUNK; C >= 4; C /= 2)
         for (int cols = P < 32 ? (int)P : 32; cols >= 1; cols /= 2) {
             const size_t shm = (size_t)(N * cols + 2 * C * N + C * C + 2 * C * cols + 3 * C) * sizeof(float);
             if (shm > 48 * 1024) continue;

@@ -2,7 +2,7 @@
  * cuda_engine.c — the forward pass on an NVIDIA GPU (cuda.h): the model's weights
  * uploaded once in their GGUF formats, a step's buffers and the state pool in device
  * memory, and per step one upload of its plan (rows, runs, block tables), then the
- * layers as forward.c runs them, kernel after kernel on the default stream.
+ * layers as forward.c runs them, kernel after kernel on the engine's stream.
  *
  * Products: up to CK_GEMV_MAX_TOK rows decode the weight on the fly (ck_gemv); more rows
  * multiply an f16 copy of the weight on the tensor cores through cuBLAS (f32
@@ -15,7 +15,9 @@
  * engine fork, snapshot, restore, cache prefixes and write session files as on the CPU.
  * The MTP layer runs in every step of an engine made with it, and its drafts chain on
  * the GPU (block_mtp.c keeps the drafting logic; the hooks at its end are here).
- * Not yet here: chunked scans.
+ * Prefill runs the scans in chunks (ck_gdn_chunked, ck_mamba2_chunked) and one sequence's
+ * attention in tiles of queries; decode splits attention over the keys. EDDY_CUDA_PROFILE=1
+ * times each kind of work (cuda_profile.h).
  */
 #include "cuda/cuda.h"
 #include "cuda/cuda_profile.h"
@@ -49,7 +51,7 @@ struct cuda_backend {
     cudaStream_t stream; /* every kernel and product of the engine; blocking: ordered with the
                           * synchronous copies on the legacy stream */
     bool graphs;         /* decode steps as CUDA graphs (EDDY_CUDA_GRAPHS=0: off; off after a failure) */
-    bool chunked;        /* the scans in chunks for steps with a run of CK_GDN_CHUNK rows or more
+    bool chunked;        /* the scans in chunks for steps with a run of CK_SCAN_CHUNK rows or more
                           * (EDDY_CUDA_CHUNKED=0: row by row always) */
     int64_t longest_run; /* of the uploaded step */
     bool moe;            /* the model has mixture-of-experts layers: their routing goes to the host */
@@ -638,7 +640,7 @@ static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
     const float scale = 1.0f / sqrtf((float)d_k);
     PROF(g, PROF_GDN, {
         /* a prefill in chunks; decode and verify rows (and shapes too wide for a chunk) row by row */
-        if (!(g->chunked && g->longest_run >= CK_GDN_CHUNK &&
+        if (!(g->chunked && g->longest_run >= CK_SCAN_CHUNK &&
               ck_gdn_chunked(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g,
                              g->gdn_beta, g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v, map, scale, g->stream)))
             ck_gdn(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta,
@@ -665,7 +667,7 @@ static void layer_mamba2(engine *c, cuda_backend *g, const model_layer *l, int64
         ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->rec[il], sp->shape[il].rec_floats, g->stream);
     PROF(g, PROF_MAMBA2, {
         /* a prefill in chunks, as the delta rule */
-        if (!(g->chunked && g->longest_run >= CK_GDN_CHUNK &&
+        if (!(g->chunked && g->longest_run >= CK_SCAN_CHUNK &&
               ck_mamba2_chunked(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, CD, g->mb_in + DI + CD, IN,
                                 g->gdn_o, sp->rec[il], H, DI / H, hp->ssm_n_group, hp->ssm_d_state, f32(&l->ssm_a),
                                 f32(&l->ssm_dt_bias), f32(&l->ssm_d), g->stream)))
