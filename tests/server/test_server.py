@@ -447,11 +447,21 @@ def part_api():
             while metrics(p)["eddy_steps_total"] < 3 and time.time() < deadline:
                 time.sleep(0.01)
             s, _, j = post(p, "/v1/completions", {"prompt": prompt, "max_tokens": 1, "temperature": 0})
-            steps = [tuple(map(int, m.groups())) for m in (re.search(r"step of (\d+) decoding and (\d+) prompt", x)
-                                                         for x in list(sv.lines)) if m]
-            fed = [(d, k) for d, k in steps if k > 0][1:]  # after the background request's prompt
             n += 1  # BOS
-            check(s == 200 and fed == [(1, min(chunk, n - i * chunk)) for i in range(-(-n // chunk))],
+            want = [(1, min(chunk, n - i * chunk)) for i in range(-(-n // chunk))]
+
+            def fed_steps():
+                steps = [tuple(map(int, m.groups())) for m in (re.search(r"step of (\d+) decoding and (\d+) prompt", x)
+                                                             for x in list(sv.lines)) if m]
+                return [(d, k) for d, k in steps if k > 0][1:]  # after the background request's prompt
+
+            # the reply can come before the thread reading the server's log has seen the last steps
+            deadline = time.time() + 10
+            fed = fed_steps()
+            while len(fed) < len(want) and time.time() < deadline:
+                time.sleep(0.05)
+                fed = fed_steps()
+            check(s == 200 and fed == want,
                   "--prefill-chunk %d: a %d-token prompt beside a decoding stream went in as %s" % (chunk, n, fed))
         finally:
             check(sv.stop() == 0, "--prefill-chunk server exit")
