@@ -170,9 +170,12 @@ __global__ void __launch_bounds__(ATT_THREADS)
     attention_tile_kernel(ck_step s, int64_t n, const float *q, float *out, const void *kc, const void *vc, int kv_f16,
                           int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale) {
     CK_DYNAMIC_SHARED(float, sm);
-    float *Qs = sm;                              /* (ATT_QT, hd) */
-    float *KV = Qs + ATT_QT * hd;                /* (ATT_KT, max(hd, dv)): keys, then values */
-    float *P = KV + ATT_KT * (hd > dv ? hd : dv); /* (ATT_QT, ATT_KT) scores, then weights */
+    /* rows of queries and keys hd + 1 floats apart: the threads of a warp read different
+     * rows' element x, in different banks */
+    const int64_t hs = hd + 1, kvs = hs > dv ? hs : dv;
+    float *Qs = sm;                /* (ATT_QT, hs) */
+    float *KV = Qs + ATT_QT * hs;  /* (ATT_KT, kvs): keys (rows hs apart), then values (dv apart) */
+    float *P = KV + ATT_KT * kvs;  /* (ATT_QT, ATT_KT) scores, then weights */
     float *M = P + ATT_QT * ATT_KT, *L = M + ATT_QT, *Cr = L + ATT_QT; /* (ATT_QT) max, sum, correction */
     const int64_t r0 = (int64_t)blockIdx.x * ATT_QT, h = blockIdx.y, hk = h / (n_head / n_kv);
     const int nq = n - r0 < ATT_QT ? (int)(n - r0) : ATT_QT;
@@ -183,7 +186,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
     const int64_t last = s.row_pos[r0 + nq - 1];
     for (int64_t e = tid; e < (int64_t)nq * hd; e += ATT_THREADS) {
         const int64_t i = e / hd, d = e % hd;
-        Qs[e] = q[((r0 + i) * n_head + h) * hd + d];
+        Qs[i * hs + d] = q[((r0 + i) * n_head + h) * hd + d];
     }
     if (tid < ATT_QT) M[tid] = -INFINITY, L[tid] = 0.0f;
     float acc[ATT_QT][ATT_TILE_DV / ATT_THREADS];
@@ -197,7 +200,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
         for (int64_t e = tid; e < (int64_t)nk * hd; e += ATT_THREADS) {
             const int64_t jj = e / hd, d = e % hd, j = j0 + jj;
             const int64_t row = (int64_t)bt[j / KV_BLOCK] * KV_BLOCK + j % KV_BLOCK;
-            KV[jj * hd + d] = kv_load(kc, kv_f16 & 1, row * K + hk * hd + d);
+            KV[jj * hs + d] = kv_load(kc, kv_f16 & 1, row * K + hk * hd + d);
         }
         __syncthreads();
         for (int e = tid; e < ATT_QT * ATT_KT; e += ATT_THREADS) {
@@ -205,7 +208,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
             float sc = -INFINITY;
             if (i < nq && jj < nk && j0 + jj <= s.row_pos[r0 + i]) {
                 float d = 0.0f;
-                for (int64_t x = 0; x < hd; x++) d = fmaf(Qs[i * hd + x], KV[jj * hd + x], d);
+                for (int64_t x = 0; x < hd; x++) d = fmaf(Qs[i * hs + x], KV[jj * hs + x], d);
                 sc = d * scale;
             }
             P[e] = sc;
@@ -491,9 +494,12 @@ __global__ void gdn_chunk_kernel(const ck_run *runs, const int32_t *ckpts, const
     const int cols = blockDim.x, R = blockDim.y, x = threadIdx.x, y = threadIdx.y;
     const int tid = y * cols + x, nthr = cols * R;
     float *S = sm;                 /* (d_k, cols) */
-    float *Kc = S + d_k * cols;    /* (C, d_k) the chunk's keys */
-    float *Qc = Kc + C * d_k;      /* (C, d_k) its scaled queries */
-    float *A = Qc + C * d_k;       /* (C, C) */
+    /* key and query rows d_k + 1 floats apart: a warp's threads read different rows' element
+     * i, in different banks */
+    const int64_t ks = d_k + 1;
+    float *Kc = S + d_k * cols;    /* (C, ks) the chunk's keys */
+    float *Qc = Kc + C * ks;       /* (C, ks) its scaled queries */
+    float *A = Qc + C * ks;        /* (C, C) */
     float *P = A + C * C;          /* (C, C) Gamma o (qs_t . k_s), s <= t */
     float *U = P + C * C;          /* (C, cols) B, then U */
     float *QS = U + C * cols;      /* (C, cols) e^{G_t} S0^T qs_t */
@@ -514,8 +520,8 @@ __global__ void gdn_chunk_kernel(const ck_run *runs, const int32_t *ckpts, const
         for (int64_t e = tid; e < (int64_t)nc * d_k; e += nthr) {
             const int64_t t = e / d_k, i = e % d_k;
             const float *qr = qkv + (row0 + t) * qkv_s + kh * d_k;
-            Kc[e] = qr[key_dim + i];
-            Qc[e] = scale * qr[i];
+            Kc[t * ks + i] = qr[key_dim + i];
+            Qc[t * ks + i] = scale * qr[i];
         }
         if (tid == 0) {
             float acc = 0.0f;
@@ -535,9 +541,9 @@ __global__ void gdn_chunk_kernel(const ck_run *runs, const int32_t *ckpts, const
                 const float gam = expf(G[t] - G[s2]);
                 float kk = 0.0f, qk = 0.0f;
                 for (int64_t i = 0; i < d_k; i++) {
-                    const float ks = Kc[s2 * d_k + i];
-                    kk = fmaf(Kc[t * d_k + i], ks, kk);
-                    qk = fmaf(Qc[t * d_k + i], ks, qk);
+                    const float k_s = Kc[s2 * ks + i];
+                    kk = fmaf(Kc[t * ks + i], k_s, kk);
+                    qk = fmaf(Qc[t * ks + i], k_s, qk);
                 }
                 a = s2 < t ? bt[t] * gam * kk : 0.0f;
                 p = gam * qk;
@@ -547,17 +553,17 @@ __global__ void gdn_chunk_kernel(const ck_run *runs, const int32_t *ckpts, const
         }
         /* S0's products with the chunk's keys and queries, for rows y, y + R, ... */
         for (int t = y; t < nc; t += R) {
-            float ks = 0.0f, qs = 0.0f;
+            float kS = 0.0f, qS = 0.0f;
             if (live)
                 for (int64_t i = 0; i < d_k; i++) {
                     const float sv = S[i * cols + x];
-                    ks = fmaf(Kc[t * d_k + i], sv, ks);
-                    qs = fmaf(Qc[t * d_k + i], sv, qs);
+                    kS = fmaf(Kc[t * ks + i], sv, kS);
+                    qS = fmaf(Qc[t * ks + i], sv, qS);
                 }
             const float eg = expf(G[t]);
             const float v = live ? qkv[(row0 + t) * qkv_s + 2 * key_dim + h * d_v + j] : 0.0f;
-            U[t * cols + x] = bt[t] * (v - eg * ks);
-            QS[t * cols + x] = eg * qs;
+            U[t * cols + x] = bt[t] * (v - eg * kS);
+            QS[t * cols + x] = eg * qS;
         }
         __syncthreads();
         if (y == 0) /* (I + A) U = B down column x */
@@ -576,7 +582,7 @@ __global__ void gdn_chunk_kernel(const ck_run *runs, const int32_t *ckpts, const
             const float el = expf(G[nc - 1]);
             for (int64_t i = i0; i < i1; i++) {
                 float sv = el * S[i * cols + x];
-                for (int t = 0; t < nc; t++) sv = fmaf(Kc[t * d_k + i] * wl[t], U[t * cols + x], sv);
+                for (int t = 0; t < nc; t++) sv = fmaf(Kc[t * ks + i] * wl[t], U[t * cols + x], sv);
                 S[i * cols + x] = sv;
             }
         }
@@ -617,7 +623,8 @@ extern "C" int ck_attention_prefill(const ck_step *s, int64_t n, const float *q,
                                     float scale, void *stream) {
     if (hd > ATT_TILE_DV || dv > ATT_TILE_DV) return 0;
     if (n <= 0) return 1;
-    const size_t shm = (size_t)(ATT_QT * hd + ATT_KT * (hd > dv ? hd : dv) + ATT_QT * ATT_KT + 3 * ATT_QT) * sizeof(float);
+    const int64_t hs = hd + 1, kvs = hs > dv ? hs : dv; /* as attention_tile_kernel */
+    const size_t shm = (size_t)(ATT_QT * hs + ATT_KT * kvs + ATT_QT * ATT_KT + 3 * ATT_QT) * sizeof(float);
     const dim3 grid((unsigned)((n + ATT_QT - 1) / ATT_QT), (unsigned)n_head);
     CK_LAUNCH(grid, ATT_THREADS, shm, (cudaStream_t)stream, attention_tile_kernel)
     (*s, n, q, out, kc, vc, kv_f16, n_head, n_kv, hd, dv, scale);
@@ -670,7 +677,7 @@ static dim3 chunk_block(int64_t d_k, int64_t d_v, int *C, size_t *shm) {
     const int R = d_k >= 32 ? 4 : d_k >= 16 ? 2 : 1;
     for (*C = CK_SCAN_CHUNK; *C >= 4; *C /= 2)
         for (int cols = d_v < 32 ? (int)d_v : 32; cols >= 1; cols /= 2) {
-            *shm = (size_t)(d_k * cols + 2 * *C * d_k + 2 * *C * *C + 2 * *C * cols + 3 * *C) * sizeof(float);
+            *shm = (size_t)(d_k * cols + 2 * *C * (d_k + 1) + 2 * *C * *C + 2 * *C * cols + 3 * *C) * sizeof(float);
             if (*shm <= 48 * 1024) return dim3((unsigned)cols, (unsigned)R);
         }
     *C = 0;
@@ -828,9 +835,10 @@ __global__ void mamba2_chunk_kernel(const ck_run *runs, const int32_t *ckpts, co
     const int cols = blockDim.x, R = blockDim.y, tx = threadIdx.x, ty = threadIdx.y;
     const int tid = ty * cols + tx, nthr = cols * R;
     float *S = sm;             /* (N, cols) */
-    float *Bc = S + N * cols;  /* (C, N) */
-    float *Cc = Bc + C * N;    /* (C, N) */
-    float *CB = Cc + C * N;    /* (C, C) e^{G_t - G_s} dt_s (C_t . B_s), s <= t */
+    const int64_t ns = N + 1; /* rows of B and C N + 1 floats apart, as gdn_chunk_kernel's keys */
+    float *Bc = S + N * cols;  /* (C, ns) */
+    float *Cc = Bc + C * ns;   /* (C, ns) */
+    float *CB = Cc + C * ns;   /* (C, C) e^{G_t - G_s} dt_s (C_t . B_s), s <= t */
     float *CS = CB + C * C;    /* (C, cols) e^{G_t} S0^T C_t */
     float *X = CS + C * cols;  /* (C, cols) the chunk's x */
     float *Gc = X + C * cols;  /* (C) cumulative a */
@@ -851,8 +859,8 @@ __global__ void mamba2_chunk_kernel(const ck_run *runs, const int32_t *ckpts, co
         for (int64_t e = tid; e < (int64_t)nc * N; e += nthr) {
             const int64_t t = e / N, n = e % N;
             const float *r = xbc + (row0 + t) * xbc_s;
-            Bc[e] = r[DI + g * N + n];
-            Cc[e] = r[DI + G * N + g * N + n];
+            Bc[t * ns + n] = r[DI + g * N + n];
+            Cc[t * ns + n] = r[DI + G * N + g * N + n];
         }
         for (int t = ty; t < nc; t += R) X[t * cols + tx] = live ? xbc[(row0 + t) * xbc_s + h * P + q] : 0.0f;
         if (tid == 0) {
@@ -871,7 +879,7 @@ __global__ void mamba2_chunk_kernel(const ck_run *runs, const int32_t *ckpts, co
             float v = 0.0f;
             if (s2 <= t) {
                 float cb = 0.0f;
-                for (int64_t n = 0; n < N; n++) cb = fmaf(Cc[t * N + n], Bc[s2 * N + n], cb);
+                for (int64_t n = 0; n < N; n++) cb = fmaf(Cc[t * ns + n], Bc[s2 * ns + n], cb);
                 v = expf(Gc[t] - Gc[s2]) * dt[s2] * cb;
             }
             CB[t * C + s2] = v;
@@ -879,7 +887,7 @@ __global__ void mamba2_chunk_kernel(const ck_run *runs, const int32_t *ckpts, co
         for (int t = ty; t < nc; t += R) {
             float cs = 0.0f;
             if (live)
-                for (int64_t n = 0; n < N; n++) cs = fmaf(Cc[t * N + n], S[n * cols + tx], cs);
+                for (int64_t n = 0; n < N; n++) cs = fmaf(Cc[t * ns + n], S[n * cols + tx], cs);
             CS[t * cols + tx] = expf(Gc[t]) * cs;
         }
         __syncthreads();
@@ -892,7 +900,7 @@ __global__ void mamba2_chunk_kernel(const ck_run *runs, const int32_t *ckpts, co
             const float el = expf(Gc[nc - 1]);
             for (int64_t n = n0; n < n1; n++) {
                 float sv = el * S[n * cols + tx];
-                for (int t = 0; t < nc; t++) sv = fmaf(Bc[t * N + n] * wl[t], X[t * cols + tx], sv);
+                for (int t = 0; t < nc; t++) sv = fmaf(Bc[t * ns + n] * wl[t], X[t * cols + tx], sv);
                 S[n * cols + tx] = sv;
             }
         }
@@ -927,7 +935,7 @@ extern "C" int ck_mamba2_chunked(const ck_run *runs, int64_t n_runs, const int32
     const int R = N >= 32 ? 4 : N >= 16 ? 2 : 1;
     for (int C = CK_SCAN_CHUNK; C >= 4; C /= 2)
         for (int cols = P < 32 ? (int)P : 32; cols >= 1; cols /= 2) {
-            const size_t shm = (size_t)(N * cols + 2 * C * N + C * C + 2 * C * cols + 3 * C) * sizeof(float);
+            const size_t shm = (size_t)(N * cols + 2 * C * (N + 1) + C * C + 2 * C * cols + 3 * C) * sizeof(float);
             if (shm > 48 * 1024) continue;
             const dim3 grid((unsigned)n_runs, (unsigned)H, (unsigned)((P + cols - 1) / cols));
             CK_LAUNCH(grid, dim3((unsigned)cols, (unsigned)R), shm, (cudaStream_t)stream, mamba2_chunk_kernel)
