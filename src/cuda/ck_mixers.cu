@@ -25,6 +25,11 @@ __device__ __forceinline__ float kv_load(const void *slab, int f16, int64_t i) {
     return f16 ? __half2float(((const __half *)slab)[i]) : ((const float *)slab)[i];
 }
 
+/* The cache row of position pos of a sequence whose block table is bt */
+__device__ __forceinline__ int64_t kv_row(const int32_t *bt, int64_t pos) {
+    return (int64_t)bt[pos / KV_BLOCK] * KV_BLOCK + pos % KV_BLOCK;
+}
+
 /* ==== RoPE and the KV cache ==== */
 
 /* One block per row: rotate q's and k's heads, then store k and v at the row's position. */
@@ -46,7 +51,7 @@ __global__ void rope_store_kernel(ck_step s, float *q, float *k, const float *v,
     }
     __syncthreads();
     const ck_run run = s.runs[s.row_run[r]];
-    const int64_t block = s.blocks[run.bt + pos / KV_BLOCK], at = block * KV_BLOCK + pos % KV_BLOCK;
+    const int64_t at = kv_row(s.blocks + run.bt, pos);
     const int64_t K = n_kv * hd, V = n_kv * dv;
     const float *vr = v + r * V;
     for (int64_t i = threadIdx.x; i < K; i += blockDim.x) {
@@ -96,7 +101,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
         const int64_t j = j0 + tid;
         float sc = -INFINITY;
         if (j < je) {
-            const int64_t row = (int64_t)bt[j / KV_BLOCK] * KV_BLOCK + j % KV_BLOCK;
+            const int64_t row = kv_row(bt, j);
             const int64_t base = row * K + hk * hd;
             float d = 0.0f;
             for (int64_t i = 0; i < hd; i++) d = fmaf(qs[i], kv_load(kc, kv_f16 & 1, base + i), d);
@@ -130,7 +135,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
             float o = acc[a] * corr;
             for (int64_t jj = 0; jj < nj; jj++) {
                 const int64_t jx = j0 + jj;
-                const int64_t row = (int64_t)bt[jx / KV_BLOCK] * KV_BLOCK + jx % KV_BLOCK;
+                const int64_t row = kv_row(bt, jx);
                 o = fmaf(p[jj], kv_load(vc, kv_f16 & 2, row * V + hk * dv + d), o);
             }
             acc[a] = o;
@@ -199,7 +204,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
         __syncthreads(); /* the last tile's values and weights read by all */
         for (int64_t e = tid; e < (int64_t)nk * hd; e += ATT_THREADS) {
             const int64_t jj = e / hd, d = e % hd, j = j0 + jj;
-            const int64_t row = (int64_t)bt[j / KV_BLOCK] * KV_BLOCK + j % KV_BLOCK;
+            const int64_t row = kv_row(bt, j);
             KV[jj * hs + d] = kv_load(kc, kv_f16 & 1, row * K + hk * hd + d);
         }
         __syncthreads();
@@ -231,7 +236,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
         __syncthreads(); /* scores read: the buffer takes the values */
         for (int64_t e = tid; e < (int64_t)nk * dv; e += ATT_THREADS) {
             const int64_t jj = e / dv, d = e % dv, j = j0 + jj;
-            const int64_t row = (int64_t)bt[j / KV_BLOCK] * KV_BLOCK + j % KV_BLOCK;
+            const int64_t row = kv_row(bt, j);
             KV[jj * dv + d] = kv_load(vc, kv_f16 & 2, row * V + hk * dv + d);
         }
         __syncthreads();
@@ -332,6 +337,29 @@ __global__ void conv_window_kernel(const int32_t *items, int64_t n_items, const 
 
 /* ==== Gated delta rule ==== */
 
+/* The row-by-row scans' loads of a row's shared vector (len floats, element i = at(i)),
+ * shared by the block's nthr threads: row_fetch takes this thread's first SCAN_PF
+ * elements into registers while the row before is computed; row_stash puts them, and the
+ * rest read now, into the vector's buffer. */
+#define SCAN_PF 4
+template <typename F>
+__device__ __forceinline__ void row_fetch(float pf[SCAN_PF], int tid, int nthr, int64_t len, F at) {
+#pragma unroll
+    for (int c = 0; c < SCAN_PF; c++) {
+        const int64_t i = tid + (int64_t)c * nthr;
+        if (i < len) pf[c] = at(i);
+    }
+}
+template <typename F>
+__device__ __forceinline__ void row_stash(const float pf[SCAN_PF], float *buf, int tid, int nthr, int64_t len, F at) {
+#pragma unroll
+    for (int c = 0; c < SCAN_PF; c++) {
+        const int64_t i = tid + (int64_t)c * nthr;
+        if (i < len) buf[i] = pf[c];
+    }
+    for (int64_t i = tid + (int64_t)SCAN_PF * nthr; i < len; i += nthr) buf[i] = at(i);
+}
+
 /* The scans' state write: rows [r0, r1) of column x of the shared slice S (rows of cols
  * floats) into column col of a head's state in global memory (rows of ld floats). */
 __device__ __forceinline__ void slice_store(const float *S, int cols, int x, int64_t r0, int64_t r1, float *head,
@@ -379,10 +407,9 @@ __device__ __forceinline__ int32_t chunk_len(const ck_run &run, const int32_t *c
  * rows), and the two sums over the rows go through `red`. Per row:
  *   S = exp(g) S;  u = beta (v - S^T k);  S += k u^T;  o = S^T (scale q)
  * The rows are a chain, so a row's inputs are loaded while the row before is computed:
- * each thread loads its share of the next row's k and q (at most GDN_PF elements, the
- * rest after the row) and its v, gate and beta into registers, and puts them in the other
- * half of kq before the row's last barrier. */
-#define GDN_PF 4
+ * each thread loads its share of the next row's k and q (row_fetch) and its v, gate and
+ * beta into registers, and puts them in the other half of kq before the row's last
+ * barrier (row_stash). */
 
 /* Element i of the (k | scale q) pair of a row (2 d_k floats) */
 __device__ __forceinline__ float gdn_kq(const float *kr, const float *qr, int64_t i, int64_t d_k, float scale) {
@@ -404,11 +431,13 @@ __global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float
     const int64_t h = b.h, kh = head_map == 0 ? h % n_k : h / (n_v / n_k), j = b.j, i0 = b.i0, i1 = b.i1;
     const bool live = b.live;
     /* the first row's inputs */
-    float pf[GDN_PF], v_next = 0.0f, g_next = 0.0f, b_next = 0.0f;
+    float pf[SCAN_PF], v_next = 0.0f, g_next = 0.0f, b_next = 0.0f;
     if (run.n > 0) {
         const int64_t row = run.row0;
         const float *qr = qkv + row * qkv_s + kh * d_k, *kr = qkv + row * qkv_s + key_dim + kh * d_k;
-        for (int64_t i = tid; i < 2 * d_k; i += nthr) kq2[i] = gdn_kq(kr, qr, i, d_k, scale);
+        const auto at = [&](int64_t i) { return gdn_kq(kr, qr, i, d_k, scale); };
+        row_fetch(pf, tid, nthr, 2 * d_k, at);
+        row_stash(pf, kq2, tid, nthr, 2 * d_k, at);
         if (live) v_next = qkv[row * qkv_s + 2 * key_dim + h * d_v + j];
         g_next = g[row * n_v + h], b_next = beta[row * n_v + h];
     }
@@ -421,12 +450,9 @@ __global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float
         __syncthreads(); /* kq filled; red of the previous row read by all */
         const bool more = t + 1 < run.n;
         const float *qn = qkv + (row + 1) * qkv_s + kh * d_k, *kn = qkv + (row + 1) * qkv_s + key_dim + kh * d_k;
+        const auto at_next = [&](int64_t i) { return gdn_kq(kn, qn, i, d_k, scale); };
         if (more) {
-#pragma unroll
-            for (int c = 0; c < GDN_PF; c++) {
-                const int64_t i = tid + (int64_t)c * nthr;
-                if (i < 2 * d_k) pf[c] = gdn_kq(kn, qn, i, d_k, scale);
-            }
+            row_fetch(pf, tid, nthr, 2 * d_k, at_next);
             if (live) v_next = qkv[(row + 1) * qkv_s + 2 * key_dim + h * d_v + j];
             g_next = g[(row + 1) * n_v + h], b_next = beta[(row + 1) * n_v + h];
         }
@@ -450,14 +476,7 @@ __global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float
                 part = fmaf(sv, kq[d_k + i], part);
             }
         red[(R + y) * cols + x] = part;
-        if (more) { /* the next row's k and q into the other buffer (nobody reads it in this row) */
-#pragma unroll
-            for (int c = 0; c < GDN_PF; c++) {
-                const int64_t i = tid + (int64_t)c * nthr;
-                if (i < 2 * d_k) kq_next[i] = pf[c];
-            }
-            for (int64_t i = tid + (int64_t)GDN_PF * nthr; i < 2 * d_k; i += nthr) kq_next[i] = gdn_kq(kn, qn, i, d_k, scale);
-        }
+        if (more) row_stash(pf, kq_next, tid, nthr, 2 * d_k, at_next); /* nobody reads it in this row */
         __syncthreads();
         if (live && y == 0) {
             float sq = 0.0f;
@@ -652,9 +671,12 @@ extern "C" void ck_conv_window(const int32_t *items, int64_t n_items, const floa
 /* Columns per block and row groups: up to 32 columns, up to 4 groups of at least 8 rows,
  * the shared slice (rows x cols), the kernel's vec floats of per-row vectors and the
  * groups' sums within 48 KiB. */
+/* Row groups of a scan's block: up to 4 groups of at least 8 rows. */
+static int scan_groups(int64_t rows) { return rows >= 32 ? 4 : rows >= 16 ? 2 : 1; }
+
 static dim3 scan_block(int64_t rows, int64_t cols_total, int64_t vec, size_t *shm) {
     int cols = cols_total < 32 ? (int)cols_total : 32;
-    const int R = rows >= 32 ? 4 : rows >= 16 ? 2 : 1;
+    const int R = scan_groups(rows);
     while (cols > 1 && (size_t)(rows * cols + vec + 2 * R * cols) * sizeof(float) > 48 * 1024) cols /= 2;
     *shm = (size_t)(rows * cols + vec + 2 * R * cols) * sizeof(float);
     return dim3((unsigned)cols, (unsigned)R);
@@ -671,14 +693,17 @@ extern "C" void ck_gdn(const ck_run *runs, int64_t n_runs, const int32_t *ckpts,
     (runs, ckpts, qkv, qkv_s, g, beta, o, state, n_k, n_v, d_k, d_v, head_map, scale);
 }
 
-/* The chunk length and the block of the chunked scan: chunks of 16 rows (8 for wide keys),
- * up to 32 columns, the shared floats within 48 KiB. */
-static dim3 chunk_block(int64_t d_k, int64_t d_v, int *C, size_t *shm) {
-    const int R = d_k >= 32 ? 4 : d_k >= 16 ? 2 : 1;
+/* The chunk length and the block of a chunked scan over a head's state of rows x
+ * cols_total: chunks of CK_SCAN_CHUNK rows (fewer for wide states), up to 32 columns,
+ * within 48 KiB of shared floats: the slice (rows, cols), two chunk matrices of rows + 1
+ * floats a row (keys and queries; B and C), n_pair (C, C) score matrices, two (C, cols)
+ * and three (C). *C = 0 when none fits. */
+static dim3 chunk_block(int64_t rows, int64_t cols_total, int n_pair, int *C, size_t *shm) {
     for (*C = CK_SCAN_CHUNK; *C >= 4; *C /= 2)
-        for (int cols = d_v < 32 ? (int)d_v : 32; cols >= 1; cols /= 2) {
-            *shm = (size_t)(d_k * cols + 2 * *C * (d_k + 1) + 2 * *C * *C + 2 * *C * cols + 3 * *C) * sizeof(float);
-            if (*shm <= 48 * 1024) return dim3((unsigned)cols, (unsigned)R);
+        for (int cols = cols_total < 32 ? (int)cols_total : 32; cols >= 1; cols /= 2) {
+            *shm = (size_t)(rows * cols + 2 * *C * (rows + 1) + n_pair * *C * *C + 2 * *C * cols + 3 * *C) *
+                   sizeof(float);
+            if (*shm <= 48 * 1024) return dim3((unsigned)cols, (unsigned)scan_groups(rows));
         }
     *C = 0;
     return dim3(1, 1);
@@ -690,7 +715,7 @@ extern "C" int ck_gdn_chunked(const ck_run *runs, int64_t n_runs, const int32_t 
     if (n_runs <= 0) return 1;
     int C;
     size_t shm;
-    const dim3 block = chunk_block(d_k, d_v, &C, &shm);
+    const dim3 block = chunk_block(d_k, d_v, 2, &C, &shm); /* scores: A and P */
     if (C == 0) return 0;
     const dim3 grid((unsigned)n_runs, (unsigned)n_v, (unsigned)((d_v + block.x - 1) / block.x));
     CK_LAUNCH(grid, block, shm, (cudaStream_t)stream, gdn_chunk_kernel)
@@ -763,10 +788,12 @@ __global__ void mamba2_kernel(const ck_run *runs, const int32_t *ckpts, const fl
     const ck_run run = b.run;
     const int64_t h = b.h, g = h / (H / G), q = b.j, n0 = b.i0, n1 = b.i1;
     const bool live = b.live;
-    float pf[GDN_PF], x_next = 0.0f, dt_next = 0.0f;
+    float pf[SCAN_PF], x_next = 0.0f, dt_next = 0.0f;
     if (run.n > 0) {
         const float *r = xbc + run.row0 * xbc_s;
-        for (int64_t n = tid; n < 2 * N; n += nthr) BC2[n] = mamba2_bc(r, n, DI, G, N, g);
+        const auto at = [&](int64_t n) { return mamba2_bc(r, n, DI, G, N, g); };
+        row_fetch(pf, tid, nthr, 2 * N, at);
+        row_stash(pf, BC2, tid, nthr, 2 * N, at);
         x_next = live ? r[h * P + q] : 0.0f;
         dt_next = dt_raw[run.row0 * dt_s + h];
     }
@@ -779,12 +806,9 @@ __global__ void mamba2_kernel(const ck_run *runs, const int32_t *ckpts, const fl
         __syncthreads(); /* BC filled; red of the previous row read by all */
         const bool more = t + 1 < run.n;
         const float *rn = xbc + (row + 1) * xbc_s;
+        const auto at_next = [&](int64_t n) { return mamba2_bc(rn, n, DI, G, N, g); };
         if (more) {
-#pragma unroll
-            for (int c = 0; c < GDN_PF; c++) {
-                const int64_t n = tid + (int64_t)c * nthr;
-                if (n < 2 * N) pf[c] = mamba2_bc(rn, n, DI, G, N, g);
-            }
+            row_fetch(pf, tid, nthr, 2 * N, at_next);
             x_next = live ? rn[h * P + q] : 0.0f;
             dt_next = dt_raw[(row + 1) * dt_s + h];
         }
@@ -798,14 +822,7 @@ __global__ void mamba2_kernel(const ck_run *runs, const int32_t *ckpts, const fl
                 acc = fmaf(BC[N + n], sv, acc);
             }
         red[ty * cols + tx] = acc;
-        if (more) { /* the next row's B and C into the other buffer (nobody reads it in this row) */
-#pragma unroll
-            for (int c = 0; c < GDN_PF; c++) {
-                const int64_t n = tid + (int64_t)c * nthr;
-                if (n < 2 * N) BC_next[n] = pf[c];
-            }
-            for (int64_t n = tid + (int64_t)GDN_PF * nthr; n < 2 * N; n += nthr) BC_next[n] = mamba2_bc(rn, n, DI, G, N, g);
-        }
+        if (more) row_stash(pf, BC_next, tid, nthr, 2 * N, at_next); /* nobody reads it in this row */
         __syncthreads();
         if (live && ty == 0) {
             float sum = 0.0f;
@@ -932,15 +949,12 @@ extern "C" int ck_mamba2_chunked(const ck_run *runs, int64_t n_runs, const int32
                                  int64_t P, int64_t G, int64_t N, const float *A, const float *dt_bias, const float *D,
                                  void *stream) {
     if (n_runs <= 0) return 1;
-    const int R = N >= 32 ? 4 : N >= 16 ? 2 : 1;
-    for (int C = CK_SCAN_CHUNK; C >= 4; C /= 2)
-        for (int cols = P < 32 ? (int)P : 32; cols >= 1; cols /= 2) {
-            const size_t shm = (size_t)(N * cols + 2 * C * (N + 1) + C * C + 2 * C * cols + 3 * C) * sizeof(float);
-            if (shm > 48 * 1024) continue;
-            const dim3 grid((unsigned)n_runs, (unsigned)H, (unsigned)((P + cols - 1) / cols));
-            CK_LAUNCH(grid, dim3((unsigned)cols, (unsigned)R), shm, (cudaStream_t)stream, mamba2_chunk_kernel)
-            (runs, ckpts, xbc, xbc_s, dt_raw, dt_s, y, state, H, P, G, N, A, dt_bias, D, C);
-            return 1;
-        }
-    return 0;
+    int C;
+    size_t shm;
+    const dim3 block = chunk_block(N, P, 1, &C, &shm); /* scores: CB */
+    if (C == 0) return 0;
+    const dim3 grid((unsigned)n_runs, (unsigned)H, (unsigned)((P + block.x - 1) / block.x));
+    CK_LAUNCH(grid, block, shm, (cudaStream_t)stream, mamba2_chunk_kernel)
+    (runs, ckpts, xbc, xbc_s, dt_raw, dt_s, y, state, H, P, G, N, A, dt_bias, D, C);
+    return 1;
 }
