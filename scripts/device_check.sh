@@ -63,6 +63,22 @@ fi
 note "== model: $(basename "$M4B") $(du -h "$M4B" | cut -f1) at $(elapsed)"
 
 E=build/cuda/eddy
+# the tensor cores' rate for the prefill's products (f16 in, f32 sums, as cuBLAS runs them here),
+# measured now: an 8192^3 product through PyTorch, median of 20 after warm-up
+timeout 60 python3 - >"$OUT_DIR/peak.log" 2>&1 <<'PY'
+import torch
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+b = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+for _ in range(3): a @ b
+ts = []
+for _ in range(20):
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record(); a @ b; e.record(); torch.cuda.synchronize(); ts.append(s.elapsed_time(e))
+ts.sort()
+print("f16 tensor-core peak: %.0f TFLOP/s (8192^3, median of 20)" % (2 * 8192**3 / (ts[10] * 1e-3) / 1e12))
+PY
+note "$(tail -1 "$OUT_DIR/peak.log")"
 # the timings, in order of importance, each bounded by what is left of DEADLINE seconds
 DEADLINE=${DEADLINE:-560}
 bounded() { # bounded SECONDS cmd...: cmd for at most SECONDS, fewer when the deadline is nearer
