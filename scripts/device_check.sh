@@ -9,7 +9,8 @@
 #
 # Logs go to OUT_DIR (default $OUT, else /tmp/eddy-device); the last lines printed are a
 # summary. Needs nvcc, python3 with numpy, and gguf importable, or its wheel in .whl/ (on a
-# machine with a network: python3 -m pip download --no-deps -d .whl gguf==0.17.1).
+# machine with a network: python3 -m pip download --no-deps -d .whl gguf==0.17.1), and
+# xxhash.h installed or in .deps/include.
 # Stages are bounded by timeouts so the whole check stays within about 10 minutes.
 set -u
 cd "$(dirname "$0")/.."
@@ -36,8 +37,20 @@ M4B="$MODELS/qwen35-4b-Q4_K_M.gguf"
   >"$OUT_DIR/gen.log" 2>&1 &
 GEN=$!
 
+# the GPU machine has no Debian packages: xxhash.h (header-only here) may travel in .deps/include
+# (apt-get download libxxhash-dev; dpkg -x it; copy usr/include/xxh*.h)
+if ! echo '#include <xxhash.h>' | ${CC:-gcc} -E -x c - >/dev/null 2>&1 && [ -f .deps/include/xxhash.h ]; then
+  export CFLAGS="${CFLAGS:-} -isystem $PWD/.deps/include"
+fi
+# libstdc++ as a shared library: a toolchain with only a static, non-PIC libstdc++.a cannot link
+# it into eddy's position-independent executable, so name the system's libstdc++.so.6 first
+if [ "$(${CC:-cc} -print-file-name=libstdc++.so)" = libstdc++.so ]; then
+  so=$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}')
+  [ -n "$so" ] && export LDLIBS="${LDLIBS:-} $so"
+fi
+note "== C compiler: ${CC:-cc}, extra libraries: ${LDLIBS:-none}"
 # sm_90 only here: the CI build compiles sm_80 and sm_90
-if ! timeout 400 make -j"$(nproc)" CUDA=1 SERVER=0 WERROR=1 CUDA_ARCHS="-gencode arch=compute_90,code=sm_90" all cuda-tests \
+if ! timeout 400 make -j"$(nproc)" CUDA=1 SERVER=0 WERROR=1 CUDA_ARCHS="-gencode arch=compute_90,code=sm_90" build/cuda/eddy cuda-tests \
     >"$OUT_DIR/build.log" 2>&1; then
   tail -30 "$OUT_DIR/build.log"
   note "BUILD FAILED after $(elapsed) (build.log)"

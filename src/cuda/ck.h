@@ -39,9 +39,12 @@ int ck_type_supported(uint32_t type, int64_t n_in);
  * per output row decodes 32-element units on the fly (decode, small batches). The block
  * formats but F16/BF16/F32 multiply 8-bit activations (x quantized per 32 elements into
  * scratch, ck_gemv_scratch_bytes) with integer dot products; with scratch NULL, or for
- * the float types, the weights are dequantized to f32 and multiply x as it is. */
-void ck_gemv(uint32_t type, const void *W, size_t row_bytes, int64_t n_in, int64_t n_out, const float *x, int64_t n_tok,
-             float *y, void *scratch, void *stream);
+ * the float types, the weights are dequantized to f32 and multiply x as it is.
+ * Returns 1 when scratch holds x's 8-bit form afterwards (the integer path, n_tok <=
+ * CK_GEMV_MAX_TOK); x_ready says it holds it before (the same x's, left by the last
+ * call): the quantization is then skipped. */
+int ck_gemv(uint32_t type, const void *W, size_t row_bytes, int64_t n_in, int64_t n_out, const float *x, int64_t n_tok,
+            float *y, void *scratch, int x_ready, void *stream);
 size_t ck_gemv_scratch_bytes(int64_t n_in, int64_t n_tok);
 /* True when ck_gemv takes the integer path for this type (given scratch). */
 int ck_gemv_integer(uint32_t type);

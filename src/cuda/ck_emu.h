@@ -51,6 +51,10 @@ inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+/* the low word of (hi:lo) >> (shift & 31) */
+inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned shift) {
+    return (unsigned)((((uint64_t)hi << 32) | lo) >> (shift & 31));
+}
 /* c + the sum of the products of a's and b's four signed bytes */
 inline int __dp4a(int a, int b, int c) {
     for (int k = 0; k < 4; k++) c += (int)(int8_t)(a >> (8 * k)) * (int)(int8_t)(b >> (8 * k));

@@ -30,10 +30,22 @@ __constant__ int8_t kvalues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 
 __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ uint16_t ld16(const uint8_t *p) { return *(const uint16_t *)p; }
 __device__ __forceinline__ uint32_t ld32(const uint8_t *p) { return (uint32_t)ld16(p) | (uint32_t)ld16(p + 2) << 16; }
-/* 16 bytes at a 2-byte aligned address, as four little-endian words */
-__device__ __forceinline__ void ld128(const uint8_t *p, uint32_t w[4]) {
-    for (int i = 0; i < 4; i++) w[i] = ld32(p + 4 * i);
+/* N little-endian words from a 2-byte aligned address: N + 1 aligned 32-bit loads (N when
+ * the address is aligned: the last word is then not read, so nothing past the field is)
+ * joined by funnel shifts, about half the load instructions of 16-bit loads */
+template <int N> __device__ __forceinline__ void ldw(const uint8_t *p, uint32_t w[N]) {
+    const uintptr_t a = (uintptr_t)p;
+    const uint32_t *q = (const uint32_t *)(a & ~(uintptr_t)3);
+    const unsigned sh = (unsigned)(a & 3) * 8;
+    uint32_t v[N + 1];
+#pragma unroll
+    for (int i = 0; i < N; i++) v[i] = q[i];
+    v[N] = sh ? q[N] : 0u;
+#pragma unroll
+    for (int i = 0; i < N; i++) w[i] = __funnelshift_r(v[i], v[i + 1], sh);
 }
+/* 16 bytes at a 2-byte aligned address, as four little-endian words */
+__device__ __forceinline__ void ld128(const uint8_t *p, uint32_t w[4]) { ldw<4>(p, w); }
 __device__ __forceinline__ int byte_of(const uint32_t w[4], int i) { return (w[i >> 2] >> (8 * (i & 3))) & 255; }
 
 /* Elements per block and bytes per block */
@@ -394,8 +406,7 @@ template <int T> __device__ __forceinline__ void iunit(const uint8_t *row, int64
 
 IUNIT(T_Q8_0) {
     const uint8_t *b = row + 34 * u;
-#pragma unroll
-    for (int i = 0; i < 8; i++) o.q[i] = ld32(b + 2 + 4 * i);
+    ldw<8>(b + 2, o.q);
     same_scale(o, 0, h2f(ld16(b)), 0.0f);
 }
 IUNIT(T_Q4_0) {
@@ -436,8 +447,9 @@ IUNIT(T_Q2_K) {
     const uint8_t *b = row + 84 * (u >> 3);
     const int sub = (int)(u & 7), h = sub >> 2, s = sub & 3;
     const float d = h2f(ld16(b + 80)), dmin = h2f(ld16(b + 82));
+    ldw<8>(b + 16 + 32 * h, o.q);
 #pragma unroll
-    for (int i = 0; i < 8; i++) o.q[i] = (ld32(b + 16 + 32 * h + 4 * i) >> (2 * s)) & 0x03030303u;
+    for (int i = 0; i < 8; i++) o.q[i] = (o.q[i] >> (2 * s)) & 0x03030303u;
     const int sc0 = b[2 * sub], sc1 = b[2 * sub + 1];
     o.off = 0;
     o.d0 = __fmul_rn(d, (float)(sc0 & 15)), o.d1 = __fmul_rn(d, (float)(sc1 & 15));
@@ -449,10 +461,11 @@ IUNIT(T_Q3_K) {
     const float d = h2f(ld16(b + 108));
     const uint8_t *sc = b + 96;
     /* level = low 2 bits + 4 * the mask bit, offset -4 (dequant_ref: minus 4 where the bit is clear) */
+    uint32_t hm[8];
+    ldw<8>(b + 32 + 32 * h, o.q);
+    ldw<8>(b, hm);
 #pragma unroll
-    for (int i = 0; i < 8; i++)
-        o.q[i] = ((ld32(b + 32 + 32 * h + 4 * i) >> (2 * s)) & 0x03030303u) |
-                 ((ld32(b + 4 * i) >> sub) & 0x01010101u) << 2;
+    for (int i = 0; i < 8; i++) o.q[i] = ((o.q[i] >> (2 * s)) & 0x03030303u) | ((hm[i] >> sub) & 0x01010101u) << 2;
     float dl[2];
 #pragma unroll
     for (int half = 0; half < 2; half++) {
@@ -467,8 +480,9 @@ IUNIT(T_Q4_K) {
     const int j = (int)(u & 7), shift = 4 * (j % 2);
     int sc, m;
     scale_min_k4(b + 4, j, &sc, &m);
+    ldw<8>(b + 16 + 32 * (j / 2), o.q);
 #pragma unroll
-    for (int i = 0; i < 8; i++) o.q[i] = (ld32(b + 16 + 32 * (j / 2) + 4 * i) >> shift) & 0x0F0F0F0Fu;
+    for (int i = 0; i < 8; i++) o.q[i] = (o.q[i] >> shift) & 0x0F0F0F0Fu;
     same_scale(o, 0, __fmul_rn(h2f(ld16(b)), (float)sc), -__fmul_rn(h2f(ld16(b + 2)), (float)m));
 }
 IUNIT(T_Q5_K) {
@@ -476,10 +490,11 @@ IUNIT(T_Q5_K) {
     const int j = (int)(u & 7), shift = 4 * (j % 2);
     int sc, m;
     scale_min_k4(b + 4, j, &sc, &m);
+    uint32_t qh[8];
+    ldw<8>(b + 48 + 32 * (j / 2), o.q);
+    ldw<8>(b + 16, qh);
 #pragma unroll
-    for (int i = 0; i < 8; i++)
-        o.q[i] = ((ld32(b + 48 + 32 * (j / 2) + 4 * i) >> shift) & 0x0F0F0F0Fu) |
-                 ((ld32(b + 16 + 4 * i) >> j) & 0x01010101u) << 4;
+    for (int i = 0; i < 8; i++) o.q[i] = ((o.q[i] >> shift) & 0x0F0F0F0Fu) | ((qh[i] >> j) & 0x01010101u) << 4;
     same_scale(o, 0, __fmul_rn(h2f(ld16(b)), (float)sc), -__fmul_rn(h2f(ld16(b + 2)), (float)m));
 }
 IUNIT(T_Q6_K) {
@@ -487,10 +502,11 @@ IUNIT(T_Q6_K) {
     const int sub = (int)(u & 7), h = sub >> 2, r0 = 32 * (sub & 3);
     const int lshift = 4 * (r0 / 64), hshift = 2 * (r0 / 32);
     const float d = h2f(ld16(b + 208));
+    uint32_t qh[8];
+    ldw<8>(b + 64 * h + (r0 % 64), o.q);
+    ldw<8>(b + 128 + 32 * h, qh);
 #pragma unroll
-    for (int i = 0; i < 8; i++)
-        o.q[i] = ((ld32(b + 64 * h + (r0 % 64) + 4 * i) >> lshift) & 0x0F0F0F0Fu) |
-                 ((ld32(b + 128 + 32 * h + 4 * i) >> hshift) & 0x03030303u) << 4;
+    for (int i = 0; i < 8; i++) o.q[i] = ((o.q[i] >> lshift) & 0x0F0F0F0Fu) | ((qh[i] >> hshift) & 0x03030303u) << 4;
     o.off = -32, o.m0 = o.m1 = 0.0f;
     o.d0 = __fmul_rn(d, (float)(int8_t)b[192 + 2 * sub]), o.d1 = __fmul_rn(d, (float)(int8_t)b[192 + 2 * sub + 1]);
 }
@@ -561,32 +577,167 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_q8_kernel(const uint8_t 
     }
 }
 
+/* ==== Q4_K and Q6_K, the bulk of a Q4_K_M file: a lane per piece of a super-block ====
+ * gemv_q8_kernel gives each lane a 32-element unit, so a warp's loads of one field land
+ * on 32 units of several super-blocks and a unit takes 8 to 16 load instructions. Here
+ * the lanes of a warp take consecutive pieces of the row's super-blocks instead: Q4_K's
+ * 128 bytes of nibbles in 8 pieces of 16 bytes (one 16-byte load each, rows 16-byte
+ * aligned), Q6_K's 256 elements in 8 pieces of 32 (lane (half h, quarter g): elements
+ * l in [8g, 8g + 8) of each of the half's four groups of 32, as dequant_ref lays them
+ * out). Same arithmetic per 16 elements as iunit<T> and gemv_q8_kernel. */
+
+/* Q4_K's 6-bit scale and min of sub-block j from the 12 bytes at 4..15 of the block's
+ * header (h.y, h.z, h.w), as scale_min_k4 */
+__device__ __forceinline__ void k4_scale_min(const uint4 &h, int j, int *sc, int *m) {
+    const int k = 8 * (j & 3);
+    const int a = (int)(h.y >> k) & 255, b = (int)(h.z >> k) & 255, c = (int)(h.w >> k) & 255;
+    if (j < 4) *sc = a & 63, *m = b & 63;
+    else *sc = (c & 15) | (a >> 6) << 4, *m = (c >> 4) | (b >> 6) << 4;
+}
+
+template <int NT>
+__global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_q4k_kernel(const uint8_t *W, size_t row_bytes, int64_t n_in,
+                                                                   int64_t n_out, const int8_t *xq, const q8x *xs,
+                                                                   float *y) {
+    const int lane = threadIdx.x & 31;
+    const int64_t r = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+    if (r >= n_out) return;
+    const uint8_t *row = W + (size_t)r * row_bytes;
+    const int64_t n_items = n_in / 256 * 8, n_units = n_in / 32;
+    float acc[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+    for (int64_t i = lane; i < n_items; i += 32) {
+        /* piece c of super-block sb: bytes [16c, 16c + 16) of the nibbles, the low ones
+         * elements 16 * (c % 2) + [0, 16) of sub-block 2 * (c / 2), the high ones the same
+         * of the next sub-block */
+        const int64_t sb = i >> 3;
+        const int c = (int)(i & 7), half = c & 1;
+        const uint8_t *b = row + 144 * sb;
+        const uint4 h = *(const uint4 *)b;
+        const uint4 qv = *(const uint4 *)(b + 16 + 16 * c);
+        int sc0, m0, sc1, m1;
+        k4_scale_min(h, c & ~1, &sc0, &m0);
+        k4_scale_min(h, (c & ~1) + 1, &sc1, &m1);
+        const float d = h2f((uint16_t)(h.x & 0xFFFF)), dmin = h2f((uint16_t)(h.x >> 16));
+        const float d0 = __fmul_rn(d, (float)sc0), d1 = __fmul_rn(d, (float)sc1);
+        const float n0 = __fmul_rn(dmin, (float)m0), n1 = __fmul_rn(dmin, (float)m1);
+        const uint32_t q[4] = {qv.x, qv.y, qv.z, qv.w};
+        const int64_t u0 = 8 * sb + (c & ~1); /* the unit of the low nibbles; u0 + 1 the high ones' */
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            const int8_t *xa = xq + (size_t)t * n_in + 32 * u0 + 16 * half;
+            const int4 a0 = *(const int4 *)xa, a1 = *(const int4 *)(xa + 32);
+            const int a0w[4] = {a0.x, a0.y, a0.z, a0.w}, a1w[4] = {a1.x, a1.y, a1.z, a1.w};
+            int s0 = 0, s1 = 0;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                s0 = __dp4a((int)(q[k] & 0x0F0F0F0Fu), a0w[k], s0);
+                s1 = __dp4a((int)((q[k] >> 4) & 0x0F0F0F0Fu), a1w[k], s1);
+            }
+            const q8x x0 = xs[t * n_units + u0], x1 = xs[t * n_units + u0 + 1];
+            const int X0 = half ? x0.x1 : x0.x0, X1 = half ? x1.x1 : x1.x0;
+            const float h0 = __fsub_rn(__fmul_rn(d0, (float)s0), __fmul_rn(n0, (float)X0));
+            const float h1 = __fsub_rn(__fmul_rn(d1, (float)s1), __fmul_rn(n1, (float)X1));
+            acc[t] += x0.d * h0 + x1.d * h1;
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        float v = acc[t];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0) y[(size_t)t * n_out + r] = v;
+    }
+}
+
+/* four 6-bit levels (one per byte, 0..63) minus 32, as signed bytes */
+__device__ __forceinline__ uint32_t signed6(uint32_t v) {
+    const uint32_t x = v ^ 0x20202020u, sign = x & 0x20202020u;
+    return x | sign << 1 | sign << 2;
+}
+
+template <int NT>
+__global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_q6k_kernel(const uint8_t *W, size_t row_bytes, int64_t n_in,
+                                                                   int64_t n_out, const int8_t *xq, const q8x *xs,
+                                                                   float *y) {
+    const int lane = threadIdx.x & 31;
+    const int64_t r = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+    if (r >= n_out) return;
+    const uint8_t *row = W + (size_t)r * row_bytes;
+    const int64_t n_items = n_in / 256 * 8, n_units = n_in / 32;
+    float acc[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+    for (int64_t i = lane; i < n_items; i += 32) {
+        /* super-block sb, half h, quarter g: l in [8g, 8g + 8) of ql[l], ql[l + 32], qh[l]
+         * of the half, the elements 128h + 32e + l for e = 0..3 (e's scale 8h + 2e + g / 2) */
+        const int64_t sb = i >> 3;
+        const int h = (int)(i >> 2) & 1, g = (int)(i & 3);
+        const uint8_t *b = row + 210 * sb;
+        uint32_t qa[2], qb[2], qh[2], sw[2];
+        ldw<2>(b + 64 * h + 8 * g, qa);
+        ldw<2>(b + 64 * h + 32 + 8 * g, qb);
+        ldw<2>(b + 128 + 32 * h + 8 * g, qh);
+        ldw<2>(b + 192 + 8 * h, sw);
+        const float d = h2f(ld16(b + 208));
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const uint32_t *lo = e & 1 ? qb : qa;
+            uint32_t v[2];
+#pragma unroll
+            for (int k = 0; k < 2; k++)
+                v[k] = signed6(((lo[k] >> (4 * (e >> 1))) & 0x0F0F0F0Fu) | ((qh[k] >> (2 * e)) & 0x03030303u) << 4);
+            const int si = 2 * e + (g >> 1);
+            const float de = __fmul_rn(d, (float)(int8_t)((si < 4 ? sw[0] : sw[1]) >> (8 * (si & 3))));
+            const int64_t u = 8 * sb + 4 * h + e;
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const int2 a = *(const int2 *)(xq + (size_t)t * n_in + 32 * u + 8 * g);
+                const int S = __dp4a((int)v[1], a.y, __dp4a((int)v[0], a.x, 0));
+                acc[t] += xs[t * n_units + u].d * __fmul_rn(de, (float)S);
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        float v = acc[t];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0) y[(size_t)t * n_out + r] = v;
+    }
+}
+
 /* The integer path for the block formats with a level decoder (run returns false for
  * the others: the float path). */
 template <int T, bool = has_iunit<T>::V> struct gemv_q8 {
-    static bool run(const void *, size_t, int64_t, int64_t, const float *, int64_t, float *, void *, cudaStream_t) {
+    static bool run(const void *, size_t, int64_t, int64_t, const float *, int64_t, float *, void *, bool, cudaStream_t) {
         return false;
     }
 };
 template <int T> struct gemv_q8<T, true> {
     static bool run(const void *W, size_t row_bytes, int64_t n_in, int64_t n_out, const float *x, int64_t n_tok,
-                    float *y, void *scratch, cudaStream_t st);
+                    float *y, void *scratch, bool x_ready, cudaStream_t st);
 };
 template <int T>
 bool gemv_q8<T, true>::run(const void *W, size_t row_bytes, int64_t n_in, int64_t n_out, const float *x, int64_t n_tok,
-                           float *y, void *scratch, cudaStream_t st) {
+                           float *y, void *scratch, bool x_ready, cudaStream_t st) {
     if (!scratch || n_in % 32) return false;
     int8_t *xq = (int8_t *)scratch;
     q8x *xs = (q8x *)(xq + (size_t)(n_tok * n_in));
     const int64_t units = n_tok * n_in / 32;
-    CK_LAUNCH(blocks_for(units * 32, 256), 256, 0, st, quantize_q8x_kernel)(x, units, xq, xs);
+    if (!x_ready) CK_LAUNCH(blocks_for(units * 32, 256), 256, 0, st, quantize_q8x_kernel)(x, units, xq, xs);
     const dim3 grid((unsigned)((n_out + GEMV_WARPS - 1) / GEMV_WARPS)), block(32 * GEMV_WARPS);
     const uint8_t *w = (const uint8_t *)W;
+    /* the super-block kernels where they apply (Q4_K's 16-byte loads need aligned rows) */
+    const int kind = T == T_Q4_K && ((uintptr_t)w | row_bytes) % 16 == 0 ? 1 : T == T_Q6_K ? 2 : 0;
 #define Q8_CASE(N)                                                                                                   \
-    case N: CK_LAUNCH(grid, block, 0, st, gemv_q8_kernel<T, N>)(w, row_bytes, n_in, n_out, xq, xs, y); break;
+    case N:                                                                                                          \
+        if (kind == 1) CK_LAUNCH(grid, block, 0, st, gemv_q4k_kernel<N>)(w, row_bytes, n_in, n_out, xq, xs, y);      \
+        else if (kind == 2) CK_LAUNCH(grid, block, 0, st, gemv_q6k_kernel<N>)(w, row_bytes, n_in, n_out, xq, xs, y); \
+        else CK_LAUNCH(grid, block, 0, st, gemv_q8_kernel<T, N>)(w, row_bytes, n_in, n_out, xq, xs, y);             \
+        break;
     switch (n_tok) {
-        Q8_CASE(1) Q8_CASE(2) Q8_CASE(3) Q8_CASE(4) Q8_CASE(5) Q8_CASE(6) Q8_CASE(7)
-    default: CK_LAUNCH(grid, block, 0, st, gemv_q8_kernel<T, 8>)(w, row_bytes, n_in, n_out, xq, xs, y); break;
+        Q8_CASE(1) Q8_CASE(2) Q8_CASE(3) Q8_CASE(4) Q8_CASE(5) Q8_CASE(6) Q8_CASE(7) Q8_CASE(8)
+    default: break;
     }
 #undef Q8_CASE
     return true;
@@ -667,17 +818,20 @@ extern "C" size_t ck_gemv_scratch_bytes(int64_t n_in, int64_t n_tok) {
     return (size_t)(nt * n_in) + (size_t)(nt * ((n_in + 31) / 32)) * sizeof(q8x);
 }
 
-extern "C" void ck_gemv(uint32_t type, const void *W, size_t row_bytes, int64_t n_in, int64_t n_out, const float *x,
-                        int64_t n_tok, float *y, void *scratch, void *stream) {
+extern "C" int ck_gemv(uint32_t type, const void *W, size_t row_bytes, int64_t n_in, int64_t n_out, const float *x,
+                       int64_t n_tok, float *y, void *scratch, int x_ready, void *stream) {
     cudaStream_t st = (cudaStream_t)stream;
+    bool quantized = false;
+    x_ready = x_ready && n_tok <= CK_GEMV_MAX_TOK;
     for (int64_t t0 = 0; t0 < n_tok; t0 += CK_GEMV_MAX_TOK) {
         const int64_t nt = n_tok - t0 < CK_GEMV_MAX_TOK ? n_tok - t0 : CK_GEMV_MAX_TOK;
 #define GEMV(T)                                                                                                      \
-    if (!gemv_q8<T>::run(W, row_bytes, n_in, n_out, x + t0 * n_in, nt, y + t0 * n_out, scratch, st))                   \
-        gemv_t<T>(W, row_bytes, n_in, n_out, x + t0 * n_in, nt, y + t0 * n_out, st);
+    quantized = gemv_q8<T>::run(W, row_bytes, n_in, n_out, x + t0 * n_in, nt, y + t0 * n_out, scratch, x_ready, st);  \
+    if (!quantized) gemv_t<T>(W, row_bytes, n_in, n_out, x + t0 * n_in, nt, y + t0 * n_out, st);
         CK_DISPATCH(type, GEMV)
 #undef GEMV
     }
+    return quantized && n_tok <= CK_GEMV_MAX_TOK;
 }
 
 extern "C" int ck_gemv_integer(uint32_t type) {

@@ -78,6 +78,8 @@ struct cuda_backend {
     float *ff_a, *ff_b, *logits;
     uint16_t *w16, *x16; /* f16 copies of a weight and of the activations for the tensor cores */
     void *gemv_q8;       /* ck_gemv's 8-bit activations */
+    const float *xq_of;  /* the x whose 8-bit form gemv_q8 holds, (xq_rows, xq_cols); NULL: none */
+    int64_t xq_rows, xq_cols;
     float *att_part;     /* the split attention's partial softmaxes (ck_attention) */
     /* f16 copies of the weights the tensor-core products read (weight_f16), by the
      * weight's bytes; the budget left for more (-1: not measured yet) */
@@ -474,10 +476,17 @@ static const uint16_t *weight_f16(cuda_backend *g, const tensor *W) {
     return p;
 }
 
-static void lin(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y) {
+/* y (n, rows of W) = x (n, W->ne[0]) W^T. same_x: x is the input of the previous product
+ * too (unchanged since), so its 8-bit form, when that product left one, is used again. */
+static void lin_x(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y, bool same_x) {
     const int64_t n_in = W->ne[0], n_out = tensor_rows(W);
+    const bool ready = same_x && g->xq_of == x && g->xq_rows == n && g->xq_cols == n_in;
+    g->xq_of = NULL;
     if (n <= CK_GEMV_MAX_TOK) {
-        PROF(g, PROF_GEMV, ck_gemv(W->type, W->data, W->row_bytes, n_in, n_out, x, n, y, g->gemv_q8, g->stream));
+        int held = 0;
+        PROF(g, PROF_GEMV,
+             held = ck_gemv(W->type, W->data, W->row_bytes, n_in, n_out, x, n, y, g->gemv_q8, ready, g->stream));
+        if (held) g->xq_of = x, g->xq_rows = n, g->xq_cols = n_in;
         return;
     }
     const float one = 1.0f, zero = 0.0f;
@@ -505,6 +514,11 @@ static void lin(cuda_backend *g, const tensor *W, const float *x, int64_t n, flo
         });
     }
     if (st != CUBLAS_STATUS_SUCCESS && g->blas_status == CUBLAS_STATUS_SUCCESS) g->blas_status = st;
+}
+static void lin(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y) { lin_x(g, W, x, n, y, false); }
+/* a product of the same x as the previous one */
+static void lin_again(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y) {
+    lin_x(g, W, x, n, y, true);
 }
 
 /* A conv window item: the window after row `end` of the run from row0 (its old window in
@@ -575,8 +589,8 @@ static void layer_attention(engine *c, cuda_backend *g, const model_layer *l, in
     const state_pool *sp = c->sp;
     const int64_t hd = hp->head_dim_k, dv = hp->head_dim_v, O = hp->n_head * dv;
     lin(g, &l->wq, g->xn, n, hp->attn_gated ? g->qg : g->q);
-    lin(g, &l->wk, g->xn, n, g->k);
-    lin(g, &l->wv, g->xn, n, g->v);
+    lin_again(g, &l->wk, g->xn, n, g->k);
+    lin_again(g, &l->wv, g->xn, n, g->v);
     if (hp->attn_gated) ck_split_gate(g->qg, g->q, g->gate, n, hp->n_head, hd, g->stream);
     if (l->q_norm.name) {
         ck_rmsnorm_rows(g->q, hd, g->q, hd, f32(&l->q_norm), hd, n * hp->n_head, hp->rms_eps, g->stream);
@@ -617,15 +631,15 @@ static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
     const int K = (int)hp->ssm_d_conv;
     const bool ba = l->ssm_ba.name != NULL;
     lin(g, &l->ssm_qkv, g->xn, n, g->conv_in);
-    lin(g, &l->ssm_z, g->xn, n, g->gdn_z);
+    lin_again(g, &l->ssm_z, g->xn, n, g->gdn_z);
     const float *a_log_neg = f32(&l->ssm_a), *dt_bias = f32(&l->ssm_dt_bias);
     if (ba) { /* qwen3next's fused b|a: per key head, b of its r value heads, then a of them */
-        lin(g, &l->ssm_ba, g->xn, n, g->gdn_b);
+        lin_again(g, &l->ssm_ba, g->xn, n, g->gdn_b);
         ck_ssm_gate(n, n_v, g->gdn_b + r, 2 * n_v, g->gdn_b, 2 * n_v, r, 2 * r, a_log_neg, dt_bias, g->gdn_g,
                     g->gdn_beta, g->stream);
     } else {
-        lin(g, &l->ssm_beta, g->xn, n, g->gdn_b);
-        lin(g, &l->ssm_alpha, g->xn, n, g->gdn_a);
+        lin_again(g, &l->ssm_beta, g->xn, n, g->gdn_b);
+        lin_again(g, &l->ssm_alpha, g->xn, n, g->gdn_a);
         ck_ssm_gate(n, n_v, g->gdn_a, n_v, g->gdn_b, n_v, n_v, n_v, a_log_neg, dt_bias, g->gdn_g, g->gdn_beta, g->stream);
     }
     PROF(g, PROF_CONV, {
@@ -684,7 +698,7 @@ static void layer_mamba2(engine *c, cuda_backend *g, const model_layer *l, int64
 static void swiglu_expert(cuda_backend *g, const tensor *gate, const tensor *up, const tensor *down, const float *x,
                           int64_t m, float *out) {
     lin(g, gate, x, m, g->ff_a);
-    lin(g, up, x, m, g->ff_b);
+    lin_again(g, up, x, m, g->ff_b);
     ck_swiglu(g->ff_a, g->ff_a, g->ff_b, m * gate->ne[1], g->stream);
     lin(g, down, g->ff_a, m, out);
 }

@@ -139,7 +139,14 @@ TEST(cuda_gemv_dequant_embed_match_ref) {
                     }
                 float *dx = dev(x, (size_t)(nt * n_in) * sizeof *x), *dy = dev(NULL, (size_t)(nt * n_out) * sizeof *y);
                 void *scratch = q8 ? dev(NULL, ck_gemv_scratch_bytes(n_in, nt)) : NULL;
-                ck_gemv(t, dw, rb, n_in, n_out, dx, nt, dy, scratch, NULL);
+                const int held = ck_gemv(t, dw, rb, n_in, n_out, dx, nt, dy, scratch, 0, NULL);
+                CHECKF(held == (q8 && nt <= CK_GEMV_MAX_TOK), "%s, %lld rows: ck_gemv says the scratch %s x",
+                       qtype_name(t), (long long)nt, held ? "holds" : "does not hold");
+                if (held) { /* again from the 8-bit x it left, with x itself gone */
+                    cudaMemset(dy, 0xff, (size_t)(nt * n_out) * sizeof *y);
+                    cudaMemset(dx, 0xff, (size_t)(nt * n_in) * sizeof *x);
+                    ck_gemv(t, dw, rb, n_in, n_out, dx, nt, dy, scratch, 1, NULL);
+                }
                 if (ok_cuda("ck_gemv")) {
                     back(y, dy, (size_t)(nt * n_out) * sizeof *y);
                     const double e = test_nmse(y, yr, nt * n_out);
