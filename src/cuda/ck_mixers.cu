@@ -32,22 +32,31 @@ __device__ __forceinline__ int64_t kv_row(const int32_t *bt, int64_t pos) {
 
 /* ==== RoPE and the KV cache ==== */
 
+/* the longest rotary half rope_store_kernel takes: the backend refuses heads over 512
+ * wide at load (cuda_engine.c), and n_rot is at most the head's width */
+#define ROPE_MAX_HALF 256
+
 /* One block per row: rotate q's and k's heads, then store k and v at the row's position. */
 __global__ void rope_store_kernel(ck_step s, float *q, float *k, const float *v, int64_t n_head, int64_t n_kv,
                                   int64_t hd, int64_t dv, int64_t n_rot, float rope_base, int neox, void *kc, void *vc,
                                   int kv_f16) { /* bit 0: keys in f16, bit 1: values */
+    __shared__ float cs[ROPE_MAX_HALF], sn[ROPE_MAX_HALF];
     const int64_t r = blockIdx.x, pos = s.row_pos[r], half = n_rot / 2;
     float *qr = q + r * n_head * hd, *kr = k + r * n_kv * hd;
+    /* the row's angles once for all heads; as ops_rope_table: in double, cos and sin
+     * rounded once */
+    for (int64_t p = threadIdx.x; p < half; p += blockDim.x) {
+        const double angle = (double)pos * pow((double)rope_base, -2.0 * (double)p / (double)n_rot);
+        cs[p] = (float)cos(angle), sn[p] = (float)sin(angle);
+    }
+    __syncthreads();
     for (int64_t i = threadIdx.x; i < (n_head + n_kv) * half; i += blockDim.x) {
         const int64_t h = i / half, p = i % half;
         float *x = h < n_head ? qr + h * hd : kr + (h - n_head) * hd;
-        /* as ops_rope_table: the angle in double, cos and sin rounded once */
-        const double angle = (double)pos * pow((double)rope_base, -2.0 * (double)p / (double)n_rot);
-        const float c = (float)cos(angle), sn = (float)sin(angle);
         float *a = neox ? &x[p] : &x[2 * p], *b = neox ? &x[p + half] : &x[2 * p + 1];
         const float x0 = *a, x1 = *b;
-        *a = x0 * c - x1 * sn;
-        *b = x0 * sn + x1 * c;
+        *a = x0 * cs[p] - x1 * sn[p];
+        *b = x0 * sn[p] + x1 * cs[p];
     }
     __syncthreads();
     const ck_run run = s.runs[s.row_run[r]];
@@ -668,15 +677,17 @@ extern "C" void ck_conv_window(const int32_t *items, int64_t n_items, const floa
         (items, n_items, x, xs, C, K, state);
 }
 
-/* Columns per block and row groups: up to 32 columns, up to 4 groups of at least 8 rows,
- * the shared slice (rows x cols), the kernel's vec floats of per-row vectors and the
- * groups' sums within 48 KiB. */
-/* Row groups of a scan's block: up to 4 groups of at least 8 rows. */
+/* Row groups of a chunked scan's block: up to 4 groups of at least 8 rows. */
 static int scan_groups(int64_t rows) { return rows >= 32 ? 4 : rows >= 16 ? 2 : 1; }
 
+/* The row-by-row scans' block: up to 32 columns, row groups of at least 8 rows, the shared
+ * slice (rows x cols), the kernel's vec floats of per-row vectors and the groups' sums
+ * within 48 KiB. */
 static dim3 scan_block(int64_t rows, int64_t cols_total, int64_t vec, size_t *shm) {
     int cols = cols_total < 32 ? (int)cols_total : 32;
-    const int R = scan_groups(rows);
+    /* decode's scans are a few rows: wide states get 16 groups of 8 rows, so that a thread
+     * loads, updates and stores 8 state elements, not 32 */
+    const int R = rows >= 128 ? 16 : scan_groups(rows);
     while (cols > 1 && (size_t)(rows * cols + vec + 2 * R * cols) * sizeof(float) > 48 * 1024) cols /= 2;
     *shm = (size_t)(rows * cols + vec + 2 * R * cols) * sizeof(float);
     return dim3((unsigned)cols, (unsigned)R);

@@ -30,12 +30,33 @@ __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
+/* elements of a row each thread of rmsnorm_kernel holds in registers (rows up to
+ * RMS_HELD * 1024 long; longer ones are read twice) */
+#define RMS_HELD 8
+
 __global__ void rmsnorm_kernel(float *y, int64_t sy, const float *x, int64_t sx, const float *w, int64_t n,
                                const int32_t *rows, float eps) {
     const int64_t r = blockIdx.x;
     const float *xr = x + (rows ? rows[r] : r) * sx;
     float *yr = y + r * sy;
     float ss = 0.0f;
+    if (n <= RMS_HELD * (int64_t)blockDim.x) { /* the row read once, all loads in flight together */
+        float v[RMS_HELD];
+#pragma unroll
+        for (int k = 0; k < RMS_HELD; k++) {
+            const int64_t i = threadIdx.x + k * (int64_t)blockDim.x;
+            v[k] = i < n ? xr[i] : 0.0f;
+            ss += v[k] * v[k];
+        }
+        ss = block_sum(ss);
+        const float scale = rsqrtf(ss / (float)n + eps);
+#pragma unroll
+        for (int k = 0; k < RMS_HELD; k++) {
+            const int64_t i = threadIdx.x + k * (int64_t)blockDim.x;
+            if (i < n) yr[i] = w ? v[k] * scale * w[i] : v[k] * scale;
+        }
+        return;
+    }
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
     ss = block_sum(ss);
     const float scale = rsqrtf(ss / (float)n + eps);
@@ -151,20 +172,26 @@ __global__ void gather_h_kernel(float *dst, const float *rows, const float *slab
 }
 
 int row_threads(int64_t n) { return n >= 1024 ? 256 : n >= 256 ? 128 : 32; }
+/* rmsnorm_kernel's: up to 4 elements a thread, up to 1024 threads */
+static int rms_threads(int64_t n) {
+    int t = 32;
+    while (t < 1024 && 4 * (int64_t)t < n) t *= 2;
+    return t;
+}
 
 } // namespace
 
 extern "C" void ck_rmsnorm_rows(float *y, int64_t sy, const float *x, int64_t sx, const float *w, int64_t n,
                                 int64_t n_rows, float eps, void *stream) {
     if (n_rows > 0)
-        CK_LAUNCH((unsigned)n_rows, row_threads(n), 0, (cudaStream_t)stream, rmsnorm_kernel)
+        CK_LAUNCH((unsigned)n_rows, rms_threads(n), 0, (cudaStream_t)stream, rmsnorm_kernel)
         (y, sy, x, sx, w, n, (const int32_t *)NULL, eps);
 }
 
 extern "C" void ck_rmsnorm_gather(float *y, const float *x, const int32_t *rows, const float *w, int64_t E, int64_t n,
                                   float eps, void *stream) {
     if (n > 0)
-        CK_LAUNCH((unsigned)n, row_threads(E), 0, (cudaStream_t)stream, rmsnorm_kernel)(y, E, x, E, w, E, rows, eps);
+        CK_LAUNCH((unsigned)n, rms_threads(E), 0, (cudaStream_t)stream, rmsnorm_kernel)(y, E, x, E, w, E, rows, eps);
 }
 
 extern "C" void ck_add_scaled(float *x, const float *y, int64_t n, float scale, void *stream) {

@@ -542,19 +542,62 @@ __global__ void quantize_q8x_kernel(const float *x, int64_t n_units, int8_t *xq,
     if (lane == 0) xs[i] = q8x{__half2float(__float2half_rn(d)), (int)s, (int)s_hi, 0};
 }
 
+/* The integer kernels' warps: wpr warps (1, 2, 4 or 8) take a row together, so that a
+ * product of few rows still keeps many loads in flight. Warp w of a block takes row
+ * blockIdx.x * (GEMV_WARPS / wpr) + w / wpr and the row's items (units, pieces)
+ * lane + 32 (w % wpr), stepping 32 wpr. */
+struct gemv_warp {
+    int64_t r;
+    int first, step;
+    bool live; /* the row exists (a dead warp still takes part in the block's sums) */
+};
+__device__ __forceinline__ gemv_warp gemv_warp_at(int wpr, int64_t n_out) {
+    const int w = threadIdx.x >> 5;
+    gemv_warp g;
+    g.r = (int64_t)blockIdx.x * (GEMV_WARPS / wpr) + w / wpr;
+    g.first = (threadIdx.x & 31) + 32 * (w % wpr);
+    g.step = 32 * wpr;
+    g.live = g.r < n_out;
+    return g;
+}
+/* y[t][r] = the sum of acc[t] over the warp, then over the row's wpr warps */
+template <int NT>
+__device__ __forceinline__ void gemv_store(const float acc[NT], int wpr, const gemv_warp &g, int64_t n_out, float *y) {
+    __shared__ float part[GEMV_WARPS][NT];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    float v[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        v[t] = acc[t];
+        for (int o = 16; o > 0; o >>= 1) v[t] += __shfl_xor_sync(0xffffffffu, v[t], o);
+    }
+    if (wpr == 1) {
+        if (lane == 0 && g.live)
+            for (int t = 0; t < NT; t++) y[(size_t)t * n_out + g.r] = v[t];
+        return;
+    }
+    if (lane == 0)
+        for (int t = 0; t < NT; t++) part[w][t] = v[t];
+    __syncthreads();
+    if (lane == 0 && w % wpr == 0 && g.live)
+        for (int t = 0; t < NT; t++) {
+            float sum = 0.0f;
+            for (int k = 0; k < wpr; k++) sum += part[w + k][t];
+            y[(size_t)t * n_out + g.r] = sum;
+        }
+}
+
 template <int T, int NT>
 __global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_q8_kernel(const uint8_t *W, size_t row_bytes, int64_t n_in,
                                                                   int64_t n_out, const int8_t *xq, const q8x *xs,
-                                                                  float *y) {
-    const int lane = threadIdx.x & 31;
-    const int64_t r = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
-    if (r >= n_out) return;
-    const uint8_t *row = W + (size_t)r * row_bytes;
+                                                                  float *y, int wpr) {
+    const gemv_warp gw = gemv_warp_at(wpr, n_out);
+    const uint8_t *row = W + (size_t)gw.r * row_bytes;
     const int64_t n_units = n_in / 32;
     float acc[NT];
 #pragma unroll
     for (int t = 0; t < NT; t++) acc[t] = 0.0f;
-    for (int64_t u = lane; u < n_units; u += 32) {
+    for (int64_t u = gw.first; gw.live && u < n_units; u += gw.step) {
         iw w;
         iunit<T>(row, u, w);
 #pragma unroll
@@ -569,12 +612,7 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_q8_kernel(const uint8_t 
             acc[t] += x.d * (h0 + h1);
         }
     }
-#pragma unroll
-    for (int t = 0; t < NT; t++) {
-        float s = acc[t];
-        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (lane == 0) y[(size_t)t * n_out + r] = s;
-    }
+    gemv_store<NT>(acc, wpr, gw, n_out, y);
 }
 
 /* ==== Q4_K and Q6_K, the bulk of a Q4_K_M file: a lane per piece of a super-block ====
@@ -598,16 +636,14 @@ __device__ __forceinline__ void k4_scale_min(const uint4 &h, int j, int *sc, int
 template <int NT>
 __global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_q4k_kernel(const uint8_t *W, size_t row_bytes, int64_t n_in,
                                                                    int64_t n_out, const int8_t *xq, const q8x *xs,
-                                                                   float *y) {
-    const int lane = threadIdx.x & 31;
-    const int64_t r = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
-    if (r >= n_out) return;
-    const uint8_t *row = W + (size_t)r * row_bytes;
+                                                                   float *y, int wpr) {
+    const gemv_warp gw = gemv_warp_at(wpr, n_out);
+    const uint8_t *row = W + (size_t)gw.r * row_bytes;
     const int64_t n_items = n_in / 256 * 8, n_units = n_in / 32;
     float acc[NT];
 #pragma unroll
     for (int t = 0; t < NT; t++) acc[t] = 0.0f;
-    for (int64_t i = lane; i < n_items; i += 32) {
+    for (int64_t i = gw.first; gw.live && i < n_items; i += gw.step) {
         /* piece c of super-block sb: bytes [16c, 16c + 16) of the nibbles, the low ones
          * elements 16 * (c % 2) + [0, 16) of sub-block 2 * (c / 2), the high ones the same
          * of the next sub-block */
@@ -642,12 +678,7 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_q4k_kernel(const uint8_t
             acc[t] += x0.d * h0 + x1.d * h1;
         }
     }
-#pragma unroll
-    for (int t = 0; t < NT; t++) {
-        float v = acc[t];
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-        if (lane == 0) y[(size_t)t * n_out + r] = v;
-    }
+    gemv_store<NT>(acc, wpr, gw, n_out, y);
 }
 
 /* four 6-bit levels (one per byte, 0..63) minus 32, as signed bytes */
@@ -659,16 +690,14 @@ __device__ __forceinline__ uint32_t signed6(uint32_t v) {
 template <int NT>
 __global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_q6k_kernel(const uint8_t *W, size_t row_bytes, int64_t n_in,
                                                                    int64_t n_out, const int8_t *xq, const q8x *xs,
-                                                                   float *y) {
-    const int lane = threadIdx.x & 31;
-    const int64_t r = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
-    if (r >= n_out) return;
-    const uint8_t *row = W + (size_t)r * row_bytes;
+                                                                   float *y, int wpr) {
+    const gemv_warp gw = gemv_warp_at(wpr, n_out);
+    const uint8_t *row = W + (size_t)gw.r * row_bytes;
     const int64_t n_items = n_in / 256 * 8, n_units = n_in / 32;
     float acc[NT];
 #pragma unroll
     for (int t = 0; t < NT; t++) acc[t] = 0.0f;
-    for (int64_t i = lane; i < n_items; i += 32) {
+    for (int64_t i = gw.first; gw.live && i < n_items; i += gw.step) {
         /* super-block sb, half h, quarter g: l in [8g, 8g + 8) of ql[l], ql[l + 32], qh[l]
          * of the half, the elements 128h + 32e + l for e = 0..3 (e's scale 8h + 2e + g / 2) */
         const int64_t sb = i >> 3;
@@ -698,12 +727,16 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_q6k_kernel(const uint8_t
             }
         }
     }
-#pragma unroll
-    for (int t = 0; t < NT; t++) {
-        float v = acc[t];
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-        if (lane == 0) y[(size_t)t * n_out + r] = v;
-    }
+    gemv_store<NT>(acc, wpr, gw, n_out, y);
+}
+
+/* Warps per row for a product of n_out rows of n_items items: more while the product
+ * has fewer than about two warps per warp slot of a large GPU (132 SMs x 64) and a row's
+ * warps would still take more than one round of 32 items each. */
+static int gemv_wpr(int64_t n_out, int64_t n_items) {
+    int wpr = 1;
+    while (wpr < GEMV_WARPS && n_out * wpr < 16384 && n_items > 32 * wpr) wpr *= 2;
+    return wpr;
 }
 
 /* The integer path for the block formats with a level decoder (run returns false for
@@ -725,15 +758,16 @@ bool gemv_q8<T, true>::run(const void *W, size_t row_bytes, int64_t n_in, int64_
     q8x *xs = (q8x *)(xq + (size_t)(n_tok * n_in));
     const int64_t units = n_tok * n_in / 32;
     if (!x_ready) CK_LAUNCH(blocks_for(units * 32, 256), 256, 0, st, quantize_q8x_kernel)(x, units, xq, xs);
-    const dim3 grid((unsigned)((n_out + GEMV_WARPS - 1) / GEMV_WARPS)), block(32 * GEMV_WARPS);
     const uint8_t *w = (const uint8_t *)W;
     /* the super-block kernels where they apply (Q4_K's 16-byte loads need aligned rows) */
     const int kind = T == T_Q4_K && ((uintptr_t)w | row_bytes) % 16 == 0 ? 1 : T == T_Q6_K ? 2 : 0;
+    const int wpr = gemv_wpr(n_out, kind ? n_in / 256 * 8 : n_in / 32);
+    const dim3 grid((unsigned)((n_out + GEMV_WARPS / wpr - 1) / (GEMV_WARPS / wpr))), block(32 * GEMV_WARPS);
 #define Q8_CASE(N)                                                                                                   \
     case N:                                                                                                          \
-        if (kind == 1) CK_LAUNCH(grid, block, 0, st, gemv_q4k_kernel<N>)(w, row_bytes, n_in, n_out, xq, xs, y);      \
-        else if (kind == 2) CK_LAUNCH(grid, block, 0, st, gemv_q6k_kernel<N>)(w, row_bytes, n_in, n_out, xq, xs, y); \
-        else CK_LAUNCH(grid, block, 0, st, gemv_q8_kernel<T, N>)(w, row_bytes, n_in, n_out, xq, xs, y);             \
+        if (kind == 1) CK_LAUNCH(grid, block, 0, st, gemv_q4k_kernel<N>)(w, row_bytes, n_in, n_out, xq, xs, y, wpr);      \
+        else if (kind == 2) CK_LAUNCH(grid, block, 0, st, gemv_q6k_kernel<N>)(w, row_bytes, n_in, n_out, xq, xs, y, wpr); \
+        else CK_LAUNCH(grid, block, 0, st, gemv_q8_kernel<T, N>)(w, row_bytes, n_in, n_out, xq, xs, y, wpr);             \
         break;
     switch (n_tok) {
         Q8_CASE(1) Q8_CASE(2) Q8_CASE(3) Q8_CASE(4) Q8_CASE(5) Q8_CASE(6) Q8_CASE(7) Q8_CASE(8)

@@ -87,10 +87,13 @@ static const qtype weight_types[] = {QTYPE_F32,  QTYPE_F16,  QTYPE_BF16, QTYPE_Q
 
 TEST(cuda_gemv_dequant_embed_match_ref) {
     test_rng r = test_rng_new();
-    for (size_t ti = 0; ti < sizeof weight_types / sizeof weight_types[0]; ti++) {
-        const qtype t = weight_types[ti];
+    /* two widths: a row of a few items, and one long enough that several warps share it */
+    for (size_t ti = 0; ti < 2 * (sizeof weight_types / sizeof weight_types[0]); ti++) {
+        const qtype t = weight_types[ti / 2];
         const int64_t bs = qtype_info(t)->block_size;
-        const int64_t n_in = bs == 256 ? 256 * 3 : bs == 32 ? 32 * 7 : 100, n_out = 37;
+        const int64_t n_in = ti % 2 == 0 ? (bs == 256 ? 256 * 3 : bs == 32 ? 32 * 7 : 100)
+                                         : (bs == 256 ? 256 * 9 : bs == 32 ? 32 * 75 : 300),
+                      n_out = 37;
         CHECKF(ck_type_supported(t, n_in), "%s", qtype_name(t));
         size_t rb;
         uint8_t *w = rand_weights(&r, t, n_in, n_out, &rb);
