@@ -20,7 +20,7 @@ if ! python3 -c 'import gguf' 2>/dev/null && ls .whl/gguf-*.whl >/dev/null 2>&1;
 fi
 M4B="$MODELS/qwen35-4b-Q4_K_M.gguf"
 [ -s "$M4B" ] || timeout 300 python3 scripts/gen_random_qwen35.py --shape 4b --type Q4_K_M --out "$M4B" >"$OUT_DIR/gen.log" 2>&1
-E=.prebuilt/eddy
+E=${EDDY_BIN:-.prebuilt/eddy}
 if ! [ -x "$E" ] || ! "$E" --version >/dev/null 2>&1; then
   if [ "$(${CC:-cc} -print-file-name=libstdc++.so)" = libstdc++.so ]; then
     so=$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}')

@@ -70,6 +70,10 @@ void ck_rmsnorm_gather(float *y, const float *x, const int32_t *rows, const floa
                        void *stream);
 /* x += scale * y over n floats. */
 void ck_add_scaled(float *x, const float *y, int64_t n, float scale, void *stream);
+/* x (n_rows, n) += scale * add, then y (n_rows, n) = rmsnorm(x) * w: a residual added and
+ * the next block's norm in one pass */
+void ck_add_rmsnorm(float *x, const float *add, float scale, float *y, const float *w, int64_t n, int64_t n_rows,
+                    float eps, void *stream);
 /* x *= scale over n floats. */
 void ck_scale(float *x, int64_t n, float scale, void *stream);
 /* out = silu(gate) * up over n floats (out may alias either). */

@@ -34,18 +34,23 @@ __device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1
  * RMS_HELD * 1024 long; longer ones are read twice) */
 #define RMS_HELD 8
 
-__global__ void rmsnorm_kernel(float *y, int64_t sy, const float *x, int64_t sx, const float *w, int64_t n,
-                               const int32_t *rows, float eps) {
-    const int64_t r = blockIdx.x;
-    const float *xr = x + (rows ? rows[r] : r) * sx;
-    float *yr = y + r * sy;
+__device__ __forceinline__ float add_scaled_one(float x, float y, float scale) {
+    return scale == 1.0f ? x + y : x + scale * y;
+}
+
+/* One row of n: yr = rmsnorm(v) * w (w NULL: no weight), v = xr, or with mr,
+ * v = xr + ms * mr (as add_scaled_kernel), then also written to xo. The row is held in
+ * registers (RMS_HELD elements a thread) when it fits, else read twice. */
+__device__ __forceinline__ void norm_row(float *yr, const float *xr, const float *mr, float ms, float *xo,
+                                         const float *w, int64_t n, float eps) {
     float ss = 0.0f;
-    if (n <= RMS_HELD * (int64_t)blockDim.x) { /* the row read once, all loads in flight together */
+    if (n <= RMS_HELD * (int64_t)blockDim.x) { /* all loads in flight together */
         float v[RMS_HELD];
 #pragma unroll
         for (int k = 0; k < RMS_HELD; k++) {
             const int64_t i = threadIdx.x + k * (int64_t)blockDim.x;
-            v[k] = i < n ? xr[i] : 0.0f;
+            v[k] = i >= n ? 0.0f : mr ? add_scaled_one(xr[i], mr[i], ms) : xr[i];
+            if (mr && i < n) xo[i] = v[k];
             ss += v[k] * v[k];
         }
         ss = block_sum(ss);
@@ -57,15 +62,33 @@ __global__ void rmsnorm_kernel(float *y, int64_t sy, const float *x, int64_t sx,
         }
         return;
     }
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = mr ? add_scaled_one(xr[i], mr[i], ms) : xr[i];
+        if (mr) xo[i] = v;
+        ss += v * v;
+    }
     ss = block_sum(ss);
     const float scale = rsqrtf(ss / (float)n + eps);
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = w ? xr[i] * scale * w[i] : xr[i] * scale;
+    const float *src = mr ? xo : xr; /* each thread reads back only what it wrote */
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = w ? src[i] * scale * w[i] : src[i] * scale;
+}
+
+__global__ void rmsnorm_kernel(float *y, int64_t sy, const float *x, int64_t sx, const float *w, int64_t n,
+                               const int32_t *rows, float eps) {
+    const int64_t r = blockIdx.x;
+    norm_row(y + r * sy, x + (rows ? rows[r] : r) * sx, NULL, 0.0f, NULL, w, n, eps);
+}
+
+/* x += scale * add, then y = rmsnorm(x) * w, one block per row of n */
+__global__ void add_rmsnorm_kernel(float *x, const float *add, float scale, float *y, const float *w, int64_t n,
+                                   float eps) {
+    const int64_t r = blockIdx.x;
+    norm_row(y + r * n, x + r * n, add + r * n, scale, x + r * n, w, n, eps);
 }
 
 __global__ void add_scaled_kernel(float *x, const float *y, int64_t n, float scale) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] = scale == 1.0f ? x[i] + y[i] : x[i] + scale * y[i];
+    if (i < n) x[i] = add_scaled_one(x[i], y[i], scale);
 }
 
 __global__ void scale_kernel(float *x, int64_t n, float scale) {
@@ -192,6 +215,13 @@ extern "C" void ck_rmsnorm_gather(float *y, const float *x, const int32_t *rows,
                                   float eps, void *stream) {
     if (n > 0)
         CK_LAUNCH((unsigned)n, rms_threads(E), 0, (cudaStream_t)stream, rmsnorm_kernel)(y, E, x, E, w, E, rows, eps);
+}
+
+extern "C" void ck_add_rmsnorm(float *x, const float *add, float scale, float *y, const float *w, int64_t n,
+                               int64_t n_rows, float eps, void *stream) {
+    if (n_rows > 0)
+        CK_LAUNCH((unsigned)n_rows, rms_threads(n), 0, (cudaStream_t)stream, add_rmsnorm_kernel)
+        (x, add, scale, y, w, n, eps);
 }
 
 extern "C" void ck_add_scaled(float *x, const float *y, int64_t n, float scale, void *stream) {

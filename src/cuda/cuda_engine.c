@@ -748,22 +748,39 @@ static void layer_ffn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
     }
 }
 
-/* forward_layer on the GPU: layer il over the uploaded plan's n rows of x. */
-static void gpu_layer(engine *c, cuda_backend *g, int64_t il, int64_t n) {
+/* xn = the block's norm of x, after x += residual_scale * mix when a block's output is
+ * still to be added (*pending): the residual and the next norm in one pass. */
+static void block_input(engine *c, cuda_backend *g, const tensor *norm, int64_t n, bool *pending) {
     const model_hparams *hp = &c->m->hp;
-    const model_layer *l = &g->layers[il];
     const int64_t E = hp->n_embd;
+    if (*pending) ck_add_rmsnorm(g->x, g->mix, hp->residual_scale, g->xn, f32(norm), E, n, hp->rms_eps, g->stream);
+    else ck_rmsnorm_rows(g->xn, E, g->x, E, f32(norm), E, n, hp->rms_eps, g->stream);
+    *pending = false;
+}
+
+/* x += residual_scale * mix, when a block's output is still to be added */
+static void block_output(engine *c, cuda_backend *g, int64_t n, bool *pending) {
+    const model_hparams *hp = &c->m->hp;
+    if (*pending) ck_add_scaled(g->x, g->mix, n * hp->n_embd, hp->residual_scale, g->stream);
+    *pending = false;
+}
+
+/* forward_layer on the GPU: layer il over the uploaded plan's n rows of x. Each block's
+ * output (mix) is added to x by the next block's norm: *pending says that one is due on
+ * entry, and is set on return (block_output adds it). */
+static void gpu_layer(engine *c, cuda_backend *g, int64_t il, int64_t n, bool *pending) {
+    const model_layer *l = &g->layers[il];
     if (l->mixer != MIXER_NONE) {
-        ck_rmsnorm_rows(g->xn, E, g->x, E, f32(&l->attn_norm), E, n, hp->rms_eps, g->stream);
+        block_input(c, g, &l->attn_norm, n, pending);
         if (l->mixer == MIXER_ATTENTION) layer_attention(c, g, l, il, n);
         else if (l->mixer == MIXER_GDN) layer_gdn(c, g, l, il, n);
         else layer_mamba2(c, g, l, il, n);
-        ck_add_scaled(g->x, g->mix, n * E, hp->residual_scale, g->stream);
+        *pending = true;
     }
     if (l->ffn != FFN_NONE) {
-        ck_rmsnorm_rows(g->xn, E, g->x, E, f32(&l->ffn_norm), E, n, hp->rms_eps, g->stream);
+        block_input(c, g, &l->ffn_norm, n, pending);
         layer_ffn(c, g, l, n);
-        ck_add_scaled(g->x, g->mix, n * E, hp->residual_scale, g->stream);
+        *pending = true;
     }
 }
 
@@ -785,7 +802,9 @@ static void mtp_inputs(engine *c, cuda_backend *g, int64_t n) {
 /* x = eh_proj(mtp_cat), then the layer, over the uploaded plan's n rows. */
 static void mtp_layer(engine *c, cuda_backend *g, int64_t n) {
     lin(g, &g->mtp_eh_proj, g->mtp_cat, n, g->x);
-    gpu_layer(c, g, c->mtp_il, n);
+    bool pending = false;
+    gpu_layer(c, g, c->mtp_il, n, &pending);
+    block_output(c, g, n, &pending);
 }
 
 /* block_mtp: the step's rows through the MTP layer (each reading h of the row before, or
@@ -855,7 +874,9 @@ static void step_kernels(engine *c, cuda_backend *g, int64_t n, int64_t n_out) {
     const int64_t E = hp->n_embd;
     ck_embed(g->tok_embd.type, g->tok_embd.data, g->tok_embd.row_bytes, E, g->d_plan + g->o_tokens, n,
              hp->embd_scale, g->x, g->stream);
-    for (int64_t il = 0; il < hp->n_layer; il++) gpu_layer(c, g, il, n);
+    bool pending = false;
+    for (int64_t il = 0; il < hp->n_layer; il++) gpu_layer(c, g, il, n, &pending);
+    block_output(c, g, n, &pending);
     if (c->mtp) ck_rmsnorm_rows(g->h, E, g->x, E, f32(&g->output_norm), E, n, hp->rms_eps, g->stream);
     if (n_out > 0) {
         ck_rmsnorm_gather(g->xn, g->x, g->d_plan + g->o_out, f32(&g->output_norm), E, n_out, hp->rms_eps, g->stream);

@@ -187,6 +187,28 @@ TEST(cuda_row_ops_match_ref) {
     ops_rmsnorm_rows(ref, n, x + 3 * n, n, w, n, 1, 1e-6f);
     ops_rmsnorm_rows(ref + n, n, x + 1 * n, n, w, n, 1, 1e-6f);
     CHECKF(ok_cuda("gather") && test_nmse(got, ref, 2 * n) < NMSE_MAX, "rmsnorm gather");
+    /* a residual added, then the norm: rows of 300 (held in registers) and of 9000 (read
+     * twice); x + 0.5 z (0.5 z exact: a fused multiply-add rounds as the CPU does), x + z */
+    for (int wide = 0; wide < 2; wide++) {
+        const int64_t m = wide ? 9000 : n, nr = wide ? 2 : rows;
+        const float rs = wide ? 1.0f : 0.5f;
+        float *a = rand_floats(&r, nr * m, 2.0f), *b = rand_floats(&r, nr * m, 1.0f), *wm = rand_floats(&r, m, 1.0f);
+        float *xa = malloc((size_t)(nr * m) * 4), *ya = malloc((size_t)(nr * m) * 4), *yg = malloc((size_t)(nr * m) * 4);
+        float *da = dev(a, (size_t)(nr * m) * 4), *db = dev(b, (size_t)(nr * m) * 4), *dwm = dev(wm, (size_t)m * 4);
+        float *dya = dev(NULL, (size_t)(nr * m) * 4);
+        for (int64_t i = 0; i < nr * m; i++) a[i] = rs == 1.0f ? a[i] + b[i] : a[i] + rs * b[i];
+        ops_rmsnorm_rows(ya, m, a, m, wm, m, nr, 1e-6f);
+        ck_add_rmsnorm(da, db, rs, dya, dwm, m, nr, 1e-6f, NULL);
+        back(xa, da, (size_t)(nr * m) * 4);
+        back(yg, dya, (size_t)(nr * m) * 4);
+        CHECKF(ok_cuda("add_rmsnorm") && !memcmp(xa, a, (size_t)(nr * m) * 4) && test_nmse(yg, ya, nr * m) < NMSE_MAX,
+               "add + rmsnorm, rows of %lld: nmse %g", (long long)m, test_nmse(yg, ya, nr * m));
+        ck_rmsnorm_rows(dya, m, da, m, dwm, m, nr, 1e-6f, NULL);
+        back(yg, dya, (size_t)(nr * m) * 4);
+        CHECKF(ok_cuda("rmsnorm") && test_nmse(yg, ya, nr * m) < NMSE_MAX, "rmsnorm, rows of %lld", (long long)m);
+        cudaFree(da), cudaFree(db), cudaFree(dwm), cudaFree(dya);
+        free(a), free(b), free(wm), free(xa), free(ya), free(yg);
+    }
     /* SwiGLU */
     ops_swiglu(ref, x, z, rows * n);
     ck_swiglu(dy, dx, dz, rows * n, NULL);
