@@ -683,11 +683,13 @@ static int scan_groups(int64_t rows) { return rows >= 32 ? 4 : rows >= 16 ? 2 : 
 /* The row-by-row scans' block: up to 32 columns, row groups of at least 8 rows, the shared
  * slice (rows x cols), the kernel's vec floats of per-row vectors and the groups' sums
  * within 48 KiB. */
-static dim3 scan_block(int64_t rows, int64_t cols_total, int64_t vec, size_t *shm) {
+static dim3 scan_block(int64_t rows, int64_t cols_total, int64_t vec, int64_t n_runs, size_t *shm) {
     int cols = cols_total < 32 ? (int)cols_total : 32;
-    /* decode's scans are a few rows: wide states get 16 groups of 8 rows, so that a thread
-     * loads, updates and stores 8 state elements, not 32 */
-    const int R = rows >= 128 ? 16 : scan_groups(rows);
+    /* one sequence's scan (decode, a verify, a prefill row by row) has few blocks: wide
+     * states get 16 groups of 8 rows, so that a thread loads, updates and stores 8 state
+     * elements, not 32 (timed on an H200 for one sequence; steps of many sequences keep
+     * 4 groups, not timed with 16) */
+    const int R = rows >= 128 && n_runs == 1 ? 16 : scan_groups(rows);
     while (cols > 1 && (size_t)(rows * cols + vec + 2 * R * cols) * sizeof(float) > 48 * 1024) cols /= 2;
     *shm = (size_t)(rows * cols + vec + 2 * R * cols) * sizeof(float);
     return dim3((unsigned)cols, (unsigned)R);
@@ -698,7 +700,7 @@ extern "C" void ck_gdn(const ck_run *runs, int64_t n_runs, const int32_t *ckpts,
                        int64_t d_v, int head_map, float scale, void *stream) {
     if (n_runs <= 0) return;
     size_t shm;
-    const dim3 block = scan_block(d_k, d_v, 4 * d_k, &shm);
+    const dim3 block = scan_block(d_k, d_v, 4 * d_k, n_runs, &shm);
     const dim3 grid((unsigned)n_runs, (unsigned)n_v, (unsigned)((d_v + block.x - 1) / block.x));
     CK_LAUNCH(grid, block, shm, (cudaStream_t)stream, gdn_kernel)
     (runs, ckpts, qkv, qkv_s, g, beta, o, state, n_k, n_v, d_k, d_v, head_map, scale);
@@ -949,7 +951,7 @@ extern "C" void ck_mamba2(const ck_run *runs, int64_t n_runs, const int32_t *ckp
                           int64_t N, const float *A, const float *dt_bias, const float *D, void *stream) {
     if (n_runs <= 0) return;
     size_t shm;
-    const dim3 block = scan_block(N, P, 4 * N, &shm);
+    const dim3 block = scan_block(N, P, 4 * N, n_runs, &shm);
     const dim3 grid((unsigned)n_runs, (unsigned)H, (unsigned)((P + block.x - 1) / block.x));
     CK_LAUNCH(grid, block, shm, (cudaStream_t)stream, mamba2_kernel)
     (runs, ckpts, xbc, xbc_s, dt_raw, dt_s, y, state, H, P, G, N, A, dt_bias, D);

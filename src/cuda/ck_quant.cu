@@ -761,7 +761,8 @@ bool gemv_q8<T, true>::run(const void *W, size_t row_bytes, int64_t n_in, int64_
     const uint8_t *w = (const uint8_t *)W;
     /* the super-block kernels where they apply (Q4_K's 16-byte loads need aligned rows) */
     const int kind = T == T_Q4_K && ((uintptr_t)w | row_bytes) % 16 == 0 ? 1 : T == T_Q6_K ? 2 : 0;
-    const int wpr = gemv_wpr(n_out, kind ? n_in / 256 * 8 : n_in / 32);
+    /* split rows for one row of x (timed on an H200); batches keep a warp per row */
+    const int wpr = n_tok == 1 ? gemv_wpr(n_out, kind ? n_in / 256 * 8 : n_in / 32) : 1;
     const dim3 grid((unsigned)((n_out + GEMV_WARPS / wpr - 1) / (GEMV_WARPS / wpr))), block(32 * GEMV_WARPS);
 #define Q8_CASE(N)                                                                                                   \
     case N:                                                                                                          \

@@ -304,14 +304,15 @@ TEST(cuda_conv1d_matches_scan_ref) {
 
 /* Runs of 1, 7, 1 and 3 rows, or (long) of 1, 45, 3 and 20 with a checkpoint after row 20
  * of the second (to slot 8): the row-by-row kernel, or the chunked one (chunks of 16,
- * one ending at the checkpoint). */
+ * one ending at the checkpoint). single: the second run alone (a one-sequence step). */
 static void gdn_case(test_rng *r, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v, int map, bool verify,
-                     bool chunked, bool longer) {
+                     bool chunked, bool longer, bool single) {
     const int64_t lens[] = {1, 7, 1, 3}, pos0[] = {0, 0, 5, 2}, long_lens[] = {1, 45, 3, 20};
     step_fixture f;
-    step_make(&f, longer ? long_lens : lens, pos0, 4, verify);
+    const int skip = single ? 1 : 0; /* single: the second run alone */
+    step_make(&f, (longer ? long_lens : lens) + skip, pos0 + skip, single ? 1 : 4, verify);
     const int32_t ckpt[2] = {20, 8};
-    if (longer && !verify) f.runs[1].n_ck = 1, cudaMemcpy(f.mem[3], f.runs, sizeof f.runs, cudaMemcpyHostToDevice);
+    if (longer && !verify) f.runs[1 - skip].n_ck = 1, cudaMemcpy(f.mem[3], f.runs, sizeof f.runs, cudaMemcpyHostToDevice);
     int32_t *dck = dev(ckpt, sizeof ckpt);
     const int64_t n = f.n, key_dim = n_k * d_k, C = 2 * key_dim + n_v * d_v, n_slots = 9, sf = n_v * d_k * d_v;
     float *qkv = rand_floats(r, n * C, 1.0f), *g = malloc((size_t)(n * n_v) * 4), *beta = malloc((size_t)(n * n_v) * 4);
@@ -336,7 +337,7 @@ static void gdn_case(test_rng *r, int64_t n_k, int64_t n_v, int64_t d_k, int64_t
     memcpy(sref, state, (size_t)(n_slots * sf) * 4);
     gdn_params p = {n_k, n_v, d_k, d_v, map ? GDN_KHEAD_DIV : GDN_KHEAD_MOD, scale};
     float *tmp = malloc((size_t)sf * 4);
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < f.n_runs; k++) {
         const ck_run *rk = &f.runs[k];
         const float *q0 = qkv + rk->row0 * C;
         gdn_rows rows = {q0, q0 + key_dim, q0 + 2 * key_dim, g + rk->row0 * n_v, beta + rk->row0 * n_v, C, C, C, n_v,
@@ -366,12 +367,13 @@ TEST(cuda_gdn_matches_scan_ref) {
     test_rng r = test_rng_new();
     for (int chunked = 0; chunked < 2; chunked++)
         for (int longer = 0; longer < 2; longer++) {
-            gdn_case(&r, 2, 4, 16, 16, 0, false, chunked, longer);
-            gdn_case(&r, 2, 6, 32, 48, 1, false, chunked, longer);
-            gdn_case(&r, 1, 2, 128, 128, 0, false, chunked, longer);
-            gdn_case(&r, 2, 4, 256, 96, 0, false, chunked, longer); /* the shared slice at its largest */
-            gdn_case(&r, 1, 2, 64, 3, 0, false, chunked, longer); /* 12 threads: k, q partly loaded after a row */
-            gdn_case(&r, 2, 4, 16, 16, 0, true, chunked, longer); /* a verify: outputs only, slots untouched */
+            gdn_case(&r, 2, 4, 16, 16, 0, false, chunked, longer, false);
+            gdn_case(&r, 2, 6, 32, 48, 1, false, chunked, longer, false);
+            gdn_case(&r, 1, 2, 128, 128, 0, false, chunked, longer, false);
+            gdn_case(&r, 1, 2, 128, 128, 0, false, chunked, longer, true); /* one sequence: 16 row groups */
+            gdn_case(&r, 2, 4, 256, 96, 0, false, chunked, longer, false); /* the shared slice at its largest */
+            gdn_case(&r, 1, 2, 64, 3, 0, false, chunked, longer, false); /* 12 threads: k, q partly loaded after a row */
+            gdn_case(&r, 2, 4, 16, 16, 0, true, chunked, longer, false); /* a verify: outputs only, slots untouched */
         }
 }
 
@@ -460,14 +462,16 @@ TEST(cuda_attention_matches_ref) {
 }
 
 /* Runs of 1, 6, 1 and 3 rows, or (long) of 1, 45, 3 and 20 with a checkpoint after row 20
- * of the second (to slot 8): the row-by-row kernel or the chunked one. */
+ * of the second (to slot 8): the row-by-row kernel or the chunked one; single: the second
+ * run alone. */
 static void mamba2_case(test_rng *r, int64_t H, int64_t P, int64_t G, int64_t N, bool with_d, bool verify,
-                        bool chunked, bool longer) {
+                        bool chunked, bool longer, bool single) {
     const int64_t lens[] = {1, 6, 1, 3}, pos0[] = {0, 0, 4, 2}, long_lens[] = {1, 45, 3, 20};
     step_fixture f;
-    step_make(&f, longer ? long_lens : lens, pos0, 4, verify);
+    const int skip = single ? 1 : 0; /* single: the second run alone */
+    step_make(&f, (longer ? long_lens : lens) + skip, pos0 + skip, single ? 1 : 4, verify);
     const int32_t ckpt[2] = {20, 8};
-    if (longer && !verify) f.runs[1].n_ck = 1, cudaMemcpy(f.mem[3], f.runs, sizeof f.runs, cudaMemcpyHostToDevice);
+    if (longer && !verify) f.runs[1 - skip].n_ck = 1, cudaMemcpy(f.mem[3], f.runs, sizeof f.runs, cudaMemcpyHostToDevice);
     int32_t *dck = dev(ckpt, sizeof ckpt);
     const int64_t n = f.n, DI = H * P, CD = DI + 2 * G * N, n_slots = 9, sf = H * N * P;
     float *xbc = rand_floats(r, n * CD, 1.0f), *dt = rand_floats(r, n * H, 1.0f);
@@ -488,7 +492,7 @@ static void mamba2_case(test_rng *r, int64_t H, int64_t P, int64_t G, int64_t N,
     memcpy(sref, state, (size_t)(n_slots * sf) * 4);
     const mamba2_params p = {H, P, G, N, A, bias, with_d ? D : NULL, 0.0f, INFINITY};
     float *tmp = malloc((size_t)sf * 4);
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < f.n_runs; k++) {
         const ck_run *rk = &f.runs[k];
         const float *x0 = xbc + rk->row0 * CD;
         const mamba2_io io = {x0, CD, x0 + DI, CD, x0 + DI + G * N, CD, dt + rk->row0 * H, H, yr + rk->row0 * DI, DI};
@@ -520,11 +524,12 @@ TEST(cuda_mamba2_matches_scan_ref) {
     test_rng r = test_rng_new();
     for (int chunked = 0; chunked < 2; chunked++)
         for (int longer = 0; longer < 2; longer++) {
-            mamba2_case(&r, 8, 16, 2, 16, true, false, chunked, longer);
-            mamba2_case(&r, 4, 80, 1, 24, false, false, chunked, longer); /* two column blocks, the last partial */
-            mamba2_case(&r, 2, 64, 2, 128, true, false, chunked, longer);
-            mamba2_case(&r, 2, 64, 1, 512, true, false, chunked, longer); /* a state too large for 64 columns */
-            mamba2_case(&r, 8, 16, 2, 16, true, true, chunked, longer);
+            mamba2_case(&r, 8, 16, 2, 16, true, false, chunked, longer, false);
+            mamba2_case(&r, 4, 80, 1, 24, false, false, chunked, longer, false); /* two column blocks, the last partial */
+            mamba2_case(&r, 2, 64, 2, 128, true, false, chunked, longer, false);
+            mamba2_case(&r, 2, 64, 2, 128, true, false, chunked, longer, true); /* one sequence */
+            mamba2_case(&r, 2, 64, 1, 512, true, false, chunked, longer, false); /* a state too large for 64 columns */
+            mamba2_case(&r, 8, 16, 2, 16, true, true, chunked, longer, false);
         }
 }
 
