@@ -70,14 +70,18 @@ void ck_rmsnorm_gather(float *y, const float *x, const int32_t *rows, const floa
                        void *stream);
 /* x += scale * y over n floats. */
 void ck_add_scaled(float *x, const float *y, int64_t n, float scale, void *stream);
-/* x (n_rows, n) += scale * add, then y (n_rows, n) = rmsnorm(x) * w: a residual added and
- * the next block's norm in one pass */
-void ck_add_rmsnorm(float *x, const float *add, float scale, float *y, const float *w, int64_t n, int64_t n_rows,
-                    float eps, void *stream);
+/* x (n_rows, n) += scale * add (add NULL: nothing added), then y (n_rows, n) = rmsnorm(x)
+ * * w: a residual added and the next block's norm in one pass.
+ * q8, here and in ck_swiglu and ck_gated_rmsnorm: NULL, or ck_gemv's scratch, in which the
+ * kernel then also leaves its output's 8-bit form, as ck_gemv would make it (for rows of a
+ * multiple of 32 elements, at most CK_GEMV_MAX_TOK rows): the next product of that output
+ * passes x_ready. Returns 1 when it did. */
+int ck_add_rmsnorm(float *x, const float *add, float scale, float *y, const float *w, int64_t n, int64_t n_rows,
+                   float eps, void *q8, void *stream);
 /* x *= scale over n floats. */
 void ck_scale(float *x, int64_t n, float scale, void *stream);
-/* out = silu(gate) * up over n floats (out may alias either). */
-void ck_swiglu(float *out, const float *gate, const float *up, int64_t n, void *stream);
+/* out (n_rows, n) = silu(gate) * up (out may alias either); q8: as ck_add_rmsnorm's. */
+int ck_swiglu(float *out, const float *gate, const float *up, int64_t n_rows, int64_t n, void *q8, void *stream);
 /* a = relu(a)^2 over n floats. */
 void ck_relu2(float *a, int64_t n, void *stream);
 /* x *= sigmoid(gate) over n floats. */
@@ -90,9 +94,10 @@ void ck_ssm_gate(int64_t n_rows, int64_t n_heads, const float *alpha, int64_t al
                  int64_t b_stride, int64_t group, int64_t group_stride, const float *a, const float *dt_bias, float *g,
                  float *beta, void *stream);
 
-/* Per-head gated RMSNorm of ssm.h (gated_rmsnorm_ref). out may equal y. */
-void ck_gated_rmsnorm(int64_t n_rows, int64_t n_heads, int64_t d, const float *y, int64_t y_stride, const float *z,
-                      int64_t z_stride, const float *w, float eps, float *out, int64_t out_stride, void *stream);
+/* Per-head gated RMSNorm of ssm.h (gated_rmsnorm_ref). out may equal y. q8: as
+ * ck_add_rmsnorm's (out's rows dense, d a multiple of 32). */
+int ck_gated_rmsnorm(int64_t n_rows, int64_t n_heads, int64_t d, const float *y, int64_t y_stride, const float *z,
+                      int64_t z_stride, const float *w, float eps, float *out, int64_t out_stride, void *q8, void *stream);
 
 /* Mixture of experts (block_ffn.c's arithmetic). slots: an expert's m token slots
  * (token t's j-th expert is slot t k + j). gather: dst row i = src row slots[i] / k;

@@ -8,6 +8,7 @@
 
 #include "cuda/ck.h"
 #include "cuda/ck_device.h"
+#include "cuda/ck_q8.h"
 
 namespace {
 
@@ -40,9 +41,11 @@ __device__ __forceinline__ float add_scaled_one(float x, float y, float scale) {
 
 /* One row of n: yr = rmsnorm(v) * w (w NULL: no weight), v = xr, or with mr,
  * v = xr + ms * mr (as add_scaled_kernel), then also written to xo. The row is held in
- * registers (RMS_HELD elements a thread) when it fits, else read twice. */
+ * registers (RMS_HELD elements a thread) when it fits, else read twice. With yq, yr's
+ * 8-bit form too (ck_q8.h; its units yq[32 u], ys[u]; n a multiple of 32: a warp's 32
+ * elements are one unit). */
 __device__ __forceinline__ void norm_row(float *yr, const float *xr, const float *mr, float ms, float *xo,
-                                         const float *w, int64_t n, float eps) {
+                                         const float *w, int64_t n, float eps, int8_t *yq, q8x *ys) {
     float ss = 0.0f;
     if (n <= RMS_HELD * (int64_t)blockDim.x) { /* all loads in flight together */
         float v[RMS_HELD];
@@ -58,7 +61,11 @@ __device__ __forceinline__ void norm_row(float *yr, const float *xr, const float
 #pragma unroll
         for (int k = 0; k < RMS_HELD; k++) {
             const int64_t i = threadIdx.x + k * (int64_t)blockDim.x;
-            if (i < n) yr[i] = w ? v[k] * scale * w[i] : v[k] * scale;
+            if (i < n) { /* the whole warp, or none of it, when yq is given */
+                const float out = w ? v[k] * scale * w[i] : v[k] * scale;
+                yr[i] = out;
+                if (yq) q8_store_unit(out, i / 32, yq, ys);
+            }
         }
         return;
     }
@@ -70,20 +77,26 @@ __device__ __forceinline__ void norm_row(float *yr, const float *xr, const float
     ss = block_sum(ss);
     const float scale = rsqrtf(ss / (float)n + eps);
     const float *src = mr ? xo : xr; /* each thread reads back only what it wrote */
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = w ? src[i] * scale * w[i] : src[i] * scale;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const float out = w ? src[i] * scale * w[i] : src[i] * scale;
+        yr[i] = out;
+        if (yq) q8_store_unit(out, i / 32, yq, ys);
+    }
 }
 
 __global__ void rmsnorm_kernel(float *y, int64_t sy, const float *x, int64_t sx, const float *w, int64_t n,
                                const int32_t *rows, float eps) {
     const int64_t r = blockIdx.x;
-    norm_row(y + r * sy, x + (rows ? rows[r] : r) * sx, NULL, 0.0f, NULL, w, n, eps);
+    norm_row(y + r * sy, x + (rows ? rows[r] : r) * sx, NULL, 0.0f, NULL, w, n, eps, NULL, NULL);
 }
 
-/* x += scale * add, then y = rmsnorm(x) * w, one block per row of n */
+/* x += scale * add (add NULL: x as it is), then y = rmsnorm(x) * w, one block per row of
+ * n; with yq, y's 8-bit form too (units yq[32 u], ys[u] of the whole (rows, n)) */
 __global__ void add_rmsnorm_kernel(float *x, const float *add, float scale, float *y, const float *w, int64_t n,
-                                   float eps) {
+                                   float eps, int8_t *yq, q8x *ys) {
     const int64_t r = blockIdx.x;
-    norm_row(y + r * n, x + r * n, add + r * n, scale, x + r * n, w, n, eps);
+    norm_row(y + r * n, x + r * n, add ? add + r * n : NULL, scale, x + r * n, w, n, eps, yq ? yq + r * n : NULL,
+             yq ? ys + r * (n / 32) : NULL);
 }
 
 __global__ void add_scaled_kernel(float *x, const float *y, int64_t n, float scale) {
@@ -96,9 +109,14 @@ __global__ void scale_kernel(float *x, int64_t n, float scale) {
     if (i < n) x[i] *= scale;
 }
 
-__global__ void swiglu_kernel(float *out, const float *gate, const float *up, int64_t n) {
+/* with oq (n a multiple of 32: a warp's 32 elements are one unit), out's 8-bit form too */
+__global__ void swiglu_kernel(float *out, const float *gate, const float *up, int64_t n, int8_t *oq, q8x *os) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = silu(gate[i]) * up[i];
+    if (i < n) {
+        const float v = silu(gate[i]) * up[i];
+        out[i] = v;
+        if (oq) q8_store_unit(v, i / 32, oq, os);
+    }
 }
 
 __global__ void relu2_kernel(float *a, int64_t n) {
@@ -133,8 +151,10 @@ __global__ void ssm_gate_kernel(int64_t n_rows, int64_t n_heads, const float *al
 }
 
 /* one block per (row, head) */
+/* with oq (out's rows dense, n_heads * d long, d a multiple of 32), out's 8-bit form too */
 __global__ void gated_rmsnorm_kernel(int64_t n_heads, int64_t d, const float *y, int64_t y_stride, const float *z,
-                                     int64_t z_stride, const float *w, float eps, float *out, int64_t out_stride) {
+                                     int64_t z_stride, const float *w, float eps, float *out, int64_t out_stride,
+                                     int8_t *oq, q8x *os) {
     const int64_t r = blockIdx.x / n_heads, h = blockIdx.x % n_heads;
     const float *yr = y + r * y_stride + h * d, *zr = z + r * z_stride + h * d;
     float *o = out + r * out_stride + h * d;
@@ -142,7 +162,11 @@ __global__ void gated_rmsnorm_kernel(int64_t n_heads, int64_t d, const float *y,
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss += yr[i] * yr[i];
     ss = block_sum(ss);
     const float scale = rsqrtf(ss / (float)d + eps);
-    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) o[i] = yr[i] * scale * w[i] * silu(zr[i]);
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+        const float v = yr[i] * scale * w[i] * silu(zr[i]);
+        o[i] = v;
+        if (oq) q8_store_unit(v, (r * n_heads * d + h * d + i) / 32, oq, os);
+    }
 }
 
 /* one block per (row, group): gate first, then the norm (Mamba-2) */
@@ -217,11 +241,18 @@ extern "C" void ck_rmsnorm_gather(float *y, const float *x, const int32_t *rows,
         CK_LAUNCH((unsigned)n, rms_threads(E), 0, (cudaStream_t)stream, rmsnorm_kernel)(y, E, x, E, w, E, rows, eps);
 }
 
-extern "C" void ck_add_rmsnorm(float *x, const float *add, float scale, float *y, const float *w, int64_t n,
-                               int64_t n_rows, float eps, void *stream) {
-    if (n_rows > 0)
-        CK_LAUNCH((unsigned)n_rows, rms_threads(n), 0, (cudaStream_t)stream, add_rmsnorm_kernel)
-        (x, add, scale, y, w, n, eps);
+/* Whether a kernel can leave its (rows, n) output's 8-bit form in q8 as ck_gemv reads it */
+static bool q8_fits(const void *q8, int64_t rows, int64_t n) {
+    return q8 && n % 32 == 0 && rows <= CK_GEMV_MAX_TOK;
+}
+
+extern "C" int ck_add_rmsnorm(float *x, const float *add, float scale, float *y, const float *w, int64_t n,
+                              int64_t n_rows, float eps, void *q8, void *stream) {
+    if (n_rows <= 0) return 0;
+    const bool q = q8_fits(q8, n_rows, n);
+    CK_LAUNCH((unsigned)n_rows, rms_threads(n), 0, (cudaStream_t)stream, add_rmsnorm_kernel)
+    (x, add, scale, y, w, n, eps, q ? (int8_t *)q8 : NULL, q ? q8_units(q8, n_rows, n) : NULL);
+    return q;
 }
 
 extern "C" void ck_add_scaled(float *x, const float *y, int64_t n, float scale, void *stream) {
@@ -232,8 +263,14 @@ extern "C" void ck_scale(float *x, int64_t n, float scale, void *stream) {
     if (n > 0) CK_LAUNCH(blocks_for(n, 256), 256, 0, (cudaStream_t)stream, scale_kernel)(x, n, scale);
 }
 
-extern "C" void ck_swiglu(float *out, const float *gate, const float *up, int64_t n, void *stream) {
-    if (n > 0) CK_LAUNCH(blocks_for(n, 256), 256, 0, (cudaStream_t)stream, swiglu_kernel)(out, gate, up, n);
+extern "C" int ck_swiglu(float *out, const float *gate, const float *up, int64_t n_rows, int64_t n, void *q8,
+                         void *stream) {
+    const int64_t all = n_rows * n;
+    if (all <= 0) return 0;
+    const bool q = q8_fits(q8, n_rows, n);
+    CK_LAUNCH(blocks_for(all, 256), 256, 0, (cudaStream_t)stream, swiglu_kernel)
+    (out, gate, up, all, q ? (int8_t *)q8 : NULL, q ? q8_units(q8, n_rows, n) : NULL);
+    return q;
 }
 
 extern "C" void ck_relu2(float *a, int64_t n, void *stream) {
@@ -260,12 +297,15 @@ extern "C" void ck_ssm_gate(int64_t n_rows, int64_t n_heads, const float *alpha,
         (n_rows, n_heads, alpha, alpha_stride, b, b_stride, group, group_stride, a, dt_bias, g, beta);
 }
 
-extern "C" void ck_gated_rmsnorm(int64_t n_rows, int64_t n_heads, int64_t d, const float *y, int64_t y_stride,
-                                 const float *z, int64_t z_stride, const float *w, float eps, float *out,
-                                 int64_t out_stride, void *stream) {
-    if (n_rows * n_heads > 0)
-        CK_LAUNCH((unsigned)(n_rows * n_heads), row_threads(d), 0, (cudaStream_t)stream, gated_rmsnorm_kernel)
-        (n_heads, d, y, y_stride, z, z_stride, w, eps, out, out_stride);
+extern "C" int ck_gated_rmsnorm(int64_t n_rows, int64_t n_heads, int64_t d, const float *y, int64_t y_stride,
+                                const float *z, int64_t z_stride, const float *w, float eps, float *out,
+                                int64_t out_stride, void *q8, void *stream) {
+    if (n_rows * n_heads <= 0) return 0;
+    const bool q = q8_fits(q8, n_rows, n_heads * d) && d % 32 == 0 && out_stride == n_heads * d;
+    CK_LAUNCH((unsigned)(n_rows * n_heads), row_threads(d), 0, (cudaStream_t)stream, gated_rmsnorm_kernel)
+    (n_heads, d, y, y_stride, z, z_stride, w, eps, out, out_stride, q ? (int8_t *)q8 : NULL,
+     q ? q8_units(q8, n_rows, n_heads * d) : NULL);
+    return q;
 }
 
 extern "C" void ck_gated_rmsnorm_group(int64_t n_rows, int64_t n_groups, int64_t group_size, const float *y,

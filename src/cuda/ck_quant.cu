@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "cuda/ck.h"
+#include "cuda/ck_q8.h"
 
 namespace {
 
@@ -349,9 +350,9 @@ unsigned blocks_for(int64_t n, int threads) { return (unsigned)((n + threads - 1
 
 /* ==== y = x W^T on 8-bit activations: integer dot products (__dp4a) ====
  *
- * The activations are quantized once per product, per 32-element unit of a row: int8
- * q = round(x / d) with d = amax / 127 (as quantize_row_q8_0_ref: d stored rounded to
- * f16), and the sums of q over each half of 16 (x8). A weight unit is read as int8 levels
+ * The activations are quantized per 32-element unit of a row (ck_q8.h: int8 levels, a
+ * scale, the sums of the levels over each half of 16), by the kernel that made them or
+ * by quantize_q8x_kernel once per product. A weight unit is read as int8 levels
  * (iunit<T>: four per 32-bit word, elements 0..15 in q[0..3], 16..31 in q[4..7]) with
  * an integer offset and, per half of 16, a scale and a min, so that the unit's dot product
  * with token t is
@@ -360,14 +361,9 @@ unsigned blocks_for(int64_t n, int threads) { return (unsigned)((n + threads - 1
  * offset formats (Q4_0: q - 8, ...) are taken unsigned and their offset goes through X_h.
  * Each lane takes one unit at a time, as gemv_kernel; every integer sum is exact, the
  * float operations are per unit: the result differs from x W^T with x dequantized from
- * its 8-bit form only by float rounding. The decoders read every field through 16-bit
- * loads (the blocks are only 2-byte aligned). */
+ * its 8-bit form only by float rounding. The decoders read the blocks (only 2-byte
+ * aligned) through aligned 32-bit loads joined by funnel shifts (ldw). */
 
-struct q8x {
-    float d;   /* the unit's scale (f16-rounded) */
-    int x0, x1; /* the sums of the 8-bit activations over elements 0..15 and 16..31 */
-    int pad;
-};
 
 /* A weight unit as 8-bit levels */
 struct iw {
@@ -528,18 +524,7 @@ __global__ void quantize_q8x_kernel(const float *x, int64_t n_units, int8_t *xq,
     const int lane = threadIdx.x & 31;
     const int64_t i = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (i >= n_units) return; /* i is the warp's: the whole warp leaves */
-    const float v = x[32 * i + lane];
-    float amax = fabsf(v);
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    const float f = v * id;
-    const int q = !(f == f) ? 0 : f >= 127.0f ? 127 : f <= -127.0f ? -127 : (int)roundf(f);
-    xq[32 * i + lane] = (int8_t)q;
-    /* half sums (|sum| <= 16 * 127: exact in a float) */
-    float s = (float)q;
-    for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    const float s_hi = __shfl_xor_sync(0xffffffffu, s, 16);
-    if (lane == 0) xs[i] = q8x{__half2float(__float2half_rn(d)), (int)s, (int)s_hi, 0};
+    q8_store_unit(x[32 * i + lane], i, xq, xs);
 }
 
 /* The integer kernels' warps: wpr warps (1, 2, 4 or 8) take a row together, so that a

@@ -476,17 +476,23 @@ static const uint16_t *weight_f16(cuda_backend *g, const tensor *W) {
     return p;
 }
 
+/* ck_gemv's scratch holds the 8-bit form of x (n rows of cols), or (x NULL) of nothing to
+ * rely on. Whatever writes x next must say so again (or lin, which does). */
+static void q8_holds(cuda_backend *g, const float *x, int64_t n, int64_t cols) {
+    g->xq_of = x, g->xq_rows = n, g->xq_cols = cols;
+}
+
 /* y (n, rows of W) = x (n, W->ne[0]) W^T. same_x: x is the input of the previous product
  * too (unchanged since), so its 8-bit form, when that product left one, is used again. */
 static void lin_x(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y, bool same_x) {
     const int64_t n_in = W->ne[0], n_out = tensor_rows(W);
     const bool ready = same_x && g->xq_of == x && g->xq_rows == n && g->xq_cols == n_in;
-    g->xq_of = NULL;
+    q8_holds(g, NULL, 0, 0);
     if (n <= CK_GEMV_MAX_TOK) {
         int held = 0;
         PROF(g, PROF_GEMV,
              held = ck_gemv(W->type, W->data, W->row_bytes, n_in, n_out, x, n, y, g->gemv_q8, ready, g->stream));
-        if (held) g->xq_of = x, g->xq_rows = n, g->xq_cols = n_in;
+        if (held) q8_holds(g, x, n, n_in);
         return;
     }
     const float one = 1.0f, zero = 0.0f;
@@ -516,7 +522,8 @@ static void lin_x(cuda_backend *g, const tensor *W, const float *x, int64_t n, f
     if (st != CUBLAS_STATUS_SUCCESS && g->blas_status == CUBLAS_STATUS_SUCCESS) g->blas_status = st;
 }
 static void lin(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y) { lin_x(g, W, x, n, y, false); }
-/* a product of the same x as the previous one */
+/* a product of the same x as the previous product, or of the output of a kernel that left
+ * its 8-bit form (q8_holds) */
 static void lin_again(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y) {
     lin_x(g, W, x, n, y, true);
 }
@@ -588,7 +595,7 @@ static void layer_attention(engine *c, cuda_backend *g, const model_layer *l, in
     const model_hparams *hp = &c->m->hp;
     const state_pool *sp = c->sp;
     const int64_t hd = hp->head_dim_k, dv = hp->head_dim_v, O = hp->n_head * dv;
-    lin(g, &l->wq, g->xn, n, hp->attn_gated ? g->qg : g->q);
+    lin_again(g, &l->wq, g->xn, n, hp->attn_gated ? g->qg : g->q);
     lin_again(g, &l->wk, g->xn, n, g->k);
     lin_again(g, &l->wv, g->xn, n, g->v);
     if (hp->attn_gated) ck_split_gate(g->qg, g->q, g->gate, n, hp->n_head, hd, g->stream);
@@ -630,7 +637,7 @@ static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
     const int64_t conv_dim = model_gdn_conv_dim(hp), key_dim = n_k * d_k, V = n_v * d_v, r = n_v / n_k;
     const int K = (int)hp->ssm_d_conv;
     const bool ba = l->ssm_ba.name != NULL;
-    lin(g, &l->ssm_qkv, g->xn, n, g->conv_in);
+    lin_again(g, &l->ssm_qkv, g->xn, n, g->conv_in);
     lin_again(g, &l->ssm_z, g->xn, n, g->gdn_z);
     const float *a_log_neg = f32(&l->ssm_a), *dt_bias = f32(&l->ssm_dt_bias);
     if (ba) { /* qwen3next's fused b|a: per key head, b of its r value heads, then a of them */
@@ -660,8 +667,10 @@ static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
             ck_gdn(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta,
                    g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v, map, scale, g->stream);
     });
-    ck_gated_rmsnorm(n, n_v, d_v, g->gdn_o, V, g->gdn_z, V, f32(&l->ssm_norm), hp->rms_eps, g->gdn_o, V, g->stream);
-    lin(g, &l->ssm_out, g->gdn_o, n, g->mix);
+    const int held = ck_gated_rmsnorm(n, n_v, d_v, g->gdn_o, V, g->gdn_z, V, f32(&l->ssm_norm), hp->rms_eps, g->gdn_o,
+                                      V, g->gemv_q8, g->stream);
+    q8_holds(g, held ? g->gdn_o : NULL, n, V);
+    lin_again(g, &l->ssm_out, g->gdn_o, n, g->mix);
 }
 
 /* block_mamba2.c on the GPU: the conv output goes to gdn_qkv, the scan output to gdn_o */
@@ -670,7 +679,7 @@ static void layer_mamba2(engine *c, cuda_backend *g, const model_layer *l, int64
     const state_pool *sp = c->sp;
     const int64_t DI = hp->ssm_d_inner, CD = mamba2_conv_dim(hp), IN = mamba2_in_dim(hp), H = hp->ssm_n_head;
     const int K = (int)hp->ssm_d_conv;
-    lin(g, &l->ssm_in, g->xn, n, g->mb_in);
+    lin_again(g, &l->ssm_in, g->xn, n, g->mb_in);
     PROF(g, PROF_CONV, {
         ck_conv1d(&g->step, n, g->mb_in + DI, IN, g->gdn_qkv, CD, l->conv_w, f32(&l->ssm_conv_bias), CD, K,
                   sp->conv[il], 0, 1, 0.0f, g->stream);
@@ -697,10 +706,12 @@ static void layer_mamba2(engine *c, cuda_backend *g, const model_layer *l, int64
 /* out (m, n_embd) = down(silu(gate x) * up x) for m rows x */
 static void swiglu_expert(cuda_backend *g, const tensor *gate, const tensor *up, const tensor *down, const float *x,
                           int64_t m, float *out) {
-    lin(g, gate, x, m, g->ff_a);
+    const int64_t F = gate->ne[1];
+    lin_again(g, gate, x, m, g->ff_a);
     lin_again(g, up, x, m, g->ff_b);
-    ck_swiglu(g->ff_a, g->ff_a, g->ff_b, m * gate->ne[1], g->stream);
-    lin(g, down, g->ff_a, m, out);
+    const int held = ck_swiglu(g->ff_a, g->ff_a, g->ff_b, m, F, g->gemv_q8, g->stream);
+    q8_holds(g, held ? g->ff_a : NULL, m, F);
+    lin_again(g, down, g->ff_a, m, out);
 }
 
 /* block_ffn_moe on the GPU: the router's logits come back to the host, which routes
@@ -710,7 +721,7 @@ static void swiglu_expert(cuda_backend *g, const tensor *gate, const tensor *up,
 static void layer_moe(engine *c, cuda_backend *g, const model_layer *l, int64_t n) {
     const model_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd, X = hp->n_expert, k = hp->n_expert_used;
-    lin(g, &l->moe_router, g->xn, n, g->router);
+    lin_again(g, &l->moe_router, g->xn, n, g->router);
     cudaMemcpy(c->router, g->router, (size_t)(n * X) * sizeof(float), cudaMemcpyDeviceToHost);
     moe_route(c, n);
     cudaMemcpy(g->moe_order, c->moe_order, (size_t)(n * k) * sizeof(int32_t), cudaMemcpyHostToDevice);
@@ -721,6 +732,7 @@ static void layer_moe(engine *c, cuda_backend *g, const model_layer *l, int64_t 
         if (m == 0) continue;
         const int32_t *slots = g->moe_order + c->moe_start[e];
         ck_gather_rows(g->moe_x, g->xn, slots, k, m, E, g->stream);
+        q8_holds(g, NULL, 0, 0); /* moe_x is new */
         const tensor ge = tensor_expert(&l->moe_gate, e), ue = tensor_expert(&l->moe_up, e);
         const tensor de = tensor_expert(&l->moe_down, e);
         swiglu_expert(g, &ge, &ue, &de, g->moe_x, m, g->ff_out);
@@ -740,7 +752,7 @@ static void layer_ffn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
     }
     if (l->ffn == FFN_RELU2) {
         const int64_t F = l->ffn_up.ne[1];
-        lin(g, &l->ffn_up, g->xn, n, g->ff_a);
+        lin_again(g, &l->ffn_up, g->xn, n, g->ff_a);
         ck_relu2(g->ff_a, n * F, g->stream);
         lin(g, &l->ffn_down, g->ff_a, n, g->mix);
     } else {
@@ -753,8 +765,9 @@ static void layer_ffn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
 static void block_input(engine *c, cuda_backend *g, const tensor *norm, int64_t n, bool *pending) {
     const model_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd;
-    if (*pending) ck_add_rmsnorm(g->x, g->mix, hp->residual_scale, g->xn, f32(norm), E, n, hp->rms_eps, g->stream);
-    else ck_rmsnorm_rows(g->xn, E, g->x, E, f32(norm), E, n, hp->rms_eps, g->stream);
+    const int held = ck_add_rmsnorm(g->x, *pending ? g->mix : NULL, hp->residual_scale, g->xn, f32(norm), E, n,
+                                    hp->rms_eps, g->gemv_q8, g->stream);
+    q8_holds(g, held ? g->xn : NULL, n, E);
     *pending = false;
 }
 
@@ -797,6 +810,7 @@ static void mtp_inputs(engine *c, cuda_backend *g, int64_t n) {
     ck_rmsnorm_rows(g->mtp_cat, 2 * E, g->xn, E, f32(&g->mtp_enorm), E, n, hp->rms_eps, g->stream);
     ck_gather_h(g->mix, g->h, sp->conv[il], sp->shape[il].conv_floats, g->d_plan + g->o_ckpt, n, E, g->stream);
     ck_rmsnorm_rows(g->mtp_cat + E, 2 * E, g->mix, E, f32(&g->mtp_hnorm), E, n, hp->rms_eps, g->stream);
+    q8_holds(g, NULL, 0, 0); /* xn was written */
 }
 
 /* x = eh_proj(mtp_cat), then the layer, over the uploaded plan's n rows. */
@@ -872,6 +886,7 @@ static eddy_status step_status(cuda_backend *g, eddy_error *err) {
 static void step_kernels(engine *c, cuda_backend *g, int64_t n, int64_t n_out) {
     const model_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd;
+    q8_holds(g, NULL, 0, 0);
     ck_embed(g->tok_embd.type, g->tok_embd.data, g->tok_embd.row_bytes, E, g->d_plan + g->o_tokens, n,
              hp->embd_scale, g->x, g->stream);
     bool pending = false;
@@ -880,6 +895,7 @@ static void step_kernels(engine *c, cuda_backend *g, int64_t n, int64_t n_out) {
     if (c->mtp) ck_rmsnorm_rows(g->h, E, g->x, E, f32(&g->output_norm), E, n, hp->rms_eps, g->stream);
     if (n_out > 0) {
         ck_rmsnorm_gather(g->xn, g->x, g->d_plan + g->o_out, f32(&g->output_norm), E, n_out, hp->rms_eps, g->stream);
+        q8_holds(g, NULL, 0, 0);
         lin(g, &g->output, g->xn, n_out, g->logits);
         if (hp->logit_scale != 1.0f) ck_scale(g->logits, n_out * hp->n_vocab, 1.0f / hp->logit_scale, g->stream);
     }

@@ -164,6 +164,47 @@ TEST(cuda_gemv_dequant_embed_match_ref) {
     }
 }
 
+/* The 8-bit forms that the norms and SwiGLU leave for the next product are ck_gemv's own:
+ * a product that takes them (x_ready) equals, bit for bit, one that quantizes the kernel's
+ * output itself. Rows over CK_GEMV_MAX_TOK or of a length not a multiple of 32 leave none. */
+TEST(cuda_fused_8bit_forms_match_gemv) {
+    test_rng r = test_rng_new();
+    const int64_t shapes[][2] = {{3, 256}, {2, 2560}, {8, 96}}; /* rows, n */
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t rows = shapes[si][0], n = shapes[si][1], n_out = 19, all = rows * n;
+        size_t rb;
+        uint8_t *w = rand_weights(&r, QTYPE_Q8_0, n, n_out, &rb);
+        float *a = rand_floats(&r, all, 2.0f), *b = rand_floats(&r, all, 1.0f), *wn = rand_floats(&r, n, 1.0f);
+        float *y1 = malloc((size_t)(rows * n_out) * 4), *y2 = malloc((size_t)(rows * n_out) * 4);
+        void *dw = dev(w, rb * (size_t)n_out), *q8 = dev(NULL, ck_gemv_scratch_bytes(n, rows));
+        void *fresh = dev(NULL, ck_gemv_scratch_bytes(n, rows));
+        float *da = dev(a, (size_t)all * 4), *db = dev(b, (size_t)all * 4), *dwn = dev(wn, (size_t)n * 4);
+        float *dy = dev(NULL, (size_t)all * 4), *dp1 = dev(NULL, (size_t)(rows * n_out) * 4);
+        float *dp2 = dev(NULL, (size_t)(rows * n_out) * 4);
+        static const char *const kinds[] = {"add + rmsnorm", "rmsnorm", "swiglu", "gated rmsnorm (heads of 32)"};
+        for (int kind = 0; kind < 4; kind++) {
+            int held = 0;
+            if (kind == 0) held = ck_add_rmsnorm(da, db, 0.5f, dy, dwn, n, rows, 1e-6f, q8, NULL);
+            else if (kind == 1) held = ck_add_rmsnorm(da, NULL, 1.0f, dy, dwn, n, rows, 1e-6f, q8, NULL);
+            else if (kind == 2) held = ck_swiglu(dy, da, db, rows, n, q8, NULL);
+            else held = ck_gated_rmsnorm(rows, n / 32, 32, da, n, db, n, dwn, 1e-6f, dy, n, q8, NULL);
+            ck_gemv(QTYPE_Q8_0, dw, rb, n, n_out, dy, rows, dp1, q8, 1, NULL);
+            ck_gemv(QTYPE_Q8_0, dw, rb, n, n_out, dy, rows, dp2, fresh, 0, NULL);
+            back(y1, dp1, (size_t)(rows * n_out) * 4);
+            back(y2, dp2, (size_t)(rows * n_out) * 4);
+            CHECKF(ok_cuda(kinds[kind]) && held && !memcmp(y1, y2, (size_t)(rows * n_out) * 4),
+                   "%s, %lld rows of %lld: %s", kinds[kind], (long long)rows, (long long)n,
+                   held ? "the products differ" : "no 8-bit form left");
+        }
+        CHECK(!ck_swiglu(dy, da, db, CK_GEMV_MAX_TOK + 1, 32, q8, NULL));
+        CHECK(!ck_add_rmsnorm(da, NULL, 1.0f, dy, dwn, 48, 2, 1e-6f, q8, NULL));
+        CHECK(!ck_add_rmsnorm(da, NULL, 1.0f, dy, dwn, n, rows, 1e-6f, NULL, NULL));
+        cudaFree(dw), cudaFree(q8), cudaFree(fresh), cudaFree(da), cudaFree(db), cudaFree(dwn), cudaFree(dy);
+        cudaFree(dp1), cudaFree(dp2);
+        free(w), free(a), free(b), free(wn), free(y1), free(y2);
+    }
+}
+
 /* ==== Row ops ==== */
 
 TEST(cuda_row_ops_match_ref) {
@@ -198,7 +239,7 @@ TEST(cuda_row_ops_match_ref) {
         float *dya = dev(NULL, (size_t)(nr * m) * 4);
         for (int64_t i = 0; i < nr * m; i++) a[i] = rs == 1.0f ? a[i] + b[i] : a[i] + rs * b[i];
         ops_rmsnorm_rows(ya, m, a, m, wm, m, nr, 1e-6f);
-        ck_add_rmsnorm(da, db, rs, dya, dwm, m, nr, 1e-6f, NULL);
+        ck_add_rmsnorm(da, db, rs, dya, dwm, m, nr, 1e-6f, NULL, NULL);
         back(xa, da, (size_t)(nr * m) * 4);
         back(yg, dya, (size_t)(nr * m) * 4);
         CHECKF(ok_cuda("add_rmsnorm") && !memcmp(xa, a, (size_t)(nr * m) * 4) && test_nmse(yg, ya, nr * m) < NMSE_MAX,
@@ -211,12 +252,12 @@ TEST(cuda_row_ops_match_ref) {
     }
     /* SwiGLU */
     ops_swiglu(ref, x, z, rows * n);
-    ck_swiglu(dy, dx, dz, rows * n, NULL);
+    ck_swiglu(dy, dx, dz, rows, n, NULL, NULL);
     back(got, dy, (size_t)(rows * n) * 4);
     CHECKF(ok_cuda("swiglu") && test_nmse(got, ref, rows * n) < NMSE_MAX, "swiglu");
     /* per-head gated RMSNorm: 3 heads of 100 */
     gated_rmsnorm_ref(rows, 3, 100, x, n, z, n, w, 1e-6f, ref, n);
-    ck_gated_rmsnorm(rows, 3, 100, dx, n, dz, n, dw, 1e-6f, dy, n, NULL);
+    ck_gated_rmsnorm(rows, 3, 100, dx, n, dz, n, dw, 1e-6f, dy, n, NULL, NULL);
     back(got, dy, (size_t)(rows * n) * 4);
     CHECKF(ok_cuda("gated_rmsnorm") && test_nmse(got, ref, rows * n) < NMSE_MAX, "gated rmsnorm");
     /* decay gate, qwen3next's interleaved form: 6 heads in groups of 2 */

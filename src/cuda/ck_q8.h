@@ -1,0 +1,46 @@
+/*
+ * ck_q8.h — the 8-bit form of activations that ck_gemv's integer products multiply, and
+ * the warp-level step that makes it, shared by ck_gemv's own quantization and by the
+ * kernels that produce a product's input (the norms, SwiGLU), which write it as they go.
+ *
+ * Per 32-element unit of a row: int8 levels q = round(x / d) with d = amax / 127 (as
+ * quantize_row_q8_0_ref: d stored rounded to f16), and the sums of q over each half of 16.
+ * In ck_gemv's scratch, for rows of n elements (n a multiple of 32): the levels (rows, n),
+ * then the units' q8x (rows, n / 32).
+ */
+#ifndef EDDY_CUDA_CK_Q8_H
+#define EDDY_CUDA_CK_Q8_H
+
+#include <stdint.h>
+
+#include "cuda/ck_device.h"
+
+struct q8x {
+    float d;    /* the unit's scale (f16-rounded) */
+    int x0, x1; /* the sums of the 8-bit activations over elements 0..15 and 16..31 */
+    int pad;
+};
+
+/* The units' q8x in a scratch of rows of n */
+__host__ __device__ inline q8x *q8_units(void *q8, int64_t rows, int64_t n) {
+    return (q8x *)((int8_t *)q8 + rows * n);
+}
+
+/* Called by the 32 lanes of a warp together, lane l holding element l of unit u: the
+ * unit's levels to xq[32 u + l], its scale and half sums to xs[u]. */
+__device__ __forceinline__ void q8_store_unit(float v, int64_t u, int8_t *xq, q8x *xs) {
+    const int lane = threadIdx.x & 31;
+    float amax = fabsf(v);
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float f = v * id;
+    const int q = !(f == f) ? 0 : f >= 127.0f ? 127 : f <= -127.0f ? -127 : (int)roundf(f);
+    xq[32 * u + lane] = (int8_t)q;
+    /* half sums (|sum| <= 16 * 127: exact in a float) */
+    float s = (float)q;
+    for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const float s_hi = __shfl_xor_sync(0xffffffffu, s, 16);
+    if (lane == 0) xs[u] = q8x{__half2float(__float2half_rn(d)), (int)s, (int)s_hi, 0};
+}
+
+#endif
