@@ -11,7 +11,8 @@
 # summary. Needs nvcc, python3 with numpy, and gguf importable, or its wheel in .whl/ (on a
 # machine with a network: python3 -m pip download --no-deps -d .whl gguf==0.17.1), and
 # xxhash.h installed or in .deps/include.
-# Stages are bounded by timeouts so the whole check stays within about 10 minutes.
+# Stages are bounded by timeouts so the whole check stays within about 10 minutes; the
+# last, where Nsight Compute is installed, is scripts/device_profile.sh's per-kernel table.
 set -u
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:-${OUT:-/tmp/eddy-device}}
@@ -114,4 +115,9 @@ EDDY_CUDA_CHUNKED=0 bounded 120 $E bench -m "$M4B" --device cuda -p 2048 -n 0 -r
 note "prefill with the scans row by row (EDDY_CUDA_CHUNKED=0): $(grep -E 'pp2048' "$OUT_DIR/bench-rows.log" | tr -s ' ')"
 EDDY_CUDA_DP4A=0 bounded 120 $E bench -m "$M4B" --device cuda -p 0 -n 128 -r 2 >"$OUT_DIR/bench-float.log" 2>&1
 note "decode with float products (EDDY_CUDA_DP4A=0): $(grep -E 'tg128|roofline' "$OUT_DIR/bench-float.log" | tr -s ' ' | tr '\n' ' ')"
+# each kernel's time in a decode step (Nsight Compute, where the machine has it)
+if command -v ncu >/dev/null 2>&1 || ls /opt/nvidia/nsight-compute/*/ncu >/dev/null 2>&1; then
+  EDDY_BIN=$E MODELS=$MODELS bounded 150 scripts/device_profile.sh "$OUT_DIR/ncu" >"$OUT_DIR/kernels.log" 2>&1
+  note "$(grep -v '^== eddy' "$OUT_DIR/kernels.log" | head -40)"
+fi
 note "== done at $(elapsed)"
