@@ -97,7 +97,8 @@ void ck_ssm_gate(int64_t n_rows, int64_t n_heads, const float *alpha, int64_t al
 /* Per-head gated RMSNorm of ssm.h (gated_rmsnorm_ref). out may equal y. q8: as
  * ck_add_rmsnorm's (out's rows dense, d a multiple of 32). */
 int ck_gated_rmsnorm(int64_t n_rows, int64_t n_heads, int64_t d, const float *y, int64_t y_stride, const float *z,
-                      int64_t z_stride, const float *w, float eps, float *out, int64_t out_stride, void *q8, void *stream);
+                     int64_t z_stride, const float *w, float eps, float *out, int64_t out_stride, void *q8,
+                     void *stream);
 
 /* Mixture of experts (block_ffn.c's arithmetic). slots: an expert's m token slots
  * (token t's j-th expert is slot t k + j). gather: dst row i = src row slots[i] / k;

@@ -351,6 +351,9 @@ __global__ void conv_window_kernel(const int32_t *items, int64_t n_items, const 
  * elements into registers while the row before is computed; row_stash puts them, and the
  * rest read now, into the vector's buffer. */
 #define SCAN_PF 4
+/* A scan's block has up to 32 columns x 16 row groups (scan_groups) = 512 threads, so each
+ * scan kernel must stay within 128 registers a thread (nvcc -Xptxas -v says; no launch
+ * bounds: they would change the registers of the many-block steps too) */
 template <typename F>
 __device__ __forceinline__ void row_fetch(float pf[SCAN_PF], int tid, int nthr, int64_t len, F at) {
 #pragma unroll
@@ -677,19 +680,21 @@ extern "C" void ck_conv_window(const int32_t *items, int64_t n_items, const floa
         (items, n_items, x, xs, C, K, state);
 }
 
-/* Row groups of a chunked scan's block: up to 4 groups of at least 8 rows. */
-static int scan_groups(int64_t rows) { return rows >= 32 ? 4 : rows >= 16 ? 2 : 1; }
+/* Row groups of a scan's block: up to 4 groups of at least 8 rows; a step of one sequence
+ * (decode, a verify, a prefill), whose few blocks would otherwise leave each thread 32
+ * rows of a wide state, takes 16 groups of 8 (timed on an H200 for the row-by-row scans:
+ * steps of many sequences, with blocks enough, were slower with 16) */
+static int scan_groups(int64_t rows, int64_t n_runs) {
+    if (rows >= 128 && n_runs == 1) return 16;
+    return rows >= 32 ? 4 : rows >= 16 ? 2 : 1;
+}
 
 /* The row-by-row scans' block: up to 32 columns, row groups of at least 8 rows, the shared
  * slice (rows x cols), the kernel's vec floats of per-row vectors and the groups' sums
  * within 48 KiB. */
 static dim3 scan_block(int64_t rows, int64_t cols_total, int64_t vec, int64_t n_runs, size_t *shm) {
     int cols = cols_total < 32 ? (int)cols_total : 32;
-    /* one sequence's scan (decode, a verify, a prefill row by row) has few blocks: wide
-     * states get 16 groups of 8 rows, so that a thread loads, updates and stores 8 state
-     * elements, not 32 (timed on an H200 for one sequence; steps of many sequences keep
-     * 4 groups, not timed with 16) */
-    const int R = rows >= 128 && n_runs == 1 ? 16 : scan_groups(rows);
+    const int R = scan_groups(rows, n_runs);
     while (cols > 1 && (size_t)(rows * cols + vec + 2 * R * cols) * sizeof(float) > 48 * 1024) cols /= 2;
     *shm = (size_t)(rows * cols + vec + 2 * R * cols) * sizeof(float);
     return dim3((unsigned)cols, (unsigned)R);
@@ -711,12 +716,12 @@ extern "C" void ck_gdn(const ck_run *runs, int64_t n_runs, const int32_t *ckpts,
  * within 48 KiB of shared floats: the slice (rows, cols), two chunk matrices of rows + 1
  * floats a row (keys and queries; B and C), n_pair (C, C) score matrices, two (C, cols)
  * and three (C). *C = 0 when none fits. */
-static dim3 chunk_block(int64_t rows, int64_t cols_total, int n_pair, int *C, size_t *shm) {
+static dim3 chunk_block(int64_t rows, int64_t cols_total, int n_pair, int64_t n_runs, int *C, size_t *shm) {
     for (*C = CK_SCAN_CHUNK; *C >= 4; *C /= 2)
         for (int cols = cols_total < 32 ? (int)cols_total : 32; cols >= 1; cols /= 2) {
             *shm = (size_t)(rows * cols + 2 * *C * (rows + 1) + n_pair * *C * *C + 2 * *C * cols + 3 * *C) *
                    sizeof(float);
-            if (*shm <= 48 * 1024) return dim3((unsigned)cols, (unsigned)scan_groups(rows));
+            if (*shm <= 48 * 1024) return dim3((unsigned)cols, (unsigned)scan_groups(rows, n_runs));
         }
     *C = 0;
     return dim3(1, 1);
@@ -728,7 +733,7 @@ extern "C" int ck_gdn_chunked(const ck_run *runs, int64_t n_runs, const int32_t 
     if (n_runs <= 0) return 1;
     int C;
     size_t shm;
-    const dim3 block = chunk_block(d_k, d_v, 2, &C, &shm); /* scores: A and P */
+    const dim3 block = chunk_block(d_k, d_v, 2, n_runs, &C, &shm); /* scores: A and P */
     if (C == 0) return 0;
     const dim3 grid((unsigned)n_runs, (unsigned)n_v, (unsigned)((d_v + block.x - 1) / block.x));
     CK_LAUNCH(grid, block, shm, (cudaStream_t)stream, gdn_chunk_kernel)
@@ -964,7 +969,7 @@ extern "C" int ck_mamba2_chunked(const ck_run *runs, int64_t n_runs, const int32
     if (n_runs <= 0) return 1;
     int C;
     size_t shm;
-    const dim3 block = chunk_block(N, P, 1, &C, &shm); /* scores: CB */
+    const dim3 block = chunk_block(N, P, 1, n_runs, &C, &shm); /* scores: CB */
     if (C == 0) return 0;
     const dim3 grid((unsigned)n_runs, (unsigned)H, (unsigned)((P + block.x - 1) / block.x));
     CK_LAUNCH(grid, block, shm, (cudaStream_t)stream, mamba2_chunk_kernel)

@@ -727,7 +727,8 @@ static int gemv_wpr(int64_t n_out, int64_t n_items) {
 /* The integer path for the block formats with a level decoder (run returns false for
  * the others: the float path). */
 template <int T, bool = has_iunit<T>::V> struct gemv_q8 {
-    static bool run(const void *, size_t, int64_t, int64_t, const float *, int64_t, float *, void *, bool, cudaStream_t) {
+    static bool run(const void *, size_t, int64_t, int64_t, const float *, int64_t, float *, void *, bool,
+                    cudaStream_t) {
         return false;
     }
 };
@@ -749,17 +750,19 @@ bool gemv_q8<T, true>::run(const void *W, size_t row_bytes, int64_t n_in, int64_
     /* split rows for one row of x (timed on an H200); batches keep a warp per row */
     const int wpr = n_tok == 1 ? gemv_wpr(n_out, kind ? n_in / 256 * 8 : n_in / 32) : 1;
     const dim3 grid((unsigned)((n_out + GEMV_WARPS / wpr - 1) / (GEMV_WARPS / wpr))), block(32 * GEMV_WARPS);
+#define Q8_ARGS w, row_bytes, n_in, n_out, xq, xs, y, wpr
 #define Q8_CASE(N)                                                                                                   \
     case N:                                                                                                          \
-        if (kind == 1) CK_LAUNCH(grid, block, 0, st, gemv_q4k_kernel<N>)(w, row_bytes, n_in, n_out, xq, xs, y, wpr);      \
-        else if (kind == 2) CK_LAUNCH(grid, block, 0, st, gemv_q6k_kernel<N>)(w, row_bytes, n_in, n_out, xq, xs, y, wpr); \
-        else CK_LAUNCH(grid, block, 0, st, gemv_q8_kernel<T, N>)(w, row_bytes, n_in, n_out, xq, xs, y, wpr);             \
+        if (kind == 1) CK_LAUNCH(grid, block, 0, st, gemv_q4k_kernel<N>)(Q8_ARGS);                                   \
+        else if (kind == 2) CK_LAUNCH(grid, block, 0, st, gemv_q6k_kernel<N>)(Q8_ARGS);                              \
+        else CK_LAUNCH(grid, block, 0, st, gemv_q8_kernel<T, N>)(Q8_ARGS);                                           \
         break;
     switch (n_tok) {
         Q8_CASE(1) Q8_CASE(2) Q8_CASE(3) Q8_CASE(4) Q8_CASE(5) Q8_CASE(6) Q8_CASE(7) Q8_CASE(8)
     default: break;
     }
 #undef Q8_CASE
+#undef Q8_ARGS
     return true;
 }
 

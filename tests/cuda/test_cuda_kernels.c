@@ -234,7 +234,8 @@ TEST(cuda_row_ops_match_ref) {
         const int64_t m = wide ? 9000 : n, nr = wide ? 2 : rows;
         const float rs = wide ? 1.0f : 0.5f;
         float *a = rand_floats(&r, nr * m, 2.0f), *b = rand_floats(&r, nr * m, 1.0f), *wm = rand_floats(&r, m, 1.0f);
-        float *xa = malloc((size_t)(nr * m) * 4), *ya = malloc((size_t)(nr * m) * 4), *yg = malloc((size_t)(nr * m) * 4);
+        float *xa = malloc((size_t)(nr * m) * 4), *ya = malloc((size_t)(nr * m) * 4);
+        float *yg = malloc((size_t)(nr * m) * 4);
         float *da = dev(a, (size_t)(nr * m) * 4), *db = dev(b, (size_t)(nr * m) * 4), *dwm = dev(wm, (size_t)m * 4);
         float *dya = dev(NULL, (size_t)(nr * m) * 4);
         for (int64_t i = 0; i < nr * m; i++) a[i] = rs == 1.0f ? a[i] + b[i] : a[i] + rs * b[i];
@@ -353,7 +354,8 @@ static void gdn_case(test_rng *r, int64_t n_k, int64_t n_v, int64_t d_k, int64_t
     const int skip = single ? 1 : 0; /* single: the second run alone */
     step_make(&f, (longer ? long_lens : lens) + skip, pos0 + skip, single ? 1 : 4, verify);
     const int32_t ckpt[2] = {20, 8};
-    if (longer && !verify) f.runs[1 - skip].n_ck = 1, cudaMemcpy(f.mem[3], f.runs, sizeof f.runs, cudaMemcpyHostToDevice);
+    if (longer && !verify)
+        f.runs[1 - skip].n_ck = 1, cudaMemcpy(f.mem[3], f.runs, sizeof f.runs, cudaMemcpyHostToDevice);
     int32_t *dck = dev(ckpt, sizeof ckpt);
     const int64_t n = f.n, key_dim = n_k * d_k, C = 2 * key_dim + n_v * d_v, n_slots = 9, sf = n_v * d_k * d_v;
     float *qkv = rand_floats(r, n * C, 1.0f), *g = malloc((size_t)(n * n_v) * 4), *beta = malloc((size_t)(n * n_v) * 4);
@@ -413,7 +415,8 @@ TEST(cuda_gdn_matches_scan_ref) {
             gdn_case(&r, 1, 2, 128, 128, 0, false, chunked, longer, false);
             gdn_case(&r, 1, 2, 128, 128, 0, false, chunked, longer, true); /* one sequence: 16 row groups */
             gdn_case(&r, 2, 4, 256, 96, 0, false, chunked, longer, false); /* the shared slice at its largest */
-            gdn_case(&r, 1, 2, 64, 3, 0, false, chunked, longer, false); /* 12 threads: k, q partly loaded after a row */
+            /* 12 threads: k, q partly loaded after a row */
+            gdn_case(&r, 1, 2, 64, 3, 0, false, chunked, longer, false);
             gdn_case(&r, 2, 4, 16, 16, 0, true, chunked, longer, false); /* a verify: outputs only, slots untouched */
         }
 }
@@ -512,7 +515,8 @@ static void mamba2_case(test_rng *r, int64_t H, int64_t P, int64_t G, int64_t N,
     const int skip = single ? 1 : 0; /* single: the second run alone */
     step_make(&f, (longer ? long_lens : lens) + skip, pos0 + skip, single ? 1 : 4, verify);
     const int32_t ckpt[2] = {20, 8};
-    if (longer && !verify) f.runs[1 - skip].n_ck = 1, cudaMemcpy(f.mem[3], f.runs, sizeof f.runs, cudaMemcpyHostToDevice);
+    if (longer && !verify)
+        f.runs[1 - skip].n_ck = 1, cudaMemcpy(f.mem[3], f.runs, sizeof f.runs, cudaMemcpyHostToDevice);
     int32_t *dck = dev(ckpt, sizeof ckpt);
     const int64_t n = f.n, DI = H * P, CD = DI + 2 * G * N, n_slots = 9, sf = H * N * P;
     float *xbc = rand_floats(r, n * CD, 1.0f), *dt = rand_floats(r, n * H, 1.0f);
@@ -566,7 +570,8 @@ TEST(cuda_mamba2_matches_scan_ref) {
     for (int chunked = 0; chunked < 2; chunked++)
         for (int longer = 0; longer < 2; longer++) {
             mamba2_case(&r, 8, 16, 2, 16, true, false, chunked, longer, false);
-            mamba2_case(&r, 4, 80, 1, 24, false, false, chunked, longer, false); /* two column blocks, the last partial */
+            /* two column blocks, the last partial */
+            mamba2_case(&r, 4, 80, 1, 24, false, false, chunked, longer, false);
             mamba2_case(&r, 2, 64, 2, 128, true, false, chunked, longer, false);
             mamba2_case(&r, 2, 64, 2, 128, true, false, chunked, longer, true); /* one sequence */
             mamba2_case(&r, 2, 64, 1, 512, true, false, chunked, longer, false); /* a state too large for 64 columns */
