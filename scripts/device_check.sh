@@ -119,6 +119,8 @@ note "decode with float products (EDDY_CUDA_DP4A=0): $(grep -E 'tg128|roofline' 
 if command -v ncu >/dev/null 2>&1 || ls /opt/nvidia/nsight-compute/*/ncu >/dev/null 2>&1; then
   EDDY_BIN=$E MODELS=$MODELS bounded 150 scripts/device_profile.sh "$OUT_DIR/ncu" >"$OUT_DIR/kernels.log" 2>&1
   note "$(grep -v '^== eddy' "$OUT_DIR/kernels.log" | head -40)"
+  PP=2048 EDDY_BIN=$E MODELS=$MODELS bounded 120 scripts/device_profile.sh "$OUT_DIR/ncupp" >"$OUT_DIR/kernelspp.log" 2>&1
+  note "$(grep -v '^== eddy' "$OUT_DIR/kernelspp.log" | head -24)"
   NPL=32 EDDY_BIN=$E MODELS=$MODELS bounded 120 scripts/device_profile.sh "$OUT_DIR/ncu32" >"$OUT_DIR/kernels32.log" 2>&1
   note "$(grep -v '^== eddy' "$OUT_DIR/kernels32.log" | head -24)"
 fi
