@@ -46,6 +46,19 @@ int ck_type_supported(uint32_t type, int64_t n_in);
 int ck_gemv(uint32_t type, const void *W, size_t row_bytes, int64_t n_in, int64_t n_out, const float *x, int64_t n_tok,
             float *y, void *scratch, int x_ready, void *stream);
 size_t ck_gemv_scratch_bytes(int64_t n_in, int64_t n_tok);
+/* Several products of one x: part k is y_k (n_tok, n_out_k) = x W_k^T, all W_k of one type
+ * and n_in wide. With the integer path and n_tok <= CK_GEMV_MAX_TOK they run in one
+ * launch (x quantized once): fewer launches, and small matrices fill the GPU together;
+ * otherwise one ck_gemv after the other. Returns as ck_gemv. */
+#define CK_GEMV_MAX_PARTS 4
+typedef struct {
+    const void *W;
+    size_t row_bytes;
+    int64_t n_out;
+    float *y;
+} ck_gemv_part;
+int ck_gemv_parts(uint32_t type, const ck_gemv_part *parts, int n_parts, int64_t n_in, const float *x, int64_t n_tok,
+                  void *scratch, int x_ready, void *stream);
 /* True when ck_gemv takes the integer path for this type (given scratch). */
 int ck_gemv_integer(uint32_t type);
 

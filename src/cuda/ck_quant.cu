@@ -527,27 +527,45 @@ __global__ void quantize_q8x_kernel(const float *x, int64_t n_units, int8_t *xq,
     q8_store_unit(x[32 * i + lane], i, xq, xs);
 }
 
+/* The weights of one launch of the integer kernels: up to CK_GEMV_MAX_PARTS matrices of
+ * the same type and input width, each with its own output (ck_gemv_parts), their rows
+ * numbered one after the other. */
+struct gemv_parts {
+    ck_gemv_part p[CK_GEMV_MAX_PARTS];
+    int n;
+};
+
 /* The integer kernels' warps: wpr warps (1, 2, 4 or 8) take a row together, so that a
  * product of few rows still keeps many loads in flight. Warp w of a block takes row
- * blockIdx.x * (GEMV_WARPS / wpr) + w / wpr and the row's items (units, pieces)
- * lane + 32 (w % wpr), stepping 32 wpr. */
+ * blockIdx.x * (GEMV_WARPS / wpr) + w / wpr of the parts' rows and the row's items
+ * (units, pieces) lane + 32 (w % wpr), stepping 32 wpr. */
 struct gemv_warp {
-    int64_t r;
+    const uint8_t *row; /* the row's weights */
+    float *y;           /* its part's output (n_tok, n_out) */
+    int64_t r, n_out;   /* the row within its part */
     int first, step;
     bool live; /* the row exists (a dead warp still takes part in the block's sums) */
 };
-__device__ __forceinline__ gemv_warp gemv_warp_at(int wpr, int64_t n_out) {
+__device__ __forceinline__ gemv_warp gemv_warp_at(int wpr, const gemv_parts &ps) {
     const int w = threadIdx.x >> 5;
-    gemv_warp g;
-    g.r = (int64_t)blockIdx.x * (GEMV_WARPS / wpr) + w / wpr;
+    gemv_warp g = {(const uint8_t *)ps.p[0].W, ps.p[0].y, 0, 1, 0, 0, false};
+    int64_t r = (int64_t)blockIdx.x * (GEMV_WARPS / wpr) + w / wpr;
     g.first = (threadIdx.x & 31) + 32 * (w % wpr);
     g.step = 32 * wpr;
-    g.live = g.r < n_out;
+#pragma unroll
+    for (int k = 0; k < CK_GEMV_MAX_PARTS; k++) /* constant indices: the parts stay parameters */
+        if (!g.live && k < ps.n) {
+            if (r < ps.p[k].n_out) {
+                g.live = true, g.r = r, g.n_out = ps.p[k].n_out, g.y = ps.p[k].y;
+                g.row = (const uint8_t *)ps.p[k].W + (size_t)r * ps.p[k].row_bytes;
+            } else {
+                r -= ps.p[k].n_out;
+            }
+        }
     return g;
 }
 /* y[t][r] = the sum of acc[t] over the warp, then over the row's wpr warps */
-template <int NT>
-__device__ __forceinline__ void gemv_store(const float acc[NT], int wpr, const gemv_warp &g, int64_t n_out, float *y) {
+template <int NT> __device__ __forceinline__ void gemv_store(const float acc[NT], int wpr, const gemv_warp &g) {
     __shared__ float part[GEMV_WARPS][NT];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     float v[NT];
@@ -558,7 +576,7 @@ __device__ __forceinline__ void gemv_store(const float acc[NT], int wpr, const g
     }
     if (wpr == 1) {
         if (lane == 0 && g.live)
-            for (int t = 0; t < NT; t++) y[(size_t)t * n_out + g.r] = v[t];
+            for (int t = 0; t < NT; t++) g.y[(size_t)t * g.n_out + g.r] = v[t];
         return;
     }
     if (lane == 0)
@@ -568,16 +586,15 @@ __device__ __forceinline__ void gemv_store(const float acc[NT], int wpr, const g
         for (int t = 0; t < NT; t++) {
             float sum = 0.0f;
             for (int k = 0; k < wpr; k++) sum += part[w + k][t];
-            y[(size_t)t * n_out + g.r] = sum;
+            g.y[(size_t)t * g.n_out + g.r] = sum;
         }
 }
 
 template <int T, int NT>
-__global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_q8_kernel(const uint8_t *W, size_t row_bytes, int64_t n_in,
-                                                                  int64_t n_out, const int8_t *xq, const q8x *xs,
-                                                                  float *y, int wpr) {
-    const gemv_warp gw = gemv_warp_at(wpr, n_out);
-    const uint8_t *row = W + (size_t)gw.r * row_bytes;
+__global__ void __launch_bounds__(32 * GEMV_WARPS)
+    gemv_q8_kernel(const gemv_parts ps, int64_t n_in, const int8_t *xq, const q8x *xs, int wpr) {
+    const gemv_warp gw = gemv_warp_at(wpr, ps);
+    const uint8_t *row = gw.row;
     const int64_t n_units = n_in / 32;
     float acc[NT];
 #pragma unroll
@@ -597,7 +614,7 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_q8_kernel(const uint8_t 
             acc[t] += x.d * (h0 + h1);
         }
     }
-    gemv_store<NT>(acc, wpr, gw, n_out, y);
+    gemv_store<NT>(acc, wpr, gw);
 }
 
 /* ==== Q4_K and Q6_K, the bulk of a Q4_K_M file: a lane per piece of a super-block ====
@@ -619,11 +636,10 @@ __device__ __forceinline__ void k4_scale_min(const uint4 &h, int j, int *sc, int
 }
 
 template <int NT>
-__global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_q4k_kernel(const uint8_t *W, size_t row_bytes, int64_t n_in,
-                                                                   int64_t n_out, const int8_t *xq, const q8x *xs,
-                                                                   float *y, int wpr) {
-    const gemv_warp gw = gemv_warp_at(wpr, n_out);
-    const uint8_t *row = W + (size_t)gw.r * row_bytes;
+__global__ void __launch_bounds__(32 * GEMV_WARPS)
+    gemv_q4k_kernel(const gemv_parts ps, int64_t n_in, const int8_t *xq, const q8x *xs, int wpr) {
+    const gemv_warp gw = gemv_warp_at(wpr, ps);
+    const uint8_t *row = gw.row;
     const int64_t n_items = n_in / 256 * 8, n_units = n_in / 32;
     float acc[NT];
 #pragma unroll
@@ -663,7 +679,7 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_q4k_kernel(const uint8_t
             acc[t] += x0.d * h0 + x1.d * h1;
         }
     }
-    gemv_store<NT>(acc, wpr, gw, n_out, y);
+    gemv_store<NT>(acc, wpr, gw);
 }
 
 /* four 6-bit levels (one per byte, 0..63) minus 32, as signed bytes */
@@ -673,11 +689,10 @@ __device__ __forceinline__ uint32_t signed6(uint32_t v) {
 }
 
 template <int NT>
-__global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_q6k_kernel(const uint8_t *W, size_t row_bytes, int64_t n_in,
-                                                                   int64_t n_out, const int8_t *xq, const q8x *xs,
-                                                                   float *y, int wpr) {
-    const gemv_warp gw = gemv_warp_at(wpr, n_out);
-    const uint8_t *row = W + (size_t)gw.r * row_bytes;
+__global__ void __launch_bounds__(32 * GEMV_WARPS)
+    gemv_q6k_kernel(const gemv_parts ps, int64_t n_in, const int8_t *xq, const q8x *xs, int wpr) {
+    const gemv_warp gw = gemv_warp_at(wpr, ps);
+    const uint8_t *row = gw.row;
     const int64_t n_items = n_in / 256 * 8, n_units = n_in / 32;
     float acc[NT];
 #pragma unroll
@@ -712,7 +727,7 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_q6k_kernel(const uint8_t
             }
         }
     }
-    gemv_store<NT>(acc, wpr, gw, n_out, y);
+    gemv_store<NT>(acc, wpr, gw);
 }
 
 /* Warps per row for a product of n_out rows of n_items items: more while the product
@@ -727,42 +742,39 @@ static int gemv_wpr(int64_t n_out, int64_t n_items) {
 /* The integer path for the block formats with a level decoder (run returns false for
  * the others: the float path). */
 template <int T, bool = has_iunit<T>::V> struct gemv_q8 {
-    static bool run(const void *, size_t, int64_t, int64_t, const float *, int64_t, float *, void *, bool,
-                    cudaStream_t) {
-        return false;
-    }
+    static bool run(const gemv_parts &, int64_t, const float *, int64_t, void *, bool, cudaStream_t) { return false; }
 };
 template <int T> struct gemv_q8<T, true> {
-    static bool run(const void *W, size_t row_bytes, int64_t n_in, int64_t n_out, const float *x, int64_t n_tok,
-                    float *y, void *scratch, bool x_ready, cudaStream_t st);
+    static bool run(const gemv_parts &ps, int64_t n_in, const float *x, int64_t n_tok, void *scratch, bool x_ready,
+                    cudaStream_t st);
 };
 template <int T>
-bool gemv_q8<T, true>::run(const void *W, size_t row_bytes, int64_t n_in, int64_t n_out, const float *x, int64_t n_tok,
-                           float *y, void *scratch, bool x_ready, cudaStream_t st) {
+bool gemv_q8<T, true>::run(const gemv_parts &ps, int64_t n_in, const float *x, int64_t n_tok, void *scratch,
+                           bool x_ready, cudaStream_t st) {
     if (!scratch || n_in % 32) return false;
     int8_t *xq = (int8_t *)scratch;
     q8x *xs = (q8x *)(xq + (size_t)(n_tok * n_in));
     const int64_t units = n_tok * n_in / 32;
     if (!x_ready) CK_LAUNCH(blocks_for(units * 32, 256), 256, 0, st, quantize_q8x_kernel)(x, units, xq, xs);
-    const uint8_t *w = (const uint8_t *)W;
+    int64_t n_out = 0;
+    uintptr_t align = 0;
+    for (int k = 0; k < ps.n; k++) n_out += ps.p[k].n_out, align |= (uintptr_t)ps.p[k].W | ps.p[k].row_bytes;
     /* the super-block kernels where they apply (Q4_K's 16-byte loads need aligned rows) */
-    const int kind = T == T_Q4_K && ((uintptr_t)w | row_bytes) % 16 == 0 ? 1 : T == T_Q6_K ? 2 : 0;
+    const int kind = T == T_Q4_K && align % 16 == 0 ? 1 : T == T_Q6_K ? 2 : 0;
     /* split rows for one row of x (timed on an H200); batches keep a warp per row */
     const int wpr = n_tok == 1 ? gemv_wpr(n_out, kind ? n_in / 256 * 8 : n_in / 32) : 1;
     const dim3 grid((unsigned)((n_out + GEMV_WARPS / wpr - 1) / (GEMV_WARPS / wpr))), block(32 * GEMV_WARPS);
-#define Q8_ARGS w, row_bytes, n_in, n_out, xq, xs, y, wpr
 #define Q8_CASE(N)                                                                                                   \
     case N:                                                                                                          \
-        if (kind == 1) CK_LAUNCH(grid, block, 0, st, gemv_q4k_kernel<N>)(Q8_ARGS);                                   \
-        else if (kind == 2) CK_LAUNCH(grid, block, 0, st, gemv_q6k_kernel<N>)(Q8_ARGS);                              \
-        else CK_LAUNCH(grid, block, 0, st, gemv_q8_kernel<T, N>)(Q8_ARGS);                                           \
+        if (kind == 1) CK_LAUNCH(grid, block, 0, st, gemv_q4k_kernel<N>)(ps, n_in, xq, xs, wpr);                     \
+        else if (kind == 2) CK_LAUNCH(grid, block, 0, st, gemv_q6k_kernel<N>)(ps, n_in, xq, xs, wpr);                \
+        else CK_LAUNCH(grid, block, 0, st, gemv_q8_kernel<T, N>)(ps, n_in, xq, xs, wpr);                             \
         break;
     switch (n_tok) {
         Q8_CASE(1) Q8_CASE(2) Q8_CASE(3) Q8_CASE(4) Q8_CASE(5) Q8_CASE(6) Q8_CASE(7) Q8_CASE(8)
     default: break;
     }
 #undef Q8_CASE
-#undef Q8_ARGS
     return true;
 }
 
@@ -848,13 +860,35 @@ extern "C" int ck_gemv(uint32_t type, const void *W, size_t row_bytes, int64_t n
     x_ready = x_ready && n_tok <= CK_GEMV_MAX_TOK;
     for (int64_t t0 = 0; t0 < n_tok; t0 += CK_GEMV_MAX_TOK) {
         const int64_t nt = n_tok - t0 < CK_GEMV_MAX_TOK ? n_tok - t0 : CK_GEMV_MAX_TOK;
+        gemv_parts ps = {};
+        ps.n = 1, ps.p[0] = ck_gemv_part{W, row_bytes, n_out, y + t0 * n_out};
 #define GEMV(T)                                                                                                      \
-    quantized = gemv_q8<T>::run(W, row_bytes, n_in, n_out, x + t0 * n_in, nt, y + t0 * n_out, scratch, x_ready, st);  \
+    quantized = gemv_q8<T>::run(ps, n_in, x + t0 * n_in, nt, scratch, x_ready, st);                                  \
     if (!quantized) gemv_t<T>(W, row_bytes, n_in, n_out, x + t0 * n_in, nt, y + t0 * n_out, st);
         CK_DISPATCH(type, GEMV)
 #undef GEMV
     }
     return quantized && n_tok <= CK_GEMV_MAX_TOK;
+}
+
+extern "C" int ck_gemv_parts(uint32_t type, const ck_gemv_part *parts, int n_parts, int64_t n_in, const float *x,
+                             int64_t n_tok, void *scratch, int x_ready, void *stream) {
+    if (n_parts <= 0) return 0;
+    if (n_parts <= CK_GEMV_MAX_PARTS && n_tok <= CK_GEMV_MAX_TOK) {
+        gemv_parts ps = {};
+        ps.n = n_parts;
+        for (int k = 0; k < n_parts; k++) ps.p[k] = parts[k];
+        bool one_launch = false;
+#define GEMV(T) one_launch = gemv_q8<T>::run(ps, n_in, x, n_tok, scratch, x_ready, (cudaStream_t)stream)
+        CK_DISPATCH(type, GEMV)
+#undef GEMV
+        if (one_launch) return 1;
+    }
+    int held = x_ready; /* one product after the other, each reusing the 8-bit x the last left */
+    for (int k = 0; k < n_parts; k++)
+        held = ck_gemv(type, parts[k].W, parts[k].row_bytes, n_in, parts[k].n_out, x, n_tok, parts[k].y, scratch,
+                       held, stream);
+    return held;
 }
 
 extern "C" int ck_gemv_integer(uint32_t type) {

@@ -22,6 +22,7 @@
 #include "cuda/cuda.h"
 #include "cuda/cuda_profile.h"
 
+#include <assert.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <inttypes.h>
@@ -521,6 +522,30 @@ static void lin_x(cuda_backend *g, const tensor *W, const float *x, int64_t n, f
     }
     if (st != CUBLAS_STATUS_SUCCESS && g->blas_status == CUBLAS_STATUS_SUCCESS) g->blas_status = st;
 }
+/* ys[k] = x W[k]^T for n_w <= CK_GEMV_MAX_PARTS weights of one x: a step of up to
+ * CK_GEMV_MAX_TOK rows runs each run of consecutive weights of one type in one launch
+ * (ck_gemv_parts); same_x as lin_x's, for the first. */
+static void lin_parts(cuda_backend *g, const tensor *const *W, float *const *ys, int n_w, const float *x, int64_t n,
+                      bool same_x) {
+    assert(n_w >= 1 && n_w <= CK_GEMV_MAX_PARTS);
+    if (n > CK_GEMV_MAX_TOK) {
+        for (int k = 0; k < n_w; k++) lin_x(g, W[k], x, n, ys[k], same_x || k > 0);
+        return;
+    }
+    for (int k = 0, e; k < n_w; k = e) {
+        const int64_t n_in = W[k]->ne[0];
+        ck_gemv_part parts[CK_GEMV_MAX_PARTS];
+        for (e = k; e < n_w && W[e]->type == W[k]->type && W[e]->ne[0] == n_in; e++)
+            parts[e - k] = (ck_gemv_part){W[e]->data, W[e]->row_bytes, tensor_rows(W[e]), ys[e]};
+        const bool ready = (same_x || k > 0) && g->xq_of == x && g->xq_rows == n && g->xq_cols == n_in;
+        q8_holds(g, NULL, 0, 0);
+        int held = 0;
+        PROF(g, PROF_GEMV,
+             held = ck_gemv_parts(W[k]->type, parts, e - k, n_in, x, n, g->gemv_q8, ready, g->stream));
+        if (held) q8_holds(g, x, n, n_in);
+    }
+}
+
 static void lin(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y) { lin_x(g, W, x, n, y, false); }
 /* a product of the same x as the previous product, or of the output of a kernel that left
  * its 8-bit form (q8_holds) */
@@ -595,9 +620,9 @@ static void layer_attention(engine *c, cuda_backend *g, const model_layer *l, in
     const model_hparams *hp = &c->m->hp;
     const state_pool *sp = c->sp;
     const int64_t hd = hp->head_dim_k, dv = hp->head_dim_v, O = hp->n_head * dv;
-    lin_again(g, &l->wq, g->xn, n, hp->attn_gated ? g->qg : g->q);
-    lin_again(g, &l->wk, g->xn, n, g->k);
-    lin_again(g, &l->wv, g->xn, n, g->v);
+    const tensor *const W[3] = {&l->wq, &l->wk, &l->wv};
+    float *const ys[3] = {hp->attn_gated ? g->qg : g->q, g->k, g->v};
+    lin_parts(g, W, ys, 3, g->xn, n, true);
     if (hp->attn_gated) ck_split_gate(g->qg, g->q, g->gate, n, hp->n_head, hd, g->stream);
     if (l->q_norm.name) {
         ck_rmsnorm_rows(g->q, hd, g->q, hd, f32(&l->q_norm), hd, n * hp->n_head, hp->rms_eps, g->stream);
@@ -637,16 +662,15 @@ static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
     const int64_t conv_dim = model_gdn_conv_dim(hp), key_dim = n_k * d_k, V = n_v * d_v, r = n_v / n_k;
     const int K = (int)hp->ssm_d_conv;
     const bool ba = l->ssm_ba.name != NULL;
-    lin_again(g, &l->ssm_qkv, g->xn, n, g->conv_in);
-    lin_again(g, &l->ssm_z, g->xn, n, g->gdn_z);
+    /* the four input projections (qwen3next: three, b|a fused) in as few launches as their types allow */
+    const tensor *const W[4] = {&l->ssm_qkv, &l->ssm_z, ba ? &l->ssm_ba : &l->ssm_beta, &l->ssm_alpha};
+    float *const ys[4] = {g->conv_in, g->gdn_z, g->gdn_b, g->gdn_a};
+    lin_parts(g, W, ys, ba ? 3 : 4, g->xn, n, true);
     const float *a_log_neg = f32(&l->ssm_a), *dt_bias = f32(&l->ssm_dt_bias);
     if (ba) { /* qwen3next's fused b|a: per key head, b of its r value heads, then a of them */
-        lin_again(g, &l->ssm_ba, g->xn, n, g->gdn_b);
         ck_ssm_gate(n, n_v, g->gdn_b + r, 2 * n_v, g->gdn_b, 2 * n_v, r, 2 * r, a_log_neg, dt_bias, g->gdn_g,
                     g->gdn_beta, g->stream);
     } else {
-        lin_again(g, &l->ssm_beta, g->xn, n, g->gdn_b);
-        lin_again(g, &l->ssm_alpha, g->xn, n, g->gdn_a);
         ck_ssm_gate(n, n_v, g->gdn_a, n_v, g->gdn_b, n_v, n_v, n_v, a_log_neg, dt_bias, g->gdn_g, g->gdn_beta, g->stream);
     }
     PROF(g, PROF_CONV, {
@@ -707,8 +731,9 @@ static void layer_mamba2(engine *c, cuda_backend *g, const model_layer *l, int64
 static void swiglu_expert(cuda_backend *g, const tensor *gate, const tensor *up, const tensor *down, const float *x,
                           int64_t m, float *out) {
     const int64_t F = gate->ne[1];
-    lin_again(g, gate, x, m, g->ff_a);
-    lin_again(g, up, x, m, g->ff_b);
+    const tensor *const W[2] = {gate, up};
+    float *const ys[2] = {g->ff_a, g->ff_b};
+    lin_parts(g, W, ys, 2, x, m, true);
     const int held = ck_swiglu(g->ff_a, g->ff_a, g->ff_b, m, F, g->gemv_q8, g->stream);
     q8_holds(g, held ? g->ff_a : NULL, m, F);
     lin_again(g, down, g->ff_a, m, out);

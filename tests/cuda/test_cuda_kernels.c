@@ -145,6 +145,27 @@ TEST(cuda_gemv_dequant_embed_match_ref) {
                 const int held = ck_gemv(t, dw, rb, n_in, n_out, dx, nt, dy, scratch, 0, NULL);
                 CHECKF(held == (q8 && nt <= CK_GEMV_MAX_TOK), "%s, %lld rows: ck_gemv says the scratch %s x",
                        qtype_name(t), (long long)nt, held ? "holds" : "does not hold");
+                /* the same rows as three parts of one launch: rows [0, 10), [10, 11), [11, 37) */
+                float *dz = dev(NULL, (size_t)(nt * n_out) * sizeof *y);
+                const int64_t cut[4] = {0, 10, 11, n_out};
+                ck_gemv_part parts[3];
+                for (int k2 = 0; k2 < 3; k2++)
+                    parts[k2] = (ck_gemv_part){(uint8_t *)dw + cut[k2] * rb, rb, cut[k2 + 1] - cut[k2],
+                                               dz + nt * cut[k2]};
+                const int held3 = ck_gemv_parts(t, parts, 3, n_in, dx, nt, scratch, 0, NULL);
+                if (ok_cuda("ck_gemv_parts")) {
+                    float *z = malloc((size_t)(nt * n_out) * sizeof *z);
+                    back(y, dz, (size_t)(nt * n_out) * sizeof *y);
+                    for (int k2 = 0; k2 < 3; k2++) /* part k2 is (nt, rows of part k2) */
+                        for (int64_t a = 0; a < nt; a++)
+                            for (int64_t o = cut[k2]; o < cut[k2 + 1]; o++)
+                                z[a * n_out + o] = y[nt * cut[k2] + a * (cut[k2 + 1] - cut[k2]) + (o - cut[k2])];
+                    const double e = test_nmse(z, yr, nt * n_out);
+                    CHECKF(e < NMSE_MAX && held3 == held, "%s, %lld rows in three parts%s: nmse %g", qtype_name(t),
+                           (long long)nt, q8 ? ", 8-bit activations" : "", e);
+                    free(z);
+                }
+                cudaFree(dz);
                 if (held) { /* again from the 8-bit x it left, with x itself gone */
                     cudaMemset(dy, 0xff, (size_t)(nt * n_out) * sizeof *y);
                     cudaMemset(dx, 0xff, (size_t)(nt * n_in) * sizeof *x);
