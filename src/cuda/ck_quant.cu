@@ -194,14 +194,15 @@ template <> __device__ __forceinline__ void unit<T_Q3_K>(const uint8_t *row, int
         }
     }
 }
+/* From the three bytes of the 12 scale bytes s that hold it, a = s[j % 4], b = s[j % 4 + 4]
+ * and c = s[j % 4 + 8]: sub-block j's 6-bit scale and min (j < 4: the low 6 bits of a and
+ * b; else c's nibbles with a's and b's top 2 bits) */
+__device__ __forceinline__ void scale_min_k4_bytes(int a, int b, int c, int j, int *sc, int *m) {
+    if (j < 4) *sc = a & 63, *m = b & 63;
+    else *sc = (c & 15) | (a >> 6) << 4, *m = (c >> 4) | (b >> 6) << 4;
+}
 __device__ __forceinline__ void scale_min_k4(const uint8_t *s, int j, int *sc, int *m) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *m = s[j + 4] & 63;
-    } else {
-        *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
+    scale_min_k4_bytes(s[j & 3], s[(j & 3) + 4], s[(j & 3) + 8], j, sc, m);
 }
 template <> __device__ __forceinline__ void unit<T_Q4_K>(const uint8_t *row, int64_t u, int64_t, float w[32]) {
     const uint8_t *b = row + 144 * (u >> 3);
@@ -626,13 +627,11 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS)
  * l in [8g, 8g + 8) of each of the half's four groups of 32, as dequant_ref lays them
  * out). Same arithmetic per 16 elements as iunit<T> and gemv_q8_kernel. */
 
-/* Q4_K's 6-bit scale and min of sub-block j from the 12 bytes at 4..15 of the block's
- * header (h.y, h.z, h.w), as scale_min_k4 */
+/* scale_min_k4 with the 12 scale bytes in registers: bytes 4..15 of the block's header
+ * (h.y, h.z, h.w) */
 __device__ __forceinline__ void k4_scale_min(const uint4 &h, int j, int *sc, int *m) {
     const int k = 8 * (j & 3);
-    const int a = (int)(h.y >> k) & 255, b = (int)(h.z >> k) & 255, c = (int)(h.w >> k) & 255;
-    if (j < 4) *sc = a & 63, *m = b & 63;
-    else *sc = (c & 15) | (a >> 6) << 4, *m = (c >> 4) | (b >> 6) << 4;
+    scale_min_k4_bytes((int)(h.y >> k) & 255, (int)(h.z >> k) & 255, (int)(h.w >> k) & 255, j, sc, m);
 }
 
 template <int NT>
