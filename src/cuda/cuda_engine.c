@@ -483,19 +483,10 @@ static void q8_holds(cuda_backend *g, const float *x, int64_t n, int64_t cols) {
     g->xq_of = x, g->xq_rows = n, g->xq_cols = cols;
 }
 
-/* y (n, rows of W) = x (n, W->ne[0]) W^T. same_x: x is the input of the previous product
- * too (unchanged since), so its 8-bit form, when that product left one, is used again. */
-static void lin_x(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y, bool same_x) {
+/* y (n, rows of W) = x (n, W->ne[0]) W^T on the tensor cores (cuBLAS): steps of more than
+ * CK_GEMV_MAX_TOK rows */
+static void lin_blas(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y) {
     const int64_t n_in = W->ne[0], n_out = tensor_rows(W);
-    const bool ready = same_x && g->xq_of == x && g->xq_rows == n && g->xq_cols == n_in;
-    q8_holds(g, NULL, 0, 0);
-    if (n <= CK_GEMV_MAX_TOK) {
-        int held = 0;
-        PROF(g, PROF_GEMV,
-             held = ck_gemv(W->type, W->data, W->row_bytes, n_in, n_out, x, n, y, g->gemv_q8, ready, g->stream));
-        if (held) q8_holds(g, x, n, n_in);
-        return;
-    }
     const float one = 1.0f, zero = 0.0f;
     cublasStatus_t st;
     /* y^T (n_out, n) = W (n_out, n_in) x^T in cuBLAS's column-major terms: W's rows are
@@ -522,23 +513,26 @@ static void lin_x(cuda_backend *g, const tensor *W, const float *x, int64_t n, f
     }
     if (st != CUBLAS_STATUS_SUCCESS && g->blas_status == CUBLAS_STATUS_SUCCESS) g->blas_status = st;
 }
-/* ys[k] = x W[k]^T for n_w <= CK_GEMV_MAX_PARTS weights of one x: a step of up to
+/* ys[k] = x W[k]^T for n_w <= CK_GEMV_MAX_PARTS weights of one x. A step of up to
  * CK_GEMV_MAX_TOK rows runs each run of consecutive weights of one type in one launch
- * (ck_gemv_parts); same_x as lin_x's, for the first. */
+ * (ck_gemv_parts); more rows go through cuBLAS. same_x: x is the input of the previous
+ * product too (unchanged since), or the output of a kernel that left its 8-bit form
+ * (q8_holds), so that form, when there is one, is used again. */
 static void lin_parts(cuda_backend *g, const tensor *const *W, float *const *ys, int n_w, const float *x, int64_t n,
                       bool same_x) {
     assert(n_w >= 1 && n_w <= CK_GEMV_MAX_PARTS);
-    if (n > CK_GEMV_MAX_TOK) {
-        for (int k = 0; k < n_w; k++) lin_x(g, W[k], x, n, ys[k], same_x || k > 0);
-        return;
-    }
     for (int k = 0, e; k < n_w; k = e) {
         const int64_t n_in = W[k]->ne[0];
+        const bool ready = (same_x || k > 0) && g->xq_of == x && g->xq_rows == n && g->xq_cols == n_in;
+        q8_holds(g, NULL, 0, 0);
+        if (n > CK_GEMV_MAX_TOK) {
+            lin_blas(g, W[k], x, n, ys[k]);
+            e = k + 1;
+            continue;
+        }
         ck_gemv_part parts[CK_GEMV_MAX_PARTS];
         for (e = k; e < n_w && W[e]->type == W[k]->type && W[e]->ne[0] == n_in; e++)
             parts[e - k] = (ck_gemv_part){W[e]->data, W[e]->row_bytes, tensor_rows(W[e]), ys[e]};
-        const bool ready = (same_x || k > 0) && g->xq_of == x && g->xq_rows == n && g->xq_cols == n_in;
-        q8_holds(g, NULL, 0, 0);
         int held = 0;
         PROF(g, PROF_GEMV,
              held = ck_gemv_parts(W[k]->type, parts, e - k, n_in, x, n, g->gemv_q8, ready, g->stream));
@@ -546,11 +540,13 @@ static void lin_parts(cuda_backend *g, const tensor *const *W, float *const *ys,
     }
 }
 
-static void lin(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y) { lin_x(g, W, x, n, y, false); }
+static void lin(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y) {
+    lin_parts(g, &W, &y, 1, x, n, false);
+}
 /* a product of the same x as the previous product, or of the output of a kernel that left
  * its 8-bit form (q8_holds) */
 static void lin_again(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y) {
-    lin_x(g, W, x, n, y, true);
+    lin_parts(g, &W, &y, 1, x, n, true);
 }
 
 /* A conv window item: the window after row `end` of the run from row0 (its old window in
