@@ -15,10 +15,7 @@
 # last, where Nsight Compute is installed, is scripts/device_profile.sh's per-kernel table.
 set -u
 cd "$(dirname "$0")/.."
-OUT_DIR=${1:-${OUT:-/tmp/eddy-device}}
-mkdir -p "$OUT_DIR"
-MODELS=${MODELS:-/tmp/eddy-models}
-mkdir -p "$MODELS"
+. scripts/device_env.sh
 SUMMARY="$OUT_DIR/summary.txt"
 : >"$SUMMARY"
 note() { echo "$*" | tee -a "$SUMMARY"; }
@@ -29,26 +26,10 @@ note "== device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --for
 note "== cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cores"
 
 # the model is generated while the build runs
-if ! python3 -c 'import gguf' 2>/dev/null && ls .whl/gguf-*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/gguf-*.whl >/dev/null 2>&1
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-M4B="$MODELS/qwen35-4b-Q4_K_M.gguf"
-( [ -s "$M4B" ] || timeout 300 python3 scripts/gen_random_qwen35.py --shape 4b --type Q4_K_M --out "$M4B" ) \
-  >"$OUT_DIR/gen.log" 2>&1 &
+device_model >"$OUT_DIR/gen.log" 2>&1 &
 GEN=$!
 
-# the GPU machine has no Debian packages: xxhash.h (header-only here) may travel in .deps/include
-# (apt-get download libxxhash-dev; dpkg -x it; copy usr/include/xxh*.h)
-if ! echo '#include <xxhash.h>' | ${CC:-gcc} -E -x c - >/dev/null 2>&1 && [ -f .deps/include/xxhash.h ]; then
-  export CFLAGS="${CFLAGS:-} -isystem $PWD/.deps/include"
-fi
-# libstdc++ as a shared library: a toolchain with only a static, non-PIC libstdc++.a cannot link
-# it into eddy's position-independent executable, so name the system's libstdc++.so.6 first
-if [ "$(${CC:-cc} -print-file-name=libstdc++.so)" = libstdc++.so ]; then
-  so=$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}')
-  [ -n "$so" ] && export LDLIBS="${LDLIBS:-} $so"
-fi
+device_toolchain
 note "== C compiler: ${CC:-cc}, extra libraries: ${LDLIBS:-none}"
 # sm_90 only here: the CI build compiles sm_80 and sm_90
 if ! timeout 400 make -j"$(nproc)" CUDA=1 SERVER=0 WERROR=1 CUDA_ARCHS="-gencode arch=compute_90,code=sm_90" build/cuda/eddy cuda-tests \

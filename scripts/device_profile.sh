@@ -11,23 +11,11 @@
 # CUDA_ARCHS="-gencode arch=compute_90,code=sm_90" build/dev90/eddy, stripped), else builds.
 set -u
 cd "$(dirname "$0")/.."
-OUT_DIR=${1:-${OUT:-/tmp/eddy-device}}
-mkdir -p "$OUT_DIR"
-MODELS=${MODELS:-/tmp/eddy-models}
-mkdir -p "$MODELS"
-if ! python3 -c 'import gguf' 2>/dev/null && ls .whl/gguf-*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/gguf-*.whl >/dev/null 2>&1
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-M4B="$MODELS/qwen35-4b-Q4_K_M.gguf"
-[ -s "$M4B" ] || timeout 300 python3 scripts/gen_random_qwen35.py --shape 4b --type Q4_K_M --out "$M4B" >"$OUT_DIR/gen.log" 2>&1
+. scripts/device_env.sh
+device_model >"$OUT_DIR/gen.log" 2>&1
 E=${EDDY_BIN:-.prebuilt/eddy}
 if ! [ -x "$E" ] || ! "$E" --version >/dev/null 2>&1; then
-  if [ "$(${CC:-cc} -print-file-name=libstdc++.so)" = libstdc++.so ]; then
-    so=$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}')
-    [ -n "$so" ] && export LDLIBS="${LDLIBS:-} $so"
-  fi
-  [ -f .deps/include/xxhash.h ] && export CFLAGS="${CFLAGS:-} -isystem $PWD/.deps/include"
+  device_toolchain
   make -j"$(nproc)" CUDA=1 SERVER=0 CUDA_ARCHS="-gencode arch=compute_90,code=sm_90" build/cuda/eddy >"$OUT_DIR/build.log" 2>&1 || { tail -20 "$OUT_DIR/build.log"; exit 1; }
   E=build/cuda/eddy
 fi
