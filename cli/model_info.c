@@ -83,8 +83,7 @@ void cli_log_ctx(eddy_ctx *c, const eddy_ctx_params *p) {
     if (eddy_log_get_level() < EDDY_LOG_INFO) return;
     eddy_engine *e = eddy_ctx_engine(c);
     const int64_t n_ctx = eddy_ctx_n_ctx(c);
-    int64_t n_batch = p->n_batch > 0 ? p->n_batch : 512; /* as the engine resolves it */
-    if (n_batch > n_ctx) n_batch = n_ctx;
+    const int64_t n_batch = eddy_engine_n_batch(e);
     const double state = (double)eddy_engine_state_bytes(e), kv = (double)eddy_engine_kv_bytes_per_pos(e) * n_ctx;
     char b0[32], b1[32], b2[32];
     eddy_log(EDDY_LOG_INFO, "context: %" PRId64 " positions, batch %" PRId64 " tokens, %d thread%s%s, KV cache %s keys, %s values",

@@ -168,7 +168,7 @@ typedef enum {
 typedef struct {
     int64_t n_ctx;   /* positions the sequence can hold (0: the model's training context, at most 4096) */
     int n_threads;   /* 0: the CPUs this process may use (affinity, cgroup quota) */
-    int64_t n_batch; /* tokens per forward step (0: 512); longer inputs are split */
+    int64_t n_batch; /* tokens per forward step (0: 512, 2048 on a GPU); longer inputs are split */
     eddy_kv_type type_k, type_v; /* key / value cache elements (0: F16) */
     int n_snapshots;   /* snapshots of the sequence at once (eddy_seq_snapshot on eddy_ctx_seq; 0: none) */
     size_t cache_bytes; /* prefix cache budget (eddy_engine_params; 0: none) */
@@ -228,7 +228,7 @@ typedef struct {
     int n_snapshots;     /* states beyond one per sequence: each snapshot takes one, and so does each
                           * position of a verify until it is accepted (0: none) */
     int n_threads;       /* 0: the CPUs this process may run on */
-    int64_t n_batch;     /* tokens per forward step (0: 512); longer batches are split */
+    int64_t n_batch;     /* tokens per forward step (0: 512, 2048 on a GPU); longer batches are split */
     eddy_kv_type type_k, type_v; /* key / value cache elements (0: F16) */
     /* Prefix cache: checkpoints of sequences' states at every multiple of cache_every
      * positions (and where eddy_seq_cache_put says), kept under a budget of
@@ -260,6 +260,8 @@ void eddy_engine_free(eddy_engine *e);
 const eddy_model *eddy_engine_model(const eddy_engine *e);
 int64_t eddy_engine_n_ctx(const eddy_engine *e);
 int eddy_engine_n_threads(const eddy_engine *e);
+/* Tokens per forward step, as the engine resolved n_batch. */
+int64_t eddy_engine_n_batch(const eddy_engine *e);
 /* "cpu", or "cuda: " and the GPU's name. */
 const char *eddy_engine_device_name(const eddy_engine *e);
 /* Bytes of one sequence's recurrent state and of its KV cache per position (all layers). */

@@ -165,10 +165,18 @@ void ck_attention(const ck_step *s, int64_t n, const float *q, float *out, const
                   int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale, int n_split, float *part,
                   void *stream);
 /* The same for a step whose rows are all one sequence's consecutive positions (a
- * prefill): tiles of 16 queries share each tile of keys and values. Returns 0 (nothing
- * launched) for heads over 256 wide. */
+ * prefill): FP32 tiles of 16 queries share each tile of keys and values. Returns 0
+ * (nothing launched) for heads over 256 wide. */
 int ck_attention_prefill(const ck_step *s, int64_t n, const float *q, float *out, const void *kc, const void *vc,
                          int kv_f16, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale, void *stream);
+/* The same on the tensor cores (ck_flash.cu), for an f16 cache (kv_f16 3), hd a multiple
+ * of 16 up to 256, dv 16, 32, 64, 128 or 256, where the device lets a block have the shared
+ * memory it needs (about 105 KiB at 256 by 256). Q and the softmax weights go in as f16
+ * pairs (high and low parts), so the sums keep f32's precision. Returns 0 (nothing
+ * launched) where it cannot. */
+int ck_attention_prefill_mma(const ck_step *s, int64_t n, const float *q, float *out, const void *kc, const void *vc,
+                             int kv_f16, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale,
+                             void *stream);
 
 /* Causal conv1d + SiLU (ssm.h conv1d_scan_ref) of every row: inputs before a run's first
  * row come from its slot_in window in `state` (slots of (K-1, C) floats). x rows xs

@@ -75,11 +75,18 @@ const emu_idx &emu_grid_dim();
 
 void __syncthreads();
 float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
+/* Warp-wide: every live lane of the warp passes `bytes` of its own at mine, and gets all
+ * 32 lanes' (lane i's at all + i * bytes; zeros for a lane that has returned): what
+ * ck_mma.h builds the tensor cores' products from. __syncwarp is one of no bytes. */
+void emu_warp_gather(const void *mine, void *all, size_t bytes);
+inline void __syncwarp(unsigned = 0xffffffffu) { emu_warp_gather(nullptr, nullptr, 0); }
 void *emu_dynamic_shared();
 #define CK_DYNAMIC_SHARED(type, name) type *name = (type *)emu_dynamic_shared()
 
-/* Runs body on every thread of every block of the grid (emu_runtime.cpp). */
-void emu_run(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()> &body);
+/* Runs body on every thread of every block of the grid (emu_runtime.cpp). A kernel (fn)
+ * gets more than 48 KiB of dynamic shared memory only after cudaFuncSetAttribute allowed
+ * it, as on the GPU; the emulator stops otherwise. */
+void emu_run(const void *fn, dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()> &body);
 /* While a stream is being captured into a graph, launches are recorded (their arguments
  * copied) instead of run: emu_record takes the launch and returns true. */
 bool emu_record(const std::function<void()> &launch);
@@ -96,8 +103,9 @@ template <typename K> struct emu_launcher {
         const K k = kernel;
         const dim3 g = grid, b = block;
         const size_t shm = shared_bytes;
-        if (emu_record_on(stream, [=] { emu_run(g, b, shm, [&] { k(args...); }); })) return;
-        emu_run(grid, block, shared_bytes, [&] { kernel(args...); });
+        const void *fn = reinterpret_cast<const void *>(k);
+        if (emu_record_on(stream, [=] { emu_run(fn, g, b, shm, [&] { k(args...); }); })) return;
+        emu_run(fn, grid, block, shared_bytes, [&] { kernel(args...); });
     }
 };
 template <typename K>

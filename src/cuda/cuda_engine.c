@@ -54,6 +54,8 @@ struct cuda_backend {
     bool graphs;         /* decode steps as CUDA graphs (EDDY_CUDA_GRAPHS=0: off; off after a failure) */
     bool chunked;        /* the scans in chunks for steps with a run of CK_SCAN_CHUNK rows or more
                           * (EDDY_CUDA_CHUNKED=0: row by row always) */
+    bool flash;          /* a prefill's attention on the tensor cores where ck_attention_prefill_mma
+                          * can (EDDY_CUDA_FLASH=0: FP32 tiles always) */
     int64_t longest_run; /* of the uploaded step */
     bool moe;            /* the model has mixture-of-experts layers: their routing goes to the host */
     step_graph graph[GRAPH_CACHE];
@@ -65,6 +67,7 @@ struct cuda_backend {
     tensor tok_embd, output, output_norm;
     tensor mtp_eh_proj, mtp_enorm, mtp_hnorm, mtp_head_norm, mtp_embd, mtp_head;
     float *h, *mtp_cat; /* the MTP layer's (engine.h's of the same names) */
+    int64_t logit_rows; /* rows of logits the buffer holds: a step with more makes them in groups */
     void **allocs;
     int64_t n_allocs, cap_allocs;
     size_t weight_bytes; /* uploaded so far */
@@ -324,6 +327,8 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->graphs = !(graphs && !strcmp(graphs, "0"));
     const char *chunked = getenv("EDDY_CUDA_CHUNKED");
     g->chunked = !(chunked && !strcmp(chunked, "0"));
+    const char *flash = getenv("EDDY_CUDA_FLASH");
+    g->flash = !(flash && !strcmp(flash, "0"));
     g->prof = cuda_profile_new();
     if (g->prof) g->graphs = false; /* a replayed graph is one piece of work */
     for (int64_t il = 0; il < hp->n_layer; il++) g->moe |= m->layers[il].ffn == FFN_MOE;
@@ -367,7 +372,10 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->moe_w = dev_rows(g, B, KX, &ok);
     g->sh_gate = dev_rows(g, B, X ? 1 : 0, &ok);
     g->moe_order = (int32_t *)dev_rows(g, B, KX, &ok);
-    g->logits = dev_rows(g, B, hp->n_vocab, &ok);
+    /* logits for at most 512 rows at once (a 2048-row step of a 152k vocabulary would take
+     * 1.2 GB for them): more are made and copied out in groups (cuda_forward) */
+    g->logit_rows = B < 512 ? B : 512;
+    g->logits = dev_rows(g, g->logit_rows, hp->n_vocab, &ok);
     if (hp->n_head > 0) /* decode steps split each row's keys in CK_ATT_SPLITS ranges */
         g->att_part = dev_rows(g, (B < CK_GEMV_MAX_TOK ? B : CK_GEMV_MAX_TOK) * hp->n_head * CK_ATT_SPLITS,
                                hp->head_dim_v + 2, &ok);
@@ -612,6 +620,22 @@ static void conv_windows(cuda_backend *g, const float *x, int64_t xs, int64_t C,
     ck_conv_window(g->d_plan + g->o_conv + 4 * g->n_conv_ck, g->n_conv - g->n_conv_ck, x, xs, C, K, state, g->stream);
 }
 
+/* g->attn = attention of the step's n rows over the layer's cache kc, vc: one sequence's
+ * prefill on the tensor cores where they take it, else in FP32 tiles of queries; other
+ * steps (decode, batches of sequences) split each row's keys over blocks. */
+static void attend(cuda_backend *g, const model_hparams *hp, void *kc, void *vc, int kv_f16, float scale, int64_t n) {
+    const int64_t hd = hp->head_dim_k, dv = hp->head_dim_v, H = hp->n_head, H_kv = hp->n_head_kv;
+    if (g->n_runs == 1 && n > CK_GEMV_MAX_TOK) {
+        if (g->flash && ck_attention_prefill_mma(&g->step, n, g->q, g->attn, kc, vc, kv_f16, H, H_kv, hd, dv, scale,
+                                                 g->stream))
+            return;
+        if (ck_attention_prefill(&g->step, n, g->q, g->attn, kc, vc, kv_f16, H, H_kv, hd, dv, scale, g->stream))
+            return;
+    }
+    ck_attention(&g->step, n, g->q, g->attn, kc, vc, kv_f16, H, H_kv, hd, dv, scale,
+                 n <= CK_GEMV_MAX_TOK ? CK_ATT_SPLITS : 1, g->att_part, g->stream);
+}
+
 static void layer_attention(engine *c, cuda_backend *g, const model_layer *l, int64_t il, int64_t n) {
     const model_hparams *hp = &c->m->hp;
     const state_pool *sp = c->sp;
@@ -629,12 +653,7 @@ static void layer_attention(engine *c, cuda_backend *g, const model_layer *l, in
     PROF(g, PROF_ATTENTION, {
         ck_rope_store(&g->step, n, g->q, g->k, g->v, hp->n_head, hp->n_head_kv, hd, dv, hp->n_rot, hp->rope_base,
                       hp->rope_style == ROPE_NEOX, sp->k[il], sp->v[il], kv_f16, g->stream);
-        /* one sequence's prefill in tiles of queries; decode split over the keys */
-        if (!(g->n_runs == 1 && n > CK_GEMV_MAX_TOK &&
-              ck_attention_prefill(&g->step, n, g->q, g->attn, sp->k[il], sp->v[il], kv_f16, hp->n_head,
-                                   hp->n_head_kv, hd, dv, scale, g->stream)))
-            ck_attention(&g->step, n, g->q, g->attn, sp->k[il], sp->v[il], kv_f16, hp->n_head, hp->n_head_kv, hd, dv,
-                         scale, n <= CK_GEMV_MAX_TOK ? CK_ATT_SPLITS : 1, g->att_part, g->stream);
+        attend(g, hp, sp->k[il], sp->v[il], kv_f16, scale, n);
     });
     if (hp->attn_gated) ck_sigmoid_mul(g->attn, g->gate, n * O, g->stream);
     lin(g, &l->wo, g->attn, n, g->mix);
@@ -903,7 +922,18 @@ static eddy_status step_status(cuda_backend *g, eddy_error *err) {
     return EDDY_OK;
 }
 
-/* The device work of a step after its plan is uploaded, up to the logits in g->logits. */
+/* Logits of output rows [first, first + k) of the step (k <= logit_rows) into g->logits. */
+static void output_rows(engine *c, cuda_backend *g, int64_t first, int64_t k) {
+    const model_hparams *hp = &c->m->hp;
+    const int64_t E = hp->n_embd;
+    ck_rmsnorm_gather(g->xn, g->x, g->d_plan + g->o_out + first, f32(&g->output_norm), E, k, hp->rms_eps, g->stream);
+    q8_holds(g, NULL, 0, 0);
+    lin(g, &g->output, g->xn, k, g->logits);
+    if (hp->logit_scale != 1.0f) ck_scale(g->logits, k * hp->n_vocab, 1.0f / hp->logit_scale, g->stream);
+}
+
+/* The device work of a step after its plan is uploaded, up to the logits in g->logits
+ * when they fit there (n_out <= logit_rows; cuda_forward makes more in groups). */
 static void step_kernels(engine *c, cuda_backend *g, int64_t n, int64_t n_out) {
     const model_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd;
@@ -914,12 +944,7 @@ static void step_kernels(engine *c, cuda_backend *g, int64_t n, int64_t n_out) {
     for (int64_t il = 0; il < hp->n_layer; il++) gpu_layer(c, g, il, n, &pending);
     block_output(c, g, n, &pending);
     if (c->mtp) ck_rmsnorm_rows(g->h, E, g->x, E, f32(&g->output_norm), E, n, hp->rms_eps, g->stream);
-    if (n_out > 0) {
-        ck_rmsnorm_gather(g->xn, g->x, g->d_plan + g->o_out, f32(&g->output_norm), E, n_out, hp->rms_eps, g->stream);
-        q8_holds(g, NULL, 0, 0);
-        lin(g, &g->output, g->xn, n_out, g->logits);
-        if (hp->logit_scale != 1.0f) ck_scale(g->logits, n_out * hp->n_vocab, 1.0f / hp->logit_scale, g->stream);
-    }
+    if (n_out > 0 && n_out <= g->logit_rows) output_rows(c, g, 0, n_out);
 }
 
 /* The cached graph of a step of this shape, captured now when there is none; NULL when
@@ -972,8 +997,14 @@ eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan
     if (sg) cudaGraphLaunch(sg->exec, g->stream);
     else PROF(g, PROF_STEP, step_kernels(c, g, n, n_out));
     cuda_profile_step_done(g->prof);
-    if (n_out > 0)
+    if (n_out > 0 && n_out <= g->logit_rows)
         cudaMemcpy(logits, g->logits, (size_t)(n_out * hp->n_vocab) * sizeof(float), cudaMemcpyDeviceToHost);
+    for (int64_t first = 0; n_out > g->logit_rows && first < n_out; first += g->logit_rows) {
+        const int64_t k = n_out - first < g->logit_rows ? n_out - first : g->logit_rows;
+        output_rows(c, g, first, k);
+        cudaMemcpy(logits + first * hp->n_vocab, g->logits, (size_t)(k * hp->n_vocab) * sizeof(float),
+                   cudaMemcpyDeviceToHost);
+    }
     if (c->mtp) gpu_block_mtp(c, g, tokens, plan);
     return step_status(g, err);
 }

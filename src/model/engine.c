@@ -240,7 +240,8 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
     if (!p) p = &d;
     const model_hparams *hp = &m->hp;
     int64_t n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
-    int64_t n_batch = p->n_batch > 0 ? p->n_batch : 512;
+    /* a GPU's products and attention fill it only with long steps: 2048 rows there */
+    int64_t n_batch = p->n_batch > 0 ? p->n_batch : p->device == EDDY_DEVICE_CUDA ? 2048 : 512;
     if (p->n_ctx < 0 || n_ctx > ((int64_t)1 << 24))
         return eddy_error_set(err, EDDY_ERR_ARG, "context of %" PRId64 " tokens out of range 1..%d", p->n_ctx,
                               1 << 24);
@@ -315,6 +316,7 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
 const eddy_model *eddy_engine_model(const eddy_engine *c) { return c->m; }
 int64_t eddy_engine_n_ctx(const eddy_engine *c) { return c->n_ctx; }
 int eddy_engine_n_threads(const eddy_engine *c) { return pool_size(c->pool); }
+int64_t eddy_engine_n_batch(const eddy_engine *c) { return c->n_batch; }
 const char *eddy_engine_device_name(const eddy_engine *c) { return c->gpu ? cuda_backend_name(c->gpu) : "cpu"; }
 size_t eddy_engine_state_bytes(const eddy_engine *c) { return state_slot_bytes(c->sp); }
 size_t eddy_engine_kv_bytes_per_pos(const eddy_engine *c) { return state_block_bytes(c->sp) / STATE_KV_BLOCK; }

@@ -25,7 +25,7 @@
 
 namespace {
 
-enum { RUN, AT_BARRIER, AT_SHUFFLE, DONE };
+enum { RUN, AT_BARRIER, AT_SHUFFLE, AT_GATHER, DONE };
 const size_t STACK = 128 * 1024;
 
 /* A fiber starts on its own stack through makecontext/setcontext; after that, switches
@@ -39,6 +39,9 @@ struct fiber {
     int state = RUN;
     float shfl_val = 0, shfl_res = 0;
     int shfl_mask = 0;
+    const void *gather_src = nullptr; /* emu_warp_gather's arguments */
+    void *gather_dst = nullptr;
+    size_t gather_bytes = 0;
     emu_idx tid{};
 };
 
@@ -77,27 +80,51 @@ void resume(size_t i) {
     _longjmp(f.jb, 1);
 }
 
+/* The gather of the warp from w0 to w1, all of whose live threads wait at one. */
+void release_gather(size_t w0, size_t w1) {
+    const size_t bytes = L.fibers[w0].gather_bytes;
+    for (size_t i = w0; i < w1; i++)
+        if (L.fibers[i].state == AT_GATHER && L.fibers[i].gather_bytes != bytes) {
+            fprintf(stderr, "emu: the lanes of a warp gather different sizes (%zu, %zu bytes)\n", bytes,
+                    L.fibers[i].gather_bytes);
+            abort();
+        }
+    for (size_t i = w0; i < w1; i++) {
+        fiber &f = L.fibers[i];
+        if (f.state != AT_GATHER || !bytes) continue;
+        for (size_t p = w0; p < w0 + 32; p++) {
+            unsigned char *to = (unsigned char *)f.gather_dst + (p - w0) * bytes;
+            if (p < w1 && L.fibers[p].state == AT_GATHER) memcpy(to, L.fibers[p].gather_src, bytes);
+            else memset(to, 0, bytes);
+        }
+    }
+}
+
 /* Releases what can go on after every thread stopped: a warp whose live threads all
- * wait at a shuffle, else the block when all its live threads wait at the barrier. */
+ * wait at a shuffle (or all at a gather), else the block when all its live threads wait
+ * at the barrier. */
 bool release() {
     bool any = false;
     for (size_t w0 = 0; w0 < L.n; w0 += 32) {
         const size_t w1 = w0 + 32 < L.n ? w0 + 32 : L.n;
-        bool all = true, some = false;
+        int kind = -1; /* AT_SHUFFLE or AT_GATHER where every live thread waits at that */
         for (size_t i = w0; i < w1; i++) {
-            if (L.fibers[i].state == DONE) continue;
-            all &= L.fibers[i].state == AT_SHUFFLE;
-            some = true;
+            const int st = L.fibers[i].state;
+            if (st == DONE) continue;
+            if (kind == -1 && (st == AT_SHUFFLE || st == AT_GATHER)) kind = st;
+            else if (st != kind) kind = -2;
         }
-        if (!all || !some) continue;
-        for (size_t i = w0; i < w1; i++) {
-            fiber &f = L.fibers[i];
-            if (f.state != AT_SHUFFLE) continue;
-            const size_t p = w0 + (((i - w0) ^ (size_t)f.shfl_mask) & 31);
-            f.shfl_res = p < w1 && L.fibers[p].state == AT_SHUFFLE ? L.fibers[p].shfl_val : f.shfl_val;
-        }
+        if (kind < 0) continue;
+        if (kind == AT_GATHER) release_gather(w0, w1);
+        else
+            for (size_t i = w0; i < w1; i++) {
+                fiber &f = L.fibers[i];
+                if (f.state != AT_SHUFFLE) continue;
+                const size_t p = w0 + (((i - w0) ^ (size_t)f.shfl_mask) & 31);
+                f.shfl_res = p < w1 && L.fibers[p].state == AT_SHUFFLE ? L.fibers[p].shfl_val : f.shfl_val;
+            }
         for (size_t i = w0; i < w1; i++)
-            if (L.fibers[i].state == AT_SHUFFLE) L.fibers[i].state = RUN;
+            if (L.fibers[i].state == kind) L.fibers[i].state = RUN;
         any = true;
     }
     if (any) return true;
@@ -131,11 +158,33 @@ float __shfl_xor_sync(unsigned, float v, int lane_mask) {
     return L.fibers[L.cur].shfl_res;
 }
 
-void emu_run(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()> &body) {
+void emu_warp_gather(const void *mine, void *all, size_t bytes) {
+    fiber &f = L.fibers[L.cur];
+    f.gather_src = mine, f.gather_dst = all, f.gather_bytes = bytes;
+    suspend(AT_GATHER);
+}
+
+namespace {
+/* the dynamic shared memory each kernel was allowed beyond the default (cudaFuncSetAttribute) */
+std::mutex shared_mu;
+std::unordered_map<const void *, int> shared_allowed;
+const size_t SHARED_DEFAULT = 48 * 1024, SHARED_MOST = 227 * 1024; /* sm_90's opt-in limit */
+} // namespace
+
+void emu_run(const void *fn, dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()> &body) {
     const size_t n = (size_t)block.x * block.y * block.z;
     if (n == 0 || n > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0) {
         fprintf(stderr, "emu: bad launch: grid %u x %u x %u, block of %zu threads\n", grid.x, grid.y, grid.z, n);
         abort();
+    }
+    if (shared_bytes > SHARED_DEFAULT) {
+        std::lock_guard<std::mutex> lock(shared_mu);
+        const auto it = shared_allowed.find(fn);
+        if (it == shared_allowed.end() || (size_t)it->second < shared_bytes) {
+            fprintf(stderr, "emu: a launch with %zu bytes of dynamic shared memory, more than the kernel was "
+                            "allowed (cudaFuncSetAttribute)\n", shared_bytes);
+            abort();
+        }
     }
     if (L.fibers.size() < n) L.fibers.resize(n);
     for (size_t i = 0; i < n; i++)
@@ -313,6 +362,13 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int) {
     return cudaSuccess;
 }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaFuncSetAttribute(const void *fn, enum cudaFuncAttribute attr, int value) {
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;
+    if (value < 0 || (size_t)value > SHARED_MOST) return cudaErrorInvalidValue;
+    std::lock_guard<std::mutex> lock(shared_mu);
+    shared_allowed[fn] = value;
+    return cudaSuccess;
+}
 cudaError_t cudaDeviceSynchronize(void) {
     not_while_capturing("cudaDeviceSynchronize"); return cudaSuccess; }
 const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "emulated error"; }

@@ -443,10 +443,13 @@ TEST(cuda_gdn_matches_scan_ref) {
 }
 
 /* Runs of 1, 6 and 1 rows at positions 300, 0 and 40, or (prefill) one run of 37 rows from
- * position 250 (across a KV block), which ck_attention_prefill takes too. */
+ * position 250 (across a KV block), or (prefill 2) of 100 rows from 210 (two tiles of
+ * ck_attention_prefill_mma's 64 rows, the second part full), which ck_attention_prefill
+ * and ck_attention_prefill_mma take too. */
 static void attention_case(test_rng *r, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, int64_t n_rot, int neox,
-                           int kv_f16, bool prefill) {
-    const int64_t lens[] = {1, 6, 1}, pos0[] = {300, 0, 40}, pf_len[] = {37}, pf_pos0[] = {250};
+                           int kv_f16, int prefill) {
+    const int64_t lens[] = {1, 6, 1}, pos0[] = {300, 0, 40};
+    const int64_t pf_len[] = {prefill == 2 ? 100 : 37}, pf_pos0[] = {prefill == 2 ? 210 : 250};
     step_fixture f;
     step_make(&f, prefill ? pf_len : lens, prefill ? pf_pos0 : pos0, prefill ? 1 : 3, false);
     const int64_t n = f.n, K = n_kv * hd, V = n_kv * dv, n_blocks = 40, Q = n_head * hd;
@@ -499,14 +502,31 @@ static void attention_case(test_rng *r, int64_t n_head, int64_t n_kv, int64_t hd
         ops_attention_ref(&sh, &a, scores);
     }
     /* each row's keys in one block, in 5 ranges (one key each for the 6 positions of run 1's
-     * first row), and in CK_ATT_SPLITS */
-    const int splits[] = {1, 5, CK_ATT_SPLITS, 0}; /* 0: ck_attention_prefill */
+     * first row), and in CK_ATT_SPLITS; then a prefill's kernels: FP32 tiles, and the tensor
+     * cores' for the f16 caches of the shapes they have kernels for, with the same bound
+     * (their f16 pairs keep f32's precision; Q in f16 alone misses it 10,000 times over). */
+    const int splits[] = {1, 5, CK_ATT_SPLITS, 0, -1}; /* 0: ck_attention_prefill, -1: its _mma */
+    const bool mma_fits = kv_f16 == 3 && hd % 16 == 0 && hd <= 256 && (dv == 16 || dv == 32 || dv == 64 || dv == 128 ||
+                                                                           dv == 256);
     float *dpart = dev(NULL, (size_t)(n * n_head * CK_ATT_SPLITS * (dv + 2)) * 4);
-    for (int k2 = 0; k2 < (prefill ? 4 : 3); k2++) {
-        if (splits[k2]) ck_attention(&f.d, n, dq, dout, dkc, dvc, kv_f16, n_head, n_kv, hd, dv, scale, splits[k2], dpart, NULL);
-        else CHECK(ck_attention_prefill(&f.d, n, dq, dout, dkc, dvc, kv_f16, n_head, n_kv, hd, dv, scale, NULL));
+    for (int k2 = 0; k2 < (prefill ? 5 : 3); k2++) {
+        if (splits[k2] > 0)
+            ck_attention(&f.d, n, dq, dout, dkc, dvc, kv_f16, n_head, n_kv, hd, dv, scale, splits[k2], dpart, NULL);
+        else if (splits[k2] == 0)
+            CHECK(ck_attention_prefill(&f.d, n, dq, dout, dkc, dvc, kv_f16, n_head, n_kv, hd, dv, scale, NULL));
+        else {
+            cudaMemset(dout, 0xff, (size_t)(n * n_head * dv) * 4); /* NaNs, unless every output is written */
+            const int took = ck_attention_prefill_mma(&f.d, n, dq, dout, dkc, dvc, kv_f16, n_head, n_kv, hd, dv,
+                                                      scale, NULL);
+            CHECKF(took == mma_fits, "attention on the tensor cores, %lld/%lld wide, kv %d: took %d", (long long)hd,
+                   (long long)dv, kv_f16, took);
+            if (!took) continue;
+        }
         back(out, dout, (size_t)(n * n_head * dv) * 4);
         const double e = test_nmse(out, ref, n * n_head * dv);
+        if (getenv("EDDY_TEST_VERBOSE"))
+            printf("attention %lld/%lld wide, kv %d, splits %d: nmse %g\n", (long long)hd, (long long)dv, kv_f16,
+                   splits[k2], e);
         CHECKF(ok_cuda("attention") && e < NMSE_MAX, "attention %lld/%lld heads, %lld/%lld wide, rot %lld neox %d kv %d, "
                "%d splits: nmse %g", (long long)n_head, (long long)n_kv, (long long)hd, (long long)dv, (long long)n_rot,
                neox, kv_f16, splits[k2], e);
@@ -524,6 +544,12 @@ TEST(cuda_attention_matches_ref) {
         attention_case(&r, 8, 1, 256, 256, 64, 1, 1, prefill); /* Qwen3.5's wide heads */
         attention_case(&r, 3, 3, 24, 40, 0, 0, 2, prefill);
     }
+    /* the tensor cores' prefill: every kernel it has, GQA, keys of another width */
+    attention_case(&r, 4, 1, 256, 256, 64, 1, 3, 2); /* Qwen3.5's wide heads, 2 tiles */
+    attention_case(&r, 4, 2, 32, 32, 32, 0, 3, 1);
+    attention_case(&r, 3, 3, 48, 64, 16, 1, 3, 2);
+    attention_case(&r, 2, 2, 128, 128, 0, 0, 3, 1);
+    attention_case(&r, 4, 2, 16, 16, 16, 1, 3, 2);
 }
 
 /* Runs of 1, 6, 1 and 3 rows, or (long) of 1, 45, 3 and 20 with a checkpoint after row 20
