@@ -14,7 +14,7 @@
 #include "cli.h"
 
 const char usage_bench[] =
-    "eddy bench -m MODEL.gguf [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]\n"
+    "eddy bench -m MODEL.gguf [-p 512] [-n 128] [-t THREADS] [-r REPS] [-b BATCH] [--json]\n"
     "        prefill (ppP: P random tokens as one batch) and decode (tgN: N single-token steps)\n"
     "        speed as llama-bench measures them, each from an empty sequence, one warm-up then\n"
     "        REPS (default 5) timed runs: t/s median and mean ± sd; then this machine's read\n"
@@ -38,7 +38,8 @@ const char usage_bench[] =
     "        median seconds per step and of the ratio over REPS rounds (docs/speculative.md);\n"
     "        a model with an MTP layer adds its engine's plain step and one MTP draft\n"
     "        Each model benchmark takes --device cuda (or -ngl N): the model on the GPU, the\n"
-    "        bandwidth then the GPU memory's (a device-to-device copy) (docs/cuda.md)\n"
+    "        bandwidth then the GPU memory's (a device-to-device copy) (docs/cuda.md), and\n"
+    "        -b N (or -ub N): tokens per forward step (default 512, 2048 on a GPU)\n"
     "eddy bench --kernels [--json] [-t THREADS] [--filter NAME]\n"
     "        kernel benchmarks, each against this machine's read bandwidth or f32 FMA peak\n"
     "        measured in the same run (--json: one object per line); 2 threads by default\n";
@@ -85,10 +86,10 @@ static void print_json(const char *name, const char *arch, const eddy_bench_para
     printf("\", \"threads\": %d, \"pp_tokens\": %lld, \"tg_tokens\": %lld, \"pp_tps\": %.6g, \"tg_tps\": %.6g, "
            "\"bytes_per_token\": %.0f, \"read_bw_gbs\": %.6g, \"roofline\": %.6g, \"peak_rss_mib\": %.2f, "
            "\"pp_tps_mean\": %.6g, \"pp_tps_sd\": %.6g, \"tg_tps_mean\": %.6g, \"tg_tps_sd\": %.6g, \"reps\": %d, "
-           "\"arch\": \"",
+           "\"n_batch\": %lld, \"arch\": \"",
            r->n_threads, (long long)p->n_prompt, (long long)p->n_gen, r->pp.median, r->tg.median, r->bytes_per_token,
            r->read_bw / 1e9, r->roofline, r->peak_rss / (1024.0 * 1024.0), r->pp.mean, r->pp.sd, r->tg.mean,
-           r->tg.sd, p->n_reps);
+           r->tg.sd, p->n_reps, (long long)r->n_batch);
     json_string(stdout, arch);
     printf("\", \"weight_bytes\": %llu, \"state_bytes\": %llu, \"kv_bytes_per_pos\": %llu, \"device\": \"",
            (unsigned long long)r->bytes.weights, (unsigned long long)r->bytes.state,
@@ -126,7 +127,8 @@ static void print_table(const char *name, const char *arch, double size_mib, con
         print_row(w, name, arch, size_mib, r->n_threads, test, &r->tg);
     }
     char b0[32], b1[32], b2[32], b3[32];
-    printf("\n%d timed repetitions of each test after one warm-up\n", p->n_reps);
+    printf("\n%d timed repetitions of each test after one warm-up, %lld tokens a forward step\n", p->n_reps,
+           (long long)r->n_batch);
     if (strcmp(r->device, "cpu") != 0)
         printf("device           %s\nread bandwidth   %.2f GB/s (the GPU's: a 1 GiB device-to-device copy, read + "
                "written bytes)\n", r->device, r->read_bw / 1e9);
@@ -320,7 +322,7 @@ static int bench_session(const char *path, eddy_bench_params *p, const char *dir
 
 int cmd_bench(int argc, char **argv) {
     int kernels = 0, json = 0, model_only = 0;
-    long long threads = 0, n_prompt = 512, n_gen = 128, reps = 5;
+    long long threads = 0, n_prompt = 512, n_gen = 128, reps = 5, n_batch = 0;
     const char *filter = NULL, *model = NULL;
     long long npl[64];
     long long ks[EDDY_BENCH_VERIFY_MAX];
@@ -363,6 +365,10 @@ int cmd_bench(int argc, char **argv) {
         } else if (!strcmp(a, "--verify")) {
             if (!parse_list(a, val, 1, 64, ks, EDDY_BENCH_VERIFY_MAX, &n_k)) return 1;
             i++, model_only = 1;
+        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size") || !strcmp(a, "-ub") ||
+                   !strcmp(a, "--ubatch-size")) {
+            if (cli_parse_int(a, val, 1, 1 << 20, &n_batch)) return 1;
+            i++, model_only = 1;
         } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
             if (cli_parse_int(a, val, 1, 1000, &reps)) return 1;
             i++, model_only = 1, reps_given = 1;
@@ -373,7 +379,7 @@ int cmd_bench(int argc, char **argv) {
     if (kernels && model) return cli_error("bench: --kernels and -m are separate benchmarks: run one at a time");
     if (!kernels && !model) return cli_error("bench: nothing to run (use -m MODEL.gguf or --kernels)");
     if (kernels) {
-        if (model_only) return cli_error("bench: -p, -n, -r and --npl apply to model benchmarks (-m), not --kernels");
+        if (model_only) return cli_error("bench: -p, -n, -r, -b and --npl apply to model benchmarks (-m), not --kernels");
         eddy_error err;
         if (eddy_bench_kernels(filter, threads > 0 ? (int)threads : 2, json, &err) != EDDY_OK)
             return cli_error("%s", err.msg);
@@ -382,7 +388,7 @@ int cmd_bench(int argc, char **argv) {
     if (filter) return cli_error("bench: --filter applies to kernel benchmarks (--kernels), not -m");
     if (n_prompt == 0 && n_gen == 0) return cli_error("bench: nothing to run: -p and -n are both 0");
     eddy_bench_params p = {.n_prompt = n_prompt, .n_gen = n_gen, .n_threads = (int)threads, .n_reps = (int)reps,
-                           .seed = 42, .device = device};
+                           .seed = 42, .device = device, .n_batch = n_batch};
     if (session_turn && (n_npl || n_k)) return cli_error("bench: --session-turn, --npl and --verify are separate benchmarks");
     if (session_turn) {
         if (!prompt_given) p.n_prompt = 4000;

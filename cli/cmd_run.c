@@ -44,7 +44,7 @@ const char usage_run[] =
     "                                  NVIDIA GPU, the whole model there (a `make CUDA=1` build;\n"
     "                                  docs/cuda.md); -ngl, --n-gpu-layers N: N >= 1 is cuda\n"
     "        -c, --ctx-size N          positions of context: the model's, at most 4096, by default\n"
-    "        -b, --batch-size N        tokens per forward step: 512 (-ub, --ubatch-size N: the same)\n"
+    "        -b, --batch-size N        tokens per forward step: 512, 2048 on a GPU (-ub N: the same)\n"
     "        -ctk, --cache-type-k T    the element type of the attention layers' key and value\n"
     "        -ctv, --cache-type-v T    cache: f16 (the default, as llama.cpp's: rounded to\n"
     "                                  nearest even, half the memory) or f32 (as computed)\n"

@@ -450,6 +450,7 @@ typedef struct {
     /* where the model runs (eddy_engine_params); on the GPU, read_bw is the GPU memory's
      * (a device-to-device copy, bytes read plus bytes written over its time) */
     eddy_device device;
+    int64_t n_batch; /* tokens per forward step (0: the engine's default, 512, 2048 on a GPU) */
 } eddy_bench_params;
 
 typedef struct {
@@ -471,6 +472,7 @@ typedef struct {
     char device[96];          /* where it ran: "cpu", or "cuda: " and the GPU's name */
     double peak_rss;          /* bytes: the process's peak resident set after the tests (taken
                                * before the bandwidth probe allocates its buffer) */
+    int64_t n_batch;          /* tokens per forward step, as the engine resolved it */
 } eddy_bench_result;
 
 eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, eddy_bench_result *r,

@@ -88,10 +88,12 @@ note "$(tail -12 "$OUT_DIR/bench.log")"
 note "== single-sequence bench at $(elapsed)"
 bounded 180 $E bench -m "$M4B" --device cuda --npl 1,8,32 -p 128 -n 32 -r 1 >"$OUT_DIR/batched.log" 2>&1
 note "$(tail -8 "$OUT_DIR/batched.log")"
-# where the time goes: one prefill of 2048 and 32 decode steps, each kind of work timed (graphs off)
-EDDY_CUDA_PROFILE=1 bounded 120 $E bench -m "$M4B" --device cuda -p 2048 -n 32 -r 1 >"$OUT_DIR/profile.log" 2>&1
-note "$(grep -A10 'CUDA profile' "$OUT_DIR/profile.log")"
-# what the chunked delta rule and the integer products gain, in the same run
+# what the tensor cores' attention, the 2048-token steps, the chunked delta rule and the
+# integer products gain, in the same run
+EDDY_CUDA_FLASH=0 bounded 120 $E bench -m "$M4B" --device cuda -p 2048 -n 0 -r 1 >"$OUT_DIR/bench-tiles.log" 2>&1
+note "prefill with the attention in FP32 tiles (EDDY_CUDA_FLASH=0): $(grep -E 'pp2048' "$OUT_DIR/bench-tiles.log" | tr -s ' ')"
+bounded 120 $E bench -m "$M4B" --device cuda -p 2048 -n 0 -r 1 -b 512 >"$OUT_DIR/bench-b512.log" 2>&1
+note "prefill in steps of 512 tokens (-b 512): $(grep -E 'pp2048' "$OUT_DIR/bench-b512.log" | tr -s ' ')"
 EDDY_CUDA_CHUNKED=0 bounded 120 $E bench -m "$M4B" --device cuda -p 2048 -n 0 -r 1 >"$OUT_DIR/bench-rows.log" 2>&1
 note "prefill with the scans row by row (EDDY_CUDA_CHUNKED=0): $(grep -E 'pp2048' "$OUT_DIR/bench-rows.log" | tr -s ' ')"
 EDDY_CUDA_DP4A=0 bounded 120 $E bench -m "$M4B" --device cuda -p 0 -n 128 -r 2 >"$OUT_DIR/bench-float.log" 2>&1

@@ -127,7 +127,7 @@ eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, ed
     const int reps = p->n_reps > 0 ? p->n_reps : 5;
     const int64_t n_vocab = m->hp.n_vocab;
 
-    eddy_ctx_params cp = {.n_ctx = p->n_prompt + p->n_gen, .n_threads = p->n_threads, .n_batch = 0,
+    eddy_ctx_params cp = {.n_ctx = p->n_prompt + p->n_gen, .n_threads = p->n_threads, .n_batch = p->n_batch,
                           .device = p->device};
     eddy_ctx *c = NULL;
     eddy_status s = eddy_ctx_new(m, &cp, &c, err);
@@ -144,7 +144,8 @@ eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, ed
     for (int64_t i = 0; i < p->n_prompt; i++) prompt[i] = bench_random_token(&rng, n_vocab, p->vocab);
     const int32_t first = bench_random_token(&rng, n_vocab, p->vocab);
 
-    *r = (eddy_bench_result){.n_threads = eddy_engine_n_threads(eddy_ctx_engine(c))};
+    *r = (eddy_bench_result){.n_threads = eddy_engine_n_threads(eddy_ctx_engine(c)),
+                             .n_batch = eddy_engine_n_batch(eddy_ctx_engine(c))};
     snprintf(r->device, sizeof r->device, "%s", eddy_engine_device_name(eddy_ctx_engine(c)));
     double secs;
     if (p->n_prompt > 0) {

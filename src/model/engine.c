@@ -248,7 +248,9 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
     if (p->n_batch < 0 || n_batch > ((int64_t)1 << 20))
         return eddy_error_set(err, EDDY_ERR_ARG, "batch of %" PRId64 " tokens out of range 1..%d", p->n_batch,
                               1 << 20);
-    if (n_batch > n_ctx) n_batch = n_ctx; /* a step never holds more than one context */
+    /* a step holds at most a context for each sequence */
+    const int64_t n_seq_rows = n_ctx * (p->n_seq_max > 0 ? p->n_seq_max : 1);
+    if (n_batch > n_seq_rows) n_batch = n_seq_rows;
     if (p->n_threads < 0 || p->n_threads > 1024)
         return eddy_error_set(err, EDDY_ERR_ARG, "thread count %d out of range 1..1024", p->n_threads);
     if (p->n_seq_max < 0 || p->n_seq_max > 65536)

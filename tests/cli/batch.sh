@@ -117,6 +117,14 @@ else bad "bench --npl: $(cat "$TMP/b") $(cat "$TMP/err")"; fi
 expect_err "bench --npl bad list" '--npl: "1,,2" is not a list' bench -m $M --npl 1,,2
 expect_err "bench --npl zero" "--npl: 0 is out of range 1..4096" bench -m $M --npl 0
 
+# eddy bench -b: the tokens of a forward step, as the engine took them (the context caps them)
+if "$EDDY" bench -m tests/data/models/qwen35-tiny-q8_0.gguf -p 40 -n 2 -r 1 -t 1 -b 16 --json >"$TMP/b" 2>"$TMP/err" &&
+   grep -q '"n_batch": 16,' "$TMP/b" &&
+   "$EDDY" bench -m tests/data/models/qwen35-tiny-q8_0.gguf -p 8 -n 2 -r 1 -t 1 >"$TMP/b" 2>"$TMP/err" &&
+   grep -q 'after one warm-up, 10 tokens a forward step' "$TMP/b"; then ok
+else bad "bench -b: $(cat "$TMP/b") $(cat "$TMP/err")"; fi
+expect_err "bench -b 0" "-b: 0 is out of range" bench -m $M -b 0
+
 # eddy bench --session-turn: the three ways of the next turn and the disk's speed
 if "$EDDY" bench -m tests/data/models/qwen35-tiny-f32.gguf --session-turn -p 300 -n 4 -r 1 -t 1 --dir "$TMP" --json \
      >"$TMP/st" 2>"$TMP/err" && grep -q '"n_prompt": 300, "n_turn": 4' "$TMP/st" && grep -q '"disk_read_gbs"' "$TMP/st" &&
