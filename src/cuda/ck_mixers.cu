@@ -351,6 +351,9 @@ __global__ void conv_window_kernel(const int32_t *items, int64_t n_items, const 
  * elements into registers while the row before is computed; row_stash puts them, and the
  * rest read now, into the vector's buffer. */
 #define SCAN_PF 4
+/* the elements of a chunk's keys and queries (2 C d_k) a chunked scan's thread fetches ahead:
+ * all of them for 512 threads, chunks of 16 and keys of 128 */
+#define CHUNK_PF 8
 /* A scan's block has up to 32 columns x 16 row groups (scan_groups) = 512 threads, so each
  * scan kernel must stay within 128 registers a thread (nvcc -Xptxas -v says; no launch
  * bounds: they would change the registers of the many-block steps too) */
@@ -516,11 +519,14 @@ __global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float
  * columns) as gdn_kernel, thread (x, y) owning column x: per chunk it computes the scores
  * of its share of the (t, s) pairs, the key and query products of S0 for rows t = y,
  * y + R, ..., the outputs of those rows, and the new S for its rows of column x; the
- * forward substitution for U runs down each column (threads y = 0). Four barriers per
- * chunk where the row-by-row scan takes four per row. */
-__global__ void gdn_chunk_kernel(const ck_run *runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s,
-                                 const float *g, const float *beta, float *o, float *state, int64_t n_k, int64_t n_v,
-                                 int64_t d_k, int64_t d_v, int head_map, float scale, int C) {
+ * forward substitution for U runs down each column (threads y = 0). Five barriers per
+ * chunk where the row-by-row scan takes four per row; as there, the next chunk's inputs are
+ * fetched into registers while a chunk is computed, so a chunk waits for memory only for
+ * what did not fit in them. */
+__global__ void __launch_bounds__(512) /* 32 columns x 16 row groups: 128 registers at most */
+    gdn_chunk_kernel(const ck_run *runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s, const float *g,
+                     const float *beta, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v,
+                     int head_map, float scale, int C) {
     CK_DYNAMIC_SHARED(float, sm);
     const int cols = blockDim.x, R = blockDim.y, x = threadIdx.x, y = threadIdx.y;
     const int tid = y * cols + x, nthr = cols * R;
@@ -542,27 +548,68 @@ __global__ void gdn_chunk_kernel(const ck_run *runs, const int32_t *ckpts, const
     const ck_run run = b.run;
     const int64_t h = b.h, kh = head_map == 0 ? h % n_k : h / (n_v / n_k), j = b.j, i0 = b.i0, i1 = b.i1;
     const bool live = b.live;
-    int32_t ck = run.ck;
-    for (int32_t t0 = 0; t0 < run.n;) {
-        bool at_ck;
-        const int32_t nc = chunk_len(run, ckpts, ck, t0, C, &at_ck);
-        const int64_t row0 = run.row0 + t0;
-        __syncthreads(); /* the last chunk's Kc, U and wl read by all */
-        for (int64_t e = tid; e < (int64_t)nc * d_k; e += nthr) {
-            const int64_t t = e / d_k, i = e % d_k;
+    /* A chunk's inputs are loaded while the chunk before is computed: this thread's first
+     * CHUNK_PF elements of the keys and queries (element e < nc d_k: key e, else query
+     * e - nc d_k, as rows of d_k), the gate and beta of row tid, and v of its first two rows
+     * (y, y + R), into registers; the rest of the keys and queries when the chunk starts. */
+    const auto kq_at = [&](int64_t row0, int32_t nc) {
+        return [=](int64_t e) {
+            const bool key = e < (int64_t)nc * d_k;
+            const int64_t t = (key ? e : e - (int64_t)nc * d_k) / d_k, i = e % d_k;
             const float *qr = qkv + (row0 + t) * qkv_s + kh * d_k;
-            Kc[t * ks + i] = qr[key_dim + i];
-            Qc[t * ks + i] = scale * qr[i];
+            return key ? qr[key_dim + i] : scale * qr[i];
+        };
+    };
+    const auto fetch = [&](int64_t row0, int32_t nc, float *pf, float *gb, float *pv) {
+        const auto at = kq_at(row0, nc);
+#pragma unroll
+        for (int c = 0; c < CHUNK_PF; c++) {
+            const int64_t e = tid + (int64_t)c * nthr;
+            if (e < 2 * (int64_t)nc * d_k) pf[c] = at(e);
         }
-        if (tid == 0) {
-            float acc = 0.0f;
-            for (int t = 0; t < nc; t++) {
-                acc += g[(row0 + t) * n_v + h];
-                G[t] = acc;
-                bt[t] = beta[(row0 + t) * n_v + h];
+        if (tid < nc) gb[0] = g[(row0 + tid) * n_v + h], gb[1] = beta[(row0 + tid) * n_v + h];
+#pragma unroll
+        for (int k = 0; k < 2; k++)
+            if (live && y + k * R < nc) pv[k] = qkv[(row0 + y + k * R) * qkv_s + 2 * key_dim + h * d_v + j];
+    };
+    float pf[CHUNK_PF], gb[2] = {0.0f, 0.0f}, pv[2] = {0.0f, 0.0f};
+    int32_t ck = run.ck;
+    bool at_ck = false;
+    int32_t nc = run.n > 0 ? chunk_len(run, ckpts, ck, 0, C, &at_ck) : 0;
+    if (run.n > 0) fetch(run.row0, nc, pf, gb, pv);
+    for (int32_t t0 = 0; t0 < run.n;) {
+        const int64_t row0 = run.row0 + t0;
+        const float v0 = pv[0], v1 = pv[1]; /* v of this thread's first two rows of the chunk */
+        __syncthreads(); /* the last chunk's Kc, U, G and wl read by all */
+        {
+            const auto at = kq_at(row0, nc);
+            const int64_t len = 2 * (int64_t)nc * d_k, nk = (int64_t)nc * d_k;
+            const auto put = [&](int64_t e, float val) {
+                const bool key = e < nk;
+                const int64_t t = (key ? e : e - nk) / d_k, i = e % d_k;
+                (key ? Kc : Qc)[t * ks + i] = val;
+            };
+#pragma unroll
+            for (int c = 0; c < CHUNK_PF; c++) {
+                const int64_t e = tid + (int64_t)c * nthr;
+                if (e < len) put(e, pf[c]);
             }
+            for (int64_t e = tid + (int64_t)CHUNK_PF * nthr; e < len; e += nthr) put(e, at(e));
+        }
+        for (int t = tid; t < nc; t += nthr) { /* G: the gates, summed below */
+            G[t] = t == tid ? gb[0] : g[(row0 + t) * n_v + h];
+            bt[t] = t == tid ? gb[1] : beta[(row0 + t) * n_v + h];
+        }
+        __syncthreads();
+        if (tid == 0) {
+            for (int t = 1; t < nc; t++) G[t] += G[t - 1];
             for (int t = 0; t < nc; t++) wl[t] = expf(G[nc - 1] - G[t]);
         }
+        /* the next chunk's inputs, on their way while this one is computed */
+        const int32_t t0n = t0 + nc, ckn = ck + (at_ck ? 1 : 0);
+        bool at_ckn = false;
+        const int32_t ncn = t0n < run.n ? chunk_len(run, ckpts, ckn, t0n, C, &at_ckn) : 0;
+        if (ncn > 0) fetch(run.row0 + t0n, ncn, pf, gb, pv);
         __syncthreads();
         /* pair scores */
         for (int e = tid; e < nc * nc; e += nthr) {
@@ -592,7 +639,10 @@ __global__ void gdn_chunk_kernel(const ck_run *runs, const int32_t *ckpts, const
                     qS = fmaf(Qc[t * ks + i], sv, qS);
                 }
             const float eg = expf(G[t]);
-            const float v = live ? qkv[(row0 + t) * qkv_s + 2 * key_dim + h * d_v + j] : 0.0f;
+            const float v = !live       ? 0.0f
+                            : t == y     ? v0
+                            : t == y + R ? v1
+                                         : qkv[(row0 + t) * qkv_s + 2 * key_dim + h * d_v + j];
             U[t * cols + x] = bt[t] * (v - eg * kS);
             QS[t * cols + x] = eg * qS;
         }
@@ -617,11 +667,9 @@ __global__ void gdn_chunk_kernel(const ck_run *runs, const int32_t *ckpts, const
                 S[i * cols + x] = sv;
             }
         }
-        if (at_ck) { /* the rows of column x this thread just wrote */
+        if (at_ck) /* the rows of column x this thread just wrote */
             if (live) slice_store(S, cols, x, i0, i1, state + ckpts[2 * ck + 1] * slot_floats + h * d_k * d_v, d_v, j);
-            ck++;
-        }
-        t0 += nc;
+        t0 = t0n, ck = ckn, nc = ncn, at_ck = at_ckn;
     }
     if (live && run.slot_out >= 0)
         slice_store(S, cols, x, i0, i1, state + run.slot_out * slot_floats + h * d_k * d_v, d_v, j);
