@@ -3,7 +3,8 @@
  * the FlashAttention scheme over an f16 KV cache, with f16 products that keep f32's
  * precision. Oracle: ops_attention_ref (through tests/cuda's attention cases).
  *
- * A block takes FA_BQ = 64 consecutive query rows of one sequence and one head; warp w
+ * A block takes 64 consecutive query rows of one sequence and one head (32 where the device
+ * has too little shared memory a block for 64: heads of 256 on sm_86 and sm_89); warp w
  * owns rows 16w..16w+15. Per tile of FA_BK = 32 keys: the block copies the keys (rows of
  * hd) and the values (transposed: dv rows of 32 keys) into shared memory; each warp then
  *   S (16 x 32) = Q K^T                 2 hd / 16 x 4 products m16n8k16
@@ -14,9 +15,10 @@
  * exact in f16, S and O come out as f32 sums of f32 products would, to about 2^-22 of each
  * term, where rounding Q and P to f16 alone would leave 2^-11. The product count doubles;
  * the tensor cores have rate to spare here (the kernel waits on shared memory anyway).
+ * Q is scaled by a power of two and P by 2^14 first, so that the low parts stay clear of
+ * f16's subnormals.
  */
 #include "cuda/ck_device.h"
-#include <atomic>
 #include <math.h>
 #include <stdint.h>
 
@@ -27,8 +29,9 @@
 
 namespace {
 
-#define FA_WARPS 4
-#define FA_BQ (16 * FA_WARPS)
+/* W warps a block (4, or 2 where the device lets a block have less shared memory), each
+ * owning 16 query rows */
+#define FA_BQ(W) (16 * (W))
 #define FA_BK 32
 /* f16 padding of each shared row: rows (hd + 8) or (32 + 8) halves long put the 8 rows a
  * fragment load touches 16 bytes apart modulo 128, in different banks */
@@ -66,10 +69,11 @@ __device__ __forceinline__ float quad_sum(float x) {
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-/* The shared memory of a block: Q's high and low parts (FA_BQ rows of hd + FA_PAD), a key
- * tile (FA_BK rows of hd + FA_PAD), a value tile transposed (DV rows of FA_BK + FA_PAD). */
-size_t flash_shared_bytes(int64_t hd, int64_t dv) {
-    return (size_t)((2 * FA_BQ + FA_BK) * (hd + FA_PAD) + dv * (FA_BK + FA_PAD)) * sizeof(uint16_t);
+/* The shared memory of a block of w warps: Q's high and low parts (16 w rows of hd + FA_PAD),
+ * a key tile (FA_BK rows of hd + FA_PAD), a value tile transposed (dv rows of FA_BK + FA_PAD):
+ * 105 KiB for 4 warps and heads of 256, 71 KiB for 2. */
+size_t flash_shared_bytes(int64_t hd, int64_t dv, int w) {
+    return (size_t)((2 * FA_BQ(w) + FA_BK) * (hd + FA_PAD) + dv * (FA_BK + FA_PAD)) * sizeof(uint16_t);
 }
 
 /* Online softmax of one row's scores x[nt][e] (this lane's: n-tile nt, element e of 2),
@@ -91,15 +95,15 @@ template <int NT> __device__ __forceinline__ float softmax_row(float (&x)[NT][2]
     return corr;
 }
 
-template <int DV>
-__global__ void __launch_bounds__(32 * FA_WARPS)
+template <int DV, int W>
+__global__ void __launch_bounds__(32 * W)
     attention_mma_kernel(ck_step s, int64_t n, const float *q, float *out, const uint16_t *kc, const uint16_t *vc,
                          int64_t n_head, int64_t n_kv, int64_t hd, float scale) {
     CK_DYNAMIC_SHARED(uint4, smem); /* uint4: 16-byte aligned */
     const int64_t qs = hd + FA_PAD, vs = FA_BK + FA_PAD;
-    uint16_t *Qh = (uint16_t *)smem, *Ql = Qh + FA_BQ * qs, *Ks = Ql + FA_BQ * qs, *Vt = Ks + FA_BK * qs;
-    const int64_t r0 = (int64_t)blockIdx.x * FA_BQ, h = blockIdx.y, hk = h / (n_head / n_kv);
-    const int nq = n - r0 < FA_BQ ? (int)(n - r0) : FA_BQ;
+    uint16_t *Qh = (uint16_t *)smem, *Ql = Qh + FA_BQ(W) * qs, *Ks = Ql + FA_BQ(W) * qs, *Vt = Ks + FA_BK * qs;
+    const int64_t r0 = (int64_t)blockIdx.x * FA_BQ(W), h = blockIdx.y, hk = h / (n_head / n_kv);
+    const int nq = n - r0 < FA_BQ(W) ? (int)(n - r0) : FA_BQ(W);
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, t = lane & 3;
     const int64_t K = n_kv * hd, V = n_kv * DV;
     const int32_t *bt = s.blocks + s.runs[s.row_run[r0]].bt;
@@ -107,18 +111,18 @@ __global__ void __launch_bounds__(32 * FA_WARPS)
     /* Q scaled by 2^qe so that its largest element is in [2^14, 2^15): the low parts of small
      * elements stay clear of f16's subnormals, the high parts clear of its overflow; the
      * scores are scaled back, exactly (a power of two) */
-    __shared__ float red[FA_WARPS];
+    __shared__ float red[W];
     float amax = 0.0f;
-    for (int64_t e = tid; e < (int64_t)nq * hd; e += 32 * FA_WARPS)
+    for (int64_t e = tid; e < (int64_t)nq * hd; e += 32 * W)
         amax = fmaxf(amax, fabsf(q[((r0 + e / hd) * n_head + h) * hd + e % hd]));
     for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     if (lane == 0) red[w] = amax;
     __syncthreads();
     amax = red[0];
-    for (int i = 1; i < FA_WARPS; i++) amax = fmaxf(amax, red[i]);
+    for (int i = 1; i < W; i++) amax = fmaxf(amax, red[i]);
     int qe = 0;
     if (amax > 0.0f && amax < INFINITY) frexpf(amax, &qe), qe = 15 - qe; /* amax = f 2^e', f in [0.5, 1) */
-    for (int64_t e = tid; e < (int64_t)FA_BQ * hd; e += 32 * FA_WARPS) {
+    for (int64_t e = tid; e < (int64_t)FA_BQ(W) * hd; e += 32 * W) {
         const int64_t i = e / hd, d = e % hd;
         const float x = i < nq ? ldexpf(q[((r0 + i) * n_head + h) * hd + d], qe) : 0.0f;
         split_f16(x, &Qh[i * qs + d], &Ql[i * qs + d]);
@@ -136,13 +140,13 @@ __global__ void __launch_bounds__(32 * FA_WARPS)
     for (int64_t j0 = 0; j0 <= last; j0 += FA_BK) {
         const int nk = last + 1 - j0 < FA_BK ? (int)(last + 1 - j0) : FA_BK;
         __syncthreads(); /* the last tile read by every warp; Q written, the first time */
-        for (int64_t e = tid; e < (int64_t)FA_BK * (hd / 8); e += 32 * FA_WARPS) {
+        for (int64_t e = tid; e < (int64_t)FA_BK * (hd / 8); e += 32 * W) {
             const int64_t jj = e / (hd / 8), c = e % (hd / 8) * 8;
             uint4 x = make_uint4(0, 0, 0, 0);
             if (jj < nk) x = *(const uint4 *)(kc + kv_row(bt, j0 + jj) * K + hk * hd + c);
             *(uint4 *)(Ks + jj * qs + c) = x;
         }
-        for (int64_t e = tid; e < (int64_t)FA_BK * (DV / 8); e += 32 * FA_WARPS) {
+        for (int64_t e = tid; e < (int64_t)FA_BK * (DV / 8); e += 32 * W) {
             const int64_t jj = e % FA_BK, c = e / FA_BK * 8; /* consecutive threads: consecutive keys */
             uint4 x = make_uint4(0, 0, 0, 0);
             if (jj < nk) x = *(const uint4 *)(vc + kv_row(bt, j0 + jj) * V + hk * DV + c);
@@ -218,25 +222,30 @@ __global__ void __launch_bounds__(32 * FA_WARPS)
     }
 }
 
-/* Launches DV's kernel, once allowed the shared memory it needs (1: launched, 0: the
- * device does not have that much). */
+/* Launches DV's kernel of W warps once allowed the shared memory it needs (0: the device
+ * does not have that much). Asked at each call, not remembered: the answer is the device's. */
+template <int DV, int W>
+int launch_flash_w(const ck_step *s, int64_t n, const float *q, float *out, const void *kc, const void *vc,
+                   int64_t n_head, int64_t n_kv, int64_t hd, float scale, cudaStream_t st) {
+    const size_t shm = flash_shared_bytes(hd, DV, W);
+    if (cudaFuncSetAttribute((const void *)attention_mma_kernel<DV, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)shm) != cudaSuccess) {
+        cudaGetLastError(); /* not a sticky error */
+        return 0;
+    }
+    const dim3 grid((unsigned)((n + FA_BQ(W) - 1) / FA_BQ(W)), (unsigned)n_head);
+    CK_LAUNCH(grid, 32 * W, shm, st, attention_mma_kernel<DV, W>)
+    (*s, n, q, out, (const uint16_t *)kc, (const uint16_t *)vc, n_head, n_kv, hd, scale);
+    return 1;
+}
+
+/* 4 warps a block, else 2 (heads of 256 on GPUs with 99 KiB a block, as sm_86 and sm_89);
+ * 0 where neither fits: the caller takes the FP32 tiles. */
 template <int DV>
 int launch_flash(const ck_step *s, int64_t n, const float *q, float *out, const void *kc, const void *vc,
                  int64_t n_head, int64_t n_kv, int64_t hd, float scale, cudaStream_t st) {
-    static std::atomic<size_t> allowed{0}; /* the most this kernel was allowed so far */
-    const size_t shm = flash_shared_bytes(hd, DV);
-    if (shm > allowed.load()) {
-        if (cudaFuncSetAttribute((const void *)attention_mma_kernel<DV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)shm) != cudaSuccess) {
-            cudaGetLastError(); /* not a sticky error: the caller takes the FP32 tiles */
-            return 0;
-        }
-        allowed.store(shm);
-    }
-    const dim3 grid((unsigned)((n + FA_BQ - 1) / FA_BQ), (unsigned)n_head);
-    CK_LAUNCH(grid, 32 * FA_WARPS, shm, st, attention_mma_kernel<DV>)
-    (*s, n, q, out, (const uint16_t *)kc, (const uint16_t *)vc, n_head, n_kv, hd, scale);
-    return 1;
+    return launch_flash_w<DV, 4>(s, n, q, out, kc, vc, n_head, n_kv, hd, scale, st) ||
+           launch_flash_w<DV, 2>(s, n, q, out, kc, vc, n_head, n_kv, hd, scale, st);
 }
 
 } // namespace

@@ -168,7 +168,13 @@ namespace {
 /* the dynamic shared memory each kernel was allowed beyond the default (cudaFuncSetAttribute) */
 std::mutex shared_mu;
 std::unordered_map<const void *, int> shared_allowed;
-const size_t SHARED_DEFAULT = 48 * 1024, SHARED_MOST = 227 * 1024; /* sm_90's opt-in limit */
+const size_t SHARED_DEFAULT = 48 * 1024;
+/* the most a kernel may be allowed: sm_90's 227 KiB, or EDDY_EMU_SHARED_OPTIN bytes (another
+ * GPU's: 99 KiB on sm_86 and sm_89), read at each call so that a test can change it */
+size_t shared_most() {
+    const char *e = getenv("EDDY_EMU_SHARED_OPTIN");
+    return e && *e ? (size_t)strtoull(e, nullptr, 10) : 227 * 1024;
+}
 } // namespace
 
 void emu_run(const void *fn, dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()> &body) {
@@ -180,7 +186,7 @@ void emu_run(const void *fn, dim3 grid, dim3 block, size_t shared_bytes, const s
     if (shared_bytes > SHARED_DEFAULT) {
         std::lock_guard<std::mutex> lock(shared_mu);
         const auto it = shared_allowed.find(fn);
-        if (it == shared_allowed.end() || (size_t)it->second < shared_bytes) {
+        if (it == shared_allowed.end() || (size_t)it->second < shared_bytes || shared_bytes > shared_most()) {
             fprintf(stderr, "emu: a launch with %zu bytes of dynamic shared memory, more than the kernel was "
                             "allowed (cudaFuncSetAttribute)\n", shared_bytes);
             abort();
@@ -362,9 +368,14 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int) {
     return cudaSuccess;
 }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int) {
+    if (attr != cudaDevAttrMaxSharedMemoryPerBlockOptin) return cudaErrorInvalidValue;
+    *value = (int)shared_most();
+    return cudaSuccess;
+}
 cudaError_t cudaFuncSetAttribute(const void *fn, enum cudaFuncAttribute attr, int value) {
     if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;
-    if (value < 0 || (size_t)value > SHARED_MOST) return cudaErrorInvalidValue;
+    if (value < 0 || (size_t)value > shared_most()) return cudaErrorInvalidValue;
     std::lock_guard<std::mutex> lock(shared_mu);
     shared_allowed[fn] = value;
     return cudaSuccess;
