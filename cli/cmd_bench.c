@@ -379,7 +379,8 @@ int cmd_bench(int argc, char **argv) {
     if (kernels && model) return cli_error("bench: --kernels and -m are separate benchmarks: run one at a time");
     if (!kernels && !model) return cli_error("bench: nothing to run (use -m MODEL.gguf or --kernels)");
     if (kernels) {
-        if (model_only) return cli_error("bench: -p, -n, -r, -b and --npl apply to model benchmarks (-m), not --kernels");
+        if (model_only)
+            return cli_error("bench: -p, -n, -r, -b and --npl apply to model benchmarks (-m), not --kernels");
         eddy_error err;
         if (eddy_bench_kernels(filter, threads > 0 ? (int)threads : 2, json, &err) != EDDY_OK)
             return cli_error("%s", err.msg);

@@ -91,7 +91,7 @@ note "$(tail -8 "$OUT_DIR/batched.log")"
 # what the tensor cores' attention, the 2048-token steps, the chunked delta rule and the
 # integer products gain, in the same run
 EDDY_CUDA_FLASH=0 bounded 120 $E bench -m "$M4B" --device cuda -p 2048 -n 0 -r 1 >"$OUT_DIR/bench-tiles.log" 2>&1
-note "prefill with the attention in FP32 tiles (EDDY_CUDA_FLASH=0): $(grep -E 'pp2048' "$OUT_DIR/bench-tiles.log" | tr -s ' ')"
+note "prefill, attention in FP32 tiles (EDDY_CUDA_FLASH=0): $(grep -E 'pp2048' "$OUT_DIR/bench-tiles.log" | tr -s ' ')"
 bounded 120 $E bench -m "$M4B" --device cuda -p 2048 -n 0 -r 1 -b 512 >"$OUT_DIR/bench-b512.log" 2>&1
 note "prefill in steps of 512 tokens (-b 512): $(grep -E 'pp2048' "$OUT_DIR/bench-b512.log" | tr -s ' ')"
 EDDY_CUDA_CHUNKED=0 bounded 120 $E bench -m "$M4B" --device cuda -p 2048 -n 0 -r 1 >"$OUT_DIR/bench-rows.log" 2>&1
