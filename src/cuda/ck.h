@@ -169,14 +169,16 @@ void ck_attention(const ck_step *s, int64_t n, const float *q, float *out, const
  * (nothing launched) for heads over 256 wide. */
 int ck_attention_prefill(const ck_step *s, int64_t n, const float *q, float *out, const void *kc, const void *vc,
                          int kv_f16, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale, void *stream);
-/* The same on the tensor cores (ck_flash.cu), for an f16 cache (kv_f16 3), hd a multiple
- * of 16 up to 256, dv 16, 32, 64, 128 or 256, where the device lets a block have the shared
- * memory it needs (about 105 KiB at 256 by 256). Q and the softmax weights go in as f16
- * pairs (high and low parts), so the sums keep f32's precision. Returns 0 (nothing
- * launched) where it cannot. */
-int ck_attention_prefill_mma(const ck_step *s, int64_t n, const float *q, float *out, const void *kc, const void *vc,
-                             int kv_f16, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale,
-                             void *stream);
+/* The same for every row of a step, on the tensor cores (ck_flash.cu): each run's rows in
+ * tiles of consecutive queries, so one or several sequences' prefills at once (runs: the
+ * host's copy of s->runs, n_runs of them). For an f16 cache (kv_f16 3), hd a multiple of
+ * 16 up to 256, dv 16, 32, 64, 128 or 256, where the device lets a block have the shared
+ * memory it needs (about 105 KiB at 256 by 256, 71 KiB in blocks of half the queries). Q
+ * and the softmax weights go in as f16 pairs (high and low parts), so the sums keep f32's
+ * precision. Returns 0 (nothing launched) where it cannot. */
+int ck_attention_prefill_mma(const ck_step *s, const ck_run *runs, int64_t n_runs, const float *q, float *out,
+                             const void *kc, const void *vc, int kv_f16, int64_t n_head, int64_t n_kv, int64_t hd,
+                             int64_t dv, float scale, void *stream);
 
 /* Causal conv1d + SiLU (ssm.h conv1d_scan_ref) of every row: inputs before a run's first
  * row come from its slot_in window in `state` (slots of (K-1, C) floats). x rows xs

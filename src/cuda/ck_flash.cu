@@ -97,16 +97,24 @@ template <int NT> __device__ __forceinline__ float softmax_row(float (&x)[NT][2]
 
 template <int DV, int W>
 __global__ void __launch_bounds__(32 * W)
-    attention_mma_kernel(ck_step s, int64_t n, const float *q, float *out, const uint16_t *kc, const uint16_t *vc,
-                         int64_t n_head, int64_t n_kv, int64_t hd, float scale) {
+    attention_mma_kernel(ck_step s, int64_t n_runs, const float *q, float *out, const uint16_t *kc,
+                         const uint16_t *vc, int64_t n_head, int64_t n_kv, int64_t hd, float scale) {
     CK_DYNAMIC_SHARED(uint4, smem); /* uint4: 16-byte aligned */
     const int64_t qs = hd + FA_PAD, vs = FA_BK + FA_PAD;
     uint16_t *Qh = (uint16_t *)smem, *Ql = Qh + FA_BQ(W) * qs, *Ks = Ql + FA_BQ(W) * qs, *Vt = Ks + FA_BK * qs;
-    const int64_t r0 = (int64_t)blockIdx.x * FA_BQ(W), h = blockIdx.y, hk = h / (n_head / n_kv);
-    const int nq = n - r0 < FA_BQ(W) ? (int)(n - r0) : FA_BQ(W);
+    /* block x is tile b of run k: the runs' tiles in order */
+    int64_t k = 0, b = blockIdx.x;
+    for (; k < n_runs - 1; k++) {
+        const int64_t tiles = (s.runs[k].n + FA_BQ(W) - 1) / FA_BQ(W);
+        if (b < tiles) break;
+        b -= tiles;
+    }
+    const ck_run run = s.runs[k];
+    const int64_t r0 = run.row0 + b * FA_BQ(W), h = blockIdx.y, hk = h / (n_head / n_kv);
+    const int nq = run.n - b * FA_BQ(W) < FA_BQ(W) ? (int)(run.n - b * FA_BQ(W)) : FA_BQ(W);
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, t = lane & 3;
     const int64_t K = n_kv * hd, V = n_kv * DV;
-    const int32_t *bt = s.blocks + s.runs[s.row_run[r0]].bt;
+    const int32_t *bt = s.blocks + run.bt;
     const int64_t last = s.row_pos[r0 + nq - 1];
     /* Q scaled by 2^qe so that its largest element is in [2^14, 2^15): the low parts of small
      * elements stay clear of f16's subnormals, the high parts clear of its overflow; the
@@ -225,43 +233,48 @@ __global__ void __launch_bounds__(32 * W)
 /* Launches DV's kernel of W warps once allowed the shared memory it needs (0: the device
  * does not have that much). Asked at each call, not remembered: the answer is the device's. */
 template <int DV, int W>
-int launch_flash_w(const ck_step *s, int64_t n, const float *q, float *out, const void *kc, const void *vc,
-                   int64_t n_head, int64_t n_kv, int64_t hd, float scale, cudaStream_t st) {
+int launch_flash_w(const ck_step *s, const ck_run *runs, int64_t n_runs, const float *q, float *out, const void *kc,
+                   const void *vc, int64_t n_head, int64_t n_kv, int64_t hd, float scale, cudaStream_t st) {
     const size_t shm = flash_shared_bytes(hd, DV, W);
     if (cudaFuncSetAttribute((const void *)attention_mma_kernel<DV, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)shm) != cudaSuccess) {
         cudaGetLastError(); /* not a sticky error */
         return 0;
     }
-    const dim3 grid((unsigned)((n + FA_BQ(W) - 1) / FA_BQ(W)), (unsigned)n_head);
+    int64_t tiles = 0;
+    for (int64_t k = 0; k < n_runs; k++) tiles += (runs[k].n + FA_BQ(W) - 1) / FA_BQ(W);
+    const dim3 grid((unsigned)tiles, (unsigned)n_head);
     CK_LAUNCH(grid, 32 * W, shm, st, attention_mma_kernel<DV, W>)
-    (*s, n, q, out, (const uint16_t *)kc, (const uint16_t *)vc, n_head, n_kv, hd, scale);
+    (*s, n_runs, q, out, (const uint16_t *)kc, (const uint16_t *)vc, n_head, n_kv, hd, scale);
     return 1;
 }
 
 /* 4 warps a block, else 2 (heads of 256 on GPUs with 99 KiB a block, as sm_86 and sm_89);
  * 0 where neither fits: the caller takes the FP32 tiles. */
 template <int DV>
-int launch_flash(const ck_step *s, int64_t n, const float *q, float *out, const void *kc, const void *vc,
-                 int64_t n_head, int64_t n_kv, int64_t hd, float scale, cudaStream_t st) {
-    return launch_flash_w<DV, 4>(s, n, q, out, kc, vc, n_head, n_kv, hd, scale, st) ||
-           launch_flash_w<DV, 2>(s, n, q, out, kc, vc, n_head, n_kv, hd, scale, st);
+int launch_flash(const ck_step *s, const ck_run *runs, int64_t n_runs, const float *q, float *out, const void *kc,
+                 const void *vc, int64_t n_head, int64_t n_kv, int64_t hd, float scale, cudaStream_t st) {
+    return launch_flash_w<DV, 4>(s, runs, n_runs, q, out, kc, vc, n_head, n_kv, hd, scale, st) ||
+           launch_flash_w<DV, 2>(s, runs, n_runs, q, out, kc, vc, n_head, n_kv, hd, scale, st);
 }
 
 } // namespace
 
-extern "C" int ck_attention_prefill_mma(const ck_step *s, int64_t n, const float *q, float *out, const void *kc,
-                                        const void *vc, int kv_f16, int64_t n_head, int64_t n_kv, int64_t hd,
-                                        int64_t dv, float scale, void *stream) {
+extern "C" int ck_attention_prefill_mma(const ck_step *s, const ck_run *runs, int64_t n_runs, const float *q,
+                                        float *out, const void *kc, const void *vc, int kv_f16, int64_t n_head,
+                                        int64_t n_kv, int64_t hd, int64_t dv, float scale, void *stream) {
     if (kv_f16 != 3 || hd % 16 || hd > 256 || hd < 16) return 0;
-    if (n <= 0) return 1;
+    if (n_runs <= 0) return 1;
     cudaStream_t st = (cudaStream_t)stream;
+#define FLASH_CASE(D) \
+    case D: return launch_flash<D>(s, runs, n_runs, q, out, kc, vc, n_head, n_kv, hd, scale, st)
     switch (dv) {
-    case 16: return launch_flash<16>(s, n, q, out, kc, vc, n_head, n_kv, hd, scale, st);
-    case 32: return launch_flash<32>(s, n, q, out, kc, vc, n_head, n_kv, hd, scale, st);
-    case 64: return launch_flash<64>(s, n, q, out, kc, vc, n_head, n_kv, hd, scale, st);
-    case 128: return launch_flash<128>(s, n, q, out, kc, vc, n_head, n_kv, hd, scale, st);
-    case 256: return launch_flash<256>(s, n, q, out, kc, vc, n_head, n_kv, hd, scale, st);
+        FLASH_CASE(16);
+        FLASH_CASE(32);
+        FLASH_CASE(64);
+        FLASH_CASE(128);
+        FLASH_CASE(256);
     default: return 0;
     }
+#undef FLASH_CASE
 }

@@ -620,18 +620,21 @@ static void conv_windows(cuda_backend *g, const float *x, int64_t xs, int64_t C,
     ck_conv_window(g->d_plan + g->o_conv + 4 * g->n_conv_ck, g->n_conv - g->n_conv_ck, x, xs, C, K, state, g->stream);
 }
 
-/* g->attn = attention of the step's n rows over the layer's cache kc, vc: one sequence's
- * prefill on the tensor cores where they take it, else in FP32 tiles of queries; other
- * steps (decode, batches of sequences) split each row's keys over blocks. */
+/* g->attn = attention of the step's n rows over the layer's cache kc, vc: a step with a
+ * prefill in it (a run of more than CK_GEMV_MAX_TOK rows) on the tensor cores where they
+ * take it, every run in tiles of queries; else one sequence's prefill in FP32 tiles of
+ * queries; other steps (decode, batches of decoding sequences) split each row's keys over
+ * blocks. */
 static void attend(cuda_backend *g, const model_hparams *hp, void *kc, void *vc, int kv_f16, float scale, int64_t n) {
     const int64_t hd = hp->head_dim_k, dv = hp->head_dim_v, H = hp->n_head, H_kv = hp->n_head_kv;
-    if (g->n_runs == 1 && n > CK_GEMV_MAX_TOK) {
-        if (g->flash && ck_attention_prefill_mma(&g->step, n, g->q, g->attn, kc, vc, kv_f16, H, H_kv, hd, dv, scale,
-                                                 g->stream))
-            return;
-        if (ck_attention_prefill(&g->step, n, g->q, g->attn, kc, vc, kv_f16, H, H_kv, hd, dv, scale, g->stream))
-            return;
-    }
+    const ck_run *runs = (const ck_run *)(g->h_plan + g->o_runs); /* the host's copy of the step's runs */
+    if (g->longest_run > CK_GEMV_MAX_TOK && g->flash &&
+        ck_attention_prefill_mma(&g->step, runs, g->n_runs, g->q, g->attn, kc, vc, kv_f16, H, H_kv, hd, dv, scale,
+                                 g->stream))
+        return;
+    if (g->n_runs == 1 && n > CK_GEMV_MAX_TOK &&
+        ck_attention_prefill(&g->step, n, g->q, g->attn, kc, vc, kv_f16, H, H_kv, hd, dv, scale, g->stream))
+        return;
     ck_attention(&g->step, n, g->q, g->attn, kc, vc, kv_f16, H, H_kv, hd, dv, scale,
                  n <= CK_GEMV_MAX_TOK ? CK_ATT_SPLITS : 1, g->att_part, g->stream);
 }

@@ -443,16 +443,19 @@ TEST(cuda_gdn_matches_scan_ref) {
         }
 }
 
-/* Runs of 1, 6 and 1 rows at positions 300, 0 and 40, or (prefill) one run of 37 rows from
- * position 250 (across a KV block), or (prefill 2) of 100 rows from 210 (two tiles of
+/* Runs of 1, 6 and 1 rows at positions 300, 0 and 40 (ck_attention, and
+ * ck_attention_prefill_mma: a tile a run), or (prefill) one run of 37 rows from position
+ * 250 (across a KV block), or (prefill 2) of 100 rows from 210 (two tiles of
  * ck_attention_prefill_mma's 64 rows, the second part full), which ck_attention_prefill
- * and ck_attention_prefill_mma take too. */
+ * takes too, or (prefill 3) runs of 1, 70 and 1 rows at 300, 10 and 40: a server's step of
+ * two decoding sequences and a prompt (ck_attention and ck_attention_prefill_mma). */
 static void attention_case(test_rng *r, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, int64_t n_rot, int neox,
                            int kv_f16, int prefill) {
-    const int64_t lens[] = {1, 6, 1}, pos0[] = {300, 0, 40};
+    const int64_t lens[] = {1, 6, 1}, pos0[] = {300, 0, 40}, mixed_lens[] = {1, 70, 1}, mixed_pos0[] = {300, 10, 40};
     const int64_t pf_len[] = {prefill == 2 ? 100 : 37}, pf_pos0[] = {prefill == 2 ? 210 : 250};
     step_fixture f;
-    step_make(&f, prefill ? pf_len : lens, prefill ? pf_pos0 : pos0, prefill ? 1 : 3, false);
+    if (prefill == 3) step_make(&f, mixed_lens, mixed_pos0, 3, false);
+    else step_make(&f, prefill ? pf_len : lens, prefill ? pf_pos0 : pos0, prefill ? 1 : 3, false);
     const int64_t n = f.n, K = n_kv * hd, V = n_kv * dv, n_blocks = 40, Q = n_head * hd;
     const size_t ek = kv_f16 & 1 ? 2 : 4, ev = kv_f16 & 2 ? 2 : 4;
     /* the cache: random rows for positions before each run, written by the kernel after */
@@ -515,15 +518,16 @@ static void attention_case(test_rng *r, int64_t n_head, int64_t n_kv, int64_t hd
                           (dv == 16 || dv == 32 || dv == 64 || dv == 128 || dv == 256) &&
                           (96 * (hd + 8) + dv * 40) * 2 <= optin;
     float *dpart = dev(NULL, (size_t)(n * n_head * CK_ATT_SPLITS * (dv + 2)) * 4);
-    for (int k2 = 0; k2 < (prefill ? 5 : 3); k2++) {
+    for (int k2 = 0; k2 < 5; k2++) {
+        if (splits[k2] == 0 && (!prefill || prefill == 3)) continue; /* the FP32 tiles: one sequence's rows */
         if (splits[k2] > 0)
             ck_attention(&f.d, n, dq, dout, dkc, dvc, kv_f16, n_head, n_kv, hd, dv, scale, splits[k2], dpart, NULL);
         else if (splits[k2] == 0)
             CHECK(ck_attention_prefill(&f.d, n, dq, dout, dkc, dvc, kv_f16, n_head, n_kv, hd, dv, scale, NULL));
         else {
             cudaMemset(dout, 0xff, (size_t)(n * n_head * dv) * 4); /* NaNs, unless every output is written */
-            const int took = ck_attention_prefill_mma(&f.d, n, dq, dout, dkc, dvc, kv_f16, n_head, n_kv, hd, dv,
-                                                      scale, NULL);
+            const int took = ck_attention_prefill_mma(&f.d, f.runs, f.n_runs, dq, dout, dkc, dvc, kv_f16, n_head,
+                                                      n_kv, hd, dv, scale, NULL);
             CHECKF(took == mma_fits, "attention on the tensor cores, %lld/%lld wide, kv %d: took %d", (long long)hd,
                    (long long)dv, kv_f16, took);
             if (!took) continue;
@@ -563,6 +567,9 @@ TEST(cuda_attention_matches_ref) {
     attention_case(&r, 3, 3, 48, 64, 16, 1, 3, 2);
     attention_case(&r, 2, 2, 128, 128, 0, 0, 3, 1);
     attention_case(&r, 4, 2, 16, 16, 16, 1, 3, 2);
+    /* several sequences in one step: a tile (or two) a run */
+    attention_case(&r, 4, 2, 64, 64, 32, 0, 3, 0);
+    attention_case(&r, 4, 1, 256, 256, 64, 1, 3, 3);
 }
 
 /* Runs of 1, 6, 1 and 3 rows, or (long) of 1, 45, 3 and 20 with a checkpoint after row 20

@@ -236,11 +236,12 @@ TEST(cuda_f16_copies_of_weights_change_nothing) {
 }
 
 /* A prefill's attention on the tensor cores (f16 pairs) gives the logits the FP32 tiles
- * give (EDDY_CUDA_FLASH=0), to 3e-6 relative RMS (measured on the emulator: 1.8e-7 and
- * 1.1e-6; 5e-6 for llama's small queries before their scaling kept the low parts out of
- * f16's subnormals), for a prefill of 300 positions, the next 40 in one step, then a
- * decode step. F32 files: no 8-bit or f16 rounding of activations to flip. */
-static void check_flash(const char *gguf) {
+ * give (EDDY_CUDA_FLASH=0) within `bound` relative RMS, for a prefill of 300 positions, the
+ * next 40 in one step, then a decode step. F32 files: no 8-bit or f16 rounding of
+ * activations to flip. Measured on the emulator over random ids: qwen35 1.7-1.8e-7, llama
+ * 3.9e-7-4.6e-6 (its attention is more sensitive); with Q and P in one f16 each instead
+ * of pairs, 3.9e-5 and 3.0e-5. */
+static void check_flash(const char *gguf, double bound) {
     eddy_model *m = tseq_load(gguf);
     REQUIRE(m);
     const int64_t V = eddy_model_n_vocab(m);
@@ -262,15 +263,15 @@ static void check_flash(const char *gguf) {
     }
     const double e2 = rel_rms(logits[0], logits[1], 341 * V);
     if (getenv("EDDY_TEST_VERBOSE")) printf("%s: tensor cores against FP32 tiles: %g\n", gguf, e2);
-    CHECKF(e2 <= 3e-6 && memcmp(logits[0], logits[1], sizeof(float) * (size_t)(341 * V)),
+    CHECKF(e2 <= bound && memcmp(logits[0], logits[1], sizeof(float) * (size_t)(341 * V)),
            "%s: the tensor cores' attention against the FP32 tiles: %g (or the same bits: not taken)", gguf, e2);
     for (int k = 0; k < 2; k++) free(logits[k]);
     eddy_model_free(m);
 }
 
 TEST(cuda_flash_attention_matches_tiles) {
-    check_flash("models/qwen35-tiny-f32.gguf");
-    check_flash("models/llama-tiny-f32.gguf");
+    check_flash("models/qwen35-tiny-f32.gguf", 2e-6);
+    check_flash("models/llama-tiny-f32.gguf", 1.2e-5);
 }
 
 /* A step with more rows of logits than the device's buffer holds (512) gives every row's
