@@ -77,9 +77,8 @@ void __syncthreads();
 float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
 /* Warp-wide: every live lane of the warp passes `bytes` of its own at mine, and gets all
  * 32 lanes' (lane i's at all + i * bytes; zeros for a lane that has returned): what
- * ck_mma.h builds the tensor cores' products from. __syncwarp is one of no bytes. */
+ * ck_mma.h builds the tensor cores' products from. */
 void emu_warp_gather(const void *mine, void *all, size_t bytes);
-inline void __syncwarp(unsigned = 0xffffffffu) { emu_warp_gather(nullptr, nullptr, 0); }
 void *emu_dynamic_shared();
 #define CK_DYNAMIC_SHARED(type, name) type *name = (type *)emu_dynamic_shared()
 

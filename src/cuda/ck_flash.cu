@@ -23,9 +23,8 @@
 #include <stdint.h>
 
 #include "cuda/ck.h"
+#include "cuda/ck_kv.h"
 #include "cuda/ck_mma.h"
-
-#define KV_BLOCK 256 /* positions per KV block: state.h STATE_KV_BLOCK */
 
 namespace {
 
@@ -37,10 +36,6 @@ namespace {
  * fragment load touches 16 bytes apart modulo 128, in different banks */
 #define FA_PAD 8
 #define P_SCALE 16384.0f /* 2^14: the softmax weights' scale in the P V products */
-
-__device__ __forceinline__ int64_t kv_row(const int32_t *bt, int64_t pos) {
-    return (int64_t)bt[pos / KV_BLOCK] * KV_BLOCK + pos % KV_BLOCK;
-}
 
 /* the 32-bit word of two f16 at p (an even index) */
 __device__ __forceinline__ unsigned ld2(const uint16_t *p) { return *(const unsigned *)p; }

@@ -12,8 +12,7 @@
 #include <stdint.h>
 
 #include "cuda/ck.h"
-
-#define KV_BLOCK 256 /* positions per KV block: state.h STATE_KV_BLOCK */
+#include "cuda/ck_kv.h"
 
 namespace {
 
@@ -23,11 +22,6 @@ __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 
 __device__ __forceinline__ float kv_load(const void *slab, int f16, int64_t i) {
     return f16 ? __half2float(((const __half *)slab)[i]) : ((const float *)slab)[i];
-}
-
-/* The cache row of position pos of a sequence whose block table is bt */
-__device__ __forceinline__ int64_t kv_row(const int32_t *bt, int64_t pos) {
-    return (int64_t)bt[pos / KV_BLOCK] * KV_BLOCK + pos % KV_BLOCK;
 }
 
 /* ==== RoPE and the KV cache ==== */

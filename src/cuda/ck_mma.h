@@ -21,12 +21,6 @@
 
 #include "cuda/ck_device.h"
 
-/* two floats as f16, rounded to nearest even, packed as an A or B register: lo in the low half */
-__device__ __forceinline__ unsigned ck_pack_f16x2(float lo, float hi) {
-    const __half_raw a = __float2half_rn(lo), b = __float2half_rn(hi);
-    return (unsigned)a.x | (unsigned)b.x << 16;
-}
-
 /* the f16 of bits h (the low 16 bits) as a float */
 __device__ __forceinline__ float ck_f16_bits_to_float(unsigned h) {
     __half_raw r;

@@ -935,8 +935,8 @@ static void output_rows(engine *c, cuda_backend *g, int64_t first, int64_t k) {
     if (hp->logit_scale != 1.0f) ck_scale(g->logits, k * hp->n_vocab, 1.0f / hp->logit_scale, g->stream);
 }
 
-/* The device work of a step after its plan is uploaded, up to the logits in g->logits
- * when they fit there (n_out <= logit_rows; cuda_forward makes more in groups). */
+/* The device work of a step after its plan is uploaded, up to the logits of its first
+ * logit_rows output rows in g->logits (cuda_forward makes the others, in groups). */
 static void step_kernels(engine *c, cuda_backend *g, int64_t n, int64_t n_out) {
     const model_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd;
@@ -947,7 +947,7 @@ static void step_kernels(engine *c, cuda_backend *g, int64_t n, int64_t n_out) {
     for (int64_t il = 0; il < hp->n_layer; il++) gpu_layer(c, g, il, n, &pending);
     block_output(c, g, n, &pending);
     if (c->mtp) ck_rmsnorm_rows(g->h, E, g->x, E, f32(&g->output_norm), E, n, hp->rms_eps, g->stream);
-    if (n_out > 0 && n_out <= g->logit_rows) output_rows(c, g, 0, n_out);
+    if (n_out > 0) output_rows(c, g, 0, n_out < g->logit_rows ? n_out : g->logit_rows);
 }
 
 /* The cached graph of a step of this shape, captured now when there is none; NULL when
@@ -1000,11 +1000,9 @@ eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan
     if (sg) cudaGraphLaunch(sg->exec, g->stream);
     else PROF(g, PROF_STEP, step_kernels(c, g, n, n_out));
     cuda_profile_step_done(g->prof);
-    if (n_out > 0 && n_out <= g->logit_rows)
-        cudaMemcpy(logits, g->logits, (size_t)(n_out * hp->n_vocab) * sizeof(float), cudaMemcpyDeviceToHost);
-    for (int64_t first = 0; n_out > g->logit_rows && first < n_out; first += g->logit_rows) {
+    for (int64_t first = 0; first < n_out; first += g->logit_rows) { /* the first group: step_kernels' */
         const int64_t k = n_out - first < g->logit_rows ? n_out - first : g->logit_rows;
-        output_rows(c, g, first, k);
+        if (first > 0) output_rows(c, g, first, k);
         cudaMemcpy(logits + first * hp->n_vocab, g->logits, (size_t)(k * hp->n_vocab) * sizeof(float),
                    cudaMemcpyDeviceToHost);
     }
