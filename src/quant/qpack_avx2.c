@@ -23,6 +23,7 @@
 
 #include "base/error.h"
 #include "qpack.h"
+#include "qpack_prefetch.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 8")
@@ -104,13 +105,9 @@ INLINE __m256i dot1s(__m256i acc, __m256i qabs, __m256i q, __m256i x) {
 }
 
 /* The weights stream from memory in the first pass over a chunk (the one that starts at
- * rows 0..7 and the first tokens): it prefetches each unit's bytes PF_BYTES ahead, as
- * qpack_avx512.c does; the later passes find them in cache. */
-#define PF_BYTES 4096
-INLINE void prefetch_unit(const uint8_t *w, size_t bytes, int h, int t0) {
-    if (h == 0 && t0 == 0)
-        for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(w + PF_BYTES + o, 0, 3);
-}
+ * rows 0..7 and the first tokens), which prefetches them (qpack_prefetch.h); the later
+ * passes find them in cache. */
+#define FIRST_PASS (h0 == 0 && t0 == 0)
 
 /* ==== 32-element formats ==== */
 
@@ -138,7 +135,7 @@ INLINE void k32(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, 
     __m256 acc[4];
     FOR_C acc[c] = k0 ? _mm256_loadu_ps(io[h0 + HH][t0 + TT]) : _mm256_setzero_ps();
     for (int64_t k = 0; k < nu; k++, w += UB, a += AB) {
-        prefetch_unit(w, UB, h0, t0);
+        if (FIRST_PASS) qpack_prefetch_unit(w, UB);
         const uint8_t *x = a + 32 * t0, *wh = w + 32 * h0; /* token t0's quants, half h0's weights */
         __m256i ia[4];
         FOR_C ia[c] = MIN || SIGNED ? _mm256_setzero_si256() : bcast32(a + 288 + 4 * (t0 + TT));
@@ -193,13 +190,13 @@ INLINE void k4k(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, 
     __m256 acc[4];
     FOR_C acc[c] = k0 ? _mm256_loadu_ps(io[h0 + HH][t0 + TT]) : _mm256_setzero_ps();
     for (int64_t k = 0; k < nu; k++, w += UB, a += 2336) {
-        prefetch_unit(w, UB, h0, t0);
         __m256 dv[2], mv[2];
         FOR_H dv[hh] = f16x8(w + DO + 16 * (h0 + hh)), mv[hh] = XS ? dv[hh] : f16x8(w + DO + 32 + 16 * (h0 + hh));
         __m256 sb[4];
         FOR_C sb[c] = _mm256_setzero_ps();
         for (int s = 0; s < 8; s++) {
             const uint8_t *q = w + 256 * s + 32 * h0, *x = a + 256 * s + 32 * t0;
+            if (FIRST_PASS) qpack_prefetch_part(w, UB, s);
             __m256i ia[4], s16[4];
             FOR_C ia[c] = s16[c] = _mm256_setzero_si256(); /* IQ4_XS: signed quants, no -128 sum */
             UNROLL for (int v = 0; v < 4; v++) {
@@ -249,11 +246,11 @@ INLINE void k6k(int64_t k0, int64_t nu, const uint8_t *w, const uint8_t *a, int 
     __m256 acc[4];
     FOR_C acc[c] = k0 ? _mm256_loadu_ps(io[h0 + HH][t0 + TT]) : _mm256_setzero_ps();
     for (int64_t k = 0; k < nu; k++, w += 3360, a += 2592) {
-        prefetch_unit(w, 3360, h0, t0);
         __m256i isb[4]; /* sub-block scales in integers, as vec_dot_ref */
         FOR_C isb[c] = _mm256_setzero_si256();
         for (int p = 0; p < 8; p++) {
             const uint8_t *q = w + 256 * p + 32 * h0, *x = a + 256 * p + 32 * t0;
+            if (FIRST_PASS) qpack_prefetch_part(w, 3360, p);
             UNROLL for (int hf = 0; hf < 2; hf++) { /* the 16-element halves of the 32 */
                 const int s = 2 * p + hf;
                 __m256i cr[2];

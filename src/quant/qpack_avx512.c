@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "qpack.h"
+#include "qpack_prefetch.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define FOR_T _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
@@ -43,17 +44,6 @@ INLINE size_t qpack_unit_bytes_c(const qpack_format F) {
     return F == QPACK_Q8_0 ? 544 : F == QPACK_Q4_1 ? 320 : F == QPACK_Q5_0 ? 352 : F == QPACK_Q5_1 ? 384 : 288;
 }
 
-/* Decode and the few tokens of a verify step or a small batch (one tile) stream the
- * weights once: each unit first prefetches the bytes PF_BYTES ahead of it (the next
- * group's, past the end of this one, which a thread's next call reads), since the
- * out-of-order window alone keeps too few misses in flight. In prefill, where the
- * later tiles find the weights in L2, the prefetches cost a load slot each. */
-#define PF_BYTES 4096
-INLINE void prefetch_unit(const uint8_t *w, size_t bytes, const int NT) {
-    (void)NT;
-    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(w + PF_BYTES + o, 0, 3);
-}
-
 /* ==== 32-element formats: Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1 ==== */
 
 INLINE void k32(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_t *a, float *y, int64_t ys,
@@ -68,7 +58,7 @@ INLINE void k32(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_
     __m512 acc[QPACK_TOK];
     FOR_T acc[t] = _mm512_setzero_ps();
     for (int64_t k = 0; k < nu; k++, w += UB, a += AB) {
-        prefetch_unit(w, UB, NT);
+        qpack_prefetch_unit(w, UB);
         __m512i ia[QPACK_TOK];
         FOR_T ia[t] = MIN ? _mm512_setzero_si512() : bcast32(a + 288 + 4 * t);
         if (F == QPACK_Q8_0) {
@@ -115,12 +105,12 @@ INLINE void k4k(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_
     __m512 acc[QPACK_TOK];
     FOR_T acc[t] = _mm512_setzero_ps();
     for (int64_t k = 0; k < nu; k++, w += UB, a += 2336) {
-        prefetch_unit(w, UB, NT);
         const __m512 dv = f16x16(w + DO), mv = XS ? dv : f16x16(w + DO + 32);
         __m512 sb[QPACK_TOK];
         FOR_T sb[t] = _mm512_setzero_ps();
         for (int s = 0; s < 8; s++) {
             const uint8_t *q = w + 256 * s, *x = a + 256 * s;
+            qpack_prefetch_part(w, UB, s);
             __m512i ia[QPACK_TOK];
             FOR_T ia[t] = XS ? bcast32(a + 2080 + 4 * (8 * s + t)) : _mm512_setzero_si512();
             UNROLL for (int v = 0; v < 4; v++) {
@@ -168,12 +158,12 @@ INLINE void k6k(int64_t nu, const uint8_t *w, const uint8_t *a, float *y, int64_
     __m512 acc[QPACK_TOK];
     FOR_T acc[t] = _mm512_setzero_ps();
     for (int64_t k = 0; k < nu; k++, w += 3360, a += 2592) {
-        prefetch_unit(w, 3360, NT);
         /* the sub-block scales apply in integers (vpmulld): |sum| < 2^31, as in vec_dot_ref */
         __m512i isb[QPACK_TOK];
         FOR_T isb[t] = _mm512_setzero_si512();
         for (int p = 0; p < 8; p++) {
             const uint8_t *q = w + 256 * p, *x = a + 256 * p;
+            qpack_prefetch_part(w, 3360, p);
             UNROLL for (int h = 0; h < 2; h++) {
                 const int s = 2 * p + h;
                 const __m512i c = ld(w + 2048 + 128 * p + 64 * h);
