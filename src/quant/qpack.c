@@ -28,6 +28,10 @@
  *                                per 32 elements p at 2048 + 128 p: c[c][r][4], bits
  *                                2k..2k+1 of byte i = element 32p + 4(4c + k) + i
  *                                (1024 B); i8 sc[s16][r] (256 B); fp16 d[r]
+ *   QPACK_Q3_K (unit 256, 1824 B): the 3-bit q + 4 (0..7): its low 2 bits per 32 elements
+ *                                p at 128 p as Q6_K's high bits (1024 B); bit 2 as Q5_0's
+ *                                masks per 32 elements p at 1024 + 64 p (512 B); i8
+ *                                sc[s16][r] - 32 at 1536 (256 B); fp16 d[r] at 1792
  *
  * Activation tile, per unit (t = token in the tile, 0..7):
  *   32-element formats (320 B): i8 qs[t][32]; f32 d[t]; then Q8_0/Q4_0/IQ4_NL/Q5_0:
@@ -35,6 +39,7 @@
  *   Q4_K (2336 B): i8 qs[s][t][32] (s = 32-element sub-block); f32 d[t]; f32
  *     fs[s][t] = sum of the sub-block's quants
  *   Q6_K (2592 B): i8 qs[s][t][32]; f32 d[t]; i32 cs[s16][t] = -32 * bsums[s16]
+ *   Q3_K (2592 B): as Q6_K with cs[s16][t] = -4 * bsums[s16]
  *   Q5_K: as Q4_K; IQ4_XS (2336 B): as Q4_K but i32 cs[s][t] = -128 * (sub-block sum)
  */
 #include "qpack.h"
@@ -60,11 +65,14 @@ qpack_format qpack_format_of(qtype t) {
     case QTYPE_Q5_1: return QPACK_Q5_1;
     case QTYPE_Q5_K: return QPACK_Q5_K;
     case QTYPE_IQ4_XS: return QPACK_IQ4_XS;
+    case QTYPE_Q3_K: return QPACK_Q3_K;
     default: return QPACK_NONE;
     }
 }
 
-static bool is_k(qpack_format f) { return f == QPACK_Q4_K || f == QPACK_Q6_K || f == QPACK_Q5_K || f == QPACK_IQ4_XS; }
+static bool is_k(qpack_format f) {
+    return f == QPACK_Q4_K || f == QPACK_Q6_K || f == QPACK_Q5_K || f == QPACK_IQ4_XS || f == QPACK_Q3_K;
+}
 
 int64_t qpack_unit(qpack_format f) { return is_k(f) ? QK_K : 32; }
 
@@ -80,6 +88,7 @@ size_t qpack_unit_bytes(qpack_format f) {
     case QPACK_IQ4_XS: return 2208;
     case QPACK_Q4_K: return 2368;
     case QPACK_Q6_K: return 3360;
+    case QPACK_Q3_K: return 1824;
     default: return 0;
     }
 }
@@ -89,7 +98,8 @@ size_t qpack_act_unit_bytes(qpack_format f) {
     case QPACK_Q4_K:
     case QPACK_Q5_K:
     case QPACK_IQ4_XS: return 2336;
-    case QPACK_Q6_K: return 2592;
+    case QPACK_Q6_K:
+    case QPACK_Q3_K: return 2592;
     case QPACK_NONE:
     case QPACK_COUNT: return 0;
     default: return 320;
@@ -117,6 +127,21 @@ static void q6_all(const block_q6_K *b, uint8_t *q) {
         const int hi = (b->qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
         q[e] = (uint8_t)(lo | hi << 4);
     }
+}
+
+/* The 256 3-bit quants of a Q3_K block plus 4 (0..7): element e = 128 h + 32 s + l has
+ * its low 2 bits in qs[32 h + l] >> 2 s and bit 2 in hmask[l] >> (e / 32). */
+static void q3_all(const block_q3_K *b, uint8_t *q) {
+    for (int e = 0; e < QK_K; e++) {
+        const int lo = (b->qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3;
+        q[e] = (uint8_t)(lo | ((b->hmask[e % 32] >> (e / 32)) & 1) << 2);
+    }
+}
+
+/* The 16 six-bit scales of a Q3_K block (0..63; the weight's scale is sc - 32). */
+static void q3_scales(const uint8_t *s8, uint8_t *sc) {
+    for (int j = 0; j < 16; j++)
+        sc[j] = (uint8_t)(((j < 8 ? s8[j] : s8[j - 8] >> 4) & 15) | ((s8[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
 }
 
 /* Quants 4j..4j+3 of row r go to bytes (j * 16 + r) * 4 of a 32-element piece. */
@@ -251,6 +276,29 @@ static void pack_row_unit(qpack_format f, const uint8_t *src, int r, uint8_t *u)
         put16(u + 3328 + 2 * r, b->d);
         break;
     }
+    case QPACK_Q3_K: {
+        const block_q3_K *b = (const block_q3_K *)src;
+        uint8_t q[QK_K], sc[16];
+        q3_all(b, q);
+        for (int p = 0; p < 8; p++) {
+            for (int c = 0; c < 2; c++)
+                for (int i = 0; i < 4; i++) {
+                    int v = 0;
+                    for (int k = 0; k < 4; k++) v |= (q[32 * p + 4 * (4 * c + k) + i] & 3) << (2 * k);
+                    u[128 * p + (c * 16 + r) * 4 + i] = (uint8_t)v;
+                }
+            for (int j = 0; j < 8; j++) {
+                uint64_t mask;
+                memcpy(&mask, u + 1024 + 64 * p + 8 * j, 8);
+                for (int i = 0; i < 4; i++) mask |= (uint64_t)(q[32 * p + 4 * j + i] >> 2) << (4 * r + i);
+                memcpy(u + 1024 + 64 * p + 8 * j, &mask, 8);
+            }
+        }
+        q3_scales(b->scales, sc);
+        for (int s = 0; s < 16; s++) u[1536 + 16 * s + r] = (uint8_t)(int8_t)(sc[s] - 32);
+        put16(u + 1792 + 2 * r, b->d);
+        break;
+    }
     default: EDDY_ASSERT(0);
     }
 }
@@ -273,7 +321,8 @@ size_t qpack_block_bytes(qpack_format f) {
                                               sizeof(block_q5_0),
                                               sizeof(block_q5_1),
                                               sizeof(block_q5_K),
-                                              sizeof(block_iq4_xs)};
+                                              sizeof(block_iq4_xs),
+                                              sizeof(block_q3_K)};
     return f > QPACK_NONE && f < QPACK_COUNT ? bytes[f] : 0;
 }
 
@@ -460,6 +509,26 @@ static void unpack_row_unit(qpack_format f, const uint8_t *u, int r, uint8_t *ds
         b->d = get16(u + 3328 + 2 * r);
         break;
     }
+    case QPACK_Q3_K: {
+        block_q3_K *b = (block_q3_K *)dst;
+        memset(b, 0, sizeof *b);
+        for (int p = 0; p < 8; p++) {
+            const uint32_t h = get_high_bits(u + 1024 + 64 * p, r);
+            for (int e = 0; e < 32; e++) {
+                const int c = e / 16, k = (e % 16) / 4, i = e % 4, el = 32 * p + e;
+                const int lo = (u[128 * p + (c * 16 + r) * 4 + i] >> (2 * k)) & 3;
+                b->qs[32 * (el / 128) + el % 32] |= (uint8_t)(lo << (2 * ((el / 32) % 4)));
+                b->hmask[el % 32] |= (uint8_t)(((h >> e) & 1) << (el / 32));
+            }
+        }
+        for (int j = 0; j < 16; j++) {
+            const int sc = (int8_t)u[1536 + 16 * j + r] + 32;
+            b->scales[j % 8] |= (uint8_t)((sc & 15) << (j < 8 ? 0 : 4));
+            b->scales[8 + j % 4] |= (uint8_t)((sc >> 4) << (2 * (j / 4)));
+        }
+        b->d = get16(u + 1792 + 2 * r);
+        break;
+    }
     default: EDDY_ASSERT(0);
     }
 }
@@ -496,8 +565,9 @@ void qpack_act_tile(qpack_format f, const void *act, size_t act_stride, int nt, 
                         memcpy(u + 2080 + 4 * (8 * s + t), &fs, 4);
                     }
                 } else {
+                    const int off = f == QPACK_Q3_K ? 4 : 32; /* Q3_K: q + 4, Q6_K: q as stored (q - 32) */
                     for (int s = 0; s < 16; s++) {
-                        const int32_t cs = -32 * b->bsums[s];
+                        const int32_t cs = -off * b->bsums[s];
                         memcpy(u + 2080 + 4 * (8 * s + t), &cs, 4);
                     }
                 }
@@ -540,9 +610,15 @@ static float rd_f16(const uint8_t *p) {
 }
 
 /* The unsigned weight of quant j*4+i (j < 8) of row r in a 32-element piece: Q8_0 bytes
- * at q, nibbles at q (low for j < 4, high for j >= 4), Q6_K: nibbles plus crumbs at c. */
+ * at q, nibbles at q (low for j < 4, high for j >= 4), Q6_K: nibbles plus crumbs at c,
+ * Q3_K: crumbs at q plus bit-2 masks at c. */
 static int wq(qpack_format f, const uint8_t *q, const uint8_t *c, int j, int r, int i) {
     if (f == QPACK_Q8_0) return q[(j * 16 + r) * 4 + i];
+    if (f == QPACK_Q3_K) {
+        uint64_t mask;
+        memcpy(&mask, c + 8 * j, 8);
+        return ((q[((j / 4) * 16 + r) * 4 + i] >> (2 * (j % 4))) & 3) | (int)((mask >> (4 * r + i)) & 1) << 2;
+    }
     const int n = q[((j % 4) * 16 + r) * 4 + i];
     int v = j < 4 ? n & 15 : n >> 4;
     if (f == QPACK_Q6_K) v |= ((c[((j / 4) * 16 + r) * 4 + i] >> (2 * (j % 4))) & 3) << 4;
@@ -603,16 +679,18 @@ void qpack_kernel_ref(qpack_format f, int64_t n_units, const void *group, const 
                             sb = fmaf((float)i, dws, sb);
                         }
                     } else {
-                        /* Q6_K: the sub-block scales in integers, as vec_dot_ref (|sum| < 2^31) */
-                        const float dv = rd_f16(w + 3328 + 2 * r);
+                        /* Q6_K, Q3_K: the sub-block scales in integers, as vec_dot_ref (|sum| < 2^31) */
+                        const bool q3 = f == QPACK_Q3_K;
+                        const float dv = rd_f16(w + (q3 ? 1792 : 3328) + 2 * r);
                         int32_t isb = 0;
                         for (int s = 0; s < 16; s++) {
                             const int p = s / 2, h = s % 2;
+                            const uint8_t *q = q3 ? w + 128 * p : w + 256 * p;
+                            const uint8_t *c = q3 ? w + 1024 + 64 * p : w + 2048 + 128 * p;
+                            const int8_t *x = (const int8_t *)(a + 256 * p + 32 * t);
                             const int32_t i =
-                                rd_i32(a + 2080 + 4 * (8 * s + t)) +
-                                dot_piece(f, w + 256 * p, w + 2048 + 128 * p, (const int8_t *)(a + 256 * p + 32 * t),
-                                          r, 4 * h, 4 * h + 4);
-                            isb += (int8_t)w[3072 + 16 * s + r] * i;
+                                rd_i32(a + 2080 + 4 * (8 * s + t)) + dot_piece(f, q, c, x, r, 4 * h, 4 * h + 4);
+                            isb += (int8_t)w[(q3 ? 1536 : 3072) + 16 * s + r] * i;
                         }
                         acc = fmaf((float)isb, dv * da, acc);
                         continue;

@@ -48,14 +48,14 @@ INLINE __m256 f16x8(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((
 
 INLINE __m256i ld(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
-/* 32 bits of a Q5 mask -> 32 bytes, 16 where the bit is set, else 0 */
-INLINE __m256i mask_bytes16(uint32_t m) {
+/* 32 bits of a Q5 (Q3_K) mask -> 32 bytes, v where the bit is set, else 0 */
+INLINE __m256i mask_bytes(uint32_t m, char val) {
     const __m256i v = _mm256_set1_epi32((int)m);
     const __m256i idx = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
                                          3, 3, 3, 3, 3, 3);
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
     const __m256i sel = _mm256_and_si256(_mm256_shuffle_epi8(v, idx), bit);
-    return _mm256_and_si256(_mm256_cmpeq_epi8(sel, bit), _mm256_set1_epi8(16));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(sel, bit), _mm256_set1_epi8(val));
 }
 
 /* One 32-byte vector of packed nibbles (8 rows x 4 bytes) as its low and high quants; Q5:
@@ -68,8 +68,8 @@ INLINE void unpack_nibbles(const uint8_t *p, const uint8_t *masks, int h, __m256
         uint32_t b0, b1;
         memcpy(&b0, masks + 4 * h, 4);
         memcpy(&b1, masks + 32 + 4 * h, 4);
-        *lo = _mm256_add_epi8(*lo, mask_bytes16(b0));
-        *hi = _mm256_add_epi8(*hi, mask_bytes16(b1));
+        *lo = _mm256_add_epi8(*lo, mask_bytes(b0, 16));
+        *hi = _mm256_add_epi8(*hi, mask_bytes(b1, 16));
     }
 }
 
@@ -234,46 +234,61 @@ INLINE void k4k(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, 
     FOR_C _mm256_storeu_ps(io[h0 + HH][t0 + TT], acc[c]);
 }
 
-/* ==== Q6_K ==== */
+/* ==== Q6_K, Q3_K ==== */
 
 INLINE __m256i crumb_hi(__m256i c, const int k) {
     return k == 0 ? _mm256_slli_epi16(c, 4) : k == 1 ? _mm256_slli_epi16(c, 2) : k == 2 ? c : _mm256_srli_epi16(c, 2);
 }
 
-INLINE void k6k(int64_t k0, int64_t nu, const uint8_t *w, const uint8_t *a, int h0, int t0,
+INLINE void k6k(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, const uint8_t *a, int h0, int t0,
                 float (*io)[QPACK_TOK][8], const int NH, const int NT) {
-    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    /* Q3_K: the 3-bit q + 4 as the crumbs' low 2 bits plus 4 where the bit-2 masks have it; a
+     * sub-block's 16 quants (at most 7 x 128 each) stay in 16 bits */
+    const bool Q3 = F == QPACK_Q3_K;
+    const size_t UB = Q3 ? 1824 : 3360, CO = Q3 ? 0 : 2048, SCO = Q3 ? 1536 : 3072, DO = Q3 ? 1792 : 3328;
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30), m3 = _mm256_set1_epi8(3);
     __m256 acc[4];
     FOR_C acc[c] = k0 ? _mm256_loadu_ps(io[h0 + HH][t0 + TT]) : _mm256_setzero_ps();
-    for (int64_t k = 0; k < nu; k++, w += 3360, a += 2592) {
+    for (int64_t k = 0; k < nu; k++, w += UB, a += 2592) {
         __m256i isb[4]; /* sub-block scales in integers, as vec_dot_ref */
         FOR_C isb[c] = _mm256_setzero_si256();
         for (int p = 0; p < 8; p++) {
             const uint8_t *q = w + 256 * p + 32 * h0, *x = a + 256 * p + 32 * t0;
-            if (FIRST_PASS) qpack_prefetch_part(w, 3360, p);
+            if (FIRST_PASS) qpack_prefetch_part(w, UB, p);
             UNROLL for (int hf = 0; hf < 2; hf++) { /* the 16-element halves of the 32 */
                 const int s = 2 * p + hf;
                 __m256i cr[2];
-                FOR_H cr[hh] = ld(w + 2048 + 128 * p + 64 * hf + 32 * (h0 + hh));
-                __m256i ia[4];
-                FOR_C ia[c] = bcast32(a + 2080 + 4 * (8 * s + t0 + TT));
+                FOR_H cr[hh] = ld(w + CO + 128 * p + 64 * hf + 32 * (h0 + hh));
+                __m256i ia[4], s16[4];
+                FOR_C ia[c] = bcast32(a + 2080 + 4 * (8 * s + t0 + TT)), s16[c] = _mm256_setzero_si256();
                 UNROLL for (int jj = 0; jj < 4; jj += 2) {
                     __m256i wv[2][2];
                     FOR_H UNROLL for (int e = 0; e < 2; e++) {
-                        const __m256i n = ld(q + 64 * (jj + e) + 32 * hh);
-                        const __m256i lo = _mm256_and_si256(hf ? _mm256_srli_epi16(n, 4) : n, m4);
-                        wv[hh][e] = _mm256_or_si256(_mm256_and_si256(crumb_hi(cr[hh], jj + e), m30), lo);
+                        if (Q3) {
+                            uint32_t hb;
+                            memcpy(&hb, w + 1024 + 64 * p + 8 * (4 * hf + jj + e) + 4 * (h0 + hh), 4);
+                            const __m256i lo = _mm256_and_si256(jj + e ? _mm256_srli_epi16(cr[hh], 2 * (jj + e)) : cr[hh], m3);
+                            wv[hh][e] = _mm256_add_epi8(lo, mask_bytes(hb, 4));
+                        } else {
+                            const __m256i n = ld(q + 64 * (jj + e) + 32 * hh);
+                            const __m256i lo = _mm256_and_si256(hf ? _mm256_srli_epi16(n, 4) : n, m4);
+                            wv[hh][e] = _mm256_or_si256(_mm256_and_si256(crumb_hi(cr[hh], jj + e), m30), lo);
+                        }
                     }
-                    FOR_C ia[c] = dot2u(ia[c], wv[HH][0], bcast32(x + 32 * TT + 16 * hf + 4 * jj), wv[HH][1],
-                                        bcast32(x + 32 * TT + 16 * hf + 4 * jj + 4));
+                    FOR_C {
+                        const uint8_t *xt = x + 32 * TT + 16 * hf + 4 * jj;
+                        if (Q3) s16[c] = madd2(s16[c], wv[HH][0], bcast32(xt), wv[HH][1], bcast32(xt + 4));
+                        else ia[c] = dot2u(ia[c], wv[HH][0], bcast32(xt), wv[HH][1], bcast32(xt + 4));
+                    }
                 }
+                if (Q3) FOR_C widen16(&ia[c], s16[c]);
                 __m256i sc[2];
-                FOR_H sc[hh] = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(w + 3072 + 16 * s + 8 * (h0 + hh))));
+                FOR_H sc[hh] = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(w + SCO + 16 * s + 8 * (h0 + hh))));
                 FOR_C isb[c] = _mm256_add_epi32(isb[c], _mm256_mullo_epi32(ia[c], sc[HH]));
             }
         }
         __m256 dv[2];
-        FOR_H dv[hh] = f16x8(w + 3328 + 16 * (h0 + hh));
+        FOR_H dv[hh] = f16x8(w + DO + 16 * (h0 + hh));
         FOR_C acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isb[c]), _mm256_mul_ps(dv[HH], bcastf(a + 2048 + 4 * (t0 + TT))),
                                        acc[c]);
     }
@@ -333,7 +348,8 @@ INLINE void k6k(int64_t k0, int64_t nu, const uint8_t *w, const uint8_t *a, int 
 #define q4_K_CALL(NH, N) k4k(QPACK_Q4_K, k0, nk, gk, ak, h, t0, io, NH, N)
 #define q5_K_CALL(NH, N) k4k(QPACK_Q5_K, k0, nk, gk, ak, h, t0, io, NH, N)
 #define iq4_xs_CALL(NH, N) k4k(QPACK_IQ4_XS, k0, nk, gk, ak, h, t0, io, NH, N)
-#define q6_K_CALL(NH, N) k6k(k0, nk, gk, ak, h, t0, io, NH, N)
+#define q6_K_CALL(NH, N) k6k(QPACK_Q6_K, k0, nk, gk, ak, h, t0, io, NH, N)
+#define q3_K_CALL(NH, N) k6k(QPACK_Q3_K, k0, nk, gk, ak, h, t0, io, NH, N)
 KERNEL_FN(q8_0, QPACK_Q8_0)
 KERNEL_FN(q4_0, QPACK_Q4_0)
 KERNEL_FN(q4_1, QPACK_Q4_1)
@@ -344,6 +360,7 @@ KERNEL_FN(q4_K, QPACK_Q4_K)
 KERNEL_FN(q5_K, QPACK_Q5_K)
 KERNEL_FN(iq4_xs, QPACK_IQ4_XS)
 KERNEL_FN(q6_K, QPACK_Q6_K)
+KERNEL_FN(q3_K, QPACK_Q3_K)
 
 qpack_kernel_fn qpack_kernel_avx2(qpack_format f) {
     switch (f) {
@@ -357,6 +374,7 @@ qpack_kernel_fn qpack_kernel_avx2(qpack_format f) {
     case QPACK_Q5_K: return q5_K;
     case QPACK_IQ4_XS: return iq4_xs;
     case QPACK_Q6_K: return q6_K;
+    case QPACK_Q3_K: return q3_K;
     default: return NULL;
     }
 }

@@ -146,41 +146,54 @@ INLINE void k4k(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_
     FOR_T _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
 }
 
-/* ==== Q6_K ==== */
+/* ==== Q6_K, Q3_K ==== */
 
 /* bits 2k..2k+1 of each byte of c, moved to bits 4..5 (other bits unspecified) */
 INLINE __m512i crumb_hi(__m512i c, const int k) {
     return k == 0 ? _mm512_slli_epi16(c, 4) : k == 1 ? _mm512_slli_epi16(c, 2) : k == 2 ? c : _mm512_srli_epi16(c, 2);
 }
 
-INLINE void k6k(int64_t nu, const uint8_t *w, const uint8_t *a, float *y, int64_t ys, int nrows, const int NT) {
-    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+INLINE void k6k(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_t *a, float *y, int64_t ys, int nrows,
+                const int NT) {
+    /* Q3_K: the 3-bit q + 4 as the crumbs' low 2 bits plus 4 under the bit-2 mask */
+    const bool Q3 = F == QPACK_Q3_K;
+    const size_t UB = Q3 ? 1824 : 3360, CO = Q3 ? 0 : 2048, SCO = Q3 ? 1536 : 3072, DO = Q3 ? 1792 : 3328;
+    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30), m3 = _mm512_set1_epi8(3);
+    const __m512i k4 = _mm512_set1_epi8(4);
     __m512 acc[QPACK_TOK];
     FOR_T acc[t] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < nu; k++, w += 3360, a += 2592) {
+    for (int64_t k = 0; k < nu; k++, w += UB, a += 2592) {
         /* the sub-block scales apply in integers (vpmulld): |sum| < 2^31, as in vec_dot_ref */
         __m512i isb[QPACK_TOK];
         FOR_T isb[t] = _mm512_setzero_si512();
         for (int p = 0; p < 8; p++) {
             const uint8_t *q = w + 256 * p, *x = a + 256 * p;
-            qpack_prefetch_part(w, 3360, p);
+            qpack_prefetch_part(w, UB, p);
             UNROLL for (int h = 0; h < 2; h++) {
                 const int s = 2 * p + h;
-                const __m512i c = ld(w + 2048 + 128 * p + 64 * h);
+                const __m512i c = ld(w + CO + 128 * p + 64 * h);
                 __m512i ia[QPACK_TOK];
                 FOR_T ia[t] = bcast32(a + 2080 + 4 * (8 * s + t));
                 UNROLL for (int jj = 0; jj < 4; jj++) {
-                    const __m512i n = ld(q + 64 * jj);
-                    const __m512i lo = _mm512_and_si512(h ? _mm512_srli_epi16(n, 4) : n, m4);
-                    /* (crumb << 4 & 0x30) | lo */
-                    const __m512i wv = _mm512_ternarylogic_epi32(crumb_hi(c, jj), m30, lo, 0xEA);
+                    __m512i wv;
+                    if (Q3) {
+                        uint64_t hb;
+                        memcpy(&hb, w + 1024 + 64 * p + 8 * (4 * h + jj), 8);
+                        wv = _mm512_and_si512(jj ? _mm512_srli_epi16(c, 2 * jj) : c, m3);
+                        wv = _mm512_mask_add_epi8(wv, (__mmask64)hb, wv, k4);
+                    } else {
+                        const __m512i n = ld(q + 64 * jj);
+                        const __m512i lo = _mm512_and_si512(h ? _mm512_srli_epi16(n, 4) : n, m4);
+                        /* (crumb << 4 & 0x30) | lo */
+                        wv = _mm512_ternarylogic_epi32(crumb_hi(c, jj), m30, lo, 0xEA);
+                    }
                     FOR_T ia[t] = _mm512_dpbusd_epi32(ia[t], wv, bcast32(x + 32 * t + 16 * h + 4 * jj));
                 }
-                const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + 3072 + 16 * s)));
+                const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + SCO + 16 * s)));
                 FOR_T isb[t] = _mm512_add_epi32(isb[t], _mm512_mullo_epi32(ia[t], sc));
             }
         }
-        const __m512 dv = f16x16(w + 3328);
+        const __m512 dv = f16x16(w + DO);
         FOR_T acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isb[t]), _mm512_mul_ps(dv, bcastf(a + 2048 + 4 * t)), acc[t]);
     }
     const __mmask16 m = (__mmask16)((1u << nrows) - 1);
@@ -216,7 +229,8 @@ INLINE void k6k(int64_t nu, const uint8_t *w, const uint8_t *a, float *y, int64_
 #define q4_K_CALL(N) k4k(QPACK_Q4_K, nu, g, tile, y, ys, nrows, N)
 #define q5_K_CALL(N) k4k(QPACK_Q5_K, nu, g, tile, y, ys, nrows, N)
 #define iq4_xs_CALL(N) k4k(QPACK_IQ4_XS, nu, g, tile, y, ys, nrows, N)
-#define q6_K_CALL(N) k6k(nu, g, tile, y, ys, nrows, N)
+#define q6_K_CALL(N) k6k(QPACK_Q6_K, nu, g, tile, y, ys, nrows, N)
+#define q3_K_CALL(N) k6k(QPACK_Q3_K, nu, g, tile, y, ys, nrows, N)
 KERNEL_FN(q8_0)
 KERNEL_FN(q4_0)
 KERNEL_FN(q4_1)
@@ -227,6 +241,7 @@ KERNEL_FN(q4_K)
 KERNEL_FN(q5_K)
 KERNEL_FN(iq4_xs)
 KERNEL_FN(q6_K)
+KERNEL_FN(q3_K)
 
 qpack_kernel_fn qpack_kernel_avx512(qpack_format f) {
     switch (f) {
@@ -240,6 +255,7 @@ qpack_kernel_fn qpack_kernel_avx512(qpack_format f) {
     case QPACK_Q5_K: return q5_K;
     case QPACK_IQ4_XS: return iq4_xs;
     case QPACK_Q6_K: return q6_K;
+    case QPACK_Q3_K: return q3_K;
     default: return NULL;
     }
 }
