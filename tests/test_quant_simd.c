@@ -592,7 +592,7 @@ TEST(qpack_kernels_match_ref) {
      * 1, 2, 3 or 41 units; both write only y[t][r < nrows] */
     test_rng r = test_rng_new();
     static const qtype types[] = {QTYPE_Q8_0, QTYPE_Q4_0, QTYPE_Q4_1, QTYPE_Q4_K, QTYPE_Q6_K,
-                                  QTYPE_IQ4_NL, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q5_K, QTYPE_IQ4_XS, QTYPE_Q3_K};
+                                  QTYPE_IQ4_NL, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q5_K, QTYPE_IQ4_XS, QTYPE_Q3_K, QTYPE_Q2_K};
     int tested = 0;
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const qtype t = types[ti];

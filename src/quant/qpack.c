@@ -32,6 +32,9 @@
  *                                p at 128 p as Q6_K's high bits (1024 B); bit 2 as Q5_0's
  *                                masks per 32 elements p at 1024 + 64 p (512 B); i8
  *                                sc[s16][r] - 32 at 1536 (256 B); fp16 d[r] at 1792
+ *   QPACK_Q2_K (unit 256, 1344 B): the 2-bit q (0..3) as Q3_K's low bits (1024 B); the
+ *                                Q2_K scale byte (scale | min << 4) u8 sm[s16][r] at 1024
+ *                                (256 B); fp16 d[r] at 1280, dmin[r] at 1312
  *
  * Activation tile, per unit (t = token in the tile, 0..7):
  *   32-element formats (320 B): i8 qs[t][32]; f32 d[t]; then Q8_0/Q4_0/IQ4_NL/Q5_0:
@@ -40,6 +43,7 @@
  *     fs[s][t] = sum of the sub-block's quants
  *   Q6_K (2592 B): i8 qs[s][t][32]; f32 d[t]; i32 cs[s16][t] = -32 * bsums[s16]
  *   Q3_K (2592 B): as Q6_K with cs[s16][t] = -4 * bsums[s16]
+ *   Q2_K (2592 B): as Q6_K with cs[s16][t] = bsums[s16] (the sums the mins multiply)
  *   Q5_K: as Q4_K; IQ4_XS (2336 B): as Q4_K but i32 cs[s][t] = -128 * (sub-block sum)
  */
 #include "qpack.h"
@@ -66,12 +70,14 @@ qpack_format qpack_format_of(qtype t) {
     case QTYPE_Q5_K: return QPACK_Q5_K;
     case QTYPE_IQ4_XS: return QPACK_IQ4_XS;
     case QTYPE_Q3_K: return QPACK_Q3_K;
+    case QTYPE_Q2_K: return QPACK_Q2_K;
     default: return QPACK_NONE;
     }
 }
 
 static bool is_k(qpack_format f) {
-    return f == QPACK_Q4_K || f == QPACK_Q6_K || f == QPACK_Q5_K || f == QPACK_IQ4_XS || f == QPACK_Q3_K;
+    return f == QPACK_Q4_K || f == QPACK_Q6_K || f == QPACK_Q5_K || f == QPACK_IQ4_XS || f == QPACK_Q3_K ||
+           f == QPACK_Q2_K;
 }
 
 int64_t qpack_unit(qpack_format f) { return is_k(f) ? QK_K : 32; }
@@ -89,6 +95,7 @@ size_t qpack_unit_bytes(qpack_format f) {
     case QPACK_Q4_K: return 2368;
     case QPACK_Q6_K: return 3360;
     case QPACK_Q3_K: return 1824;
+    case QPACK_Q2_K: return 1344;
     default: return 0;
     }
 }
@@ -99,7 +106,8 @@ size_t qpack_act_unit_bytes(qpack_format f) {
     case QPACK_Q5_K:
     case QPACK_IQ4_XS: return 2336;
     case QPACK_Q6_K:
-    case QPACK_Q3_K: return 2592;
+    case QPACK_Q3_K:
+    case QPACK_Q2_K: return 2592;
     case QPACK_NONE:
     case QPACK_COUNT: return 0;
     default: return 320;
@@ -151,6 +159,17 @@ static uint8_t *slot(uint8_t *piece, int j, int r) { return piece + (j * 16 + r)
 static void put_nibbles(uint8_t *piece, int r, const uint8_t *q32) {
     for (int v = 0; v < 4; v++)
         for (int i = 0; i < 4; i++) slot(piece, v, r)[i] = (uint8_t)(q32[4 * v + i] | q32[16 + 4 * v + i] << 4);
+}
+
+/* The low 2 bits of 32 quants into the piece's crumbs: bits 2k..2k+1 of byte i of
+ * c[c][r] = element 4 (4c + k) + i. */
+static void put_crumbs(uint8_t *piece, int r, const uint8_t *q32) {
+    for (int c = 0; c < 2; c++)
+        for (int i = 0; i < 4; i++) {
+            int v = 0;
+            for (int k = 0; k < 4; k++) v |= (q32[4 * (4 * c + k) + i] & 3) << (2 * k);
+            piece[(c * 16 + r) * 4 + i] = (uint8_t)v;
+        }
 }
 
 /* One unit of one row r (0..15) into the group's unit at u; src is the row's unit. */
@@ -276,17 +295,22 @@ static void pack_row_unit(qpack_format f, const uint8_t *src, int r, uint8_t *u)
         put16(u + 3328 + 2 * r, b->d);
         break;
     }
+    case QPACK_Q2_K: {
+        const block_q2_K *b = (const block_q2_K *)src;
+        uint8_t q[QK_K];
+        for (int e = 0; e < QK_K; e++) q[e] = (b->qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3;
+        for (int p = 0; p < 8; p++) put_crumbs(u + 128 * p, r, q + 32 * p);
+        for (int s = 0; s < 16; s++) u[1024 + 16 * s + r] = b->scales[s];
+        put16(u + 1280 + 2 * r, b->d);
+        put16(u + 1312 + 2 * r, b->dmin);
+        break;
+    }
     case QPACK_Q3_K: {
         const block_q3_K *b = (const block_q3_K *)src;
         uint8_t q[QK_K], sc[16];
         q3_all(b, q);
         for (int p = 0; p < 8; p++) {
-            for (int c = 0; c < 2; c++)
-                for (int i = 0; i < 4; i++) {
-                    int v = 0;
-                    for (int k = 0; k < 4; k++) v |= (q[32 * p + 4 * (4 * c + k) + i] & 3) << (2 * k);
-                    u[128 * p + (c * 16 + r) * 4 + i] = (uint8_t)v;
-                }
+            put_crumbs(u + 128 * p, r, q + 32 * p);
             for (int j = 0; j < 8; j++) {
                 uint64_t mask;
                 memcpy(&mask, u + 1024 + 64 * p + 8 * j, 8);
@@ -322,7 +346,8 @@ size_t qpack_block_bytes(qpack_format f) {
                                               sizeof(block_q5_1),
                                               sizeof(block_q5_K),
                                               sizeof(block_iq4_xs),
-                                              sizeof(block_q3_K)};
+                                              sizeof(block_q3_K),
+                                              sizeof(block_q2_K)};
     return f > QPACK_NONE && f < QPACK_COUNT ? bytes[f] : 0;
 }
 
@@ -509,6 +534,19 @@ static void unpack_row_unit(qpack_format f, const uint8_t *u, int r, uint8_t *ds
         b->d = get16(u + 3328 + 2 * r);
         break;
     }
+    case QPACK_Q2_K: {
+        block_q2_K *b = (block_q2_K *)dst;
+        memset(b->qs, 0, sizeof b->qs);
+        for (int el = 0; el < QK_K; el++) {
+            const int p = el / 32, e = el % 32, c = e / 16, k = (e % 16) / 4, i = e % 4;
+            const int q = (u[128 * p + (c * 16 + r) * 4 + i] >> (2 * k)) & 3;
+            b->qs[32 * (el / 128) + el % 32] |= (uint8_t)(q << (2 * ((el / 32) % 4)));
+        }
+        for (int s = 0; s < 16; s++) b->scales[s] = u[1024 + 16 * s + r];
+        b->d = get16(u + 1280 + 2 * r);
+        b->dmin = get16(u + 1312 + 2 * r);
+        break;
+    }
     case QPACK_Q3_K: {
         block_q3_K *b = (block_q3_K *)dst;
         memset(b, 0, sizeof *b);
@@ -565,7 +603,8 @@ void qpack_act_tile(qpack_format f, const void *act, size_t act_stride, int nt, 
                         memcpy(u + 2080 + 4 * (8 * s + t), &fs, 4);
                     }
                 } else {
-                    const int off = f == QPACK_Q3_K ? 4 : 32; /* Q3_K: q + 4, Q6_K: q as stored (q - 32) */
+                    /* Q3_K: q + 4, Q6_K: q as stored (q - 32), Q2_K: the plain sums, for its mins */
+                    const int off = f == QPACK_Q3_K ? 4 : f == QPACK_Q2_K ? -1 : 32;
                     for (int s = 0; s < 16; s++) {
                         const int32_t cs = -off * b->bsums[s];
                         memcpy(u + 2080 + 4 * (8 * s + t), &cs, 4);
@@ -611,13 +650,15 @@ static float rd_f16(const uint8_t *p) {
 
 /* The unsigned weight of quant j*4+i (j < 8) of row r in a 32-element piece: Q8_0 bytes
  * at q, nibbles at q (low for j < 4, high for j >= 4), Q6_K: nibbles plus crumbs at c,
- * Q3_K: crumbs at q plus bit-2 masks at c. */
+ * Q3_K: crumbs at q plus bit-2 masks at c, Q2_K: crumbs at q. */
 static int wq(qpack_format f, const uint8_t *q, const uint8_t *c, int j, int r, int i) {
     if (f == QPACK_Q8_0) return q[(j * 16 + r) * 4 + i];
-    if (f == QPACK_Q3_K) {
+    if (f == QPACK_Q3_K || f == QPACK_Q2_K) {
+        const int lo = (q[((j / 4) * 16 + r) * 4 + i] >> (2 * (j % 4))) & 3;
+        if (f == QPACK_Q2_K) return lo;
         uint64_t mask;
         memcpy(&mask, c + 8 * j, 8);
-        return ((q[((j / 4) * 16 + r) * 4 + i] >> (2 * (j % 4))) & 3) | (int)((mask >> (4 * r + i)) & 1) << 2;
+        return lo | (int)((mask >> (4 * r + i)) & 1) << 2;
     }
     const int n = q[((j % 4) * 16 + r) * 4 + i];
     int v = j < 4 ? n & 15 : n >> 4;
@@ -678,6 +719,19 @@ void qpack_kernel_ref(qpack_format f, int64_t n_units, const void *group, const 
                             const float dws = dv * (float)(int8_t)w[2048 + 16 * s + r];
                             sb = fmaf((float)i, dws, sb);
                         }
+                    } else if (f == QPACK_Q2_K) {
+                        /* the scales and mins in integers, as vec_dot_ref */
+                        int32_t isb = 0, msb = 0;
+                        for (int s = 0; s < 16; s++) {
+                            const int p = s / 2, h = s % 2;
+                            const int8_t *x = (const int8_t *)(a + 256 * p + 32 * t);
+                            const int sm = w[1024 + 16 * s + r];
+                            isb += (sm & 15) * dot_piece(f, w + 128 * p, NULL, x, r, 4 * h, 4 * h + 4);
+                            msb += (sm >> 4) * rd_i32(a + 2080 + 4 * (8 * s + t));
+                        }
+                        acc = fmaf((float)isb, rd_f16(w + 1280 + 2 * r) * da, acc);
+                        acc = fmaf((float)msb, -(rd_f16(w + 1312 + 2 * r) * da), acc);
+                        continue;
                     } else {
                         /* Q6_K, Q3_K: the sub-block scales in integers, as vec_dot_ref (|sum| < 2^31) */
                         const bool q3 = f == QPACK_Q3_K;

@@ -16,6 +16,7 @@
  * vector is 4 consecutive quants of each of the 16 rows, what one vpdpbusd multiplies
  * by 4 activation bytes broadcast to every lane — followed by the 16 rows' scales.
  * The quants are unsigned (Q8_0: q + 128, Q4_0: q as stored, Q6_K: q as stored, Q3_K: q + 4,
+ * Q2_K: q as stored,
  * IQ4_NL: the table index, mapped to kvalue + 128 in the kernel), the
  * offset going through the activation sums. Each packed format has exactly the bytes of
  * the original rows (Q4_K: 64 more per 16 rows and super-block).
@@ -52,6 +53,7 @@ typedef enum {
     QPACK_Q5_K,
     QPACK_IQ4_XS,
     QPACK_Q3_K,
+    QPACK_Q2_K,
     QPACK_COUNT
 } qpack_format;
 

@@ -234,7 +234,7 @@ INLINE void k4k(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, 
     FOR_C _mm256_storeu_ps(io[h0 + HH][t0 + TT], acc[c]);
 }
 
-/* ==== Q6_K, Q3_K ==== */
+/* ==== Q6_K, Q3_K, Q2_K ==== */
 
 INLINE __m256i crumb_hi(__m256i c, const int k) {
     return k == 0 ? _mm256_slli_epi16(c, 4) : k == 1 ? _mm256_slli_epi16(c, 2) : k == 2 ? c : _mm256_srli_epi16(c, 2);
@@ -242,10 +242,13 @@ INLINE __m256i crumb_hi(__m256i c, const int k) {
 
 INLINE void k6k(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, const uint8_t *a, int h0, int t0,
                 float (*io)[QPACK_TOK][8], const int NH, const int NT) {
-    /* Q3_K: the 3-bit q + 4 as the crumbs' low 2 bits plus 4 where the bit-2 masks have it; a
-     * sub-block's 16 quants (at most 7 x 128 each) stay in 16 bits */
-    const bool Q3 = F == QPACK_Q3_K;
-    const size_t UB = Q3 ? 1824 : 3360, CO = Q3 ? 0 : 2048, SCO = Q3 ? 1536 : 3072, DO = Q3 ? 1792 : 3328;
+    /* Q3_K: the 3-bit q + 4 as the crumbs' low 2 bits plus 4 where the bit-2 masks have it;
+     * Q2_K: the crumbs alone, its scale | min << 4 bytes applied in integers too (the mins
+     * against the tile's sub-block sums, after the unit's products). A sub-block's 16 quants
+     * (at most 7 x 128 each) stay in 16 bits. */
+    const bool Q3 = F == QPACK_Q3_K, Q2 = F == QPACK_Q2_K, CR = Q2 || Q3;
+    const size_t UB = Q2 ? 1344 : Q3 ? 1824 : 3360, CO = CR ? 0 : 2048;
+    const size_t SCO = Q2 ? 1024 : Q3 ? 1536 : 3072, DO = Q2 ? 1280 : Q3 ? 1792 : 3328;
     const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30), m3 = _mm256_set1_epi8(3);
     __m256 acc[4];
     FOR_C acc[c] = k0 ? _mm256_loadu_ps(io[h0 + HH][t0 + TT]) : _mm256_setzero_ps();
@@ -260,15 +263,18 @@ INLINE void k6k(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, 
                 __m256i cr[2];
                 FOR_H cr[hh] = ld(w + CO + 128 * p + 64 * hf + 32 * (h0 + hh));
                 __m256i ia[4], s16[4];
-                FOR_C ia[c] = bcast32(a + 2080 + 4 * (8 * s + t0 + TT)), s16[c] = _mm256_setzero_si256();
+                FOR_C {
+                    ia[c] = Q2 ? _mm256_setzero_si256() : bcast32(a + 2080 + 4 * (8 * s + t0 + TT));
+                    s16[c] = _mm256_setzero_si256();
+                }
                 UNROLL for (int jj = 0; jj < 4; jj += 2) {
                     __m256i wv[2][2];
                     FOR_H UNROLL for (int e = 0; e < 2; e++) {
-                        if (Q3) {
-                            uint32_t hb;
-                            memcpy(&hb, w + 1024 + 64 * p + 8 * (4 * hf + jj + e) + 4 * (h0 + hh), 4);
+                        if (CR) {
                             const __m256i lo = _mm256_and_si256(jj + e ? _mm256_srli_epi16(cr[hh], 2 * (jj + e)) : cr[hh], m3);
-                            wv[hh][e] = _mm256_add_epi8(lo, mask_bytes(hb, 4));
+                            uint32_t hb = 0;
+                            if (Q3) memcpy(&hb, w + 1024 + 64 * p + 8 * (4 * hf + jj + e) + 4 * (h0 + hh), 4);
+                            wv[hh][e] = Q3 ? _mm256_add_epi8(lo, mask_bytes(hb, 4)) : lo;
                         } else {
                             const __m256i n = ld(q + 64 * (jj + e) + 32 * hh);
                             const __m256i lo = _mm256_and_si256(hf ? _mm256_srli_epi16(n, 4) : n, m4);
@@ -277,13 +283,17 @@ INLINE void k6k(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, 
                     }
                     FOR_C {
                         const uint8_t *xt = x + 32 * TT + 16 * hf + 4 * jj;
-                        if (Q3) s16[c] = madd2(s16[c], wv[HH][0], bcast32(xt), wv[HH][1], bcast32(xt + 4));
+                        if (CR) s16[c] = madd2(s16[c], wv[HH][0], bcast32(xt), wv[HH][1], bcast32(xt + 4));
                         else ia[c] = dot2u(ia[c], wv[HH][0], bcast32(xt), wv[HH][1], bcast32(xt + 4));
                     }
                 }
-                if (Q3) FOR_C widen16(&ia[c], s16[c]);
+                if (CR) FOR_C widen16(&ia[c], s16[c]);
                 __m256i sc[2];
-                FOR_H sc[hh] = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(w + SCO + 16 * s + 8 * (h0 + hh))));
+                FOR_H {
+                    const __m128i sc8 = _mm_loadl_epi64((const __m128i *)(w + SCO + 16 * s + 8 * (h0 + hh)));
+                    sc[hh] = Q2 ? _mm256_and_si256(_mm256_cvtepu8_epi32(sc8), _mm256_set1_epi32(15))
+                                : _mm256_cvtepi8_epi32(sc8);
+                }
                 FOR_C isb[c] = _mm256_add_epi32(isb[c], _mm256_mullo_epi32(ia[c], sc[HH]));
             }
         }
@@ -291,6 +301,20 @@ INLINE void k6k(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, 
         FOR_H dv[hh] = f16x8(w + DO + 16 * (h0 + hh));
         FOR_C acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isb[c]), _mm256_mul_ps(dv[HH], bcastf(a + 2048 + 4 * (t0 + TT))),
                                        acc[c]);
+        if (Q2) {
+            __m256i msb[4];
+            FOR_C msb[c] = _mm256_setzero_si256();
+            for (int s = 0; s < 16; s++) {
+                __m256i mn[2];
+                FOR_H mn[hh] = _mm256_srli_epi32(
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + 1024 + 16 * s + 8 * (h0 + hh)))), 4);
+                FOR_C msb[c] = _mm256_add_epi32(msb[c], _mm256_mullo_epi32(mn[HH], bcast32(a + 2080 + 4 * (8 * s + t0 + TT))));
+            }
+            __m256 mv[2];
+            FOR_H mv[hh] = f16x8(w + 1312 + 16 * (h0 + hh));
+            FOR_C acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msb[c]),
+                                            _mm256_mul_ps(mv[HH], bcastf(a + 2048 + 4 * (t0 + TT))), acc[c]);
+        }
     }
     FOR_C _mm256_storeu_ps(io[h0 + HH][t0 + TT], acc[c]);
 }
@@ -350,6 +374,7 @@ INLINE void k6k(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, 
 #define iq4_xs_CALL(NH, N) k4k(QPACK_IQ4_XS, k0, nk, gk, ak, h, t0, io, NH, N)
 #define q6_K_CALL(NH, N) k6k(QPACK_Q6_K, k0, nk, gk, ak, h, t0, io, NH, N)
 #define q3_K_CALL(NH, N) k6k(QPACK_Q3_K, k0, nk, gk, ak, h, t0, io, NH, N)
+#define q2_K_CALL(NH, N) k6k(QPACK_Q2_K, k0, nk, gk, ak, h, t0, io, NH, N)
 KERNEL_FN(q8_0, QPACK_Q8_0)
 KERNEL_FN(q4_0, QPACK_Q4_0)
 KERNEL_FN(q4_1, QPACK_Q4_1)
@@ -361,6 +386,7 @@ KERNEL_FN(q5_K, QPACK_Q5_K)
 KERNEL_FN(iq4_xs, QPACK_IQ4_XS)
 KERNEL_FN(q6_K, QPACK_Q6_K)
 KERNEL_FN(q3_K, QPACK_Q3_K)
+KERNEL_FN(q2_K, QPACK_Q2_K)
 
 qpack_kernel_fn qpack_kernel_avx2(qpack_format f) {
     switch (f) {
@@ -375,6 +401,7 @@ qpack_kernel_fn qpack_kernel_avx2(qpack_format f) {
     case QPACK_IQ4_XS: return iq4_xs;
     case QPACK_Q6_K: return q6_K;
     case QPACK_Q3_K: return q3_K;
+    case QPACK_Q2_K: return q2_K;
     default: return NULL;
     }
 }

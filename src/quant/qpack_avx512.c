@@ -146,7 +146,7 @@ INLINE void k4k(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_
     FOR_T _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
 }
 
-/* ==== Q6_K, Q3_K ==== */
+/* ==== Q6_K, Q3_K, Q2_K ==== */
 
 /* bits 2k..2k+1 of each byte of c, moved to bits 4..5 (other bits unspecified) */
 INLINE __m512i crumb_hi(__m512i c, const int k) {
@@ -155,9 +155,12 @@ INLINE __m512i crumb_hi(__m512i c, const int k) {
 
 INLINE void k6k(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_t *a, float *y, int64_t ys, int nrows,
                 const int NT) {
-    /* Q3_K: the 3-bit q + 4 as the crumbs' low 2 bits plus 4 under the bit-2 mask */
-    const bool Q3 = F == QPACK_Q3_K;
-    const size_t UB = Q3 ? 1824 : 3360, CO = Q3 ? 0 : 2048, SCO = Q3 ? 1536 : 3072, DO = Q3 ? 1792 : 3328;
+    /* Q3_K: the 3-bit q + 4 as the crumbs' low 2 bits plus 4 under the bit-2 mask; Q2_K: the
+     * crumbs alone, its scale | min << 4 bytes applied in integers too (the mins against the
+     * tile's sub-block sums, after the unit's products) */
+    const bool Q3 = F == QPACK_Q3_K, Q2 = F == QPACK_Q2_K, CR = Q2 || Q3;
+    const size_t UB = Q2 ? 1344 : Q3 ? 1824 : 3360, CO = CR ? 0 : 2048;
+    const size_t SCO = Q2 ? 1024 : Q3 ? 1536 : 3072, DO = Q2 ? 1280 : Q3 ? 1792 : 3328;
     const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30), m3 = _mm512_set1_epi8(3);
     const __m512i k4 = _mm512_set1_epi8(4);
     __m512 acc[QPACK_TOK];
@@ -173,10 +176,12 @@ INLINE void k6k(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_
                 const int s = 2 * p + h;
                 const __m512i c = ld(w + CO + 128 * p + 64 * h);
                 __m512i ia[QPACK_TOK];
-                FOR_T ia[t] = bcast32(a + 2080 + 4 * (8 * s + t));
+                FOR_T ia[t] = Q2 ? _mm512_setzero_si512() : bcast32(a + 2080 + 4 * (8 * s + t));
                 UNROLL for (int jj = 0; jj < 4; jj++) {
                     __m512i wv;
-                    if (Q3) {
+                    if (Q2) {
+                        wv = _mm512_and_si512(jj ? _mm512_srli_epi16(c, 2 * jj) : c, m3);
+                    } else if (Q3) {
                         uint64_t hb;
                         memcpy(&hb, w + 1024 + 64 * p + 8 * (4 * h + jj), 8);
                         wv = _mm512_and_si512(jj ? _mm512_srli_epi16(c, 2 * jj) : c, m3);
@@ -189,12 +194,26 @@ INLINE void k6k(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_
                     }
                     FOR_T ia[t] = _mm512_dpbusd_epi32(ia[t], wv, bcast32(x + 32 * t + 16 * h + 4 * jj));
                 }
-                const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + SCO + 16 * s)));
+                const __m128i sc8 = _mm_loadu_si128((const __m128i *)(w + SCO + 16 * s));
+                const __m512i sc = Q2 ? _mm512_and_si512(_mm512_cvtepu8_epi32(sc8), _mm512_set1_epi32(15))
+                                      : _mm512_cvtepi8_epi32(sc8);
                 FOR_T isb[t] = _mm512_add_epi32(isb[t], _mm512_mullo_epi32(ia[t], sc));
             }
         }
         const __m512 dv = f16x16(w + DO);
         FOR_T acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isb[t]), _mm512_mul_ps(dv, bcastf(a + 2048 + 4 * t)), acc[t]);
+        if (Q2) {
+            __m512i msb[QPACK_TOK];
+            FOR_T msb[t] = _mm512_setzero_si512();
+            for (int s = 0; s < 16; s++) {
+                const __m128i sm8 = _mm_loadu_si128((const __m128i *)(w + 1024 + 16 * s));
+                const __m512i mn = _mm512_srli_epi32(_mm512_cvtepu8_epi32(sm8), 4);
+                FOR_T msb[t] = _mm512_add_epi32(msb[t], _mm512_mullo_epi32(mn, bcast32(a + 2080 + 4 * (8 * s + t))));
+            }
+            const __m512 mv = f16x16(w + 1312);
+            FOR_T acc[t] =
+                _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msb[t]), _mm512_mul_ps(mv, bcastf(a + 2048 + 4 * t)), acc[t]);
+        }
     }
     const __mmask16 m = (__mmask16)((1u << nrows) - 1);
     FOR_T _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
@@ -231,6 +250,7 @@ INLINE void k6k(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_
 #define iq4_xs_CALL(N) k4k(QPACK_IQ4_XS, nu, g, tile, y, ys, nrows, N)
 #define q6_K_CALL(N) k6k(QPACK_Q6_K, nu, g, tile, y, ys, nrows, N)
 #define q3_K_CALL(N) k6k(QPACK_Q3_K, nu, g, tile, y, ys, nrows, N)
+#define q2_K_CALL(N) k6k(QPACK_Q2_K, nu, g, tile, y, ys, nrows, N)
 KERNEL_FN(q8_0)
 KERNEL_FN(q4_0)
 KERNEL_FN(q4_1)
@@ -242,6 +262,7 @@ KERNEL_FN(q5_K)
 KERNEL_FN(iq4_xs)
 KERNEL_FN(q6_K)
 KERNEL_FN(q3_K)
+KERNEL_FN(q2_K)
 
 qpack_kernel_fn qpack_kernel_avx512(qpack_format f) {
     switch (f) {
@@ -256,6 +277,7 @@ qpack_kernel_fn qpack_kernel_avx512(qpack_format f) {
     case QPACK_IQ4_XS: return iq4_xs;
     case QPACK_Q6_K: return q6_K;
     case QPACK_Q3_K: return q3_K;
+    case QPACK_Q2_K: return q2_K;
     default: return NULL;
     }
 }
