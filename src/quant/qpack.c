@@ -137,13 +137,17 @@ static void q6_all(const block_q6_K *b, uint8_t *q) {
     }
 }
 
-/* The 256 3-bit quants of a Q3_K block plus 4 (0..7): element e = 128 h + 32 s + l has
- * its low 2 bits in qs[32 h + l] >> 2 s and bit 2 in hmask[l] >> (e / 32). */
+/* The two bits of element e = 128 h + 32 s + l in the qs of a Q2_K or Q3_K block:
+ * qs[32 h + l] >> 2 s; and the same place set to v (the byte cleared before). */
+static int k_crumb(const uint8_t *qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3; }
+static void put_k_crumb(uint8_t *qs, int e, int v) {
+    qs[32 * (e / 128) + e % 32] |= (uint8_t)(v << (2 * ((e / 32) % 4)));
+}
+
+/* The 256 3-bit quants of a Q3_K block plus 4 (0..7): element e has its low 2 bits at
+ * k_crumb and bit 2 in hmask[e % 32] >> (e / 32). */
 static void q3_all(const block_q3_K *b, uint8_t *q) {
-    for (int e = 0; e < QK_K; e++) {
-        const int lo = (b->qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3;
-        q[e] = (uint8_t)(lo | ((b->hmask[e % 32] >> (e / 32)) & 1) << 2);
-    }
+    for (int e = 0; e < QK_K; e++) q[e] = (uint8_t)(k_crumb(b->qs, e) | ((b->hmask[e % 32] >> (e / 32)) & 1) << 2);
 }
 
 /* The 16 six-bit scales of a Q3_K block (0..63; the weight's scale is sc - 32). */
@@ -155,19 +159,24 @@ static void q3_scales(const uint8_t *s8, uint8_t *sc) {
 /* Quants 4j..4j+3 of row r go to bytes (j * 16 + r) * 4 of a 32-element piece. */
 static uint8_t *slot(uint8_t *piece, int j, int r) { return piece + (j * 16 + r) * 4; }
 
+/* The low 2 bits of element e (0..31) of row r in a piece's crumbs (put_crumbs) */
+static int crumb_at(const uint8_t *piece, int r, int e) {
+    return (piece[((e / 16) * 16 + r) * 4 + e % 4] >> (2 * ((e % 16) / 4))) & 3;
+}
+
 /* 32 nibbles (lo: elements 0..15, hi: 16..31, values 0..15) into the piece's 4 vectors */
 static void put_nibbles(uint8_t *piece, int r, const uint8_t *q32) {
     for (int v = 0; v < 4; v++)
         for (int i = 0; i < 4; i++) slot(piece, v, r)[i] = (uint8_t)(q32[4 * v + i] | q32[16 + 4 * v + i] << 4);
 }
 
-/* The low 2 bits of 32 quants into the piece's crumbs: bits 2k..2k+1 of byte i of
+/* Bits sh, sh + 1 of 32 quants into the piece's crumbs: bits 2k..2k+1 of byte i of
  * c[c][r] = element 4 (4c + k) + i. */
-static void put_crumbs(uint8_t *piece, int r, const uint8_t *q32) {
+static void put_crumbs(uint8_t *piece, int r, const uint8_t *q32, int sh) {
     for (int c = 0; c < 2; c++)
         for (int i = 0; i < 4; i++) {
             int v = 0;
-            for (int k = 0; k < 4; k++) v |= (q32[4 * (4 * c + k) + i] & 3) << (2 * k);
+            for (int k = 0; k < 4; k++) v |= ((q32[4 * (4 * c + k) + i] >> sh) & 3) << (2 * k);
             piece[(c * 16 + r) * 4 + i] = (uint8_t)v;
         }
 }
@@ -284,12 +293,7 @@ static void pack_row_unit(qpack_format f, const uint8_t *src, int r, uint8_t *u)
             uint8_t q32[32];
             for (int e = 0; e < 32; e++) q32[e] = q[32 * p + e] & 15;
             put_nibbles(u + 256 * p, r, q32);
-            for (int c = 0; c < 2; c++)
-                for (int i = 0; i < 4; i++) {
-                    int v = 0;
-                    for (int k = 0; k < 4; k++) v |= (q[32 * p + 4 * (4 * c + k) + i] >> 4) << (2 * k);
-                    u[2048 + 128 * p + (c * 16 + r) * 4 + i] = (uint8_t)v;
-                }
+            put_crumbs(u + 2048 + 128 * p, r, q + 32 * p, 4);
         }
         for (int s = 0; s < 16; s++) u[3072 + 16 * s + r] = (uint8_t)b->scales[s];
         put16(u + 3328 + 2 * r, b->d);
@@ -298,8 +302,8 @@ static void pack_row_unit(qpack_format f, const uint8_t *src, int r, uint8_t *u)
     case QPACK_Q2_K: {
         const block_q2_K *b = (const block_q2_K *)src;
         uint8_t q[QK_K];
-        for (int e = 0; e < QK_K; e++) q[e] = (b->qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3;
-        for (int p = 0; p < 8; p++) put_crumbs(u + 128 * p, r, q + 32 * p);
+        for (int e = 0; e < QK_K; e++) q[e] = (uint8_t)k_crumb(b->qs, e);
+        for (int p = 0; p < 8; p++) put_crumbs(u + 128 * p, r, q + 32 * p, 0);
         for (int s = 0; s < 16; s++) u[1024 + 16 * s + r] = b->scales[s];
         put16(u + 1280 + 2 * r, b->d);
         put16(u + 1312 + 2 * r, b->dmin);
@@ -310,7 +314,7 @@ static void pack_row_unit(qpack_format f, const uint8_t *src, int r, uint8_t *u)
         uint8_t q[QK_K], sc[16];
         q3_all(b, q);
         for (int p = 0; p < 8; p++) {
-            put_crumbs(u + 128 * p, r, q + 32 * p);
+            put_crumbs(u + 128 * p, r, q + 32 * p, 0);
             for (int j = 0; j < 8; j++) {
                 uint64_t mask;
                 memcpy(&mask, u + 1024 + 64 * p + 8 * j, 8);
@@ -509,16 +513,12 @@ static void unpack_row_unit(qpack_format f, const uint8_t *u, int r, uint8_t *ds
         block_q6_K *b = (block_q6_K *)dst;
         uint8_t q[QK_K];
         for (int p = 0; p < 8; p++) {
-            /* byte j of the piece: low 4 bits of elements j and 16 + j; byte 4c + i of the
-             * crumbs: the high 2 bits of elements 16c + 4k + i, k = 0..3, two bits each */
-            uint8_t nb[16], cr[8];
+            /* byte j of the piece: low 4 bits of elements j and 16 + j; the crumbs: their high 2 bits */
+            uint8_t nb[16];
             piece_bytes(u + 256 * p, r, nb);
-            memcpy(cr, u + 2048 + 128 * p + r * 4, 4);
-            memcpy(cr + 4, u + 2048 + 128 * p + (16 + r) * 4, 4);
             for (int j = 0; j < 16; j++) {
-                const int sh = 2 * (j / 4), i = j % 4;
-                q[32 * p + j] = (uint8_t)((nb[j] & 15) | ((cr[i] >> sh) & 3) << 4);
-                q[32 * p + 16 + j] = (uint8_t)(nb[j] >> 4 | ((cr[4 + i] >> sh) & 3) << 4);
+                q[32 * p + j] = (uint8_t)((nb[j] & 15) | crumb_at(u + 2048 + 128 * p, r, j) << 4);
+                q[32 * p + 16 + j] = (uint8_t)(nb[j] >> 4 | crumb_at(u + 2048 + 128 * p, r, 16 + j) << 4);
             }
         }
         /* the inverse of q6_all: ql[64h + j] holds elements 128h + j (low) and 128h + 64 + j
@@ -537,11 +537,7 @@ static void unpack_row_unit(qpack_format f, const uint8_t *u, int r, uint8_t *ds
     case QPACK_Q2_K: {
         block_q2_K *b = (block_q2_K *)dst;
         memset(b->qs, 0, sizeof b->qs);
-        for (int el = 0; el < QK_K; el++) {
-            const int p = el / 32, e = el % 32, c = e / 16, k = (e % 16) / 4, i = e % 4;
-            const int q = (u[128 * p + (c * 16 + r) * 4 + i] >> (2 * k)) & 3;
-            b->qs[32 * (el / 128) + el % 32] |= (uint8_t)(q << (2 * ((el / 32) % 4)));
-        }
+        for (int e = 0; e < QK_K; e++) put_k_crumb(b->qs, e, crumb_at(u + 128 * (e / 32), r, e % 32));
         for (int s = 0; s < 16; s++) b->scales[s] = u[1024 + 16 * s + r];
         b->d = get16(u + 1280 + 2 * r);
         b->dmin = get16(u + 1312 + 2 * r);
@@ -553,9 +549,8 @@ static void unpack_row_unit(qpack_format f, const uint8_t *u, int r, uint8_t *ds
         for (int p = 0; p < 8; p++) {
             const uint32_t h = get_high_bits(u + 1024 + 64 * p, r);
             for (int e = 0; e < 32; e++) {
-                const int c = e / 16, k = (e % 16) / 4, i = e % 4, el = 32 * p + e;
-                const int lo = (u[128 * p + (c * 16 + r) * 4 + i] >> (2 * k)) & 3;
-                b->qs[32 * (el / 128) + el % 32] |= (uint8_t)(lo << (2 * ((el / 32) % 4)));
+                const int el = 32 * p + e;
+                put_k_crumb(b->qs, el, crumb_at(u + 128 * p, r, e));
                 b->hmask[el % 32] |= (uint8_t)(((h >> e) & 1) << (el / 32));
             }
         }
@@ -654,7 +649,7 @@ static float rd_f16(const uint8_t *p) {
 static int wq(qpack_format f, const uint8_t *q, const uint8_t *c, int j, int r, int i) {
     if (f == QPACK_Q8_0) return q[(j * 16 + r) * 4 + i];
     if (f == QPACK_Q3_K || f == QPACK_Q2_K) {
-        const int lo = (q[((j / 4) * 16 + r) * 4 + i] >> (2 * (j % 4))) & 3;
+        const int lo = crumb_at(q, r, 4 * j + i);
         if (f == QPACK_Q2_K) return lo;
         uint64_t mask;
         memcpy(&mask, c + 8 * j, 8);
@@ -662,7 +657,7 @@ static int wq(qpack_format f, const uint8_t *q, const uint8_t *c, int j, int r, 
     }
     const int n = q[((j % 4) * 16 + r) * 4 + i];
     int v = j < 4 ? n & 15 : n >> 4;
-    if (f == QPACK_Q6_K) v |= ((c[((j / 4) * 16 + r) * 4 + i] >> (2 * (j % 4))) & 3) << 4;
+    if (f == QPACK_Q6_K) v |= crumb_at(c, r, 4 * j + i) << 4;
     if (f == QPACK_IQ4_NL || f == QPACK_IQ4_XS) v = kvalues_iq4nl[v] + 128;
     if (f == QPACK_Q5_K) {
         uint64_t mask;

@@ -15,11 +15,10 @@
  * 16 rows' quants interleaved four bytes at a time, [j][row][4] — so one 64-byte
  * vector is 4 consecutive quants of each of the 16 rows, what one vpdpbusd multiplies
  * by 4 activation bytes broadcast to every lane — followed by the 16 rows' scales.
- * The quants are unsigned (Q8_0: q + 128, Q4_0: q as stored, Q6_K: q as stored, Q3_K: q + 4,
- * Q2_K: q as stored,
- * IQ4_NL: the table index, mapped to kvalue + 128 in the kernel), the
- * offset going through the activation sums. Each packed format has exactly the bytes of
- * the original rows (Q4_K: 64 more per 16 rows and super-block).
+ * The quants are unsigned (Q8_0: q + 128, Q4_0, Q6_K and Q2_K: q as stored, Q3_K: q + 4,
+ * IQ4_NL: the table index, mapped to kvalue + 128 in the kernel), the offset going
+ * through the activation sums. Each packed format has exactly the bytes of the original
+ * rows (Q4_K and Q3_K: 64 more per 16 rows and super-block).
  *
  * A kernel call multiplies one group (16 rows) by one tile of 1..QPACK_TOK tokens over
  * the whole row length and writes y[t][r] for the rows that exist. The integer block

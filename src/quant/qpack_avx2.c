@@ -271,10 +271,12 @@ INLINE void k6k(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, 
                     __m256i wv[2][2];
                     FOR_H UNROLL for (int e = 0; e < 2; e++) {
                         if (CR) {
-                            const __m256i lo = _mm256_and_si256(jj + e ? _mm256_srli_epi16(cr[hh], 2 * (jj + e)) : cr[hh], m3);
-                            uint32_t hb = 0;
-                            if (Q3) memcpy(&hb, w + 1024 + 64 * p + 8 * (4 * hf + jj + e) + 4 * (h0 + hh), 4);
-                            wv[hh][e] = Q3 ? _mm256_add_epi8(lo, mask_bytes(hb, 4)) : lo;
+                            wv[hh][e] = _mm256_and_si256(jj + e ? _mm256_srli_epi16(cr[hh], 2 * (jj + e)) : cr[hh], m3);
+                            if (Q3) {
+                                uint32_t hb;
+                                memcpy(&hb, w + 1024 + 64 * p + 8 * (4 * hf + jj + e) + 4 * (h0 + hh), 4);
+                                wv[hh][e] = _mm256_add_epi8(wv[hh][e], mask_bytes(hb, 4));
+                            }
                         } else {
                             const __m256i n = ld(q + 64 * (jj + e) + 32 * hh);
                             const __m256i lo = _mm256_and_si256(hf ? _mm256_srli_epi16(n, 4) : n, m4);

@@ -179,13 +179,13 @@ INLINE void k6k(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_
                 FOR_T ia[t] = Q2 ? _mm512_setzero_si512() : bcast32(a + 2080 + 4 * (8 * s + t));
                 UNROLL for (int jj = 0; jj < 4; jj++) {
                     __m512i wv;
-                    if (Q2) {
+                    if (CR) {
                         wv = _mm512_and_si512(jj ? _mm512_srli_epi16(c, 2 * jj) : c, m3);
-                    } else if (Q3) {
-                        uint64_t hb;
-                        memcpy(&hb, w + 1024 + 64 * p + 8 * (4 * h + jj), 8);
-                        wv = _mm512_and_si512(jj ? _mm512_srli_epi16(c, 2 * jj) : c, m3);
-                        wv = _mm512_mask_add_epi8(wv, (__mmask64)hb, wv, k4);
+                        if (Q3) {
+                            uint64_t hb;
+                            memcpy(&hb, w + 1024 + 64 * p + 8 * (4 * h + jj), 8);
+                            wv = _mm512_mask_add_epi8(wv, (__mmask64)hb, wv, k4);
+                        }
                     } else {
                         const __m512i n = ld(q + 64 * jj);
                         const __m512i lo = _mm512_and_si512(h ? _mm512_srli_epi16(n, 4) : n, m4);

@@ -7,8 +7,8 @@
  * few misses in flight. A K-quant unit (2.2–3.3 KiB) does it in eight parts, one per
  * sub-block loop iteration: 35–53 prefetches at the start of a unit fill the core's miss
  * buffers at once, the unit's own loads queue behind them, and for the rest of the unit no
- * miss is in flight (Q6_K decode streamed at 8 GB/s on two Zen 4 cores that way, 11–15 GB/s
- * in parts).
+ * miss is in flight (Q6_K decode streamed at 8–9 GB/s on two Zen 4 cores that way, 22–27
+ * GB/s in parts).
  */
 #ifndef EDDY_QPACK_PREFETCH_H
 #define EDDY_QPACK_PREFETCH_H
