@@ -7,7 +7,10 @@
  *
  * Error bounds (normalized MSE against gdn_scan_ref, float32 throughout):
  *   step, scan, verify:  1e-11 — the same recurrence, sums in another order
- *                        (measured worst 2e-13).
+ *                        (measured worst 2e-13). A decode step's outputs are
+ *                        normalized by at least 1e-2 rms: one head's output can
+ *                        cancel to ~1e-4 (q nearly orthogonal to k under a strong
+ *                        decay), which made 1 seed in 200 fail on rounding alone.
  *   chunked:             1e-10 — the UT-transform algebra reorders every sum and
  *                        solves a triangular system per chunk (measured worst
  *                        2e-13, extreme gates included).
@@ -19,6 +22,7 @@
 #include "test_ssm.h"
 
 #define BOUND_RECURRENT 1e-11
+#define OUTPUT_FLOOR 1e-2
 #define BOUND_CHUNKED 1e-10
 #define BOUND_GOLDEN 1e-10
 
@@ -161,7 +165,12 @@ TEST(gdn_step_matches_ref) {
                 snprintf(what, sizeof what, "step %s nk=%lld nv=%lld dk=%lld dv=%lld n_seq=%lld map=%s seed=%llu",
                          isa_name(isas[ii]), (long long)p.n_k_heads, (long long)p.n_v_heads, (long long)p.d_k,
                          (long long)p.d_v, (long long)n_seq, map_name(p.head_map), (unsigned long long)c.seed);
-                CLOSE_ROWS(what, c.o_got, c.o_ref, n_seq, p.n_v_heads * p.d_v, c.o_stride, BOUND_RECURRENT);
+                /* One token's output per head is o = scale S'ᵀq, about 0.3·scale·|q| = 0.02–0.05
+                 * an element here; with a strong decay it is (q·k)βv, which cancels when q ⟂ k.
+                 * Errors are measured against at least OUTPUT_FLOOR rms, still a thousand times
+                 * below what a wrong kernel gives. */
+                CLOSE_ROWS_FLOOR(what, c.o_got, c.o_ref, n_seq, p.n_v_heads * p.d_v, c.o_stride, BOUND_RECURRENT,
+                                 OUTPUT_FLOOR);
                 CLOSE(what, sg, sr, n_slots * ns, BOUND_RECURRENT); /* includes the untouched slots */
             }
             free(s0), free(sr), free(sg);
