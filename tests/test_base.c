@@ -50,6 +50,26 @@ TEST(alloc_overflow_and_alignment) {
     CHECK(eddy_malloc_aligned(10, 3) == NULL); /* not a power of two */
 }
 
+/* Big buffers: 64-byte aligned when small, in whole 2 MiB pages from 2 MiB up (so the
+ * kernel can back them with huge pages), every byte usable, freed like the others. */
+TEST(alloc_big_buffers) {
+    const int64_t live0 = alloc_live_count();
+    const size_t sizes[] = {1, 100, ((size_t)2 << 20) - 1, (size_t)2 << 20, ((size_t)5 << 20) + 3};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        unsigned char *p = eddy_malloc_big(sizes[i]);
+        REQUIRE(p != NULL);
+        const uintptr_t align = sizes[i] >= ((size_t)2 << 20) ? ((uintptr_t)2 << 20) : 64;
+        CHECK(((uintptr_t)p & (align - 1)) == 0);
+        memset(p, 0xa5, sizes[i]);
+        CHECK(p[0] == 0xa5 && p[sizes[i] - 1] == 0xa5);
+        eddy_free_aligned(p);
+    }
+    alloc_fail_after(0);
+    CHECK(eddy_malloc_big((size_t)4 << 20) == NULL);
+    alloc_fail_after(-1);
+    CHECK_EQ(alloc_live_count(), live0);
+}
+
 TEST(error_set_is_one_line) {
     eddy_error e;
     eddy_status s = eddy_error_set(&e, EDDY_ERR_FORMAT, "bad\nvalue %d\r", 7);

@@ -6,11 +6,12 @@
  * every request above a size fail (and count them), to show that no input makes eddy
  * ask for an absurd amount of memory.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* madvise */
 #include "alloc.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 static _Atomic int64_t fail_countdown = -1; /* < 0: never fail */
 static _Atomic int64_t live_count = 0;
@@ -78,3 +79,14 @@ void *eddy_malloc_aligned(size_t n, size_t align) {
 }
 
 void eddy_free_aligned(void *p) { eddy_free(p); }
+
+void *eddy_malloc_big(size_t n) {
+    const size_t huge = (size_t)2 << 20;
+    if (n < huge) return eddy_malloc_aligned(n, 64);
+    void *p = eddy_malloc_aligned((n + huge - 1) / huge * huge, huge);
+#ifdef MADV_HUGEPAGE
+    const char *off = getenv("EDDY_NO_HUGEPAGES");
+    if (p && !(off && *off && off[0] != '0')) (void)madvise(p, (n + huge - 1) / huge * huge, MADV_HUGEPAGE);
+#endif
+    return p;
+}

@@ -71,7 +71,7 @@ double bench_median(void (*fn)(void *ctx), void *ctx, int min_reps, double min_s
 }
 
 float *bench_random_floats(int64_t n, uint64_t seed, float scale) {
-    float *p = eddy_malloc_aligned((size_t)n * sizeof(float), 64);
+    float *p = eddy_malloc_big((size_t)n * sizeof(float));
     if (!p) return NULL;
     uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
     for (int64_t i = 0; i < n; i++) {

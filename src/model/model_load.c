@@ -400,7 +400,7 @@ static void pack_weights(loader *L) {
         }
         total += b;
     }
-    if (total) m->packed = eddy_malloc_aligned(total, 64);
+    if (total) m->packed = eddy_malloc_big(total);
     if (!m->packed) {
         if (total) LOG_WARN("not enough memory to repack the weights (%zu MiB): using them as they are", total >> 20);
         eddy_free(ts);

@@ -33,7 +33,7 @@ static bool layer_bytes(const state_layer_shape *sh, int64_t n_slots, int64_t n_
 
 /* ==== Host memory ==== */
 
-static void *host_alloc(size_t bytes) { return eddy_malloc_aligned(bytes, 64); }
+static void *host_alloc(size_t bytes) { return eddy_malloc_big(bytes); }
 static void host_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
 static void host_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 
