@@ -50,7 +50,7 @@ TEST(alloc_overflow_and_alignment) {
     CHECK(eddy_malloc_aligned(10, 3) == NULL); /* not a power of two */
 }
 
-/* Big buffers: 64-byte aligned when small, in whole 2 MiB pages from 2 MiB up (so the
+/* Big buffers: 64-byte aligned when small, on a 2 MiB boundary from 2 MiB up (so the
  * kernel can back them with huge pages), every byte usable, freed like the others. */
 TEST(alloc_big_buffers) {
     const int64_t live0 = alloc_live_count();

@@ -83,10 +83,12 @@ void eddy_free_aligned(void *p) { eddy_free(p); }
 void *eddy_malloc_big(size_t n) {
     const size_t huge = (size_t)2 << 20;
     if (n < huge) return eddy_malloc_aligned(n, 64);
-    void *p = eddy_malloc_aligned((n + huge - 1) / huge * huge, huge);
+    void *p = eddy_malloc_aligned(n, huge);
 #ifdef MADV_HUGEPAGE
+    /* only the whole huge pages inside the buffer: the tail stays in small pages, so
+     * no more is resident than was asked for */
     const char *off = getenv("EDDY_NO_HUGEPAGES");
-    if (p && !(off && *off && off[0] != '0')) (void)madvise(p, (n + huge - 1) / huge * huge, MADV_HUGEPAGE);
+    if (p && !(off && *off && off[0] != '0')) (void)madvise(p, n / huge * huge, MADV_HUGEPAGE);
 #endif
     return p;
 }

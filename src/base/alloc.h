@@ -22,9 +22,10 @@ void *eddy_malloc_aligned(size_t n, size_t align);
 void eddy_free_aligned(void *p);
 
 /* A large buffer streamed on every step (packed weights, state slabs): 64-byte
- * aligned, and from 2 MiB up in whole 2 MiB pages, asking the kernel for huge pages
- * (madvise MADV_HUGEPAGE, where Linux has it), which spares the page walks of reading
- * hundreds of MB per token through 4 KiB pages. Free with eddy_free_aligned. */
+ * aligned, and from 2 MiB up starting on a 2 MiB boundary, its whole 2 MiB pages
+ * marked for huge pages (madvise MADV_HUGEPAGE, where Linux has it), which spares the
+ * page walks of reading hundreds of MB per token through 4 KiB pages; the tail past
+ * the last whole one keeps small pages. Free with eddy_free_aligned. */
 void *eddy_malloc_big(size_t n);
 
 /* count * size, or false when it would overflow size_t. */
