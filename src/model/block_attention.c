@@ -15,6 +15,43 @@
 #include "ops/norm.h"
 #include "ops/rope.h"
 
+/* Rows whose rotary embedding and cache store are worth waking another thread for
+ * (elements of q, k and v in the step). */
+#define ROPE_MIN_WORK ((int64_t)1 << 14)
+
+typedef struct {
+    engine *c;
+    const step_plan *plan;
+    int64_t il, Q, K, V;
+} rope_job;
+
+/* Rows [b, e) of the step: each rotated at its position with its own table row, and
+ * its k and v stored in its sequence's cache block. */
+static void rope_store_task(void *p, int ith, int nth) {
+    const rope_job *j = p;
+    const model_hparams *hp = &j->c->m->hp;
+    const step_plan *plan = j->plan;
+    const int64_t hd = hp->head_dim_k;
+    int64_t b, e;
+    pool_split(plan->n, ith, nth, &b, &e);
+    for (int64_t r = 0; r < plan->n_runs; r++) {
+        const step_run *run = &plan->runs[r];
+        const int32_t *blocks = run->seq->st.blocks;
+        const int64_t t0 = run->row0 > b ? run->row0 : b, t1 = run->row0 + run->n < e ? run->row0 + run->n : e;
+        for (int64_t t = t0; t < t1; t++) {
+            const int64_t pos = plan->pos[t];
+            if (hp->n_rot > 0) {
+                float *cs = j->c->rope + t * hp->n_rot;
+                ops_rope_table(cs, pos, hp->n_rot, hp->rope_base);
+                ops_rope_apply(j->c->q + t * j->Q, hp->n_head, hd, hp->n_rot, cs, hp->rope_style);
+                ops_rope_apply(j->c->k + t * j->K, hp->n_head_kv, hd, hp->n_rot, cs, hp->rope_style);
+            }
+            state_store_kv(j->c->sp, j->il, blocks[pos / STATE_KV_BLOCK], pos % STATE_KV_BLOCK, j->c->k + t * j->K,
+                           j->c->v + t * j->V);
+        }
+    }
+}
+
 void block_attention(engine *c, const model_layer *l, int64_t il, const step_plan *plan) {
     const model_hparams *hp = &c->m->hp;
     state_pool *sp = c->sp;
@@ -34,24 +71,17 @@ void block_attention(engine *c, const model_layer *l, int64_t il, const step_pla
                 memcpy(c->attn + t * O + h * hd, src + hd, (size_t)hd * sizeof(float)); /* gate, kept for later */
             }
     if (l->q_norm.name) {
-        ops_rmsnorm_rows(c->q, hd, c->q, hd, (const float *)l->q_norm.data, hd, n * hp->n_head, hp->rms_eps);
-        ops_rmsnorm_rows(c->k, hd, c->k, hd, (const float *)l->k_norm.data, hd, n * hp->n_head_kv, hp->rms_eps);
+        ops_rmsnorm_rows_mt(c->pool, c->q, hd, c->q, hd, (const float *)l->q_norm.data, hd, n * hp->n_head,
+                            hp->rms_eps);
+        ops_rmsnorm_rows_mt(c->pool, c->k, hd, c->k, hd, (const float *)l->k_norm.data, hd, n * hp->n_head_kv,
+                            hp->rms_eps);
     }
     /* rotary embeddings at each row's own position, then its key and value rows into
-     * its sequence's cache block (reserved by the engine before the step) */
-    for (int64_t r = 0; r < plan->n_runs; r++) {
-        const step_run *run = &plan->runs[r];
-        const int32_t *blocks = run->seq->st.blocks;
-        for (int64_t t = run->row0; t < run->row0 + run->n; t++) {
-            const int64_t pos = plan->pos[t];
-            if (hp->n_rot > 0) {
-                ops_rope_table(c->rope, pos, hp->n_rot, hp->rope_base);
-                ops_rope_apply(c->q + t * Q, hp->n_head, hd, hp->n_rot, c->rope, hp->rope_style);
-                ops_rope_apply(c->k + t * K, hp->n_head_kv, hd, hp->n_rot, c->rope, hp->rope_style);
-            }
-            state_store_kv(sp, il, blocks[pos / STATE_KV_BLOCK], pos % STATE_KV_BLOCK, c->k + t * K, c->v + t * V);
-        }
-    }
+     * its sequence's cache block (reserved by the engine before the step): rows split
+     * over the threads, each computed alone, so the split changes no bit */
+    rope_job rj = {c, plan, il, Q, K, V};
+    const int64_t work = n * (Q + K + V);
+    pool_run(n > 1 && work >= ROPE_MIN_WORK ? c->pool : NULL, rope_store_task, &rj, 0);
     const float scale = hp->attn_scale > 0 ? hp->attn_scale : 1.0f / sqrtf((float)hd);
     attn_shape shape = {hp->n_head, hp->n_head_kv, hd, hp->head_dim_v, scale};
     /* the gate (when any) sits in c->attn; attention writes into c->qg, free by now */

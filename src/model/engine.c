@@ -146,7 +146,7 @@ static bool alloc_buffers(engine *c) {
     c->k = alloc_rows(B, hp->n_head_kv * hp->head_dim_k, &ok);
     c->v = alloc_rows(B, hp->n_head_kv * hp->head_dim_v, &ok);
     c->attn = alloc_rows(B, hp->n_head * hp->head_dim_v, &ok);
-    c->rope = alloc_rows(1, hp->n_rot, &ok);
+    c->rope = alloc_rows(B, hp->n_rot, &ok); /* a table per row: rows go to threads */
     c->gdn_qkv = alloc_rows(B, conv_dim, &ok);
     c->gdn_z = alloc_rows(B, hp->ssm_n_v * hp->ssm_d_v, &ok);
     c->mb_in = alloc_rows(B, mamba ? mamba2_in_dim(hp) : 0, &ok);

@@ -34,7 +34,7 @@ void forward_layer(engine *c, const model_layer *l, int64_t il, const step_plan 
     const model_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd, n = plan->n;
     if (l->mixer != MIXER_NONE) {
-        ops_rmsnorm_rows(c->xn, E, c->x, E, (const float *)l->attn_norm.data, E, n, hp->rms_eps);
+        ops_rmsnorm_rows_mt(c->pool, c->xn, E, c->x, E, (const float *)l->attn_norm.data, E, n, hp->rms_eps);
         switch (l->mixer) {
         case MIXER_ATTENTION: block_attention(c, l, il, plan); break;
         case MIXER_GDN: block_gdn(c, l, il, plan); break;
@@ -44,7 +44,7 @@ void forward_layer(engine *c, const model_layer *l, int64_t il, const step_plan 
         add_rows(c->x, c->mix, n * E, hp->residual_scale);
     }
     if (l->ffn != FFN_NONE) {
-        ops_rmsnorm_rows(c->xn, E, c->x, E, (const float *)l->ffn_norm.data, E, n, hp->rms_eps);
+        ops_rmsnorm_rows_mt(c->pool, c->xn, E, c->x, E, (const float *)l->ffn_norm.data, E, n, hp->rms_eps);
         switch (l->ffn) {
         case FFN_DENSE: block_ffn_dense(c, l, n); break;
         case FFN_MOE: block_ffn_moe(c, l, n); break;
@@ -68,7 +68,7 @@ void forward(engine *c, const int32_t *tokens, const step_plan *plan, float *log
     /* output: only the rows whose logits are wanted, gathered into xn (with the MTP
      * layer every row is normed, into c->h, which that layer reads next) */
     const float *norm = (const float *)m->output_norm.data;
-    if (c->mtp) ops_rmsnorm_rows(c->h, E, c->x, E, norm, E, n, hp->rms_eps);
+    if (c->mtp) ops_rmsnorm_rows_mt(c->pool, c->h, E, c->x, E, norm, E, n, hp->rms_eps);
     if (logits && n_out > 0) {
         for (int64_t i = 0; i < n_out; i++) {
             if (c->mtp) memcpy(c->xn + i * E, c->h + out_rows[i] * E, (size_t)E * sizeof(float));

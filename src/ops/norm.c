@@ -21,6 +21,34 @@ void ops_rmsnorm_rows(float *y, int64_t sy, const float *x, int64_t sx, const fl
     for (int64_t r = 0; r < n_rows; r++) ops_rmsnorm(y + r * sy, x + r * sx, w, n, eps);
 }
 
+/* Elements a thread should get before another one is woken. */
+#define RMSNORM_MIN_WORK ((int64_t)1 << 14)
+
+typedef struct {
+    float *y;
+    const float *x, *w;
+    int64_t sy, sx, n, n_rows;
+    float eps;
+} rmsnorm_job;
+
+static void rmsnorm_task(void *p, int ith, int nth) {
+    const rmsnorm_job *j = p;
+    int64_t b, e;
+    pool_split(j->n_rows, ith, nth, &b, &e);
+    ops_rmsnorm_rows(j->y + b * j->sy, j->sy, j->x + b * j->sx, j->sx, j->w, j->n, e - b, j->eps);
+}
+
+void ops_rmsnorm_rows_mt(threadpool *pool, float *y, int64_t sy, const float *x, int64_t sx, const float *w, int64_t n,
+                         int64_t n_rows, float eps) {
+    if (n_rows < 2 || n * n_rows < 2 * RMSNORM_MIN_WORK) {
+        ops_rmsnorm_rows(y, sy, x, sx, w, n, n_rows, eps);
+        return;
+    }
+    rmsnorm_job j = {y, x, w, sy, sx, n, n_rows, eps};
+    int64_t nth = n * n_rows / RMSNORM_MIN_WORK;
+    pool_run(pool, rmsnorm_task, &j, nth < pool_size(pool) ? (int)nth : pool_size(pool));
+}
+
 void ops_swiglu(float *out, const float *gate, const float *up, int64_t n) { vec_swiglu_f32(out, gate, up, n); }
 
 void ops_softmax(float *x, int64_t n) {
