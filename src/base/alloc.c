@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
+#include "env.h"
+
 static _Atomic int64_t fail_countdown = -1; /* < 0: never fail */
 static _Atomic int64_t live_count = 0;
 static _Atomic uint64_t request_limit = 0; /* 0: none */
@@ -87,8 +89,7 @@ void *eddy_malloc_big(size_t n) {
 #ifdef MADV_HUGEPAGE
     /* only the whole huge pages inside the buffer: the tail stays in small pages, so
      * no more is resident than was asked for */
-    const char *off = getenv("EDDY_NO_HUGEPAGES");
-    if (p && !(off && *off && off[0] != '0')) (void)madvise(p, n / huge * huge, MADV_HUGEPAGE);
+    if (p && !env_flag("EDDY_NO_HUGEPAGES")) (void)madvise(p, n / huge * huge, MADV_HUGEPAGE);
 #endif
     return p;
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "env.h"
 #include "log.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -113,8 +114,7 @@ cpu_caps cpu_detect(void) {
 #endif
 
 bool cpu_force_ref(void) {
-    const char *s = getenv("EDDY_FORCE_REF");
-    return s && *s && strcmp(s, "0") != 0;
+    return env_flag("EDDY_FORCE_REF");
 }
 
 static bool turn_off_one(cpu_caps *c, const char *name, size_t len) {

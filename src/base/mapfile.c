@@ -18,6 +18,7 @@
 #endif
 
 #include "alloc.h"
+#include "env.h"
 
 static eddy_status read_whole(int fd, const char *path, uint64_t size, mapfile *m,
                               eddy_error *err) {
@@ -70,8 +71,7 @@ eddy_status mapfile_open(mapfile *m, const char *path, bool allow_mmap, eddy_err
         m->data = NULL;
         m->size = 0;
     } else {
-        const char *no_mmap = getenv("EDDY_NO_MMAP");
-        bool try_map = allow_mmap && !(no_mmap && *no_mmap && strcmp(no_mmap, "0") != 0);
+        bool try_map = allow_mmap && !env_flag("EDDY_NO_MMAP");
         void *p = MAP_FAILED;
         if (try_map && size <= (uint64_t)SIZE_MAX)
             p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);

@@ -48,6 +48,14 @@ eddy_status pool_reserve_scratch(threadpool *pool, size_t bytes, eddy_error *err
 size_t pool_scratch_size(const threadpool *pool);
 void *pool_scratch(threadpool *pool, int ith);
 
+/* The parts worth running for `work` units of an op when each part should get at
+ * least min_work of them (waking a thread costs microseconds): work / min_work, at
+ * least 1, at most the pool's size. */
+static inline int pool_parts_for(const threadpool *pool, int64_t work, int64_t min_work) {
+    const int64_t n = work / (min_work > 0 ? min_work : 1), size = pool_size(pool);
+    return n < 1 ? 1 : n > size ? (int)size : (int)n;
+}
+
 /* Thread ith of nth takes rows [*begin, *end) of n: contiguous, sizes differ by at most 1. */
 static inline void pool_split(int64_t n, int ith, int nth, int64_t *begin, int64_t *end) {
     int64_t base = n / nth, extra = n % nth;

@@ -15,8 +15,8 @@
 #include "ops/norm.h"
 #include "ops/rope.h"
 
-/* Rows whose rotary embedding and cache store are worth waking another thread for
- * (elements of q, k and v in the step). */
+/* Elements of q, k and v a thread's rows should hold before another thread is woken
+ * for the rotary embeddings and cache stores. */
 #define ROPE_MIN_WORK ((int64_t)1 << 14)
 
 typedef struct {
@@ -80,8 +80,8 @@ void block_attention(engine *c, const model_layer *l, int64_t il, const step_pla
      * its sequence's cache block (reserved by the engine before the step): rows split
      * over the threads, each computed alone, so the split changes no bit */
     rope_job rj = {c, plan, il, Q, K, V};
-    const int64_t work = n * (Q + K + V);
-    pool_run(n > 1 && work >= ROPE_MIN_WORK ? c->pool : NULL, rope_store_task, &rj, 0);
+    const int nth = pool_parts_for(c->pool, n * (Q + K + V), ROPE_MIN_WORK);
+    pool_run(nth > 1 ? c->pool : NULL, rope_store_task, &rj, nth < n ? nth : (int)n);
     const float scale = hp->attn_scale > 0 ? hp->attn_scale : 1.0f / sqrtf((float)hd);
     attn_shape shape = {hp->n_head, hp->n_head_kv, hd, hp->head_dim_v, scale};
     /* the gate (when any) sits in c->attn; attention writes into c->qg, free by now */

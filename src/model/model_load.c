@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/env.h"
 #include "base/log.h"
 #include "ops/matmul.h"
 #include "model/model_loader.h"
@@ -384,8 +385,7 @@ static void pack_tensor(tensor *t, uint8_t *dst, long page) {
  * and the row kernels run as before. */
 static void pack_weights(loader *L) {
     model *m = L->m;
-    const char *off = getenv("EDDY_NO_PACK");
-    if ((off && *off && strcmp(off, "0") != 0) || m->hp.n_layer < 0) return;
+    if (env_flag("EDDY_NO_PACK") || m->hp.n_layer < 0) return;
     tensor **ts = eddy_malloc(sizeof(tensor *) * (size_t)(17 * (m->hp.n_layer + 1) + 4));
     if (!ts) return;
     const int64_t n = linear_tensors(m, ts);

@@ -289,10 +289,8 @@ int64_t matmul_min_work = (int64_t)1 << 17;
 
 /* Threads worth using for `work` multiply-adds. */
 static int threads_for(threadpool *pool, int64_t work, int64_t max_parts) {
-    int64_t n = work / (matmul_min_work > 0 ? matmul_min_work : 1);
-    if (n > pool_size(pool)) n = pool_size(pool);
-    if (n > max_parts) n = max_parts;
-    return n < 1 ? 1 : (int)n;
+    const int n = pool_parts_for(pool, work, matmul_min_work);
+    return n <= max_parts ? n : max_parts < 1 ? 1 : (int)max_parts;
 }
 
 /* The n_w packed weights (same format and n_in) against x in one quantize pass and one

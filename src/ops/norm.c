@@ -40,13 +40,13 @@ static void rmsnorm_task(void *p, int ith, int nth) {
 
 void ops_rmsnorm_rows_mt(threadpool *pool, float *y, int64_t sy, const float *x, int64_t sx, const float *w, int64_t n,
                          int64_t n_rows, float eps) {
-    if (n_rows < 2 || n * n_rows < 2 * RMSNORM_MIN_WORK) {
+    const int nth = pool_parts_for(pool, n * n_rows, RMSNORM_MIN_WORK);
+    if (nth < 2 || n_rows < 2) {
         ops_rmsnorm_rows(y, sy, x, sx, w, n, n_rows, eps);
         return;
     }
     rmsnorm_job j = {y, x, w, sy, sx, n, n_rows, eps};
-    int64_t nth = n * n_rows / RMSNORM_MIN_WORK;
-    pool_run(pool, rmsnorm_task, &j, nth < pool_size(pool) ? (int)nth : pool_size(pool));
+    pool_run(pool, rmsnorm_task, &j, nth);
 }
 
 void ops_swiglu(float *out, const float *gate, const float *up, int64_t n) { vec_swiglu_f32(out, gate, up, n); }
