@@ -9,7 +9,8 @@ timing only, their output is gibberish.
 
 Outputs, in --out (default models/bench, which is not tracked by git):
 
-  qwen35-0.57b-f32.gguf, qwen35-0.57b-Q8_0.gguf, qwen35-0.57b-Q4_K_M.gguf
+  qwen35-0.57b-f32.gguf, qwen35-0.57b-Q8_0.gguf, qwen35-0.57b-Q4_K_M.gguf,
+  qwen35-0.57b-F16.gguf, qwen35-0.57b-BF16.gguf
       A Qwen3.5-shaped dense hybrid (Qwen3_5ForCausalLM), about 0.57B parameters:
       24 layers, full attention every 4th layer (18 Gated DeltaNet + 6 gated attention),
       hidden 1024, MLP 3584, attention 8 heads / 2 KV heads of 256 (partial rotary 64
@@ -89,7 +90,8 @@ def mamba2_config():
 # name -> (transformers class, config, size label, outputs as (file suffix, llama-quantize type))
 MODELS = {
     "qwen35": (T.Qwen3_5ForCausalLM, qwen35_config, "0.57b", [("f32", None), ("Q8_0", "Q8_0"),
-                                                              ("Q4_K_M", "Q4_K_M")]),
+                                                              ("Q4_K_M", "Q4_K_M"), ("F16", "F16"),
+                                                              ("BF16", "BF16")]),
     "mamba2": (T.Mamba2ForCausalLM, mamba2_config, "0.2b", [("Q8_0", "Q8_0")]),
 }
 

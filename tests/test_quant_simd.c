@@ -508,6 +508,9 @@ TEST(qmat_chunks_threads_and_many_tokens) {
     check_matmul(&r, pool, QTYPE_Q5_1, (mm_shape){160, 35, 10});
     check_matmul(&r, pool, QTYPE_Q5_K, (mm_shape){768, 19, 12});
     check_matmul(&r, pool, QTYPE_IQ4_XS, (mm_shape){512, 33, 9});
+    check_matmul(&r, pool, QTYPE_F16, (mm_shape){96, 37, 11});
+    check_matmul(&r, pool, QTYPE_BF16, (mm_shape){1024, 50, 1});
+    check_matmul(&r, pool, QTYPE_BF16, (mm_shape){320, 19, 21});
     pool_destroy(pool);
 }
 
@@ -592,7 +595,8 @@ TEST(qpack_kernels_match_ref) {
      * 1, 2, 3 or 41 units; both write only y[t][r < nrows] */
     test_rng r = test_rng_new();
     static const qtype types[] = {QTYPE_Q8_0, QTYPE_Q4_0, QTYPE_Q4_1, QTYPE_Q4_K, QTYPE_Q6_K,
-                                  QTYPE_IQ4_NL, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q5_K, QTYPE_IQ4_XS, QTYPE_Q3_K, QTYPE_Q2_K};
+                                  QTYPE_IQ4_NL, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q5_K, QTYPE_IQ4_XS, QTYPE_Q3_K, QTYPE_Q2_K,
+                                  QTYPE_F16, QTYPE_BF16};
     int tested = 0;
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const qtype t = types[ti];
@@ -617,7 +621,7 @@ TEST(qpack_kernels_match_ref) {
              * the kernels' 16-bit partial sums must hold */
             for (int o = 0; o < QPACK_ROWS; o++) {
                 rand_weights(&r, t, w + o * rb, n, nu == 2);
-                if (nu == 3) max_quants(t, w + o * rb, n);
+                if (nu == 3 && !is_float_type(t)) max_quants(t, w + o * rb, n);
             }
             uint8_t *g = eddy_malloc_aligned(qpack_weight_bytes(f, n, QPACK_ROWS), 64);
             const qtype at = quant_dot_type(t);

@@ -71,6 +71,8 @@ qpack_format qpack_format_of(qtype t) {
     case QTYPE_IQ4_XS: return QPACK_IQ4_XS;
     case QTYPE_Q3_K: return QPACK_Q3_K;
     case QTYPE_Q2_K: return QPACK_Q2_K;
+    case QTYPE_F16: return QPACK_F16;
+    case QTYPE_BF16: return QPACK_BF16;
     default: return QPACK_NONE;
     }
 }
@@ -96,6 +98,8 @@ size_t qpack_unit_bytes(qpack_format f) {
     case QPACK_Q6_K: return 3360;
     case QPACK_Q3_K: return 1824;
     case QPACK_Q2_K: return 1344;
+    case QPACK_F16:
+    case QPACK_BF16: return 1024;
     default: return 0;
     }
 }
@@ -108,6 +112,8 @@ size_t qpack_act_unit_bytes(qpack_format f) {
     case QPACK_Q6_K:
     case QPACK_Q3_K:
     case QPACK_Q2_K: return 2592;
+    case QPACK_F16:
+    case QPACK_BF16: return 1024;
     case QPACK_NONE:
     case QPACK_COUNT: return 0;
     default: return 320;
@@ -184,6 +190,10 @@ static void put_crumbs(uint8_t *piece, int r, const uint8_t *q32, int sh) {
 /* One unit of one row r (0..15) into the group's unit at u; src is the row's unit. */
 static void pack_row_unit(qpack_format f, const uint8_t *src, int r, uint8_t *u) {
     switch (f) {
+    case QPACK_F16:
+    case QPACK_BF16:
+        for (int j = 0; j < 32; j++) memcpy(u + 2 * (16 * j + r), src + 2 * j, 2);
+        break;
     case QPACK_Q8_0: {
         const block_q8_0 *b = (const block_q8_0 *)src;
         for (int j = 0; j < 8; j++) {
@@ -351,7 +361,9 @@ size_t qpack_block_bytes(qpack_format f) {
                                               sizeof(block_q5_K),
                                               sizeof(block_iq4_xs),
                                               sizeof(block_q3_K),
-                                              sizeof(block_q2_K)};
+                                              sizeof(block_q2_K),
+                                              64,
+                                              64};
     return f > QPACK_NONE && f < QPACK_COUNT ? bytes[f] : 0;
 }
 
@@ -413,6 +425,10 @@ static uint32_t get_high_bits(const uint8_t *h, int r) {
 /* One unit of row r of the group's unit at u back into the row's block at dst. */
 static void unpack_row_unit(qpack_format f, const uint8_t *u, int r, uint8_t *dst) {
     switch (f) {
+    case QPACK_F16:
+    case QPACK_BF16:
+        for (int j = 0; j < 32; j++) memcpy(dst + 2 * j, u + 2 * (16 * j + r), 2);
+        break;
     case QPACK_Q8_0: {
         block_q8_0 *b = (block_q8_0 *)dst;
         for (int j = 0; j < 8; j++) {
@@ -583,7 +599,9 @@ void qpack_act_tile(qpack_format f, const void *act, size_t act_stride, int nt, 
         uint8_t *u = (uint8_t *)dst + (size_t)k * ab;
         for (int t = 0; t < nt; t++) {
             const uint8_t *row = (const uint8_t *)act + (size_t)t * act_stride;
-            if (is_k(f)) {
+            if (f == QPACK_F16 || f == QPACK_BF16) { /* f32 rows */
+                memcpy(u + 128 * t, row + 128 * k, 128);
+            } else if (is_k(f)) {
                 const block_q8_K *b = (const block_q8_K *)row + k;
                 for (int s = 0; s < 8; s++) memcpy(u + 256 * s + 32 * t, b->qs + 32 * s, 32);
                 memcpy(u + 2048 + 4 * t, &b->d, 4);
@@ -643,6 +661,12 @@ static float rd_f16(const uint8_t *p) {
     return fp16_to_f32(v);
 }
 
+static float rd_bf16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return bf16_to_f32(v);
+}
+
 /* The unsigned weight of quant j*4+i (j < 8) of row r in a 32-element piece: Q8_0 bytes
  * at q, nibbles at q (low for j < 4, high for j >= 4), Q6_K: nibbles plus crumbs at c,
  * Q3_K: crumbs at q plus bit-2 masks at c, Q2_K: crumbs at q. */
@@ -690,7 +714,15 @@ void qpack_kernel_ref(qpack_format f, int64_t n_units, const void *group, const 
             float acc = 0.0f;
             for (int64_t k = 0; k < n_units; k++) {
                 const uint8_t *w = (const uint8_t *)group + (size_t)k * ub, *a = (const uint8_t *)tile + (size_t)k * ab;
-                if (is_k(f)) {
+                if (f == QPACK_F16 || f == QPACK_BF16) {
+                    float s[2] = {0.0f, 0.0f};
+                    for (int j = 0; j < 32; j++) {
+                        const uint8_t *e = w + 2 * (16 * j + r);
+                        const float wv = f == QPACK_F16 ? rd_f16(e) : rd_bf16(e);
+                        s[j % 2] = fmaf(wv, rd_f32(a + 4 * (32 * t + j)), s[j % 2]);
+                    }
+                    acc += s[0] + s[1];
+                } else if (is_k(f)) {
                     const float da = rd_f32(a + 2048 + 4 * t);
                     float sb = 0.0f;
                     if (f == QPACK_Q4_K || f == QPACK_Q5_K) {

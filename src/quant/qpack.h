@@ -20,6 +20,15 @@
  * through the activation sums. Each packed format has exactly the bytes of the original
  * rows (Q4_K and Q3_K: 64 more per 16 rows and super-block).
  *
+ * F16 and BF16 have no quants to dot in integers: a unit is 32 elements, [j][row] two
+ * bytes each, so one 32-byte vector holds element j of the 16 rows, widened to 16
+ * floats (lanes = rows) and multiplied by token t's activation j broadcast (the tile
+ * holds the activations as f32, [t][32] per unit). Per unit and token two running sums
+ * (even and odd elements, fused multiply-adds in element order) start from zero and
+ * their sum is added to the row's total: the same operations in every kernel, for any
+ * number of tokens, so packed F16/BF16 rows give the same bits decoded one token at a
+ * time or in a batch.
+ *
  * A kernel call multiplies one group (16 rows) by one tile of 1..QPACK_TOK tokens over
  * the whole row length and writes y[t][r] for the rows that exist. The integer block
  * sums are those of vec_dot_ref, exactly; the float operations are the same in the
@@ -53,6 +62,8 @@ typedef enum {
     QPACK_IQ4_XS,
     QPACK_Q3_K,
     QPACK_Q2_K,
+    QPACK_F16,
+    QPACK_BF16,
     QPACK_COUNT
 } qpack_format;
 

@@ -16,7 +16,9 @@
  * activation with q's sign (vpsignb) — and start from 0 instead of the -128 sum of the
  * tile. Every lane thus holds one row's exact block sum, and the float operations are
  * those of qpack_kernel_ref: the results are identical to it (tests/test_quant_simd.c,
- * qpack_kernels_match_ref, also at the largest quants and activations).
+ * qpack_kernels_match_ref, also at the largest quants and activations). F16 and BF16
+ * rows are widened to floats 8 rows at a time, with the float operations of the
+ * reference as well.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -176,6 +178,34 @@ INLINE void k32(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, 
         FOR_C acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[c]), _mm256_mul_ps(dw[HH], bcastf(a + 256 + 4 * (t0 + TT))),
                                        acc[c]);
         if (MIN) FOR_C acc[c] = _mm256_fmadd_ps(mw[HH], bcastf(a + 288 + 4 * (t0 + TT)), acc[c]);
+    }
+    FOR_C _mm256_storeu_ps(io[h0 + HH][t0 + TT], acc[c]);
+}
+
+/* ==== F16, BF16: widened to floats, fused multiply-adds (qpack.h) ==== */
+
+INLINE __m256 widen8(const bool BF, const uint8_t *p) {
+    const __m128i h = _mm_loadu_si128((const __m128i *)p);
+    return BF ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
+}
+
+INLINE void kf(const bool BF, int64_t k0, int64_t nu, const uint8_t *w, const uint8_t *a, int h0, int t0,
+               float (*io)[QPACK_TOK][8], const int NH, const int NT) {
+    __m256 acc[4];
+    FOR_C acc[c] = k0 ? _mm256_loadu_ps(io[h0 + HH][t0 + TT]) : _mm256_setzero_ps();
+    for (int64_t k = 0; k < nu; k++, w += 1024, a += 1024) {
+        if (FIRST_PASS) qpack_prefetch_unit(w, 1024);
+        __m256 s0[4], s1[4];
+        FOR_C s0[c] = _mm256_setzero_ps(), s1[c] = _mm256_setzero_ps();
+        UNROLL for (int j = 0; j < 32; j += 2) {
+            __m256 w0[2], w1[2];
+            FOR_H w0[hh] = widen8(BF, w + 32 * j + 16 * (h0 + hh)), w1[hh] = widen8(BF, w + 32 * (j + 1) + 16 * (h0 + hh));
+            FOR_C {
+                s0[c] = _mm256_fmadd_ps(w0[HH], bcastf(a + 128 * (t0 + TT) + 4 * j), s0[c]);
+                s1[c] = _mm256_fmadd_ps(w1[HH], bcastf(a + 128 * (t0 + TT) + 4 * (j + 1)), s1[c]);
+            }
+        }
+        FOR_C acc[c] = _mm256_add_ps(acc[c], _mm256_add_ps(s0[c], s1[c]));
     }
     FOR_C _mm256_storeu_ps(io[h0 + HH][t0 + TT], acc[c]);
 }
@@ -377,6 +407,8 @@ INLINE void k6k(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, 
 #define q6_K_CALL(NH, N) k6k(QPACK_Q6_K, k0, nk, gk, ak, h, t0, io, NH, N)
 #define q3_K_CALL(NH, N) k6k(QPACK_Q3_K, k0, nk, gk, ak, h, t0, io, NH, N)
 #define q2_K_CALL(NH, N) k6k(QPACK_Q2_K, k0, nk, gk, ak, h, t0, io, NH, N)
+#define f16_CALL(NH, N) kf(false, k0, nk, gk, ak, h, t0, io, NH, N)
+#define bf16_CALL(NH, N) kf(true, k0, nk, gk, ak, h, t0, io, NH, N)
 KERNEL_FN(q8_0, QPACK_Q8_0)
 KERNEL_FN(q4_0, QPACK_Q4_0)
 KERNEL_FN(q4_1, QPACK_Q4_1)
@@ -389,6 +421,8 @@ KERNEL_FN(iq4_xs, QPACK_IQ4_XS)
 KERNEL_FN(q6_K, QPACK_Q6_K)
 KERNEL_FN(q3_K, QPACK_Q3_K)
 KERNEL_FN(q2_K, QPACK_Q2_K)
+KERNEL_FN(f16, QPACK_F16)
+KERNEL_FN(bf16, QPACK_BF16)
 
 qpack_kernel_fn qpack_kernel_avx2(qpack_format f) {
     switch (f) {
@@ -404,6 +438,8 @@ qpack_kernel_fn qpack_kernel_avx2(qpack_format f) {
     case QPACK_Q6_K: return q6_K;
     case QPACK_Q3_K: return q3_K;
     case QPACK_Q2_K: return q2_K;
+    case QPACK_F16: return f16;
+    case QPACK_BF16: return bf16;
     default: return NULL;
     }
 }

@@ -11,6 +11,8 @@
  * token: 8 vpdpbusd, one conversion and one or two FMAs (plus a multiply for the
  * 32-element formats, whose activation scale changes per block). The operations, and
  * their order per lane, are those of qpack_kernel_ref, so the results are identical.
+ * F16 and BF16 rows are widened to floats 16 rows at a time and multiplied by each
+ * token's activations broadcast, two running sums per token and unit (qpack.h).
  */
 #include <immintrin.h>
 #include <string.h>
@@ -219,6 +221,34 @@ INLINE void k6k(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_
     FOR_T _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
 }
 
+/* ==== F16, BF16: widened to floats, fused multiply-adds (qpack.h) ==== */
+
+INLINE __m512 widen16(const bool BF, const uint8_t *p) {
+    const __m256i h = _mm256_loadu_si256((const __m256i *)p);
+    return BF ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h);
+}
+
+INLINE void kf(const bool BF, int64_t nu, const uint8_t *w, const uint8_t *a, float *y, int64_t ys, int nrows,
+               const int NT) {
+    __m512 acc[QPACK_TOK];
+    FOR_T acc[t] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < nu; k++, w += 1024, a += 1024) {
+        qpack_prefetch_unit(w, 1024);
+        __m512 s0[QPACK_TOK], s1[QPACK_TOK];
+        FOR_T s0[t] = _mm512_setzero_ps(), s1[t] = _mm512_setzero_ps();
+        UNROLL for (int j = 0; j < 32; j += 2) {
+            const __m512 w0 = widen16(BF, w + 32 * j), w1 = widen16(BF, w + 32 * (j + 1));
+            FOR_T {
+                s0[t] = _mm512_fmadd_ps(w0, bcastf(a + 128 * t + 4 * j), s0[t]);
+                s1[t] = _mm512_fmadd_ps(w1, bcastf(a + 128 * t + 4 * (j + 1)), s1[t]);
+            }
+        }
+        FOR_T acc[t] = _mm512_add_ps(acc[t], _mm512_add_ps(s0[t], s1[t]));
+    }
+    const __mmask16 m = (__mmask16)((1u << nrows) - 1);
+    FOR_T _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
+}
+
 /* ==== Instances ==== */
 
 #define BY_NT(CALL)                                                                                          \
@@ -251,6 +281,8 @@ INLINE void k6k(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_
 #define q6_K_CALL(N) k6k(QPACK_Q6_K, nu, g, tile, y, ys, nrows, N)
 #define q3_K_CALL(N) k6k(QPACK_Q3_K, nu, g, tile, y, ys, nrows, N)
 #define q2_K_CALL(N) k6k(QPACK_Q2_K, nu, g, tile, y, ys, nrows, N)
+#define f16_CALL(N) kf(false, nu, g, tile, y, ys, nrows, N)
+#define bf16_CALL(N) kf(true, nu, g, tile, y, ys, nrows, N)
 KERNEL_FN(q8_0)
 KERNEL_FN(q4_0)
 KERNEL_FN(q4_1)
@@ -263,6 +295,8 @@ KERNEL_FN(iq4_xs)
 KERNEL_FN(q6_K)
 KERNEL_FN(q3_K)
 KERNEL_FN(q2_K)
+KERNEL_FN(f16)
+KERNEL_FN(bf16)
 
 qpack_kernel_fn qpack_kernel_avx512(qpack_format f) {
     switch (f) {
@@ -278,6 +312,8 @@ qpack_kernel_fn qpack_kernel_avx512(qpack_format f) {
     case QPACK_Q6_K: return q6_K;
     case QPACK_Q3_K: return q3_K;
     case QPACK_Q2_K: return q2_K;
+    case QPACK_F16: return f16;
+    case QPACK_BF16: return bf16;
     default: return NULL;
     }
 }
