@@ -229,9 +229,11 @@ static void build_panel(const matmul_weight *w, int64_t r0, int64_t k0, int64_t 
                 continue;
             }
             /* packed weights: the row's blocks back from its group (r0 is a multiple of 32) */
-            _Alignas(64) uint8_t blocks[PANEL_K / 32 * 36]; /* 36 B per 32: more than any format (Q8_0: 34) */
+            /* 64 B per 32 elements: the most of any packed format (F16, BF16; Q8_0: 34) */
+            _Alignas(64) uint8_t blocks[PANEL_K / 32 * 64];
             const int64_t unit = qpack_unit(pf), group = (r0 + 16 * half) / QPACK_ROWS;
             const uint8_t *g = (const uint8_t *)w->packed + (size_t)group * qpack_weight_bytes(pf, w->n_in, QPACK_ROWS);
+            EDDY_ASSERT((size_t)(kc / unit) * qpack_block_bytes(pf) <= sizeof blocks);
             qpack_unpack_row(pf, g, k0 / unit, kc / unit, c, blocks);
             dequant_chunk(w->type, blocks, 0, kc, f + c * PANEL_K);
         }
