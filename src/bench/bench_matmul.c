@@ -186,7 +186,7 @@ void bench_matmul_gemv_cases(bench_env *env) {
 void bench_matmul_few_cases(bench_env *env) {
     uint8_t *arena = eddy_malloc_aligned(ARENA_BYTES, 4096);
     if (!arena) return;
-    static const qtype types[] = {QTYPE_Q8_0, QTYPE_Q4_K, QTYPE_Q6_K};
+    static const qtype types[] = {QTYPE_Q8_0, QTYPE_Q4_1, QTYPE_Q4_K, QTYPE_Q6_K};
     static const int64_t n_toks[] = {1, 2, 5, 8};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         fill_weights(types[ti], arena, ARENA_BYTES, ti + 1);
