@@ -590,7 +590,7 @@ static void max_quants(qtype t, void *w, int64_t n) {
 }
 
 TEST(qpack_kernels_match_ref) {
-    /* every packed format and SIMD kernel this CPU runs (AVX-512 VNNI, AVX2): the kernel and qpack_kernel_ref on the
+    /* every packed format and SIMD kernel this CPU runs (AVX-512 VNNI, AVX2, NEON): the kernel and qpack_kernel_ref on the
      * same packed group and tile give identical floats, for 1..8 tokens, 1..16 rows and
      * 1, 2, 3 or 41 units; both write only y[t][r < nrows] */
     test_rng r = test_rng_new();
@@ -607,6 +607,9 @@ TEST(qpack_kernels_match_ref) {
 #if defined(__x86_64__)
         if (isa_has(ISA_EXT_AVX512VNNI)) ks[0] = qpack_kernel_avx512(f);
         if (isa_available(ISA_AVX2)) ks[1] = qpack_kernel_avx2(f);
+#elif defined(__aarch64__)
+        kn[0] = "neon";
+        if (isa_has(ISA_EXT_DOTPROD)) ks[0] = qpack_kernel_neon(f);
 #endif
         if (!ks[0] && !ks[1]) continue;
         tested++;

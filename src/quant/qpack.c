@@ -799,6 +799,8 @@ qpack_kernel_fn qpack_kernel(qpack_format f) {
 #if defined(__x86_64__)
     if (isa_has(ISA_EXT_AVX512VNNI)) return qpack_kernel_avx512(f);
     if (isa_available(ISA_AVX2)) return qpack_kernel_avx2(f);
+#elif defined(__aarch64__)
+    if (isa_has(ISA_EXT_DOTPROD)) return qpack_kernel_neon(f);
 #endif
     return NULL;
 }
