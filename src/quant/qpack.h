@@ -114,8 +114,7 @@ qpack_kernel_fn qpack_kernel(qpack_format f);
 
 /* The AVX-512 VNNI kernels and the AVX2 ones (compiled for x86-64 only; called when the
  * CPU has them: the dispatcher takes AVX-512 VNNI, else AVX2), and the NEON ones with the
- * dot-product instructions (aarch64 only; NULL for Q6_K, Q3_K and Q2_K, which keep the
- * row kernels there). */
+ * dot-product instructions (aarch64 only). */
 qpack_kernel_fn qpack_kernel_avx512(qpack_format f);
 qpack_kernel_fn qpack_kernel_avx2(qpack_format f);
 qpack_kernel_fn qpack_kernel_neon(qpack_format f);

@@ -14,8 +14,6 @@
  * Registers: a pass covers the rows of NQ registers (all 16 rows for 1-2 tokens, 8 for
  * 3-4, 4 for 5-8) for every unit, so the int32 and float accumulators (NT x NQ each)
  * fit the 32 registers; the group's later passes read it from cache.
- * Q6_K, Q3_K and Q2_K have no kernel here yet (qpack_kernel_neon returns NULL: those
- * weights keep the row kernels).
  */
 #include <arm_neon.h>
 #include <string.h>
@@ -60,12 +58,13 @@ INLINE float32x4_t bf16x4(const uint8_t *p) {
     return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(h), 16));
 }
 
-/* bytes of a 16-byte register whose bit (of the 16 at m) is set, as 16; others 0 */
-INLINE uint8x16_t bit16(uint64_t m, int qq) {
+/* byte i of register reg (bytes 16 reg..16 reg + 15 of a 64-byte vector): `add` where bit
+ * 16 reg + i of the mask m is set, else 0 */
+INLINE uint8x16_t bits_as(uint64_t m, int reg, uint8_t add) {
     static const uint8_t bits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
-    const uint16_t b = (uint16_t)(m >> (16 * qq));
+    const uint16_t b = (uint16_t)(m >> (16 * reg));
     const uint8x16_t rep = vcombine_u8(vdup_n_u8((uint8_t)(b & 0xff)), vdup_n_u8((uint8_t)(b >> 8)));
-    return vandq_u8(vtstq_u8(rep, vld1q_u8(bits)), vdupq_n_u8(16));
+    return vandq_u8(vtstq_u8(rep, vld1q_u8(bits)), vdupq_n_u8(add));
 }
 
 /* The low and high nibbles of register reg (rows 4 reg..4 reg + 3) of a 64-byte vector of
@@ -75,7 +74,7 @@ INLINE void nibbles(const bool FIFTH, const bool TABLE, const uint8_t *vec, uint
                     int8x16_t *lo, int8x16_t *hi) {
     const uint8x16_t n = vld1q_u8(vec + 16 * reg);
     uint8x16_t l = vandq_u8(n, vdupq_n_u8(15)), h = vshrq_n_u8(n, 4);
-    if (FIFTH) l = vaddq_u8(l, bit16(m_lo, reg)), h = vaddq_u8(h, bit16(m_hi, reg));
+    if (FIFTH) l = vaddq_u8(l, bits_as(m_lo, reg, 16)), h = vaddq_u8(h, bits_as(m_hi, reg, 16));
     if (TABLE) {
         const int8x16_t kv = vld1q_s8(kvalues_iq4nl);
         *lo = vqtbl1q_s8(kv, l), *hi = vqtbl1q_s8(kv, h);
@@ -198,6 +197,81 @@ INLINE void k4k_pass(const qpack_format F, int64_t nu, const uint8_t *w, const u
     FOR_T FOR_Q store_rows(acc[t][qq], y + t * ys, q0 + qq, nrows);
 }
 
+/* ==== Q6_K, Q3_K, Q2_K: 16 sub-blocks of 16, their scales applied in integers ==== */
+
+INLINE void k6k_pass(const qpack_format F, int64_t nu, const uint8_t *w, const uint8_t *a, float *y, int64_t ys,
+                     int nrows, const int NT, const int NQ, int q0) {
+    /* Q6_K: nibbles plus the crumbs as bits 4..5; Q3_K: the crumbs plus 4 under the bit-2
+     * masks (q + 4); Q2_K: the crumbs alone, its mins against the tile's sub-block sums */
+    const bool Q3 = F == QPACK_Q3_K, Q2 = F == QPACK_Q2_K, CR = Q2 || Q3;
+    const size_t UB = Q2 ? 1344 : Q3 ? 1824 : 3360, CO = CR ? 0 : 2048;
+    const size_t SCO = Q2 ? 1024 : Q3 ? 1536 : 3072, DO = Q2 ? 1280 : Q3 ? 1792 : 3328;
+    float32x4_t acc[QPACK_TOK][4];
+    FOR_T FOR_Q acc[t][qq] = vdupq_n_f32(0.0f);
+    for (int64_t k = 0; k < nu; k++, w += UB, a += 2592) {
+        int32x4_t isb[QPACK_TOK][4];
+        FOR_T FOR_Q isb[t][qq] = vdupq_n_s32(0);
+        for (int p = 0; p < 8; p++) {
+            const uint8_t *q = w + 256 * p, *x = a + 256 * p;
+            if (q0 == 0) qpack_prefetch_part(w, UB, p);
+            UNROLL for (int h = 0; h < 2; h++) {
+                const int s = 2 * p + h;
+                int32x4_t ia[QPACK_TOK][4];
+                FOR_T FOR_Q ia[t][qq] = vdupq_n_s32(Q2 ? 0 : ldi(a + 2080 + 4 * (8 * s + t)));
+                UNROLL for (int jj = 0; jj < 4; jj++) {
+                    int8x16_t wv[4];
+                    FOR_Q {
+                        const uint8x16_t c = vld1q_u8(w + CO + 128 * p + 64 * h + 16 * (q0 + qq));
+                        uint8x16_t v;
+                        if (CR) {
+                            v = vandq_u8(vshlq_u8(c, vdupq_n_s8((int8_t)(-2 * jj))), vdupq_n_u8(3));
+                            if (Q3) {
+                                uint64_t hb;
+                                memcpy(&hb, w + 1024 + 64 * p + 8 * (4 * h + jj), 8);
+                                v = vaddq_u8(v, bits_as(hb, q0 + qq, 4));
+                            }
+                        } else {
+                            const uint8x16_t n = vld1q_u8(q + 64 * jj + 16 * (q0 + qq));
+                            const uint8x16_t lo = h ? vshrq_n_u8(n, 4) : vandq_u8(n, vdupq_n_u8(15));
+                            /* crumb jj (bits 2 jj..2 jj + 1) to bits 4..5, over the nibble */
+                            v = vorrq_u8(vandq_u8(vshlq_u8(c, vdupq_n_s8((int8_t)(4 - 2 * jj))), vdupq_n_u8(0x30)), lo);
+                        }
+                        wv[qq] = vreinterpretq_s8_u8(v);
+                    }
+                    FOR_T {
+                        const int8x16_t xv = rep4(x + 32 * t + 16 * h + 4 * jj);
+                        FOR_Q ia[t][qq] = vdotq_s32(ia[t][qq], wv[qq], xv);
+                    }
+                }
+                FOR_Q {
+                    const uint8_t *sc = w + SCO + 16 * s + 4 * (q0 + qq);
+                    const int32x4_t scv = Q2 ? (int32x4_t){sc[0] & 15, sc[1] & 15, sc[2] & 15, sc[3] & 15}
+                                             : (int32x4_t){(int8_t)sc[0], (int8_t)sc[1], (int8_t)sc[2], (int8_t)sc[3]};
+                    FOR_T isb[t][qq] = vmlaq_s32(isb[t][qq], ia[t][qq], scv);
+                }
+            }
+        }
+        FOR_Q {
+            const float32x4_t dv = f16x4(w + DO + 8 * (q0 + qq));
+            FOR_T acc[t][qq] = vfmaq_f32(acc[t][qq], vcvtq_f32_s32(isb[t][qq]), vmulq_n_f32(dv, ldf(a + 2048 + 4 * t)));
+        }
+        if (Q2) {
+            FOR_Q {
+                int32x4_t msb[QPACK_TOK];
+                FOR_T msb[t] = vdupq_n_s32(0);
+                for (int s = 0; s < 16; s++) {
+                    const uint8_t *sm = w + 1024 + 16 * s + 4 * (q0 + qq);
+                    const int32x4_t mn = {sm[0] >> 4, sm[1] >> 4, sm[2] >> 4, sm[3] >> 4};
+                    FOR_T msb[t] = vmlaq_s32(msb[t], mn, vdupq_n_s32(ldi(a + 2080 + 4 * (8 * s + t))));
+                }
+                const float32x4_t mv = f16x4(w + 1312 + 8 * (q0 + qq));
+                FOR_T acc[t][qq] = vfmsq_f32(acc[t][qq], vcvtq_f32_s32(msb[t]), vmulq_n_f32(mv, ldf(a + 2048 + 4 * t)));
+            }
+        }
+    }
+    FOR_T FOR_Q store_rows(acc[t][qq], y + t * ys, q0 + qq, nrows);
+}
+
 /* ==== F16, BF16: widened to floats, fused multiply-adds (qpack.h) ==== */
 
 INLINE void kf_pass(const bool BF, int64_t nu, const uint8_t *w, const uint8_t *a, float *y, int64_t ys, int nrows,
@@ -258,6 +332,9 @@ INLINE void kf_pass(const bool BF, int64_t nu, const uint8_t *w, const uint8_t *
 #define q4_K_PASS(NT, NQ, q0) k4k_pass(QPACK_Q4_K, nu, g, tile, y, ys, nrows, NT, NQ, q0)
 #define q5_K_PASS(NT, NQ, q0) k4k_pass(QPACK_Q5_K, nu, g, tile, y, ys, nrows, NT, NQ, q0)
 #define iq4_xs_PASS(NT, NQ, q0) k4k_pass(QPACK_IQ4_XS, nu, g, tile, y, ys, nrows, NT, NQ, q0)
+#define q6_K_PASS(NT, NQ, q0) k6k_pass(QPACK_Q6_K, nu, g, tile, y, ys, nrows, NT, NQ, q0)
+#define q3_K_PASS(NT, NQ, q0) k6k_pass(QPACK_Q3_K, nu, g, tile, y, ys, nrows, NT, NQ, q0)
+#define q2_K_PASS(NT, NQ, q0) k6k_pass(QPACK_Q2_K, nu, g, tile, y, ys, nrows, NT, NQ, q0)
 #define f16_PASS(NT, NQ, q0) kf_pass(false, nu, g, tile, y, ys, nrows, NT, NQ, q0)
 #define bf16_PASS(NT, NQ, q0) kf_pass(true, nu, g, tile, y, ys, nrows, NT, NQ, q0)
 KERNEL_FN(q8_0)
@@ -269,6 +346,9 @@ KERNEL_FN(q5_1)
 KERNEL_FN(q4_K)
 KERNEL_FN(q5_K)
 KERNEL_FN(iq4_xs)
+KERNEL_FN(q6_K)
+KERNEL_FN(q3_K)
+KERNEL_FN(q2_K)
 KERNEL_FN(f16)
 KERNEL_FN(bf16)
 
@@ -283,6 +363,9 @@ qpack_kernel_fn qpack_kernel_neon(qpack_format f) {
     case QPACK_Q4_K: return q4_K;
     case QPACK_Q5_K: return q5_K;
     case QPACK_IQ4_XS: return iq4_xs;
+    case QPACK_Q6_K: return q6_K;
+    case QPACK_Q3_K: return q3_K;
+    case QPACK_Q2_K: return q2_K;
     case QPACK_F16: return f16;
     case QPACK_BF16: return bf16;
     default: return NULL;
