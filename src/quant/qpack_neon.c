@@ -83,7 +83,7 @@ INLINE void nibbles(const bool FIFTH, const bool TABLE, const uint8_t *vec, uint
     }
 }
 
-/* Writes the rows of registers [q0, q0 + NQ) that exist */
+/* Writes register q's rows (4 q..4 q + 3) that exist: those below nrows */
 INLINE void store_rows(float32x4_t acc, float *y, int q, int nrows) {
     float v[4];
     vst1q_f32(v, acc);
