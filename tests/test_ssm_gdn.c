@@ -234,9 +234,9 @@ static void run_sequence_case(threadpool *pool, test_rng *rng, const seq_shape *
                      (long long)p.n_v_heads, (long long)p.d_k, (long long)p.d_v, (long long)T, map_name(map),
                      kind == GATES_NORMAL ? "normal" : "extreme", (unsigned long long)c.seed);
             double bound = variant ? chunk_bound : BOUND_RECURRENT;
-            double floor = kind == GATES_EXTREME ? EXTREME_FLOOR : 0.0;
-            CLOSE_ROWS_FLOOR(what, c.o_got, c.o_ref, T, p.n_v_heads * p.d_v, c.o_stride, bound, floor);
-            CLOSE_ROWS_FLOOR(what, sg, sr, 1, ns, ns, bound, floor);
+            const double rms_floor = kind == GATES_EXTREME ? EXTREME_FLOOR : 0.0;
+            CLOSE_ROWS_FLOOR(what, c.o_got, c.o_ref, T, p.n_v_heads * p.d_v, c.o_stride, bound, rms_floor);
+            CLOSE_ROWS_FLOOR(what, sg, sr, 1, ns, ns, bound, rms_floor);
         }
     free(s0), free(sr), free(sg);
     free_case(&c);

@@ -25,6 +25,7 @@
 
 #include "base/error.h"
 #include "qpack.h"
+#include "qpack_kernels.h"
 #include "qpack_prefetch.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -409,37 +410,12 @@ INLINE void k6k(const qpack_format F, int64_t k0, int64_t nu, const uint8_t *w, 
 #define q2_K_CALL(NH, N) k6k(QPACK_Q2_K, k0, nk, gk, ak, h, t0, io, NH, N)
 #define f16_CALL(NH, N) kf(false, k0, nk, gk, ak, h, t0, io, NH, N)
 #define bf16_CALL(NH, N) kf(true, k0, nk, gk, ak, h, t0, io, NH, N)
-KERNEL_FN(q8_0, QPACK_Q8_0)
-KERNEL_FN(q4_0, QPACK_Q4_0)
-KERNEL_FN(q4_1, QPACK_Q4_1)
-KERNEL_FN(iq4_nl, QPACK_IQ4_NL)
-KERNEL_FN(q5_0, QPACK_Q5_0)
-KERNEL_FN(q5_1, QPACK_Q5_1)
-KERNEL_FN(q4_K, QPACK_Q4_K)
-KERNEL_FN(q5_K, QPACK_Q5_K)
-KERNEL_FN(iq4_xs, QPACK_IQ4_XS)
-KERNEL_FN(q6_K, QPACK_Q6_K)
-KERNEL_FN(q3_K, QPACK_Q3_K)
-KERNEL_FN(q2_K, QPACK_Q2_K)
-KERNEL_FN(f16, QPACK_F16)
-KERNEL_FN(bf16, QPACK_BF16)
+#define KERNEL_OF(F, NAME) KERNEL_FN(NAME, F)
+QPACK_KERNELS(KERNEL_OF)
 
 qpack_kernel_fn qpack_kernel_avx2(qpack_format f) {
     switch (f) {
-    case QPACK_Q8_0: return q8_0;
-    case QPACK_Q4_0: return q4_0;
-    case QPACK_Q4_1: return q4_1;
-    case QPACK_IQ4_NL: return iq4_nl;
-    case QPACK_Q5_0: return q5_0;
-    case QPACK_Q5_1: return q5_1;
-    case QPACK_Q4_K: return q4_K;
-    case QPACK_Q5_K: return q5_K;
-    case QPACK_IQ4_XS: return iq4_xs;
-    case QPACK_Q6_K: return q6_K;
-    case QPACK_Q3_K: return q3_K;
-    case QPACK_Q2_K: return q2_K;
-    case QPACK_F16: return f16;
-    case QPACK_BF16: return bf16;
+        QPACK_KERNELS(QPACK_KERNEL_CASE)
     default: return NULL;
     }
 }

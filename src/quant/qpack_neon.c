@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "qpack.h"
+#include "qpack_kernels.h"
 #include "qpack_prefetch.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -337,37 +338,12 @@ INLINE void kf_pass(const bool BF, int64_t nu, const uint8_t *w, const uint8_t *
 #define q2_K_PASS(NT, NQ, q0) k6k_pass(QPACK_Q2_K, nu, g, tile, y, ys, nrows, NT, NQ, q0)
 #define f16_PASS(NT, NQ, q0) kf_pass(false, nu, g, tile, y, ys, nrows, NT, NQ, q0)
 #define bf16_PASS(NT, NQ, q0) kf_pass(true, nu, g, tile, y, ys, nrows, NT, NQ, q0)
-KERNEL_FN(q8_0)
-KERNEL_FN(q4_0)
-KERNEL_FN(q4_1)
-KERNEL_FN(iq4_nl)
-KERNEL_FN(q5_0)
-KERNEL_FN(q5_1)
-KERNEL_FN(q4_K)
-KERNEL_FN(q5_K)
-KERNEL_FN(iq4_xs)
-KERNEL_FN(q6_K)
-KERNEL_FN(q3_K)
-KERNEL_FN(q2_K)
-KERNEL_FN(f16)
-KERNEL_FN(bf16)
+#define KERNEL_OF(F, NAME) KERNEL_FN(NAME)
+QPACK_KERNELS(KERNEL_OF)
 
 qpack_kernel_fn qpack_kernel_neon(qpack_format f) {
     switch (f) {
-    case QPACK_Q8_0: return q8_0;
-    case QPACK_Q4_0: return q4_0;
-    case QPACK_Q4_1: return q4_1;
-    case QPACK_IQ4_NL: return iq4_nl;
-    case QPACK_Q5_0: return q5_0;
-    case QPACK_Q5_1: return q5_1;
-    case QPACK_Q4_K: return q4_K;
-    case QPACK_Q5_K: return q5_K;
-    case QPACK_IQ4_XS: return iq4_xs;
-    case QPACK_Q6_K: return q6_K;
-    case QPACK_Q3_K: return q3_K;
-    case QPACK_Q2_K: return q2_K;
-    case QPACK_F16: return f16;
-    case QPACK_BF16: return bf16;
+        QPACK_KERNELS(QPACK_KERNEL_CASE)
     default: return NULL;
     }
 }

@@ -1,10 +1,10 @@
 /*
  * qpack_prefetch.h — software prefetch of the packed weights a kernel streams from memory
- * (decode, verify steps, small batches), shared by the AVX2 and AVX-512 kernels.
+ * (decode, verify steps, small batches), shared by the AVX2, AVX-512 and NEON kernels.
  *
  * Each unit prefetches the bytes QPACK_PF_BYTES ahead of it (QPACK_PF_KQ_BYTES for the
- * K-quants: the next units', or past the end of the group, which a thread's next call reads): the out-of-order window alone keeps too
- * few misses in flight. A K-quant unit (2.2–3.3 KiB) does it in eight parts, one per
+ * K-quants: the next units', or past the end of the group, which a thread's next call
+ * reads): the out-of-order window alone keeps too few misses in flight. A K-quant unit (2.2–3.3 KiB) does it in eight parts, one per
  * sub-block loop iteration: 35–53 prefetches at the start of a unit fill the core's miss
  * buffers at once, the unit's own loads queue behind them, and for the rest of the unit no
  * miss is in flight (Q6_K decode streamed at 8–9 GB/s on two Zen 4 cores that way, 22–27
