@@ -17,12 +17,16 @@
  * Not here: HTTP and JSON (serve_http.c).
  */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "serve.h"
+
+#define SAVE_AFTER 0.25 /* seconds idle before finished answers' states go to the prefix cache */
 
 /* ==== Requests ==== */
 
@@ -70,6 +74,8 @@ typedef struct {
     eddy_spec *spec;     /* speculative decoding of the request (NULL: none) */
     int64_t row0;        /* its first row in a verify step's logits */
     int64_t draft_j;     /* its index in a step's eddy_spec_draft_many arguments */
+    bool unsaved;        /* the sequence holds a finished answer's state the prefix cache lacks */
+    int64_t answer_from; /* where that answer begins (its prompt's length) */
 } slot;
 
 typedef struct {
@@ -149,6 +155,18 @@ static void publish(slot *sl, size_t upto) {
 
 static void pin_save(srv_sched *s, slot *sl);
 
+/* Copies a finished answer's state from its slot into the prefix cache. That copy (the
+ * whole recurrent state, into memory the cache may never have used) is put off until
+ * another conversation takes the slot, or the server has been idle SAVE_AFTER seconds: a
+ * conversation's next turn, which usually comes straight back to its slot, does not wait
+ * for it. */
+static void save_slot(slot *sl) {
+    if (!sl->unsaved) return;
+    sl->unsaved = false;
+    eddy_error err;
+    if (eddy_seq_cache_put(sl->seq, &err) != EDDY_OK) eddy_log(EDDY_LOG_WARN, "serve: %s", err.msg);
+}
+
 static int busy_slots(const srv_sched *s) {
     int k = 0;
     for (int i = 0; i < s->p.n_slots; i++) k += s->slots[i].r != NULL;
@@ -195,10 +213,11 @@ static void end_request(srv_sched *s, slot *sl, const char *finish, int status, 
     eddy_sampler_free(sl->s);
     eddy_detok_free(sl->d);
     sl->s = NULL, sl->d = NULL;
-    if (finish) { /* keep the state for the conversation's next turn */
-        eddy_error err;
+    if (finish) { /* keep the state for the conversation's next turn: in the slot, and
+                   * in the prefix cache later (save_slot) */
         pin_save(s, sl);
-        if (eddy_seq_cache_put(sl->seq, &err) != EDDY_OK) eddy_log(EDDY_LOG_WARN, "serve: %s", err.msg);
+        sl->unsaved = true;
+        sl->answer_from = r->n_prompt;
     }
     srv_request_unref(r);
     sl->r = NULL;
@@ -385,6 +404,12 @@ static bool admit(srv_sched *s, srv_request *r) {
         if (k > best) best = k, sl = &s->slots[i];
     }
     SRV_ASSERT(sl);
+    /* a prompt that holds all of the last request's prompt is its conversation going on
+     * (the answer sent back may be tokenized otherwise than it was generated): the slot's
+     * state is continued, or superseded; any other prompt replaces a state the cache
+     * keeps first */
+    if (best < sl->answer_from) save_slot(sl);
+    sl->unsaved = false;
     eddy_error err;
     sl->r = r;
     sl->out_len = sl->published = 0;
@@ -681,12 +706,35 @@ static int step(srv_sched *s) {
 
 /* ==== The thread ==== */
 
+static bool any_unsaved(const srv_sched *s) {
+    for (int i = 0; i < s->p.n_slots; i++)
+        if (s->slots[i].unsaved) return true;
+    return false;
+}
+
 static void *sched_main(void *arg) {
     srv_sched *s = arg;
     for (;;) {
         pthread_mutex_lock(&s->mu);
         int busy = busy_slots(s);
-        while (!s->stopping && busy == 0 && s->q_len == 0) pthread_cond_wait(&s->cv, &s->mu);
+        while (!s->stopping && busy == 0 && s->q_len == 0) {
+            if (!any_unsaved(s)) {
+                pthread_cond_wait(&s->cv, &s->mu);
+                continue;
+            }
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += (long)(SAVE_AFTER * 1e9);
+            until.tv_sec += until.tv_nsec / 1000000000L, until.tv_nsec %= 1000000000L;
+            if (pthread_cond_timedwait(&s->cv, &s->mu, &until) == ETIMEDOUT && s->q_len == 0) {
+                pthread_mutex_unlock(&s->mu); /* the slots are this thread's */
+                for (int i = 0; i < s->p.n_slots; i++) save_slot(&s->slots[i]);
+                eddy_cache_stats cs;
+                eddy_engine_cache_stats(s->e, &cs);
+                pthread_mutex_lock(&s->mu);
+                s->m.cache = cs;
+            }
+        }
         const bool stopping = s->stopping;
         /* waiting requests take the free slots */
         srv_request *take[64];

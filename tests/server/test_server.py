@@ -372,6 +372,27 @@ def part_api():
     finally:
         check(sv.stop() == 0, "session server exit")
 
+    # the end of an answer reaches the prefix cache: when its slot takes another prompt
+    # (one slot here), and when the server has been idle a moment
+    sv = Server(QWEN, "-np", "1", "--cache-ram", "64")
+    try:
+        p = sv.port
+        body = {"prompt": "Once upon a time", "max_tokens": 5, "temperature": 0}
+        s, _, a = post(p, "/v1/completions", body)
+        post(p, "/v1/completions", {"prompt": "Something else entirely", "max_tokens": 3, "temperature": 0})
+        body["prompt"] += a["choices"][0]["text"] + " and then"
+        s, _, b2 = post(p, "/v1/completions", body)
+        check(s == 200 and b2["usage"]["prompt_tokens_details"]["cached_tokens"] >= a["usage"]["prompt_tokens"] + 4,
+              "the answer's end after another prompt took its slot: %s after %s" % (b2.get("usage"), a.get("usage")))
+        before = metrics(p)["eddy_cache_entries"]
+        for _ in range(100):  # at most 10 s; the server saves after 0.25 s idle
+            if metrics(p)["eddy_cache_entries"] > before:
+                break
+            time.sleep(0.1)
+        check(metrics(p)["eddy_cache_entries"] == before + 1, "idle save: %s entries before" % before)
+    finally:
+        check(sv.stop() == 0, "cache server exit")
+
     # API key: 401 without or with a wrong key, 200 with it; /health stays open
     sv = Server(QWEN, "--api-key", "sekret")
     try:
