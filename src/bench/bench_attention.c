@@ -90,5 +90,6 @@ void bench_attention_cases(bench_env *env) {
         one_shape(env, "smollm2", smol, 512, 0, t);
         one_shape(env, "qwen", qwen, 1, 4000, t);
         one_shape(env, "qwen", qwen, 512, 512, t);
+        one_shape(env, "qwen", qwen, 48, 4000, t);
     }
 }
