@@ -87,7 +87,7 @@ TEST(attention_ref_matches_double_and_reads_f16) {
             float *o1 = calloc((size_t)(n_q * so), 4), *o2 = calloc((size_t)(n_q * so), 4);
             double *want = malloc((size_t)(n_q * s.n_head * s.head_dim_v) * sizeof(double));
             float *scores = malloc((size_t)n_kv * 4);
-            attn_args a = {o1, q, k, v, so, sq, sk, sv, n_q, cases[c].pos0, t, t, NULL, 0, 0};
+            attn_args a = {o1, q, k, v, so, sq, sk, sv, n_q, cases[c].pos0, t, t, NULL, 0, 0, false};
             ops_attention_ref(&s, &a, scores);
             attention_double(&s, &a, kf, vf, want);
             for (int64_t i = 0; i < n_q * so; i++) {
@@ -99,7 +99,7 @@ TEST(attention_ref_matches_double_and_reads_f16) {
                     break;
             }
             /* the same values as floats: identical output */
-            attn_args af = {o2, q, kf, vf, so, sq, sk, sv, n_q, cases[c].pos0, QTYPE_F32, QTYPE_F32, NULL, 0, 0};
+            attn_args af = {o2, q, kf, vf, so, sq, sk, sv, n_q, cases[c].pos0, QTYPE_F32, QTYPE_F32, NULL, 0, 0, false};
             ops_attention_ref(&s, &af, scores);
             CHECKF(memcmp(o1, o2, (size_t)(n_q * so) * 4) == 0, "case %d %s: f16 read differs", c,
                    half ? "f16" : "f32");
@@ -162,7 +162,7 @@ static void run_case(const attn_case *cs, int ci, threadpool **pools, int n_pool
     for (int64_t i = 0; i < n_kv * sv; i++) vmax = fmaxf(vmax, fabsf(vf[i]));
     float *want = calloc((size_t)(n_q * so), 4), *got = malloc((size_t)(n_q * so) * 4);
     float *scores = malloc((size_t)n_kv * 4);
-    attn_args a = {want, q, k, v, so, sq, sk, sv, n_q, cs->pos0, cs->tk, cs->tv, NULL, 0, 0};
+    attn_args a = {want, q, k, v, so, sq, sk, sv, n_q, cs->pos0, cs->tk, cs->tv, NULL, 0, 0, false};
     ops_attention_ref(&s, &a, scores);
 
     const attn_kernel *ks[4];
@@ -224,13 +224,13 @@ TEST(attention_fast_rows_independent_of_batch_and_threads) {
             REQUIRE(pool_create(&pool, n_threads, NULL) == EDDY_OK);
             REQUIRE(pool_reserve_scratch(pool, ops_attention_scratch(&s, n_kv, n_threads), NULL) == EDDY_OK);
             attn_args a = {n_threads == 1 ? want : all, q, k, v, so, sq, sk, sk, n_q, pos0, QTYPE_F16, QTYPE_F16,
-                           NULL, 0, 0};
+                           NULL, 0, 0, false};
             ops_attention_with(pool, &s, &a, ks[ki]);
             if (n_threads > 1)
                 CHECKF(memcmp(all, want, (size_t)(n_q * so) * 4) == 0, "%s: %d threads differ from 1", ks[ki]->name,
                        n_threads);
             for (int64_t t = 0; t < n_q; t += 9) {
-                attn_args b = {one, q + t * sq, k, v, so, sq, sk, sk, 1, pos0 + t, QTYPE_F16, QTYPE_F16, NULL, 0, 0};
+                attn_args b = {one, q + t * sq, k, v, so, sq, sk, sk, 1, pos0 + t, QTYPE_F16, QTYPE_F16, NULL, 0, 0, false};
                 ops_attention_with(pool, &s, &b, ks[ki]);
                 CHECKF(memcmp(one, want + t * so, (size_t)so * 4) == 0, "%s, %d threads: query %lld alone differs",
                        ks[ki]->name, n_threads, (long long)t);
@@ -238,7 +238,7 @@ TEST(attention_fast_rows_independent_of_batch_and_threads) {
             /* a verify's few queries (split over key chunks on several threads) */
             for (int64_t nv = 2; nv <= 8; nv += 3) {
                 const int64_t t0 = 20;
-                attn_args b = {all, q + t0 * sq, k, v, so, sq, sk, sk, nv, pos0 + t0, QTYPE_F16, QTYPE_F16, NULL, 0, 0};
+                attn_args b = {all, q + t0 * sq, k, v, so, sq, sk, sk, nv, pos0 + t0, QTYPE_F16, QTYPE_F16, NULL, 0, 0, false};
                 ops_attention_with(pool, &s, &b, ks[ki]);
                 CHECKF(memcmp(all, want + t0 * so, (size_t)(nv * so) * 4) == 0,
                        "%s, %d threads: %lld queries after %lld differ", ks[ki]->name, n_threads, (long long)nv,
@@ -253,49 +253,64 @@ TEST(attention_fast_rows_independent_of_batch_and_threads) {
  * block table in any order, give the same bits as the same rows laid out in one
  * array — for the reference and every fast kernel, decode and prefill, f16 and f32.
  * 800 keys span four blocks, the last one partly filled. */
-TEST(attention_paged_rows_match_contiguous) {
+TEST(attention_paged_and_tiled_keys_match_contiguous) {
     test_rng r = test_rng_new();
     attn_shape s = {8, 2, 64, 64, 0.125f};
     const int64_t sq = 8 * 64, sk = 2 * 64, so = 8 * 64, n_blk = 4, n_kv_max = n_blk * ATTN_CHUNK;
     const int32_t table[4] = {3, 0, 4, 1}; /* block i of the sequence sits at slab block table[i] */
     const qtype types[2] = {QTYPE_F16, QTYPE_F32};
-    const int64_t shapes[2][2] = {{1, 799}, {37, 763}}; /* (n_q, pos0) */
+    /* (n_q, pos0): the last two end inside a tile of keys */
+    const int64_t shapes[4][2] = {{1, 799}, {37, 763}, {2, 807}, {3, 790}};
     threadpool *pool;
     REQUIRE(pool_create(&pool, 3, NULL) == EDDY_OK);
     REQUIRE(pool_reserve_scratch(pool, ops_attention_scratch(&s, n_kv_max, 3), NULL) == EDDY_OK);
     const attn_kernel *ks[4];
     const int nk = attn_kernels_available(ks, 4);
     for (int ti = 0; ti < 2; ti++)
-        for (int si = 0; si < 2; si++) {
+        for (int si = 0; si < 4; si++) {
             const qtype t = types[ti];
             const int64_t n_q = shapes[si][0], pos0 = shapes[si][1], n_kv = pos0 + n_q;
             const size_t es = t == QTYPE_F16 ? 2 : 4, row = (size_t)sk * es, blk = ATTN_CHUNK * row;
             float *q = rand_floats(&r, n_q * sq, 2), *kf, *vf;
             char *k = rand_cache(&r, n_kv * sk, t, &kf), *v = rand_cache(&r, n_kv * sk, t, &vf);
-            char *pk = calloc(5, blk), *pv = calloc(5, blk);
+            char *pk = calloc(5, blk), *pv = calloc(5, blk), *tk = malloc(5 * blk);
+            memset(tk, 0x7e, 5 * blk); /* what a tile's unwritten rows hold must not matter: f16 NaN or f32 ~1e38 */
             for (int64_t j = 0; j < n_kv; j++) {
                 const size_t at = (size_t)table[j / ATTN_CHUNK] * blk + (size_t)(j % ATTN_CHUNK) * row;
                 memcpy(pk + at, k + (size_t)j * row, row);
                 memcpy(pv + at, v + (size_t)j * row, row);
+                /* the tiled layout: element e of key j at e * ATTN_KB + j % ATTN_KB of its tile */
+                const size_t tile = at - (size_t)(j % ATTN_KB) * row;
+                for (int64_t e = 0; e < sk; e++)
+                    memcpy(tk + tile + (size_t)(e * ATTN_KB + j % ATTN_KB) * es, k + (size_t)j * row + (size_t)e * es, es);
             }
             float *flat = malloc((size_t)(n_q * so) * 4), *paged = malloc((size_t)(n_q * so) * 4);
+            float *tiled = malloc((size_t)(n_q * so) * 4);
             float *scores = malloc((size_t)n_kv * 4);
             for (int ki = -1; ki < nk; ki++) { /* -1: the reference */
-                attn_args a = {flat, q, k, v, so, sq, sk, sk, n_q, pos0, t, t, NULL, 0, 0};
+                attn_args a = {flat, q, k, v, so, sq, sk, sk, n_q, pos0, t, t, NULL, 0, 0, false};
                 attn_args b = {paged, q, pk, pv, so, sq, sk, sk, n_q, pos0, t, t, table, ATTN_CHUNK * sk,
-                               ATTN_CHUNK * sk};
+                               ATTN_CHUNK * sk, false};
+                attn_args c = b;
+                c.out = tiled, c.k = tk, c.k_tiled = true;
                 if (ki < 0) {
                     ops_attention_ref(&s, &a, scores);
                     ops_attention_ref(&s, &b, scores);
+                    ops_attention_ref(&s, &c, scores);
                 } else {
                     ops_attention_with(pool, &s, &a, ks[ki]);
                     ops_attention_with(pool, &s, &b, ks[ki]);
+                    ops_attention_with(pool, &s, &c, ks[ki]);
                 }
                 CHECKF(memcmp(flat, paged, (size_t)(n_q * so) * 4) == 0, "%s, %s cache, %lld queries after %lld: "
                        "paged rows differ", ki < 0 ? "ref" : ks[ki]->name, t == QTYPE_F16 ? "f16" : "f32",
                        (long long)n_q, (long long)pos0);
+                CHECKF(memcmp(flat, tiled, (size_t)(n_q * so) * 4) == 0, "%s, %s cache, %lld queries after %lld: "
+                       "tiled keys differ", ki < 0 ? "ref" : ks[ki]->name, t == QTYPE_F16 ? "f16" : "f32",
+                       (long long)n_q, (long long)pos0);
             }
-            free(q), free(k), free(v), free(kf), free(vf), free(pk), free(pv), free(flat), free(paged), free(scores);
+            free(q), free(k), free(v), free(kf), free(vf), free(pk), free(pv), free(tk), free(flat), free(paged);
+            free(tiled), free(scores);
         }
     pool_destroy(pool);
 }

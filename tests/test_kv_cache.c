@@ -34,15 +34,20 @@ TEST(kv_cache_stores_rounded_rows) {
     REQUIRE(seq_state_reserve_kv(p16, &s16, 0, 4) && seq_state_reserve_kv(p32, &s32, 0, 4));
     state_store_kv(p16, 0, s16.blocks[0], 3, k, v);
     state_store_kv(p32, 0, s32.blocks[0], 3, k, v);
-    const int64_t at = ((int64_t)s16.blocks[0] * STATE_KV_BLOCK + 3) * 8;
-    const uint16_t *hk = (const uint16_t *)p16->k[0] + at, *hv = (const uint16_t *)p16->v[0] + at;
+    /* host pools keep keys in transposed tiles of STATE_KV_TILE rows: element e of row 3
+     * at e * STATE_KV_TILE + 3 of the block's first tile; values stay rows */
+    CHECK(p16->k_tiled && p32->k_tiled);
+    const int64_t kb = (int64_t)s16.blocks[0] * STATE_KV_BLOCK * 8, at = ((int64_t)s16.blocks[0] * STATE_KV_BLOCK + 3) * 8;
+    const uint16_t *hk = (const uint16_t *)p16->k[0] + kb, *hv = (const uint16_t *)p16->v[0] + at;
     for (int i = 0; i < 8; i++) {
-        CHECKF(hk[i] == want[i], "k[%d] = %a: stored 0x%04x, want 0x%04x", i, k[i], hk[i], want[i]);
-        CHECKF(hk[i] == f32_to_fp16(k[i]) && hv[i] == f32_to_fp16(v[i]), "element %d", i);
+        CHECK_EQ(state_k_elem(p16, 0, 3, i), i * STATE_KV_TILE + 3);
+        const uint16_t ki = hk[i * STATE_KV_TILE + 3];
+        CHECKF(ki == want[i], "k[%d] = %a: stored 0x%04x, want 0x%04x", i, k[i], ki, want[i]);
+        CHECKF(ki == f32_to_fp16(k[i]) && hv[i] == f32_to_fp16(v[i]), "element %d", i);
         CHECK(hv[i] == (uint16_t)(want[i] ^ 0x8000u));
     }
-    const int64_t at32 = ((int64_t)s32.blocks[0] * STATE_KV_BLOCK + 3) * 8;
-    CHECK(memcmp((const float *)p32->k[0] + at32, k, sizeof k) == 0);
+    const int64_t kb32 = (int64_t)s32.blocks[0] * STATE_KV_BLOCK * 8, at32 = ((int64_t)s32.blocks[0] * STATE_KV_BLOCK + 3) * 8;
+    for (int i = 0; i < 8; i++) CHECK(((const float *)p32->k[0])[kb32 + i * STATE_KV_TILE + 3] == k[i]);
     CHECK(memcmp((const float *)p32->v[0] + at32, v, sizeof v) == 0);
     /* the recurrent slabs are there, and the f16 cache takes half the bytes */
     CHECK(p16->conv[1] != NULL && p16->rec[1] != NULL && p16->k[1] == NULL);

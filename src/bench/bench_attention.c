@@ -53,13 +53,13 @@ static void one_shape(bench_env *env, const char *model, attn_shape s, int64_t n
     float *out = eddy_malloc_aligned((size_t)(n_q * s.n_head * s.head_dim_v) * sizeof(float), 64);
     bool ok = q && out;
     for (int l = 0; l < layers; l++) {
-        j.k[l] = make_cache(n_kv * K, t, 100 + l);
+        j.k[l] = make_cache((n_kv + ATTN_KB - 1) / ATTN_KB * ATTN_KB * K, t, 100 + l); /* whole tiles */
         j.v[l] = make_cache(n_kv * V, t, 200 + l);
         ok = ok && j.k[l] && j.v[l];
     }
     if (ok && pool_reserve_scratch(env->pool, ops_attention_scratch(&s, n_kv, pool_size(env->pool)), NULL) == EDDY_OK) {
         j.a = (attn_args){out, q, j.k[0], j.v[0], s.n_head * s.head_dim_v, s.n_head * s.head_dim_k, K, V, n_q,
-                          pos0, t, t, NULL, 0, 0};
+                          pos0, t, t, NULL, 0, 0, true}; /* keys in tiles, as the engine keeps them */
         const attn_kernel *ks[4];
         int nk = attn_kernels_available(ks, 4);
         const double elem = t == QTYPE_F16 ? 2.0 : 4.0;

@@ -16,6 +16,7 @@
 #include "ssm/mamba2.h"
 
 _Static_assert(STATE_KV_BLOCK == ATTN_CHUNK, "a KV block is one chunk of the attention kernels");
+_Static_assert(STATE_KV_TILE == ATTN_KB, "a tile of keys is one block of the attention kernels");
 
 /* ==== Models ==== */
 

@@ -26,9 +26,9 @@ static void one_query_ref(const attn_shape *s, const attn_args *a, int64_t t, in
     const float *q = a->q + t * a->sq + h * s->head_dim_k;
     float max = -INFINITY;
     for (int64_t j = 0; j < n_keys; j++) {
-        const int64_t k0 = attn_k_row(a, j) + hk * s->head_dim_k;
+        const int64_t e0 = hk * s->head_dim_k;
         float dot = 0.0f;
-        for (int64_t d = 0; d < s->head_dim_k; d++) dot += q[d] * kv_at(a->k, a->type_k, k0 + d);
+        for (int64_t d = 0; d < s->head_dim_k; d++) dot += q[d] * kv_at(a->k, a->type_k, attn_k_elem(a, j, e0 + d));
         scores[j] = dot * s->scale;
         if (scores[j] > max) max = scores[j];
     }

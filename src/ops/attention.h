@@ -62,11 +62,18 @@ typedef struct {
      * k_block / v_block elements from one block to the next (the KV cache's paging) */
     const int32_t *blocks;
     int64_t k_block, v_block;
+    /* false: as above. true: each ATTN_KB key rows from a multiple of ATTN_KB are
+     * stored transposed in the room of those rows: element e of key j at
+     * attn_k_row(a, j - j % ATTN_KB) + e * ATTN_KB + j % ATTN_KB (sk = the row's
+     * elements, the KV cache's host layout, state.h); the keys then fill whole tiles */
+    bool k_tiled;
 } attn_args;
 
-/* Element offsets of key row j and value row j from a->k / a->v. */
+/* Element offsets of key row j and value row j from a->k / a->v (of a tile of keys
+ * from j, j a multiple of ATTN_KB, when k_tiled); of element e of key j. */
 static inline int64_t attn_k_row(const attn_args *a, int64_t j);
 static inline int64_t attn_v_row(const attn_args *a, int64_t j);
+static inline int64_t attn_k_elem(const attn_args *a, int64_t j, int64_t e);
 
 /* Bytes of per-thread pool scratch ops_attention needs on a pool of n_threads for
  * any call with pos0 + n_q <= n_ctx (reserve with pool_reserve_scratch). */
@@ -96,6 +103,10 @@ static inline int64_t attn_k_row(const attn_args *a, int64_t j) {
 }
 static inline int64_t attn_v_row(const attn_args *a, int64_t j) {
     return a->blocks ? a->blocks[j / ATTN_CHUNK] * a->v_block + j % ATTN_CHUNK * a->sv : j * a->sv;
+}
+static inline int64_t attn_k_elem(const attn_args *a, int64_t j, int64_t e) {
+    if (!a->k_tiled) return attn_k_row(a, j) + e;
+    return attn_k_row(a, j - j % ATTN_KB) + e * ATTN_KB + j % ATTN_KB;
 }
 
 /* One unit of work: query rows of KV head hk against keys [j0, j1), j0 a multiple

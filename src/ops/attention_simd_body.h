@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "ops/attention.h"
+#include "quant/fp16.h"
 
 #define AI static inline __attribute__((always_inline))
 #define KB_NV (ATTN_KB / VW)
@@ -62,9 +63,28 @@ AI void load_keys_as(const bool HALF, const bool FULL, const attn_unit *u, int64
         }
 }
 
+/* The same from a tiled cache (attn_args.k_tiled): the tile's rows are kt already, but
+ * in the cache's type and with the rows of every KV head, dk * ATTN_KB elements each. */
+AI void load_tile_as(const bool HALF, const attn_unit *u, int64_t jb, int64_t nk, float *kt) {
+    const attn_args *a = u->a;
+    const int64_t dk = u->s->head_dim_k, first = attn_k_row(a, jb) + u->hk * dk * ATTN_KB;
+    const uint16_t *kh = (const uint16_t *)a->k + first;
+    const float *kf = (const float *)a->k + first;
+    if (nk == ATTN_KB) {
+        for (int64_t i = 0; i < dk * ATTN_KB; i += VW) V_STORE(kt + i, HALF ? V_LOAD_H(kh + i) : V_LOAD(kf + i));
+        return;
+    }
+    for (int64_t d = 0; d < dk; d++) /* the rows past nk hold what the tile held before */
+        for (int64_t jj = 0; jj < ATTN_KB; jj++)
+            kt[d * ATTN_KB + jj] = jj >= nk ? 0.0f : HALF ? fp16_to_f32(kh[d * ATTN_KB + jj]) : kf[d * ATTN_KB + jj];
+}
+
 static void load_keys(const attn_unit *u, int64_t jb, int64_t nk, float *kt) {
     const bool half = u->a->type_k == QTYPE_F16, full = nk == ATTN_KB;
-    if (half && full) load_keys_as(true, true, u, jb, nk, kt);
+    if (u->a->k_tiled) {
+        if (half) load_tile_as(true, u, jb, nk, kt);
+        else load_tile_as(false, u, jb, nk, kt);
+    } else if (half && full) load_keys_as(true, true, u, jb, nk, kt);
     else if (half) load_keys_as(true, false, u, jb, nk, kt);
     else if (full) load_keys_as(false, true, u, jb, nk, kt);
     else load_keys_as(false, false, u, jb, nk, kt);
@@ -88,8 +108,9 @@ AI const float *load_values(const attn_unit *u, int64_t jb, int64_t nk, float *v
 
 /* ==== Scores ==== */
 
-/* p[r][jj] = scale * q_r . k_(jb + jj) for NR rows starting at r0. */
-AI void score_rows(const int NR, const attn_unit *u, int64_t r0, const float *kt, float *p) {
+/* p[r][jj] = scale * q_r . k_(jb + jj) for NR rows starting at r0; kt (dk, ATTN_KB) in
+ * f32, or in f16 (KH: a tile of the cache, widened here). */
+AI void score_rows(const int NR, const attn_unit *u, int64_t r0, const void *kt, float *p, const bool KH) {
     const attn_shape *s = u->s;
     const int64_t group = s->n_head / s->n_head_kv, dk = s->head_dim_k;
     const float *q[SC_RB];
@@ -106,7 +127,8 @@ AI void score_rows(const int NR, const attn_unit *u, int64_t r0, const float *kt
     for (int64_t d = 0; d < dk; d++) {
         V k[KB_NV];
 #pragma GCC unroll 4
-        for (int c = 0; c < KB_NV; c++) k[c] = V_LOAD(kt + d * ATTN_KB + c * VW);
+        for (int c = 0; c < KB_NV; c++)
+            k[c] = KH ? V_LOAD_H((const uint16_t *)kt + d * ATTN_KB + c * VW) : V_LOAD((const float *)kt + d * ATTN_KB + c * VW);
 #pragma GCC unroll 8
         for (int r = 0; r < NR; r++) {
             V qd = V_SET1(q[r][d]);
@@ -153,23 +175,32 @@ AI void pv_tile(const int NR, const int NV, int64_t r0, int64_t d0, const float 
 
 /* The row count is a constant in each call below, so each tile keeps its
  * accumulators in registers. SC_RB is 4 or 8, PV_RB 4. */
-static void score_block(const attn_unit *u, int64_t rows, const float *kt, float *p) {
-    for (int64_t r0 = 0; r0 < rows; r0 += SC_RB) {
-        switch (rows - r0 < SC_RB ? rows - r0 : SC_RB) {
-        case 1: score_rows(1, u, r0, kt, p); break;
-        case 2: score_rows(2, u, r0, kt, p); break;
-        case 3: score_rows(3, u, r0, kt, p); break;
-        case 4: score_rows(4, u, r0, kt, p); break;
+#define SCORE_CASES(KH)                                     \
+    switch (rows - r0 < SC_RB ? rows - r0 : SC_RB) {        \
+    case 1: score_rows(1, u, r0, kt, p, KH); break;         \
+    case 2: score_rows(2, u, r0, kt, p, KH); break;         \
+    case 3: score_rows(3, u, r0, kt, p, KH); break;         \
+    case 4: score_rows(4, u, r0, kt, p, KH); break;         \
+    SCORE_CASES_8(KH)                                       \
+    default: break;                                         \
+    }
 #if SC_RB > 4
-        case 5: score_rows(5, u, r0, kt, p); break;
-        case 6: score_rows(6, u, r0, kt, p); break;
-        case 7: score_rows(7, u, r0, kt, p); break;
-        case 8: score_rows(8, u, r0, kt, p); break;
+#define SCORE_CASES_8(KH)                                   \
+    case 5: score_rows(5, u, r0, kt, p, KH); break;         \
+    case 6: score_rows(6, u, r0, kt, p, KH); break;         \
+    case 7: score_rows(7, u, r0, kt, p, KH); break;         \
+    case 8: score_rows(8, u, r0, kt, p, KH); break;
+#else
+#define SCORE_CASES_8(KH)
 #endif
-        default: break;
-        }
+static void score_block(const attn_unit *u, int64_t rows, const void *kt, bool kh, float *p) {
+    for (int64_t r0 = 0; r0 < rows; r0 += SC_RB) {
+        if (kh) SCORE_CASES(true)
+        else SCORE_CASES(false)
     }
 }
+#undef SCORE_CASES
+#undef SCORE_CASES_8
 
 /* Output columns in tiles of PV_NV vectors, then single vectors. */
 AI void pv_rows(const int NR, int64_t r0, const float *p, const void *v, int64_t sv, int64_t nk, float *o,
@@ -252,13 +283,23 @@ static void attn_unit_kernel(const attn_unit *u, float *work) {
         memset(w.o, 0, (size_t)(rows * dv) * sizeof(float));
         for (int64_t jb = c0; jb < c1; jb += ATTN_KB) {
             const int64_t nk = c1 - jb < ATTN_KB ? c1 - jb : ATTN_KB;
-            load_keys(u, jb, nk, w.kt);
+            /* a whole tile of a tiled cache is kt already (f16: widened as the scores read it,
+             * when one score pass covers the rows; more passes widen it once, into kt) */
+            const void *kt = w.kt;
+            bool kh = false;
+            if (a->k_tiled && nk == ATTN_KB && (a->type_k != QTYPE_F16 || rows <= SC_RB)) {
+                const int64_t at = attn_k_row(a, jb) + u->hk * s->head_dim_k * ATTN_KB;
+                kh = a->type_k == QTYPE_F16;
+                kt = kh ? (const void *)((const uint16_t *)a->k + at) : (const void *)((const float *)a->k + at);
+            } else {
+                load_keys(u, jb, nk, w.kt);
+            }
             /* f16 values: read directly when one pass of PV_RB rows covers the unit, else converted once */
             const bool direct = a->type_v == QTYPE_F16 && rows <= PV_RB;
             int64_t sv = a->sv;
             const void *v = direct ? (const void *)((const uint16_t *)a->v + attn_v_row(a, jb) + u->hk * dv)
                                    : load_values(u, jb, nk, w.vb, &sv);
-            score_block(u, rows, w.kt, w.p);
+            score_block(u, rows, kt, kh, w.p);
             for (int64_t r = 0; r < rows; r++) {
                 const int64_t lim = a->pos0 + u->t0 + r / group - jb; /* last visible key, block-relative */
                 softmax_row(w.p + r * ATTN_KB, lim, nk, &w.m[r], &w.l[r], w.o + r * dv, dv);

@@ -90,6 +90,7 @@ eddy_status state_pool_new_in(state_pool **out, const state_mem *mem, const stat
     p->n_slots = p->n_slots_free = n_slots;
     p->n_blocks = p->n_blocks_free = n_blocks;
     p->bytes = total;
+    p->k_tiled = p->mem->host;
     const size_t nl = (size_t)(n_layer > 0 ? n_layer : 1);
     p->shape = eddy_calloc(nl, sizeof *p->shape);
     p->conv = eddy_calloc(nl, sizeof *p->conv);
@@ -182,13 +183,15 @@ static void block_unref(state_pool *p, int32_t b) {
     if (--p->block_refs[b] == 0) p->n_blocks_free++;
 }
 
-/* Rows [0, rows) of block src copied into block dst, in every attention layer. */
+/* Rows [0, rows) of block src copied into block dst, in every attention layer (keys
+ * in whole tiles when tiled). */
 static void block_copy_rows(state_pool *p, int32_t dst, int32_t src, int64_t rows) {
     for (int64_t il = 0; il < p->n_layer; il++) {
         if (p->k[il]) {
             const size_t row = (size_t)p->shape[il].kv_k * state_elem_bytes(p->type_k);
+            const int64_t krows = p->k_tiled ? (rows + STATE_KV_TILE - 1) / STATE_KV_TILE * STATE_KV_TILE : rows;
             p->mem->copy((char *)p->k[il] + (size_t)dst * STATE_KV_BLOCK * row,
-                   (const char *)p->k[il] + (size_t)src * STATE_KV_BLOCK * row, (size_t)rows * row);
+                   (const char *)p->k[il] + (size_t)src * STATE_KV_BLOCK * row, (size_t)krows * row);
         }
         if (p->v[il]) {
             const size_t row = (size_t)p->shape[il].kv_v * state_elem_bytes(p->type_v);
@@ -198,13 +201,16 @@ static void block_copy_rows(state_pool *p, int32_t dst, int32_t src, int64_t row
     }
 }
 
-/* dst[i] = src[i] in type t (f16: round to nearest, ties to even). */
-static void store_row(void *dst, qtype t, const float *src, int64_t n) {
+/* dst[i * stride] = src[i] in type t (f16: round to nearest, ties to even). */
+static void store_row(void *dst, qtype t, const float *src, int64_t n, int64_t stride) {
     if (t == QTYPE_F16) {
         uint16_t *h = dst;
-        for (int64_t i = 0; i < n; i++) h[i] = f32_to_fp16(src[i]);
-    } else {
+        for (int64_t i = 0; i < n; i++) h[i * stride] = f32_to_fp16(src[i]);
+    } else if (stride == 1) {
         memcpy(dst, src, (size_t)n * sizeof(float));
+    } else {
+        float *f = dst;
+        for (int64_t i = 0; i < n; i++) f[i * stride] = src[i];
     }
 }
 
@@ -213,8 +219,10 @@ void state_store_kv(state_pool *p, int64_t il, int32_t block, int64_t row, const
     EDDY_ASSERT(p->k[il] && p->v[il] && block >= 0 && block < p->n_blocks && p->block_refs[block] == 1);
     EDDY_ASSERT(row >= 0 && row < STATE_KV_BLOCK);
     const int64_t rk = (int64_t)block * STATE_KV_BLOCK + row;
-    store_row((char *)p->k[il] + (size_t)(rk * sh->kv_k) * state_elem_bytes(p->type_k), p->type_k, k, sh->kv_k);
-    store_row((char *)p->v[il] + (size_t)(rk * sh->kv_v) * state_elem_bytes(p->type_v), p->type_v, v, sh->kv_v);
+    const int64_t k0 = (int64_t)block * state_block_elems_k(p, il) + state_k_elem(p, il, row, 0);
+    store_row((char *)p->k[il] + (size_t)k0 * state_elem_bytes(p->type_k), p->type_k, k, sh->kv_k,
+              p->k_tiled ? STATE_KV_TILE : 1);
+    store_row((char *)p->v[il] + (size_t)(rk * sh->kv_v) * state_elem_bytes(p->type_v), p->type_v, v, sh->kv_v, 1);
 }
 
 /* ==== Sequence states ==== */

@@ -11,7 +11,11 @@
  *   KV blocks        per attention layer, key rows (n_blocks, STATE_KV_BLOCK, kv_k)
  *                    in type_k and value rows (n_blocks, STATE_KV_BLOCK, kv_v) in
  *                    type_v (f32, or f16 rounded to nearest even as llama.cpp stores
- *                    its F16 cache). A block holds STATE_KV_BLOCK consecutive
+ *                    its F16 cache). In host memory (k_tiled) each STATE_KV_TILE rows
+ *                    of keys are stored transposed, (kv_k, STATE_KV_TILE): the
+ *                    attention kernels read a tile's keys dimension by dimension, as
+ *                    vectors of STATE_KV_TILE positions, without transposing them at
+ *                    every step. A block holds STATE_KV_BLOCK consecutive
  *                    positions of one sequence in every attention layer; blocks are
  *                    reference-counted, so a fork or a snapshot shares its prefix's
  *                    blocks and a write to a shared block copies it first.
@@ -34,6 +38,9 @@
 /* Positions per KV block: one chunk of the attention kernels (ATTN_CHUNK), so a
  * chunk's keys never straddle two blocks. */
 #define STATE_KV_BLOCK 256
+/* Key rows per transposed tile in host pools (ATTN_KB: one block of the attention
+ * kernels). */
+#define STATE_KV_TILE 16
 
 /* Bytes of one KV cache element of type t (QTYPE_F16 or QTYPE_F32). */
 static inline size_t state_elem_bytes(qtype t) { return t == QTYPE_F16 ? sizeof(uint16_t) : sizeof(float); }
@@ -68,6 +75,7 @@ typedef struct {
     int32_t *block_refs;      /* (n_blocks) holders of each block; 0: free */
     int64_t n_slots_free, n_blocks_free;
     size_t bytes;             /* of every slab and block together */
+    bool k_tiled;             /* keys in transposed tiles (STATE_KV_TILE rows); host pools */
 } state_pool;
 
 /* shapes: (n_layer). The memory is reserved, not touched: pages a sequence never
@@ -108,6 +116,13 @@ static inline int64_t state_block_elems_k(const state_pool *p, int64_t il) {
 }
 static inline int64_t state_block_elems_v(const state_pool *p, int64_t il) {
     return STATE_KV_BLOCK * p->shape[il].kv_v;
+}
+
+/* Element offset of element e of key row `row` in a block of layer il's key slab. */
+static inline int64_t state_k_elem(const state_pool *p, int64_t il, int64_t row, int64_t e) {
+    const int64_t kv_k = p->shape[il].kv_k;
+    if (!p->k_tiled) return row * kv_k + e;
+    return (row - row % STATE_KV_TILE) * kv_k + e * STATE_KV_TILE + row % STATE_KV_TILE;
 }
 
 /* Stores the key and value rows (kv_k, kv_v floats) of layer il at row `row` of

@@ -502,7 +502,7 @@ static void attention_case(test_rng *r, int64_t n_head, int64_t n_kv, int64_t hd
         const ck_run *rk = &f.runs[kx];
         attn_args a = {ref + rk->row0 * n_head * dv, q + rk->row0 * Q, kc, vc, n_head * dv, Q, K, V, rk->n,
                        f.pos[rk->row0], ek == 2 ? QTYPE_F16 : QTYPE_F32, ev == 2 ? QTYPE_F16 : QTYPE_F32,
-                       f.blocks + rk->bt, 256 * K, 256 * V};
+                       f.blocks + rk->bt, 256 * K, 256 * V, false}; /* the device keeps rows */
         ops_attention_ref(&sh, &a, scores);
     }
     /* each row's keys in one block, in 5 ranges (one key each for the 6 positions of run 1's
