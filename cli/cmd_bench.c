@@ -14,14 +14,16 @@
 #include "cli.h"
 
 const char usage_bench[] =
-    "eddy bench -m MODEL.gguf [-p 512] [-n 128] [-t THREADS] [-r REPS] [-b BATCH] [--json]\n"
+    "eddy bench -m MODEL.gguf [-p 512] [-n 128] [-d 0] [-t THREADS] [-r REPS] [-b BATCH] [--json]\n"
     "        prefill (ppP: P random tokens as one batch) and decode (tgN: N single-token steps)\n"
     "        speed as llama-bench measures them, each from an empty sequence, one warm-up then\n"
     "        REPS (default 5) timed runs: t/s median and mean ± sd; then this machine's read\n"
     "        bandwidth measured in the same run on the same threads, the bytes a decode step\n"
     "        reads, the roofline fraction (decode t/s x bytes/token / bandwidth) and the peak\n"
     "        RSS. -p 0 or -n 0 skips that test; --json prints one line. Threads default to the\n"
-    "        CPUs eddy may use, as for run. Definitions: bench/RESULTS.md, \"Model benchmarks\"\n"
+    "        CPUs eddy may use, as for run. -d N (--n-depth): each test starts from N random\n"
+    "        tokens already in the sequence (prefilled once, restored from a snapshot), as\n"
+    "        llama-bench -d. Definitions: bench/RESULTS.md, \"Model benchmarks\"\n"
     "eddy bench -m MODEL.gguf --npl 1,2,4,8,16 [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]\n"
     "        many sequences at once, as llama.cpp's llama-batched-bench measures them: for each\n"
     "        count B, B random prompts of P tokens prefilled in one batch (S_PP), then N steps\n"
@@ -83,11 +85,13 @@ static const char *fmt_bytes(char *buf, size_t n, double b) {
 static void print_json(const char *name, const char *arch, const eddy_bench_params *p, const eddy_bench_result *r) {
     printf("{\"model\": \"");
     json_string(stdout, name);
-    printf("\", \"threads\": %d, \"pp_tokens\": %lld, \"tg_tokens\": %lld, \"pp_tps\": %.6g, \"tg_tps\": %.6g, "
+    printf("\", \"threads\": %d, \"pp_tokens\": %lld, \"tg_tokens\": %lld, \"n_depth\": %lld, \"pp_tps\": %.6g, "
+           "\"tg_tps\": %.6g, "
            "\"bytes_per_token\": %.0f, \"read_bw_gbs\": %.6g, \"roofline\": %.6g, \"peak_rss_mib\": %.2f, "
            "\"pp_tps_mean\": %.6g, \"pp_tps_sd\": %.6g, \"tg_tps_mean\": %.6g, \"tg_tps_sd\": %.6g, \"reps\": %d, "
            "\"n_batch\": %lld, \"arch\": \"",
-           r->n_threads, (long long)p->n_prompt, (long long)p->n_gen, r->pp.median, r->tg.median, r->bytes_per_token,
+           r->n_threads, (long long)p->n_prompt, (long long)p->n_gen, (long long)p->n_depth, r->pp.median,
+           r->tg.median, r->bytes_per_token,
            r->read_bw / 1e9, r->roofline, r->peak_rss / (1024.0 * 1024.0), r->pp.mean, r->pp.sd, r->tg.mean,
            r->tg.sd, p->n_reps, (long long)r->n_batch);
     json_string(stdout, arch);
@@ -117,13 +121,14 @@ static void print_table(const char *name, const char *arch, double size_mib, con
     printf("| %-*s | %-10s | %13s | %7s | %8s | %12s | %21s |\n", w, "model", "arch", "size", "threads", "test",
            "t/s (median)", "t/s (mean ± sd)");
     printf("| %s | ---------- | ------------: | ------: | -------: | -----------: | -------------------: |\n", dash);
-    char test[32];
+    char test[48], at[24] = "";
+    if (p->n_depth > 0) snprintf(at, sizeof at, " @ d%lld", (long long)p->n_depth); /* llama-bench's name */
     if (p->n_prompt > 0) {
-        snprintf(test, sizeof test, "pp%lld", (long long)p->n_prompt);
+        snprintf(test, sizeof test, "pp%lld%s", (long long)p->n_prompt, at);
         print_row(w, name, arch, size_mib, r->n_threads, test, &r->pp);
     }
     if (p->n_gen > 0) {
-        snprintf(test, sizeof test, "tg%lld", (long long)p->n_gen);
+        snprintf(test, sizeof test, "tg%lld%s", (long long)p->n_gen, at);
         print_row(w, name, arch, size_mib, r->n_threads, test, &r->tg);
     }
     char b0[32], b1[32], b2[32], b3[32];
@@ -322,7 +327,7 @@ static int bench_session(const char *path, eddy_bench_params *p, const char *dir
 
 int cmd_bench(int argc, char **argv) {
     int kernels = 0, json = 0, model_only = 0;
-    long long threads = 0, n_prompt = 512, n_gen = 128, reps = 5, n_batch = 0;
+    long long threads = 0, n_prompt = 512, n_gen = 128, reps = 5, n_batch = 0, n_depth = 0;
     const char *filter = NULL, *model = NULL;
     long long npl[64];
     long long ks[EDDY_BENCH_VERIFY_MAX];
@@ -354,6 +359,9 @@ int cmd_bench(int argc, char **argv) {
         } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
             if (cli_parse_int(a, val, 0, 1 << 20, &n_gen)) return 1;
             i++, model_only = 1, gen_given = 1;
+        } else if (!strcmp(a, "-d") || !strcmp(a, "--n-depth")) {
+            if (cli_parse_int(a, val, 0, 1 << 20, &n_depth)) return 1;
+            i++, model_only = 1;
         } else if (!strcmp(a, "--session-turn")) {
             session_turn = 1, model_only = 1;
         } else if (!strcmp(a, "--dir")) {
@@ -389,7 +397,10 @@ int cmd_bench(int argc, char **argv) {
     if (filter) return cli_error("bench: --filter applies to kernel benchmarks (--kernels), not -m");
     if (n_prompt == 0 && n_gen == 0) return cli_error("bench: nothing to run: -p and -n are both 0");
     eddy_bench_params p = {.n_prompt = n_prompt, .n_gen = n_gen, .n_threads = (int)threads, .n_reps = (int)reps,
-                           .seed = 42, .device = device, .n_batch = n_batch};
+                           .seed = 42, .device = device, .n_batch = n_batch, .n_depth = n_depth};
+    if (n_depth && (session_turn || n_npl || n_k))
+        return cli_error("bench: -d applies to the prefill and decode tests (-p, -n), not --session-turn, --npl "
+                         "or --verify (whose -p is the depth)");
     if (session_turn && (n_npl || n_k)) return cli_error("bench: --session-turn, --npl and --verify are separate benchmarks");
     if (session_turn) {
         if (!prompt_given) p.n_prompt = 4000;

@@ -451,6 +451,10 @@ typedef struct {
      * (a device-to-device copy, bytes read plus bytes written over its time) */
     eddy_device device;
     int64_t n_batch; /* tokens per forward step (0: the engine's default, 512, 2048 on a GPU) */
+    /* eddy_bench_model: positions the sequence holds before each test, as llama-bench's
+     * -d: random tokens prefilled once, untimed, and restored from a snapshot before each
+     * run (0: every test from an empty sequence) */
+    int64_t n_depth;
 } eddy_bench_params;
 
 typedef struct {
@@ -464,7 +468,7 @@ typedef struct {
     double read_bw;           /* bytes/s: the machine's read bandwidth, measured after the tests
                                * on the same threads (1 GiB buffer, best of 4 passes) */
     eddy_decode_bytes bytes;  /* of one decode step */
-    double kv_positions;      /* positions a decode step of the tg test holds on average:
+    double kv_positions;      /* positions a decode step of the tg test holds on average: n_depth +
                                * (n_gen + 1) / 2; 1 without a tg test */
     double bytes_per_token;   /* bytes.weights + bytes.state + bytes.kv_per_pos * kv_positions */
     double roofline;          /* tg.median * bytes_per_token / read_bw: 1 would be decode at the

@@ -5,7 +5,8 @@
  *
  * Owns: the two tests (pp: n_prompt random tokens in one evaluation from an empty
  * sequence, logits of the last token; tg: n_gen single-token evaluations from an
- * empty sequence, each feeding the previous step's argmax), their warm-up and timed
+ * empty sequence, each feeding the previous step's argmax; with n_depth, from a
+ * sequence holding that many random tokens instead), their warm-up and timed
  * repetitions, the statistics (median, mean, sample standard deviation of tokens/s),
  * the peak resident set, the bandwidth probe and the roofline fraction.
  * Does not own: the count of bytes per decode step (src/model/footprint.c) or the
@@ -51,22 +52,30 @@ int32_t bench_argmax(const float *x, int64_t n) {
 
 /* ==== The tests ==== */
 
-/* pp: the prompt as one evaluation from an empty sequence; *secs its time. */
-static eddy_status run_pp(eddy_ctx *c, const int32_t *prompt, int64_t n, float *logits, double *secs,
-                          eddy_error *err) {
+/* Back to where each test starts: the snapshot at depth, or an empty sequence. */
+static eddy_status rewind_to(eddy_ctx *c, const eddy_snapshot *depth, eddy_error *err) {
+    if (depth) return eddy_seq_restore(eddy_ctx_seq(c), depth, err);
     eddy_ctx_reset(c);
+    return EDDY_OK;
+}
+
+/* pp: the prompt as one evaluation from the start (rewind_to); *secs its time. */
+static eddy_status run_pp(eddy_ctx *c, const eddy_snapshot *depth, const int32_t *prompt, int64_t n, float *logits,
+                          double *secs, eddy_error *err) {
+    eddy_status s = rewind_to(c, depth, err);
+    if (s != EDDY_OK) return s;
     double t0 = timer_s();
-    eddy_status s = eddy_ctx_eval(c, prompt, n, logits, 0, err);
+    s = eddy_ctx_eval(c, prompt, n, logits, 0, err);
     *secs = timer_s() - t0;
     return s;
 }
 
-/* tg: n single-token steps from an empty sequence, each feeding the last argmax. */
-static eddy_status run_tg(eddy_ctx *c, int32_t first, int64_t n, float *logits, double *secs, eddy_error *err) {
+/* tg: n single-token steps from the start (rewind_to), each feeding the last argmax. */
+static eddy_status run_tg(eddy_ctx *c, const eddy_snapshot *depth, int32_t first, int64_t n, float *logits,
+                          double *secs, eddy_error *err) {
     const int64_t n_vocab = eddy_engine_model(eddy_ctx_engine(c))->hp.n_vocab;
-    eddy_ctx_reset(c);
     int32_t tok = first;
-    eddy_status s = EDDY_OK;
+    eddy_status s = rewind_to(c, depth, err);
     double t0 = timer_s();
     for (int64_t i = 0; i < n && s == EDDY_OK; i++) {
         s = eddy_ctx_eval(c, &tok, 1, logits, 0, err);
@@ -117,9 +126,10 @@ eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, ed
                              eddy_error *err) {
     if (!m || !p || !r) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_bench_model: NULL argument");
     const int64_t max_tokens = (int64_t)1 << 20;
-    if (p->n_prompt < 0 || p->n_gen < 0 || p->n_prompt > max_tokens || p->n_gen > max_tokens)
-        return eddy_error_set(err, EDDY_ERR_ARG, "bench: token counts %" PRId64 " and %" PRId64
-                              " must lie in 0..%" PRId64, p->n_prompt, p->n_gen, max_tokens);
+    if (p->n_prompt < 0 || p->n_gen < 0 || p->n_depth < 0 || p->n_prompt > max_tokens || p->n_gen > max_tokens ||
+        p->n_depth > max_tokens)
+        return eddy_error_set(err, EDDY_ERR_ARG, "bench: token counts %" PRId64 ", %" PRId64 " and depth %" PRId64
+                              " must lie in 0..%" PRId64, p->n_prompt, p->n_gen, p->n_depth, max_tokens);
     if (p->n_prompt == 0 && p->n_gen == 0)
         return eddy_error_set(err, EDDY_ERR_ARG, "bench: nothing to run: the prefill and decode tests are both 0 tokens");
     if (p->n_reps < 0 || p->n_reps > 1000)
@@ -127,12 +137,15 @@ eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, ed
     const int reps = p->n_reps > 0 ? p->n_reps : 5;
     const int64_t n_vocab = m->hp.n_vocab;
 
-    eddy_ctx_params cp = {.n_ctx = p->n_prompt + p->n_gen, .n_threads = p->n_threads, .n_batch = p->n_batch,
+    eddy_ctx_params cp = {.n_ctx = p->n_depth + p->n_prompt + p->n_gen,
+                          .n_threads = p->n_threads, .n_batch = p->n_batch, .n_snapshots = p->n_depth > 0,
                           .device = p->device};
     eddy_ctx *c = NULL;
+    eddy_snapshot *depth = NULL;
     eddy_status s = eddy_ctx_new(m, &cp, &c, err);
     if (s != EDDY_OK) return s;
-    int32_t *prompt = eddy_malloc((size_t)(p->n_prompt > 0 ? p->n_prompt : 1) * sizeof *prompt);
+    const int64_t n_in = p->n_prompt > p->n_depth ? p->n_prompt : p->n_depth;
+    int32_t *prompt = eddy_malloc((size_t)(n_in > 0 ? n_in : 1) * sizeof *prompt);
     float *logits = eddy_malloc((size_t)n_vocab * sizeof *logits);
     double *rates = eddy_malloc((size_t)reps * sizeof *rates);
     if (!prompt || !logits || !rates) {
@@ -143,24 +156,33 @@ eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, ed
     if (!rng) rng = 1; /* xorshift needs a non-zero state */
     for (int64_t i = 0; i < p->n_prompt; i++) prompt[i] = bench_random_token(&rng, n_vocab, p->vocab);
     const int32_t first = bench_random_token(&rng, n_vocab, p->vocab);
+    if (p->n_depth > 0) { /* the depth: its own random tokens, then the prompt's again */
+        for (int64_t i = 0; i < p->n_depth; i++) prompt[i] = bench_random_token(&rng, n_vocab, p->vocab);
+        s = eddy_ctx_eval(c, prompt, p->n_depth, NULL, 0, err);
+        if (s == EDDY_OK) s = eddy_seq_snapshot(eddy_ctx_seq(c), &depth, err);
+        if (s != EDDY_OK) goto done;
+        rng = p->seed * 0x9e3779b97f4a7c15ull + 1;
+        if (!rng) rng = 1;
+        for (int64_t i = 0; i < p->n_prompt; i++) prompt[i] = bench_random_token(&rng, n_vocab, p->vocab);
+    }
 
     *r = (eddy_bench_result){.n_threads = eddy_engine_n_threads(eddy_ctx_engine(c)),
                              .n_batch = eddy_engine_n_batch(eddy_ctx_engine(c))};
     snprintf(r->device, sizeof r->device, "%s", eddy_engine_device_name(eddy_ctx_engine(c)));
     double secs;
     if (p->n_prompt > 0) {
-        s = run_pp(c, prompt, p->n_prompt, logits, &secs, err); /* warm-up */
+        s = run_pp(c, depth, prompt, p->n_prompt, logits, &secs, err); /* warm-up */
         for (int i = 0; i < reps && s == EDDY_OK; i++) {
-            s = run_pp(c, prompt, p->n_prompt, logits, &secs, err);
+            s = run_pp(c, depth, prompt, p->n_prompt, logits, &secs, err);
             rates[i] = tokens_per_s(p->n_prompt, secs);
         }
         if (s != EDDY_OK) goto done;
         r->pp = bench_rate_stats(rates, reps);
     }
     if (p->n_gen > 0) {
-        s = run_tg(c, first, p->n_gen, logits, &secs, err); /* warm-up */
+        s = run_tg(c, depth, first, p->n_gen, logits, &secs, err); /* warm-up */
         for (int i = 0; i < reps && s == EDDY_OK; i++) {
-            s = run_tg(c, first, p->n_gen, logits, &secs, err);
+            s = run_tg(c, depth, first, p->n_gen, logits, &secs, err);
             rates[i] = tokens_per_s(p->n_gen, secs);
         }
         if (s != EDDY_OK) goto done;
@@ -180,10 +202,11 @@ eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, ed
     r->bytes.kv_per_pos /= 2;
     /* step i (0-based) of the tg test holds i + 1 positions, the one it adds included;
      * without a tg test, the first step's */
-    r->kv_positions = p->n_gen > 0 ? 0.5 * (double)(p->n_gen + 1) : 1.0;
+    r->kv_positions = (double)p->n_depth + (p->n_gen > 0 ? 0.5 * (double)(p->n_gen + 1) : 1.0);
     r->bytes_per_token = (double)r->bytes.weights + (double)r->bytes.state + (double)r->bytes.kv_per_pos * r->kv_positions;
     r->roofline = r->tg.median * r->bytes_per_token / r->read_bw;
 done:
+    eddy_snapshot_free(depth);
     eddy_free(rates);
     eddy_free(logits);
     eddy_free(prompt);

@@ -125,6 +125,15 @@ if "$EDDY" bench -m tests/data/models/qwen35-tiny-q8_0.gguf -p 40 -n 2 -r 1 -t 1
 else bad "bench -b: $(cat "$TMP/b") $(cat "$TMP/err")"; fi
 expect_err "bench -b 0" "-b: 0 is out of range" bench -m $M -b 0
 
+# eddy bench -d: each test from a sequence already N deep (a hybrid: its recurrent state
+# restored from the snapshot before each run), named as llama-bench names it
+if "$EDDY" bench -m tests/data/models/qwen35-tiny-q8_0.gguf -p 8 -n 4 -d 300 -r 2 -t 1 >"$TMP/b" 2>"$TMP/err" &&
+   grep -q '| pp8 @ d300 |' "$TMP/b" && grep -q '| tg4 @ d300 |' "$TMP/b" && grep -q '(302.5 positions on average)' "$TMP/b" &&
+   "$EDDY" bench -m tests/data/models/qwen35-tiny-q8_0.gguf -p 0 -n 2 -d 40 -r 1 -t 1 --json >"$TMP/b" 2>"$TMP/err" &&
+   grep -q '"n_depth": 40,' "$TMP/b"; then ok
+else bad "bench -d: $(cat "$TMP/b") $(cat "$TMP/err")"; fi
+expect_err "bench -d with --npl" "-d applies to the prefill and decode tests" bench -m $M -d 8 --npl 1
+
 # eddy bench --session-turn: the three ways of the next turn and the disk's speed
 if "$EDDY" bench -m tests/data/models/qwen35-tiny-f32.gguf --session-turn -p 300 -n 4 -r 1 -t 1 --dir "$TMP" --json \
      >"$TMP/st" 2>"$TMP/err" && grep -q '"n_prompt": 300, "n_turn": 4' "$TMP/st" && grep -q '"disk_read_gbs"' "$TMP/st" &&
