@@ -283,11 +283,12 @@ static void attn_unit_kernel(const attn_unit *u, float *work) {
         memset(w.o, 0, (size_t)(rows * dv) * sizeof(float));
         for (int64_t jb = c0; jb < c1; jb += ATTN_KB) {
             const int64_t nk = c1 - jb < ATTN_KB ? c1 - jb : ATTN_KB;
-            /* a whole tile of a tiled cache is kt already (f16: widened as the scores read it,
-             * when one score pass covers the rows; more passes widen it once, into kt) */
+            /* a whole tile of a tiled cache is kt already (f16: widened as the scores read it
+             * when one or two score passes cover the rows, a decode's or a verify's; more
+             * passes, a prefill's, widen it once, into kt) */
             const void *kt = w.kt;
             bool kh = false;
-            if (a->k_tiled && nk == ATTN_KB && (a->type_k != QTYPE_F16 || rows <= SC_RB)) {
+            if (a->k_tiled && nk == ATTN_KB && (a->type_k != QTYPE_F16 || rows <= 2 * SC_RB)) {
                 const int64_t at = attn_k_row(a, jb) + u->hk * s->head_dim_k * ATTN_KB;
                 kh = a->type_k == QTYPE_F16;
                 kt = kh ? (const void *)((const uint16_t *)a->k + at) : (const void *)((const float *)a->k + at);
