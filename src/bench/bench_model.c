@@ -144,8 +144,8 @@ eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, ed
     eddy_snapshot *depth = NULL;
     eddy_status s = eddy_ctx_new(m, &cp, &c, err);
     if (s != EDDY_OK) return s;
-    const int64_t n_in = p->n_prompt > p->n_depth ? p->n_prompt : p->n_depth;
-    int32_t *prompt = eddy_malloc((size_t)(n_in > 0 ? n_in : 1) * sizeof *prompt);
+    /* the prompt's tokens, then the depth's */
+    int32_t *prompt = eddy_malloc((size_t)(p->n_prompt + p->n_depth > 0 ? p->n_prompt + p->n_depth : 1) * sizeof *prompt);
     float *logits = eddy_malloc((size_t)n_vocab * sizeof *logits);
     double *rates = eddy_malloc((size_t)reps * sizeof *rates);
     if (!prompt || !logits || !rates) {
@@ -156,14 +156,12 @@ eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, ed
     if (!rng) rng = 1; /* xorshift needs a non-zero state */
     for (int64_t i = 0; i < p->n_prompt; i++) prompt[i] = bench_random_token(&rng, n_vocab, p->vocab);
     const int32_t first = bench_random_token(&rng, n_vocab, p->vocab);
-    if (p->n_depth > 0) { /* the depth: its own random tokens, then the prompt's again */
-        for (int64_t i = 0; i < p->n_depth; i++) prompt[i] = bench_random_token(&rng, n_vocab, p->vocab);
-        s = eddy_ctx_eval(c, prompt, p->n_depth, NULL, 0, err);
+    if (p->n_depth > 0) {
+        int32_t *deep = prompt + p->n_prompt;
+        for (int64_t i = 0; i < p->n_depth; i++) deep[i] = bench_random_token(&rng, n_vocab, p->vocab);
+        s = eddy_ctx_eval(c, deep, p->n_depth, NULL, 0, err);
         if (s == EDDY_OK) s = eddy_seq_snapshot(eddy_ctx_seq(c), &depth, err);
         if (s != EDDY_OK) goto done;
-        rng = p->seed * 0x9e3779b97f4a7c15ull + 1;
-        if (!rng) rng = 1;
-        for (int64_t i = 0; i < p->n_prompt; i++) prompt[i] = bench_random_token(&rng, n_vocab, p->vocab);
     }
 
     *r = (eddy_bench_result){.n_threads = eddy_engine_n_threads(eddy_ctx_engine(c)),

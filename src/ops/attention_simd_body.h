@@ -63,11 +63,17 @@ AI void load_keys_as(const bool HALF, const bool FULL, const attn_unit *u, int64
         }
 }
 
+/* Element offset of the unit's KV head's part of the tile of keys from jb (k_tiled):
+ * (dk, ATTN_KB), the layout of kt. */
+AI int64_t tile_at(const attn_unit *u, int64_t jb) {
+    return attn_k_row(u->a, jb) + u->hk * u->s->head_dim_k * ATTN_KB;
+}
+
 /* The same from a tiled cache (attn_args.k_tiled): the tile's rows are kt already, but
- * in the cache's type and with the rows of every KV head, dk * ATTN_KB elements each. */
+ * in the cache's type. */
 AI void load_tile_as(const bool HALF, const attn_unit *u, int64_t jb, int64_t nk, float *kt) {
     const attn_args *a = u->a;
-    const int64_t dk = u->s->head_dim_k, first = attn_k_row(a, jb) + u->hk * dk * ATTN_KB;
+    const int64_t dk = u->s->head_dim_k, first = tile_at(u, jb);
     const uint16_t *kh = (const uint16_t *)a->k + first;
     const float *kf = (const float *)a->k + first;
     if (nk == ATTN_KB) {
@@ -289,7 +295,7 @@ static void attn_unit_kernel(const attn_unit *u, float *work) {
             const void *kt = w.kt;
             bool kh = false;
             if (a->k_tiled && nk == ATTN_KB && (a->type_k != QTYPE_F16 || rows <= 2 * SC_RB)) {
-                const int64_t at = attn_k_row(a, jb) + u->hk * s->head_dim_k * ATTN_KB;
+                const int64_t at = tile_at(u, jb);
                 kh = a->type_k == QTYPE_F16;
                 kt = kh ? (const void *)((const uint16_t *)a->k + at) : (const void *)((const float *)a->k + at);
             } else {

@@ -120,12 +120,7 @@ static void copy_kv(const engine *c, const seq_state *st, int64_t n_pos, int64_t
         const int64_t rows = n_pos - b * STATE_KV_BLOCK < STATE_KV_BLOCK ? n_pos - b * STATE_KV_BLOCK : STATE_KV_BLOCK;
         uint8_t *in_pool = slab + (size_t)st->blocks[b] * STATE_KV_BLOCK * row, *in_flat = flat + (size_t)(b * STATE_KV_BLOCK) * row;
         if (keys && sp->k_tiled) { /* host memory; the file holds rows */
-            const size_t el = state_elem_bytes(sp->type_k);
-            for (int64_t r = 0; r < rows; r++)
-                for (int64_t e = 0; e < sp->shape[il].kv_k; e++) {
-                    uint8_t *pe = in_pool + (size_t)state_k_elem(sp, il, r, e) * el, *fe = in_flat + (size_t)r * row + (size_t)e * el;
-                    memcpy(to_pool ? pe : fe, to_pool ? fe : pe, el);
-                }
+            state_tiled_keys_copy(sp, il, in_pool, in_flat, rows, to_pool);
         } else if (to_pool) {
             sp->mem->from_host(in_pool, in_flat, (size_t)rows * row);
         } else {

@@ -214,6 +214,33 @@ static void store_row(void *dst, qtype t, const float *src, int64_t n, int64_t s
     }
 }
 
+/* One tile's n rows between the tile (kv_k, STATE_KV_TILE) and flat rows (n, kv_k), for
+ * elements of type T: the tile's side goes in order. */
+#define TILE_COPY(T)                                                                  \
+    for (int64_t e = 0; e < kv_k; e++)                                                \
+        for (int64_t jj = 0; jj < n; jj++) {                                          \
+            T *te = (T *)tile + e * STATE_KV_TILE + jj, *fe = (T *)flat_t + jj * kv_k + e;    \
+            if (to_block) *te = *fe;                                                  \
+            else *fe = *te;                                                           \
+        }
+
+void state_tiled_keys_copy(const state_pool *p, int64_t il, void *block, void *flat, int64_t rows, bool to_block) {
+    EDDY_ASSERT(p->k_tiled && rows >= 0 && rows <= STATE_KV_BLOCK);
+    const int64_t kv_k = p->shape[il].kv_k;
+    const size_t el = state_elem_bytes(p->type_k), tile_bytes = (size_t)(STATE_KV_TILE * kv_k) * el;
+    for (int64_t t0 = 0; t0 < rows; t0 += STATE_KV_TILE) {
+        const int64_t n = rows - t0 < STATE_KV_TILE ? rows - t0 : STATE_KV_TILE;
+        char *tile = (char *)block + (size_t)(t0 / STATE_KV_TILE) * tile_bytes;
+        char *flat_t = (char *)flat + (size_t)(t0 * kv_k) * el;
+        if (el == sizeof(uint16_t)) {
+            TILE_COPY(uint16_t)
+        } else {
+            TILE_COPY(float)
+        }
+    }
+}
+#undef TILE_COPY
+
 void state_store_kv(state_pool *p, int64_t il, int32_t block, int64_t row, const float *k, const float *v) {
     const state_layer_shape *sh = &p->shape[il];
     EDDY_ASSERT(p->k[il] && p->v[il] && block >= 0 && block < p->n_blocks && p->block_refs[block] == 1);

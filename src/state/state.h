@@ -125,6 +125,11 @@ static inline int64_t state_k_elem(const state_pool *p, int64_t il, int64_t row,
     return (row - row % STATE_KV_TILE) * kv_k + e * STATE_KV_TILE + row % STATE_KV_TILE;
 }
 
+/* Key rows [0, rows) of a block of layer il's tiled key slab (k_tiled; host memory)
+ * between that block and flat rows (rows, kv_k) in type_k: into the block when
+ * to_block, else out of it. */
+void state_tiled_keys_copy(const state_pool *p, int64_t il, void *block, void *flat, int64_t rows, bool to_block);
+
 /* Stores the key and value rows (kv_k, kv_v floats) of layer il at row `row` of
  * block `block`, converted to the cache's types. */
 void state_store_kv(state_pool *p, int64_t il, int32_t block, int64_t row, const float *k, const float *v);
