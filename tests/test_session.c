@@ -139,6 +139,61 @@ TEST(session_load_with_no_spare_blocks_and_refused_loads_keep_the_pool) {
     eddy_model_free(m);
 }
 
+/* The file holds keys as rows in position order (docs/session-format.md) though host
+ * pools keep them in transposed tiles: each key section's row r, element e is the
+ * pool's element as the attention kernels find it (state_k_elem), for both cache types
+ * and a partial last tile. A round trip alone would miss a permutation that saving and
+ * loading undo together. */
+static uint32_t le32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint64_t le64(const uint8_t *p) { return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32; }
+
+TEST(session_keys_are_rows_in_position_order) {
+    const eddy_kv_type kinds[2] = {EDDY_KV_F32, EDDY_KV_F16};
+    eddy_model *m = load("models/qwen35-tiny-f32.gguf");
+    if (!m) return;
+    for (int k = 0; k < 2; k++) {
+        eddy_engine *e = new_engine(m, 64, kinds[k]);
+        eddy_seq *a = e ? new_seq(e) : NULL;
+        const int64_t V = eddy_model_n_vocab(m);
+        test_rng r = test_rng_new();
+        int32_t p[P_LEN];
+        for (int i = 0; i < P_LEN; i++) p[i] = (int32_t)test_rng_below(&r, (uint32_t)V);
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        eddy_error err;
+        if (a && feed(a, p, P_LEN, NULL) && CHECK(eddy_seq_save_buffer(a, NULL, (void **)&buf, &len, &err) == EDDY_OK)) {
+            const state_pool *sp = ((engine *)e)->sp;
+            const size_t el = kinds[k] == EDDY_KV_F32 ? 4 : 2;
+            const uint32_t n_sec = le32(buf + 60);
+            int n_keys = 0;
+            for (uint32_t i = 0; i < n_sec; i++) {
+                const uint8_t *ent = buf + 128 + 32 * i;
+                if (le32(ent) != 6) continue; /* keys */
+                const int64_t il = le32(ent + 4), kv_k = sp->shape[il].kv_k;
+                const uint64_t off = le64(ent + 8);
+                REQUIRE(le64(ent + 16) == (uint64_t)(P_LEN * kv_k) * el && off + le64(ent + 16) <= len);
+                n_keys++;
+                int bad = 0;
+                for (int64_t row = 0; row < P_LEN; row++) {
+                    const int64_t blk = a->st.blocks[row / STATE_KV_BLOCK], in = row % STATE_KV_BLOCK;
+                    for (int64_t x = 0; x < kv_k; x++) {
+                        const uint8_t *want = (const uint8_t *)sp->k[il] +
+                                              (size_t)(blk * state_block_elems_k(sp, il) + state_k_elem(sp, il, in, x)) * el;
+                        bad += memcmp(buf + off + (size_t)(row * kv_k + x) * el, want, el) != 0;
+                    }
+                }
+                CHECKF(bad == 0, "cache %d, layer %lld: %d key elements of the file are not the pool's row order", k,
+                       (long long)il, bad);
+            }
+            CHECK(n_keys > 0);
+        }
+        eddy_buffer_free(buf);
+        eddy_engine_free(e);
+    }
+    eddy_model_free(m);
+}
+
+
 /* The sampler's generator and history come back: the same draws follow. */
 TEST(session_keeps_the_sampler) {
     eddy_model *m = load("models/qwen35-tiny-f32.gguf");
