@@ -6,8 +6,12 @@
  */
 #include "test.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
+#include "base/env.h"
 #include "eddy.h"
 #include "quant/fp16.h"
 #include "state/state.h"
@@ -57,6 +61,42 @@ TEST(kv_cache_stores_rounded_rows) {
     seq_state_release(p32, &s32);
     state_pool_free(p16);
     state_pool_free(p32);
+}
+
+/* The VmFlags of the mapping holding addr, from /proc/self/smaps ("" when not found). */
+static void vm_flags(const void *addr, char *out, size_t n) {
+    out[0] = 0;
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return;
+    char line[512];
+    bool inside = false;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            inside = (unsigned long)(uintptr_t)addr >= lo && (unsigned long)(uintptr_t)addr < hi;
+        else if (inside && !strncmp(line, "VmFlags:", 8)) {
+            snprintf(out, n, "%s", line + 8);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* Host pools ask for huge pages for KV blocks (streamed whole by attention) and small
+ * pages for the recurrent slabs, of which a verify's pending slots touch a few KiB per
+ * layer (docs/kernels-matmul.md): the mappings' VmFlags show hg and nh. Linux with
+ * transparent huge pages only. */
+TEST(kv_cache_recurrent_slabs_stay_in_small_pages) {
+    if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0) return;
+    const state_layer_shape shapes[2] = {{256, 256, 0, 0}, {0, 0, 4096, 1 << 20}};
+    state_pool *p;
+    REQUIRE(state_pool_new(&p, shapes, 2, 3, 64, QTYPE_F16, QTYPE_F16, NULL) == EDDY_OK);
+    char rec[512], k[512];
+    vm_flags((const char *)p->rec[1] + (2 << 20), rec, sizeof rec); /* past the first 2 MiB */
+    vm_flags((const char *)p->k[0] + (2 << 20), k, sizeof k);
+    CHECKF(strstr(rec, " nh") != NULL, "recurrent slab's VmFlags:%s", rec);
+    if (!env_flag("EDDY_NO_HUGEPAGES")) CHECKF(strstr(k, " hg") != NULL, "key slab's VmFlags:%s", k);
+    state_pool_free(p);
 }
 
 TEST(kv_cache_refuses_bad_types) {

@@ -82,6 +82,14 @@ void *eddy_malloc_aligned(size_t n, size_t align) {
 
 void eddy_free_aligned(void *p) { eddy_free(p); }
 
+void *eddy_malloc_small_pages(size_t n) {
+    void *p = eddy_malloc_aligned(n, 4096);
+#ifdef MADV_NOHUGEPAGE
+    if (p && n >= ((size_t)2 << 20)) (void)madvise(p, n, MADV_NOHUGEPAGE);
+#endif
+    return p;
+}
+
 void *eddy_malloc_big(size_t n) {
     const size_t huge = (size_t)2 << 20;
     if (n < huge) return eddy_malloc_aligned(n, 64);

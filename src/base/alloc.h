@@ -28,6 +28,12 @@ void eddy_free_aligned(void *p);
  * the last whole one keeps small pages. Free with eddy_free_aligned. */
 void *eddy_malloc_big(size_t n);
 
+/* A large buffer touched in small pieces, some of them never: 64-byte aligned and kept
+ * in 4 KiB pages (madvise MADV_NOHUGEPAGE, where Linux has it), since the first touch
+ * of a byte in a huge page makes the system zero all 2 MiB of it. Free with
+ * eddy_free_aligned. */
+void *eddy_malloc_small_pages(size_t n);
+
 /* count * size, or false when it would overflow size_t. */
 static inline bool eddy_mul_size(size_t count, size_t size, size_t *out) {
     if (size != 0 && count > SIZE_MAX / size) return false;

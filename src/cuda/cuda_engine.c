@@ -140,7 +140,7 @@ static void state_from_host(void *dst, const void *src, size_t bytes) {
     cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
 }
 static const state_mem device_mem = {state_alloc, state_free,    state_zero, state_copy,
-                                     state_to_host, state_from_host, false};
+                                     state_to_host, state_from_host, false, NULL};
 
 /* ==== Weights ==== */
 

@@ -61,6 +61,7 @@ struct drafter {
     /* verify step time against its tokens: decayed sums for a least-squares line */
     double sw, sx, sy, sxx, sxy;
     double c_prior; /* cost of one more token in a step, as a fraction of a one-token step */
+    int64_t rows_seen; /* the most tokens a verify step has had */
     eddy_seq *target; /* the sequence drafted for (its MTP layer drafts) */
 };
 
@@ -420,6 +421,15 @@ void drafter_update(drafter *d, int64_t n_drafted, int64_t n_accepted, double ve
     const double tried = (double)(n_accepted < n_drafted ? n_accepted + 1 : n_drafted);
     d->acc_kept[d->kind] = 0.9 * d->acc_kept[d->kind] + (double)n_accepted;
     d->acc_tried[d->kind] = 0.9 * d->acc_tried[d->kind] + tried;
+    /* a step of more tokens than any before may have written state slots (and scratch)
+     * no step had used, which the system faults in and zeroes on first touch (a
+     * 17-token verify of a 0.5B hybrid took 280 ms so against 50 ms warm, when the
+     * slots were in huge pages): its time says nothing about the next steps', and on
+     * the line it would keep the drafts short for many steps */
+    if (n_drafted + 1 > d->rows_seen) {
+        d->rows_seen = n_drafted + 1;
+        return;
+    }
     add_step_time(d, (double)(n_drafted + 1), verify_s);
 }
 
@@ -427,23 +437,29 @@ void drafter_update(drafter *d, int64_t n_drafted, int64_t n_accepted, double ve
  * step) or one in [draft_min, draft_max]. */
 static int64_t best_length(const drafter *d, int kind) {
     const int64_t lo = d->p.draft_min, hi = d->p.draft_max;
-    if (d->p.fixed || d->sw == 0) return hi;
+    if (d->p.fixed) return hi;
     const double a = (d->acc_kept[kind] + 1) / (d->acc_tried[kind] + 2); /* 1/2 before any evidence */
     /* a step of x tokens takes t0 + t1 * x: the measured line when the steps seen (plain
-     * ones too) spread over more than one length, else the prior's slope through their mean */
-    const double mx = d->sx / d->sw, my = d->sy / d->sw, var = d->sxx / d->sw - mx * mx;
-    double t1 = var > 0.05 ? (d->sxy / d->sw - mx * my) / var : 0;
-    double t0 = my - t1 * mx;
-    if (!(var > 0.05) || t1 < 0 || t0 <= 0) {
-        t0 = my / (1 + d->c_prior * (mx - 1));
-        t1 = t0 * d->c_prior;
-        t0 -= t1;
+     * ones too) spread over more than one length, else the prior's slope through their
+     * mean; before any step is timed, the prior's line in units of a plain step (a draft
+     * model's seconds per draft, in other units, wait for it) */
+    double t0 = 1 - d->c_prior, t1 = d->c_prior, draft_t = 0;
+    if (d->sw > 0) {
+        const double mx = d->sx / d->sw, my = d->sy / d->sw, var = d->sxx / d->sw - mx * mx;
+        t1 = var > 0.05 ? (d->sxy / d->sw - mx * my) / var : 0;
+        t0 = my - t1 * mx;
+        if (!(var > 0.05) || t1 < 0 || t0 <= 0) {
+            t0 = my / (1 + d->c_prior * (mx - 1));
+            t1 = t0 * d->c_prior;
+            t0 -= t1;
+        }
+        draft_t = d->draft_s;
     }
     int64_t best = 0;
     double best_rate = 1 / (t0 + t1); /* a plain step: one token */
     for (int64_t k = lo; k <= hi; k++) {
         const double tokens = a >= 0.999 ? (double)(k + 1) : (1 - pow(a, (double)(k + 1))) / (1 - a);
-        const double rate = tokens / (t0 + t1 * (double)(k + 1) + d->draft_s * (double)k);
+        const double rate = tokens / (t0 + t1 * (double)(k + 1) + draft_t * (double)k);
         if (rate > best_rate) best_rate = rate, best = k;
     }
     return best;

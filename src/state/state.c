@@ -37,7 +37,13 @@ static void *host_alloc(size_t bytes) { return eddy_malloc_big(bytes); }
 static void host_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
 static void host_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 
-static const state_mem host_mem = {host_alloc, eddy_free_aligned, host_zero, host_copy, host_copy, host_copy, true};
+/* A verify's pending slots (engine_seq.c) write a few KiB of each layer's recurrent
+ * slot (the rows' inputs, block_gdn.c): in huge pages the first use of each would
+ * zero 2 MiB per layer (a 17-token verify of a 0.5B hybrid: 150 MB, 230 ms on a VM),
+ * while the recurrent slabs, read a state (hundreds of KiB) at a time, gain little
+ * from them. KV blocks and weights keep huge pages. */
+static const state_mem host_mem = {host_alloc, eddy_free_aligned, host_zero, host_copy, host_copy, host_copy, true,
+                                   eddy_malloc_small_pages};
 
 void state_pool_free(state_pool *p) {
     if (!p) return;
@@ -105,8 +111,10 @@ eddy_status state_pool_new_in(state_pool **out, const state_mem *mem, const stat
         size_t b[4];
         layer_bytes(&shapes[il], n_slots, n_blocks, type_k, type_v, b); /* checked above */
         void **dst[4] = {(void **)&p->conv[il], (void **)&p->rec[il], &p->k[il], &p->v[il]};
-        for (int i = 0; i < 4 && ok; i++)
-            if (b[i]) ok = (*dst[i] = p->mem->alloc(b[i])) != NULL;
+        for (int i = 0; i < 4 && ok; i++) {
+            void *(*alloc)(size_t) = i < 2 && p->mem->alloc_rec ? p->mem->alloc_rec : p->mem->alloc;
+            if (b[i]) ok = (*dst[i] = alloc(b[i])) != NULL;
+        }
     }
     if (!ok) {
         state_pool_free(p);

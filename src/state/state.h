@@ -61,6 +61,7 @@ typedef struct {
     void (*to_host)(void *host_dst, const void *src, size_t bytes);   /* session files */
     void (*from_host)(void *dst, const void *host_src, size_t bytes);
     bool host;                    /* the slabs are host memory: the CPU may read them */
+    void *(*alloc_rec)(size_t bytes); /* the recurrent slabs' (NULL: alloc's) */
 } state_mem;
 
 typedef struct {
