@@ -76,10 +76,9 @@ class Rand:
         return (self.rng.standard_normal(shape) * std).astype(np.float32)
 
 
-def heads_rows(a, n_old, n_new, per, w, keep, zero=False):
-    """rows grouped as n heads of `per` rows: the old heads first, new heads random"""
-    shape = (n_new * per,) + a.shape[1:]
-    out = np.zeros(shape, np.float32) if zero else w.rand(shape, a)
+def heads_rows(a, n_old, n_new, per, w, keep):
+    """rows grouped as n heads of `per` rows: the old heads first (when kept), new heads random"""
+    out = w.rand((n_new * per,) + a.shape[1:], a)
     if keep:
         out[: n_old * per] = a
     return out
@@ -89,6 +88,15 @@ def widen_cols(a, E_new, w, zero):
     """columns = residual dimensions: old columns kept, new ones random (they read zeros)"""
     out = np.zeros((a.shape[0], E_new), np.float32) if zero else w.rand((a.shape[0], E_new), a)
     out[:, : a.shape[1]] = a
+    return out
+
+
+def out_proj(a, E_new, cols_new, scale, keep):
+    """an output projection [E_new][cols_new]: the old one times scale in the corner (when
+    kept), zeros elsewhere: new dimensions get nothing, new heads or units give nothing"""
+    out = np.zeros((E_new, cols_new), np.float32)
+    if keep:
+        out[: a.shape[0], : a.shape[1]] = a * scale
     return out
 
 
@@ -150,36 +158,26 @@ def main():
             a, t = s(k)
             d(k, widen_cols(heads_rows(a, FF, FF2, 1, w, keep), E2, w, zero=False), t)
         a, t = s("ffn_down.weight")
-        down = np.zeros((E2, FF2), np.float32)
-        if keep:
-            down[:E, :FF] = a * kr
-        d("ffn_down.weight", down, t)
+        d("ffn_down.weight", out_proj(a, E2, FF2, kr, keep), t)
         if flags2[il]:
+            def qkv_rows(a):  # q, k (nk heads of dk) and v (nv heads of dv), each grown to G2 heads
+                q, k_, v = a[: nk * dk], a[nk * dk: 2 * nk * dk], a[2 * nk * dk:]
+                return np.concatenate([heads_rows(q, nk, G2, dk, w, keep), heads_rows(k_, nk, G2, dk, w, keep),
+                                       heads_rows(v, nv, G2, dv, w, keep)])
             a, t = s("attn_qkv.weight")
-            q, k_, v = a[: nk * dk], a[nk * dk: 2 * nk * dk], a[2 * nk * dk:]
-            qkv = np.concatenate([heads_rows(q, nk, G2, dk, w, keep), heads_rows(k_, nk, G2, dk, w, keep),
-                                  heads_rows(v, nv, G2, dv, w, keep)])
-            d("attn_qkv.weight", widen_cols(qkv, E2, w, zero=False), t)
+            d("attn_qkv.weight", widen_cols(qkv_rows(a), E2, w, zero=False), t)
             conv, ct = s("ssm_conv1d.weight")  # [channels][kernel], channels as attn_qkv's rows
-            cq, ck, cv = conv[: nk * dk], conv[nk * dk: 2 * nk * dk], conv[2 * nk * dk:]
-            d("ssm_conv1d.weight", np.concatenate([heads_rows(cq, nk, G2, dk, w, keep),
-                                                   heads_rows(ck, nk, G2, dk, w, keep),
-                                                   heads_rows(cv, nv, G2, dv, w, keep)]), ct)
-            for k in ("attn_gate.weight",):
-                a, t = s(k)
-                d(k, widen_cols(heads_rows(a, nv, G2, dv, w, keep), E2, w, zero=False), t)
+            d("ssm_conv1d.weight", qkv_rows(conv), ct)
+            a, t = s("attn_gate.weight")
+            d("attn_gate.weight", widen_cols(heads_rows(a, nv, G2, dv, w, keep), E2, w, zero=False), t)
             for k in ("ssm_alpha.weight", "ssm_beta.weight"):
                 a, t = s(k)
                 d(k, widen_cols(heads_rows(a, nv, G2, 1, w, keep), E2, w, zero=False), t)
             for k in ("ssm_a", "ssm_dt.bias"):  # per value head: new heads repeat the old ones' values
-                a = s(k)[0]
-                d(k, np.resize(a, G2) if not keep else np.concatenate([a, np.resize(a, G2 - nv)]), F32)
+                d(k, np.resize(s(k)[0], G2), F32)
             d("ssm_norm.weight", s("ssm_norm.weight")[0], F32)
             a, t = s("ssm_out.weight")
-            o = np.zeros((E2, G2 * dv), np.float32)
-            if keep:
-                o[:E, : nv * dv] = a * kr
-            d("ssm_out.weight", o, t)
+            d("ssm_out.weight", out_proj(a, E2, G2 * dv, kr, keep), t)
         else:
             a, t = s("attn_q.weight")  # per head: q (hd) then gate (hd)
             d("attn_q.weight", widen_cols(heads_rows(a, H, H2, 2 * hd, w, keep), E2, w, zero=False), t)
@@ -189,14 +187,11 @@ def main():
             for k in ("attn_q_norm.weight", "attn_k_norm.weight"):
                 d(k, s(k)[0], F32)
             a, t = s("attn_output.weight")
-            o = np.zeros((E2, H2 * hd), np.float32)
-            if keep:
-                o[:E, : H * hd] = a * kr
-            d("attn_output.weight", o, t)
+            d("attn_output.weight", out_proj(a, E2, H2 * hd, kr, keep), t)
 
     changed = {
         "block_count": L2, "embedding_length": E2, "feed_forward_length": FF2, "attention.head_count": H2,
-        "attention.head_count_kv": KV2,         "ssm.group_count": G2, "ssm.time_step_rank": G2, "ssm.inner_size": G2 * dv,
+        "attention.head_count_kv": KV2, "ssm.group_count": G2, "ssm.time_step_rank": G2, "ssm.inner_size": G2 * dv,
         "attention.recurrent_layers": flags2,
     }
     wr = gguf.GGUFWriter(args.dst, arch)
