@@ -72,7 +72,7 @@ static void vm_flags(const void *addr, char *out, size_t n) {
     bool inside = false;
     while (fgets(line, sizeof line, f)) {
         unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) /* a mapping's first line */
             inside = (unsigned long)(uintptr_t)addr >= lo && (unsigned long)(uintptr_t)addr < hi;
         else if (inside && !strncmp(line, "VmFlags:", 8)) {
             snprintf(out, n, "%s", line + 8);

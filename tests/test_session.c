@@ -139,14 +139,15 @@ TEST(session_load_with_no_spare_blocks_and_refused_loads_keep_the_pool) {
     eddy_model_free(m);
 }
 
+/* Little-endian fields of a saved file (docs/session-format.md). */
+static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
+
 /* The file holds keys as rows in position order (docs/session-format.md) though host
  * pools keep them in transposed tiles: each key section's row r, element e is the
  * pool's element as the attention kernels find it (state_k_elem), for both cache types
  * and a partial last tile. A round trip alone would miss a permutation that saving and
  * loading undo together. */
-static uint32_t le32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-static uint64_t le64(const uint8_t *p) { return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32; }
-
 TEST(session_keys_are_rows_in_position_order) {
     const eddy_kv_type kinds[2] = {EDDY_KV_F32, EDDY_KV_F16};
     eddy_model *m = load("models/qwen35-tiny-f32.gguf");
@@ -164,14 +165,14 @@ TEST(session_keys_are_rows_in_position_order) {
         if (a && feed(a, p, P_LEN, NULL) && CHECK(eddy_seq_save_buffer(a, NULL, (void **)&buf, &len, &err) == EDDY_OK)) {
             const state_pool *sp = ((engine *)e)->sp;
             const size_t el = kinds[k] == EDDY_KV_F32 ? 4 : 2;
-            const uint32_t n_sec = le32(buf + 60);
+            const uint32_t n_sec = rd32(buf + 60);
             int n_keys = 0;
             for (uint32_t i = 0; i < n_sec; i++) {
                 const uint8_t *ent = buf + 128 + 32 * i;
-                if (le32(ent) != 6) continue; /* keys */
-                const int64_t il = le32(ent + 4), kv_k = sp->shape[il].kv_k;
-                const uint64_t off = le64(ent + 8);
-                REQUIRE(le64(ent + 16) == (uint64_t)(P_LEN * kv_k) * el && off + le64(ent + 16) <= len);
+                if (rd32(ent) != 6) continue; /* keys */
+                const int64_t il = rd32(ent + 4), kv_k = sp->shape[il].kv_k;
+                const uint64_t off = rd64(ent + 8);
+                REQUIRE(rd64(ent + 16) == (uint64_t)(P_LEN * kv_k) * el && off + rd64(ent + 16) <= len);
                 n_keys++;
                 int bad = 0;
                 for (int64_t row = 0; row < P_LEN; row++) {
@@ -192,7 +193,6 @@ TEST(session_keys_are_rows_in_position_order) {
     }
     eddy_model_free(m);
 }
-
 
 /* The sampler's generator and history come back: the same draws follow. */
 TEST(session_keeps_the_sampler) {
@@ -231,8 +231,6 @@ TEST(session_keeps_the_sampler) {
 }
 
 /* ==== Refused files ==== */
-
-static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24; }
 
 /* Loading bytes into s must fail with want in the message and leave s as it was. */
 static void expect_refused(eddy_seq *s, const void *bytes, size_t n, const char *want, const char *what) {
@@ -282,8 +280,7 @@ TEST(session_refuses_bad_files) {
     expect_refused(b, bad, len, "section table is damaged", "table");
     for (uint32_t i = 0; i < n_sec; i++) {
         const uint8_t *entry = buf + 128 + 32 * i;
-        uint64_t off = 0, bytes = 0;
-        for (int k = 7; k >= 0; k--) off = off << 8 | entry[8 + k], bytes = bytes << 8 | entry[16 + k];
+        const uint64_t off = rd64(entry + 8), bytes = rd64(entry + 16);
         if (bytes == 0) continue;
         memcpy(bad, buf, len);
         bad[off + bytes / 2] ^= 0x40;

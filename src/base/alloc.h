@@ -28,7 +28,7 @@ void eddy_free_aligned(void *p);
  * the last whole one keeps small pages. Free with eddy_free_aligned. */
 void *eddy_malloc_big(size_t n);
 
-/* A large buffer touched in small pieces, some of them never: 64-byte aligned and kept
+/* A large buffer touched in small pieces, some of them never: 4 KiB aligned and kept
  * in 4 KiB pages (madvise MADV_NOHUGEPAGE, where Linux has it), since the first touch
  * of a byte in a huge page makes the system zero all 2 MiB of it. Free with
  * eddy_free_aligned. */

@@ -423,7 +423,7 @@ void drafter_update(drafter *d, int64_t n_drafted, int64_t n_accepted, double ve
     d->acc_tried[d->kind] = 0.9 * d->acc_tried[d->kind] + tried;
     /* a step of more tokens than any before may have written state slots (and scratch)
      * no step had used, which the system faults in and zeroes on first touch (a
-     * 17-token verify of a 0.5B hybrid took 280 ms so against 50 ms warm, when the
+     * 17-token verify of a 0.5B hybrid took 280 ms so, against 50 ms warm, while the
      * slots were in huge pages): its time says nothing about the next steps', and on
      * the line it would keep the drafts short for many steps */
     if (n_drafted + 1 > d->rows_seen) {
