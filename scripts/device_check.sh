@@ -86,8 +86,15 @@ bounded() { # bounded SECONDS cmd...: cmd for at most SECONDS, fewer when the de
 bounded 240 $E bench -m "$M4B" --device cuda -p 2048 -n 128 -r 2 >"$OUT_DIR/bench.log" 2>&1
 note "$(tail -12 "$OUT_DIR/bench.log")"
 note "== single-sequence bench at $(elapsed)"
+grep -q 'graphs are off' "$OUT_DIR/bench.log" && note "WARNING: $(grep -m1 'graphs are off' "$OUT_DIR/bench.log")"
 bounded 180 $E bench -m "$M4B" --device cuda --npl 1,8,32 -p 128 -n 32 -r 1 >"$OUT_DIR/batched.log" 2>&1
 note "$(tail -8 "$OUT_DIR/batched.log")"
+# what the products' early start (programmatic dependent launch) and their four items in
+# flight a lane gain in decode, in the same run
+EDDY_CUDA_PDL=0 bounded 90 $E bench -m "$M4B" --device cuda -p 0 -n 128 -r 2 >"$OUT_DIR/bench-nopdl.log" 2>&1
+note "decode, products launched plainly (EDDY_CUDA_PDL=0): $(grep -E 'tg128|roofline' "$OUT_DIR/bench-nopdl.log" | tr -s ' ' | tr '\n' ' ')"
+EDDY_CUDA_GEMV_DEPTH=1 bounded 90 $E bench -m "$M4B" --device cuda -p 0 -n 128 -r 2 >"$OUT_DIR/bench-depth1.log" 2>&1
+note "decode, products loading an item at a time (EDDY_CUDA_GEMV_DEPTH=1): $(grep -E 'tg128|roofline' "$OUT_DIR/bench-depth1.log" | tr -s ' ' | tr '\n' ' ')"
 # what the tensor cores' attention, the 2048-token steps, the chunked delta rule and the
 # integer products gain, in the same run
 EDDY_CUDA_FLASH=0 bounded 120 $E bench -m "$M4B" --device cuda -p 2048 -n 0 -r 1 >"$OUT_DIR/bench-tiles.log" 2>&1

@@ -33,6 +33,30 @@ TEST(sampler_greedy_picks_argmax) {
     s = make(&p, 6);
     for (int i = 0; i < 10; i++) CHECK_EQ(eddy_sampler_sample(s, l), 1);
     eddy_sampler_free(s);
+    /* greedy without penalties (a scan) and with a penalty that changes nothing here (the
+     * candidate chain) agree: ties to the first, NaN and -inf never chosen, token 0 when
+     * nothing can be */
+    test_rng rng = test_rng_new();
+    const int64_t n = 1000;
+    float *x = malloc(n * sizeof *x);
+    for (int kind = 0; kind < 5; kind++) {
+        for (int64_t i = 0; i < n; i++) x[i] = (float)(int)test_rng_below(&rng, 20);
+        if (kind == 1)
+            for (int64_t i = 0; i < n; i += 3) x[i] = NAN;
+        if (kind == 2)
+            for (int64_t i = 0; i < n; i++) x[i] = i % 2 ? -INFINITY : NAN;
+        if (kind == 3)
+            for (int64_t i = 0; i < n; i++) x[i] = -INFINITY;
+        if (kind == 4) x[0] = NAN, x[n - 1] = 50.0f;
+        eddy_sampler_params q = plain(0.0f);
+        eddy_sampler *fast = make(&q, n);
+        q.presence_penalty = 1.0f; /* no token accepted: nothing to penalize, but the chain runs */
+        eddy_sampler *chained = make(&q, n);
+        CHECKF(eddy_sampler_sample(fast, x) == eddy_sampler_sample(chained, x), "kind %d: %d against %d", kind,
+               eddy_sampler_sample(fast, x), eddy_sampler_sample(chained, x));
+        eddy_sampler_free(fast), eddy_sampler_free(chained);
+    }
+    free(x);
 }
 
 /* 20,000 draws at temperature 1 from 4 tokens: each frequency within 0.02 of its

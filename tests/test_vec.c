@@ -136,3 +136,35 @@ TEST(vec_dispatch_respects_force_ref) {
     CHECK(vec_kernels_for(ISA_REF) && vec_kernels_for(ISA_REF)->dot == vec_dot_f32_ref);
     CHECK(vec_kernels_for(ISA_COUNT) == NULL);
 }
+
+/* vec_argmax against the scalar loop: random rows of awkward lengths, rows whose largest
+ * value repeats in several chunks (the first must win), maxima at either end, -inf
+ * everywhere, NaNs scattered (never taken) and everywhere (0). */
+TEST(vec_argmax_matches_ref) {
+    test_rng rng = test_rng_new();
+    static const int64_t ns[] = {1, 2, 15, 16, 17, 255, 256, 257, 511, 1000, 4099, 151936};
+    float *x = malloc(151936 * sizeof(float));
+    for (size_t li = 0; li < sizeof ns / sizeof ns[0]; li++) {
+        const int64_t n = ns[li];
+        for (int kind = 0; kind < 7; kind++) {
+            for (int64_t i = 0; i < n; i++) x[i] = (float)(int)test_rng_below(&rng, 50) - 25.0f; /* many ties */
+            if (kind == 1) x[n - 1] = 100.0f;
+            if (kind == 2) x[0] = 100.0f;
+            if (kind == 3) /* the largest in several chunks: its first place wins */
+                for (int64_t i = n - 1; i >= 0; i -= 97) x[i] = 100.0f;
+            if (kind == 4)
+                for (int64_t i = 0; i < n; i++) x[i] = -INFINITY;
+            if (kind == 5) /* NaNs, the first element one of them */
+                for (int64_t i = 0; i < n; i += 7) x[i] = NAN;
+            if (kind == 6)
+                for (int64_t i = 0; i < n; i++) x[i] = NAN;
+            const int64_t want = vec_argmax_ref(x, n), got = vec_argmax(x, n);
+            CHECKF(got == want, "n=%lld kind %d: %lld, the scalar loop %lld", (long long)n, kind, (long long)got,
+                   (long long)want);
+        }
+    }
+    /* the reference itself on a few hand-made rows */
+    const float a[] = {1, 3, 3, 2}, b[] = {NAN, -1, -2}, c[] = {NAN, NAN};
+    CHECK(vec_argmax_ref(a, 4) == 1 && vec_argmax_ref(b, 3) == 1 && vec_argmax_ref(c, 2) == 0);
+    free(x);
+}

@@ -24,6 +24,7 @@
 #include "bench.h"
 #include "cuda/cuda.h"
 #include "model/engine.h"
+#include "ops/vec.h"
 
 /* ==== Inputs ==== */
 
@@ -43,12 +44,7 @@ int32_t bench_random_token(uint64_t *s, int64_t n_vocab, const eddy_vocab *v) {
     return t;
 }
 
-int32_t bench_argmax(const float *x, int64_t n) {
-    int64_t best = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return (int32_t)best;
-}
+int32_t bench_argmax(const float *x, int64_t n) { return (int32_t)vec_argmax(x, n); }
 
 /* ==== The tests ==== */
 

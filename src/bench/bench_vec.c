@@ -1,6 +1,7 @@
 /*
  * bench_vec.c — benchmarks of the vector kernels (ops/vec.h): a float32 dot product
- * over a buffer in cache and one far out of it, at each ISA level the CPU has.
+ * over a buffer in cache and one far out of it, at each ISA level the CPU has; the argmax
+ * of a large vocabulary's logits, chunked and scalar.
  */
 #include <stdio.h>
 
@@ -23,7 +24,38 @@ static void run_dot(void *p) {
     j->sink += j->dot(j->x, j->y, j->n);
 }
 
+typedef struct {
+    int64_t (*argmax)(const float *, int64_t);
+    const float *x;
+    int64_t n, sink;
+} argmax_job;
+
+static void run_argmax(void *p) {
+    argmax_job *j = p;
+    j->sink += j->argmax(j->x, j->n);
+}
+
+/* A 151936-token vocabulary's logits (Qwen's), in L2 / L3 as a step leaves them */
+static void bench_argmax_cases(bench_env *env) {
+    const int64_t n = 151936;
+    float *x = bench_random_floats(n, 3, 1.0f);
+    if (!x) return;
+    static const char *const names[] = {"chunked", "ref"};
+    for (int k = 0; k < 2; k++) {
+        argmax_job job = {k == 0 ? vec_argmax : vec_argmax_ref, x, n, 0};
+        bench_result r = {.op = "vec_argmax", .variant = names[k]};
+        snprintf(r.shape, sizeof r.shape, "n=%lld (1 thread)", (long long)n);
+        r.seconds = bench_median(run_argmax, &job, 200, 0.2);
+        r.bytes = (double)n * sizeof(float);
+        r.threads = 1;
+        r.in_cache = true;
+        bench_emit(env, &r);
+    }
+    eddy_free_aligned(x);
+}
+
 void bench_vec_cases(bench_env *env) {
+    bench_argmax_cases(env);
     const int64_t sizes[] = {4096, 64 << 20}; /* 32 KiB pair (L1/L2), 512 MiB pair (memory) */
     for (size_t s = 0; s < 2; s++) {
         int64_t n = sizes[s];

@@ -59,6 +59,16 @@ typedef struct {
 } ck_gemv_part;
 int ck_gemv_parts(uint32_t type, const ck_gemv_part *parts, int n_parts, int64_t n_in, const float *x, int64_t n_tok,
                   void *scratch, int x_ready, void *stream);
+/* How many of its items (32-element units; Q4_K's and Q6_K's pieces of a super-block) a
+ * lane of the integer products loads before it multiplies the first: 4 (the default: four
+ * times the bytes in flight a warp), or 1. Other values are ignored. Every depth gives the
+ * same bits. Process-wide (EDDY_CUDA_GEMV_DEPTH sets it when a GPU engine is made);
+ * returns the depth before the call. */
+int ck_gemv_set_depth(int depth);
+/* Lets the integer products start while the kernel before them still runs, loading their
+ * first weights meanwhile (programmatic dependent launch: GPUs of compute capability 9.0
+ * and later; on = 0, the default, launches them plainly). Process-wide. */
+void ck_set_pdl(int on);
 /* True when ck_gemv takes the integer path for this type (given scratch). */
 int ck_gemv_integer(uint32_t type);
 
@@ -99,8 +109,6 @@ int ck_swiglu(float *out, const float *gate, const float *up, int64_t n_rows, in
 void ck_relu2(float *a, int64_t n, void *stream);
 /* x *= sigmoid(gate) over n floats. */
 void ck_sigmoid_mul(float *x, const float *gate, int64_t n, void *stream);
-/* Qwen's gated q projection: qg (n, n_head, 2 hd) -> q (n, n_head, hd), gate (n, n_head, hd). */
-void ck_split_gate(const float *qg, float *q, float *gate, int64_t n, int64_t n_head, int64_t hd, void *stream);
 
 /* The decay gate of ssm.h (ssm_gate_ref), rows of n_heads. */
 void ck_ssm_gate(int64_t n_rows, int64_t n_heads, const float *alpha, int64_t alpha_stride, const float *b,
@@ -145,15 +153,25 @@ typedef struct {
  * at each row's position, then k and v rows into the KV cache: row r's position p goes to
  * block blocks[run.bt + p / 256], row p % 256 (the run of row r is row_run[r]).
  * kc/vc: the layer's slabs, keys in f16 when bit 0 of kv_f16 is set (else f32), values when
- * bit 1 is; n_kv hd / n_kv dv elements per row. */
+ * bit 1 is; n_kv hd / n_kv dv elements per row. hd at most 512.
+ * pre (NULL: none) is what comes before the rotation, in the same pass: with qg, Qwen's
+ * gated q projection qg (n, n_head, 2 hd: per head q, then its gate) is split into q and
+ * gate (n, n_head, hd); with q_norm / k_norm (hd), each head of q / k is RMSNormed with that
+ * weight (as ck_rmsnorm_rows). */
 typedef struct {
     const int32_t *row_pos, *row_run, *blocks;
     const ck_run *runs;
 } ck_step;
+typedef struct {
+    const float *qg;
+    float *gate;
+    const float *q_norm, *k_norm;
+    float eps;
+} ck_rope_pre;
 
-void ck_rope_store(const ck_step *s, int64_t n, float *q, float *k, const float *v, int64_t n_head, int64_t n_kv,
-                   int64_t hd, int64_t dv, int64_t n_rot, float rope_base, int neox, void *kc, void *vc, int kv_f16,
-                   void *stream);
+void ck_rope_store(const ck_step *s, int64_t n, const ck_rope_pre *pre, float *q, float *k, const float *v,
+                   int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, int64_t n_rot, float rope_base, int neox,
+                   void *kc, void *vc, int kv_f16, void *stream);
 
 /* Causal GQA attention (ops_attention_ref) for each row at its position over its
  * sequence's cached keys 0..pos: out (n, n_head, dv), q (n, n_head, hd). With n_split > 1

@@ -75,6 +75,8 @@ const emu_idx &emu_grid_dim();
 
 void __syncthreads();
 float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
+/* a barrier of the warp's live lanes (a shuffle whose value nobody reads) */
+void __syncwarp(unsigned mask = 0xffffffffu);
 /* Warp-wide: every live lane of the warp passes `bytes` of its own at mine, and gets all
  * 32 lanes' (lane i's at all + i * bytes; zeros for a lane that has returned): what
  * ck_mma.h builds the tensor cores' products from. */

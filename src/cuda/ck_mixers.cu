@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "cuda/ck.h"
+#include "cuda/ck_block.h"
 #include "cuda/ck_kv.h"
 
 namespace {
@@ -27,16 +28,24 @@ __device__ __forceinline__ float kv_load(const void *slab, int f16, int64_t i) {
 /* ==== RoPE and the KV cache ==== */
 
 /* the longest rotary half rope_store_kernel takes: the backend refuses heads over 512
- * wide at load (cuda_engine.c), and n_rot is at most the head's width */
+ * wide at load (cuda_engine.c), and n_rot is at most the head's width; its heads are at
+ * most twice that */
 #define ROPE_MAX_HALF 256
 
-/* One block per row: rotate q's and k's heads, then store k and v at the row's position. */
-__global__ void rope_store_kernel(ck_step s, float *q, float *k, const float *v, int64_t n_head, int64_t n_kv,
-                                  int64_t hd, int64_t dv, int64_t n_rot, float rope_base, int neox, void *kc, void *vc,
-                                  int kv_f16) { /* bit 0: keys in f16, bit 1: values */
+/* One block per row; warp w takes heads w, w + warps, ... of the row's n_head query heads
+ * and then n_kv key heads, each through a buffer of its own: the head (from qg for a gated
+ * q, whose gate half it copies out), its RMSNorm, its rotation; then the head goes back to
+ * q or k and a key head into the cache. Then the row's values go to the cache. */
+#define ROPE_THREADS 128
+#define ROPE_MAX_HD (2 * ROPE_MAX_HALF)
+__global__ void __launch_bounds__(ROPE_THREADS)
+    rope_store_kernel(ck_step s, ck_rope_pre pre, float *q, float *k, const float *v, int64_t n_head, int64_t n_kv,
+                      int64_t hd, int64_t dv, int64_t n_rot, float rope_base, int neox, void *kc, void *vc,
+                      int kv_f16) { /* bit 0: keys in f16, bit 1: values */
     __shared__ float cs[ROPE_MAX_HALF], sn[ROPE_MAX_HALF];
+    __shared__ float head_buf[ROPE_THREADS / 32][ROPE_MAX_HD];
     const int64_t r = blockIdx.x, pos = s.row_pos[r], half = n_rot / 2;
-    float *qr = q + r * n_head * hd, *kr = k + r * n_kv * hd;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
     /* the row's angles once for all heads; as ops_rope_table: in double, cos and sin
      * rounded once */
     for (int64_t p = threadIdx.x; p < half; p += blockDim.x) {
@@ -44,30 +53,48 @@ __global__ void rope_store_kernel(ck_step s, float *q, float *k, const float *v,
         cs[p] = (float)cos(angle), sn[p] = (float)sin(angle);
     }
     __syncthreads();
-    for (int64_t i = threadIdx.x; i < (n_head + n_kv) * half; i += blockDim.x) {
-        const int64_t h = i / half, p = i % half;
-        float *x = h < n_head ? qr + h * hd : kr + (h - n_head) * hd;
-        float *a = neox ? &x[p] : &x[2 * p], *b = neox ? &x[p + half] : &x[2 * p + 1];
-        const float x0 = *a, x1 = *b;
-        *a = x0 * cs[p] - x1 * sn[p];
-        *b = x0 * sn[p] + x1 * cs[p];
-    }
-    __syncthreads();
     const ck_run run = s.runs[s.row_run[r]];
     const int64_t at = kv_row(s.blocks + run.bt, pos);
-    const int64_t K = n_kv * hd, V = n_kv * dv;
-    const float *vr = v + r * V;
-    for (int64_t i = threadIdx.x; i < K; i += blockDim.x) {
-        if (kv_f16 & 1)
-            ((__half *)kc)[at * K + i] = __float2half_rn(kr[i]);
-        else
-            ((float *)kc)[at * K + i] = kr[i];
+    const int64_t Q = n_head * hd, K = n_kv * hd, V = n_kv * dv;
+    float *buf = head_buf[w];
+    for (int64_t h = w; h < n_head + n_kv; h += n_warps) {
+        const bool is_q = h < n_head;
+        float *dst = is_q ? q + r * Q + h * hd : k + r * K + (h - n_head) * hd;
+        const float *src = is_q && pre.qg ? pre.qg + r * 2 * Q + h * 2 * hd : dst;
+        const float *nw = is_q ? pre.q_norm : pre.k_norm;
+        float ss = 0.0f;
+        for (int64_t i = lane; i < hd; i += 32) {
+            const float x = src[i];
+            buf[i] = x, ss += x * x;
+            if (is_q && pre.qg) pre.gate[r * Q + h * hd + i] = src[hd + i];
+        }
+        if (nw) { /* as norm_row: x * scale * w */
+            for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+            const float scale = rsqrtf(ss / (float)hd + pre.eps);
+            for (int64_t i = lane; i < hd; i += 32) buf[i] = buf[i] * scale * nw[i];
+        }
+        __syncwarp();
+        for (int64_t p = lane; p < half; p += 32) {
+            float *a = neox ? &buf[p] : &buf[2 * p], *b = neox ? &buf[p + half] : &buf[2 * p + 1];
+            const float x0 = *a, x1 = *b;
+            *a = x0 * cs[p] - x1 * sn[p];
+            *b = x0 * sn[p] + x1 * cs[p];
+        }
+        __syncwarp();
+        for (int64_t i = lane; i < hd; i += 32) {
+            const float x = buf[i];
+            dst[i] = x;
+            if (is_q) continue;
+            const int64_t c = at * K + (h - n_head) * hd + i;
+            if (kv_f16 & 1) ((__half *)kc)[c] = __float2half_rn(x);
+            else ((float *)kc)[c] = x;
+        }
+        __syncwarp(); /* the buffer is read before the next head fills it */
     }
+    const float *vr = v + r * V;
     for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
-        if (kv_f16 & 2)
-            ((__half *)vc)[at * V + i] = __float2half_rn(vr[i]);
-        else
-            ((float *)vc)[at * V + i] = vr[i];
+        if (kv_f16 & 2) ((__half *)vc)[at * V + i] = __float2half_rn(vr[i]);
+        else ((float *)vc)[at * V + i] = vr[i];
     }
 }
 
@@ -86,6 +113,7 @@ __global__ void rope_store_kernel(ck_step s, float *q, float *k, const float *v,
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_kernel(ck_step s, const float *q, float *out, const void *kc, const void *vc, int kv_f16, int64_t n_head,
                      int64_t n_kv, int64_t hd, int64_t dv, float scale, float *part) {
+    ck_pdl_trigger(); /* a product may come next (ck_device.h) */
     __shared__ float qs[ATT_MAX_DV], p[ATT_THREADS], red[ATT_THREADS / 32];
     const int64_t r = blockIdx.x / n_head, h = blockIdx.x % n_head, hk = h / (n_head / n_kv);
     const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
@@ -177,6 +205,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_tile_kernel(ck_step s, int64_t n, const float *q, float *out, const void *kc, const void *vc, int kv_f16,
                           int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale) {
+    ck_pdl_trigger();
     CK_DYNAMIC_SHARED(float, sm);
     /* rows of queries and keys hd + 1 floats apart: the threads of a warp read different
      * rows' element x, in different banks */
@@ -269,6 +298,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 /* One block per (row, head): the splits' partial softmaxes folded into the output. */
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_merge_kernel(const float *part, int n_split, int64_t dv, float *out) {
+    ck_pdl_trigger();
     const int64_t rh = blockIdx.x;
     const float *pp = part + rh * n_split * (dv + 2);
     float m = -INFINITY;
@@ -290,35 +320,32 @@ __global__ void __launch_bounds__(ATT_THREADS)
 
 /* ==== Causal conv1d ==== */
 
-/* One thread per (row, channel). */
-__global__ void conv1d_kernel(ck_step s, int64_t n, const float *x, int64_t xs, float *y, int64_t ys, const float *w,
-                              const float *bias, int64_t C, int K, const float *state) {
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n * C) return;
-    const int64_t r = i / C, c = i % C;
+/* One block per (row, group of `per` channels): a thread per channel (looping where the
+ * group is wider than the block) computes the conv and its SiLU; a group inside the first
+ * l2_ch channels is one head of the L2-normed ones (per = l2_dim), which the block then
+ * norms: the conv and the norm in one pass. */
+__global__ void conv1d_kernel(ck_step s, const float *x, int64_t xs, float *y, int64_t ys, const float *w,
+                              const float *bias, int64_t C, int K, const float *state, int64_t per, int64_t l2_ch,
+                              float l2_eps) {
+    const int64_t groups = (C + per - 1) / per, r = blockIdx.x / groups, c0 = blockIdx.x % groups * per;
+    const int64_t c1 = c0 + per < C ? c0 + per : C;
     const ck_run run = s.runs[s.row_run[r]];
     const float *win = state + (int64_t)run.slot_in * (K - 1) * C;
-    float acc = bias ? bias[c] : 0.0f;
-    for (int j = 0; j < K; j++) {
-        const int64_t tau = r - (K - 1) + j; /* a row index; before the run's first row: its window */
-        const float in = tau >= run.row0 ? x[tau * xs + c] : win[(K - 1 + (tau - run.row0)) * C + c];
-        acc += w[j * C + c] * in;
-    }
-    y[r * ys + c] = silu(acc);
-}
-
-/* One warp per (row, head) of the L2-normed channels. */
-__global__ void l2norm_kernel(float *y, int64_t ys, int64_t n, int64_t l2_ch, int64_t l2_dim, float eps) {
-    const int64_t heads = l2_ch / l2_dim;
-    const int64_t wi = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    const int lane = threadIdx.x & 31;
-    if (wi >= n * heads) return;
-    float *v = y + (wi / heads) * ys + (wi % heads) * l2_dim;
+    float *yr = y + r * ys;
     float ss = 0.0f;
-    for (int64_t i = lane; i < l2_dim; i += 32) ss += v[i] * v[i];
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    const float inv = 1.0f / sqrtf(ss + eps);
-    for (int64_t i = lane; i < l2_dim; i += 32) v[i] *= inv;
+    for (int64_t c = c0 + threadIdx.x; c < c1; c += blockDim.x) {
+        float acc = bias ? bias[c] : 0.0f;
+        for (int j = 0; j < K; j++) {
+            const int64_t tau = r - (K - 1) + j; /* a row index; before the run's first row: its window */
+            const float in = tau >= run.row0 ? x[tau * xs + c] : win[(K - 1 + (tau - run.row0)) * C + c];
+            acc += w[j * C + c] * in;
+        }
+        const float v = silu(acc);
+        yr[c] = v, ss += v * v;
+    }
+    if (c1 > l2_ch) return; /* the whole block: no norm */
+    const float inv = 1.0f / sqrtf(block_sum(ss) + l2_eps);
+    for (int64_t c = c0 + threadIdx.x; c < c1; c += blockDim.x) yr[c] *= inv; /* this thread's own */
 }
 
 /* One thread per (item, channel): the K-1 inputs ending at row `end` into slot dst. */
@@ -671,12 +698,13 @@ __global__ void __launch_bounds__(512) /* 32 columns x 16 row groups: 128 regist
 
 } // namespace
 
-extern "C" void ck_rope_store(const ck_step *s, int64_t n, float *q, float *k, const float *v, int64_t n_head,
-                              int64_t n_kv, int64_t hd, int64_t dv, int64_t n_rot, float rope_base, int neox, void *kc,
-                              void *vc, int kv_f16, void *stream) {
+extern "C" void ck_rope_store(const ck_step *s, int64_t n, const ck_rope_pre *pre, float *q, float *k, const float *v,
+                              int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, int64_t n_rot, float rope_base,
+                              int neox, void *kc, void *vc, int kv_f16, void *stream) {
+    const ck_rope_pre none = {NULL, NULL, NULL, NULL, 0.0f};
     if (n > 0)
-        CK_LAUNCH((unsigned)n, 128, 0, (cudaStream_t)stream, rope_store_kernel)
-        (*s, q, k, v, n_head, n_kv, hd, dv, n_rot, rope_base, neox, kc, vc, kv_f16);
+        CK_LAUNCH((unsigned)n, ROPE_THREADS, 0, (cudaStream_t)stream, rope_store_kernel)
+        (*s, pre ? *pre : none, q, k, v, n_head, n_kv, hd, dv, n_rot, rope_base, neox, kc, vc, kv_f16);
 }
 
 extern "C" void ck_attention(const ck_step *s, int64_t n, const float *q, float *out, const void *kc, const void *vc,
@@ -709,10 +737,12 @@ extern "C" void ck_conv1d(const ck_step *s, int64_t n, const float *x, int64_t x
                           float l2_eps, void *stream) {
     if (n <= 0) return;
     cudaStream_t st = (cudaStream_t)stream;
-    CK_LAUNCH(blocks_for(n * C, 256), 256, 0, st, conv1d_kernel)(*s, n, x, xs, y, ys, w, bias, C, K, state);
-    if (l2_ch > 0)
-        CK_LAUNCH(blocks_for(n * (l2_ch / l2_dim) * 32, 256), 256, 0, st, l2norm_kernel)
-        (y, ys, n, l2_ch, l2_dim, l2_eps);
+    /* groups of a head's channels when there are normed ones (l2_ch a multiple of l2_dim),
+     * else of 256 */
+    const int64_t per = l2_ch > 0 ? l2_dim : 256, groups = (C + per - 1) / per;
+    const int threads = per >= 1024 ? 1024 : (int)(per + 31) / 32 * 32;
+    CK_LAUNCH((unsigned)(n * groups), threads, 0, st, conv1d_kernel)
+    (*s, x, xs, y, ys, w, bias, C, K, state, per, l2_ch, l2_eps);
 }
 
 extern "C" void ck_conv_window(const int32_t *items, int64_t n_items, const float *x, int64_t xs, int64_t C, int K,

@@ -7,25 +7,13 @@
 #include <stdint.h>
 
 #include "cuda/ck.h"
+#include "cuda/ck_block.h"
 #include "cuda/ck_device.h"
 #include "cuda/ck_q8.h"
 
 namespace {
 
 unsigned blocks_for(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
-
-/* Sum of v over the block (blockDim.x a multiple of 32, at most 1024); every thread gets it. */
-__device__ float block_sum(float v) {
-    __shared__ float part[32];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    const int w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    __syncthreads(); /* part may still be read by an earlier call */
-    if ((threadIdx.x & 31) == 0) part[w] = v;
-    __syncthreads();
-    float s = 0.0f;
-    for (int i = 0; i < nw; i++) s += part[i];
-    return s;
-}
 
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -86,6 +74,7 @@ __device__ __forceinline__ void norm_row(float *yr, const float *xr, const float
 
 __global__ void rmsnorm_kernel(float *y, int64_t sy, const float *x, int64_t sx, const float *w, int64_t n,
                                const int32_t *rows, float eps) {
+    ck_pdl_trigger(); /* a product may come next (ck_device.h) */
     const int64_t r = blockIdx.x;
     norm_row(y + r * sy, x + (rows ? rows[r] : r) * sx, NULL, 0.0f, NULL, w, n, eps, NULL, NULL);
 }
@@ -94,6 +83,7 @@ __global__ void rmsnorm_kernel(float *y, int64_t sy, const float *x, int64_t sx,
  * n; with yq, y's 8-bit form too (units yq[32 u], ys[u] of the whole (rows, n)) */
 __global__ void add_rmsnorm_kernel(float *x, const float *add, float scale, float *y, const float *w, int64_t n,
                                    float eps, int8_t *yq, q8x *ys) {
+    ck_pdl_trigger();
     const int64_t r = blockIdx.x;
     norm_row(y + r * n, x + r * n, add ? add + r * n : NULL, scale, x + r * n, w, n, eps, yq ? yq + r * n : NULL,
              yq ? ys + r * (n / 32) : NULL);
@@ -111,6 +101,7 @@ __global__ void scale_kernel(float *x, int64_t n, float scale) {
 
 /* with oq (n a multiple of 32: a warp's 32 elements are one unit), out's 8-bit form too */
 __global__ void swiglu_kernel(float *out, const float *gate, const float *up, int64_t n, int8_t *oq, q8x *os) {
+    ck_pdl_trigger();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
         const float v = silu(gate[i]) * up[i];
@@ -120,6 +111,7 @@ __global__ void swiglu_kernel(float *out, const float *gate, const float *up, in
 }
 
 __global__ void relu2_kernel(float *a, int64_t n) {
+    ck_pdl_trigger();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
         const float r = a[i] > 0.0f ? a[i] : 0.0f;
@@ -128,16 +120,9 @@ __global__ void relu2_kernel(float *a, int64_t n) {
 }
 
 __global__ void sigmoid_mul_kernel(float *x, const float *gate, int64_t n) {
+    ck_pdl_trigger();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] *= sigmoid(gate[i]);
-}
-
-__global__ void split_gate_kernel(const float *qg, float *q, float *gate, int64_t n, int64_t n_head, int64_t hd) {
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; /* over (row, head, element) */
-    if (i >= n * n_head * hd) return;
-    const int64_t e = i % hd, rh = i / hd; /* rh = row * n_head + head */
-    q[i] = qg[rh * 2 * hd + e];
-    gate[i] = qg[rh * 2 * hd + hd + e];
 }
 
 __global__ void ssm_gate_kernel(int64_t n_rows, int64_t n_heads, const float *alpha, int64_t alpha_stride,
@@ -155,6 +140,7 @@ __global__ void ssm_gate_kernel(int64_t n_rows, int64_t n_heads, const float *al
 __global__ void gated_rmsnorm_kernel(int64_t n_heads, int64_t d, const float *y, int64_t y_stride, const float *z,
                                      int64_t z_stride, const float *w, float eps, float *out, int64_t out_stride,
                                      int8_t *oq, q8x *os) {
+    ck_pdl_trigger();
     const int64_t r = blockIdx.x / n_heads, h = blockIdx.x % n_heads;
     const float *yr = y + r * y_stride + h * d, *zr = z + r * z_stride + h * d;
     float *o = out + r * out_stride + h * d;
@@ -173,6 +159,7 @@ __global__ void gated_rmsnorm_kernel(int64_t n_heads, int64_t d, const float *y,
 __global__ void gated_rmsnorm_group_kernel(int64_t n_groups, int64_t gs, const float *y, int64_t y_stride,
                                            const float *z, int64_t z_stride, const float *w, float eps, float *out,
                                            int64_t out_stride) {
+    ck_pdl_trigger();
     const int64_t r = blockIdx.x / n_groups, g = blockIdx.x % n_groups;
     const float *yr = y + r * y_stride + g * gs, *zr = z + r * z_stride + g * gs;
     float *o = out + r * out_stride + g * gs;
@@ -189,6 +176,7 @@ __global__ void gated_rmsnorm_group_kernel(int64_t n_groups, int64_t gs, const f
 /* Mixture of experts: one thread per element of the m rows of one expert */
 __global__ void gather_rows_kernel(float *dst, const float *src, const int32_t *slots, int64_t k, int64_t m,
                                    int64_t E) {
+    ck_pdl_trigger();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < m * E) dst[i] = src[slots[i / E] / k * E + i % E];
 }
@@ -279,13 +267,6 @@ extern "C" void ck_relu2(float *a, int64_t n, void *stream) {
 
 extern "C" void ck_sigmoid_mul(float *x, const float *gate, int64_t n, void *stream) {
     if (n > 0) CK_LAUNCH(blocks_for(n, 256), 256, 0, (cudaStream_t)stream, sigmoid_mul_kernel)(x, gate, n);
-}
-
-extern "C" void ck_split_gate(const float *qg, float *q, float *gate, int64_t n, int64_t n_head, int64_t hd,
-                              void *stream) {
-    const int64_t total = n * n_head * hd;
-    if (total > 0)
-        CK_LAUNCH(blocks_for(total, 256), 256, 0, (cudaStream_t)stream, split_gate_kernel)(qg, q, gate, n, n_head, hd);
 }
 
 extern "C" void ck_ssm_gate(int64_t n_rows, int64_t n_heads, const float *alpha, int64_t alpha_stride, const float *b,

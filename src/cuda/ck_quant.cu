@@ -522,6 +522,7 @@ IUNIT(T_IQ4_XS) {
 /* One warp per unit of the n rows of x (n_in a multiple of 32): the 8-bit levels into
  * xq (n, n_in), the unit's scale and half sums into xs (n, n_in / 32). */
 __global__ void quantize_q8x_kernel(const float *x, int64_t n_units, int8_t *xq, q8x *xs) {
+    ck_pdl_trigger();
     const int lane = threadIdx.x & 31;
     const int64_t i = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (i >= n_units) return; /* i is the warp's: the whole warp leaves */
@@ -591,41 +592,42 @@ template <int NT> __device__ __forceinline__ void gemv_store(const float acc[NT]
         }
 }
 
-template <int T, int NT>
-__global__ void __launch_bounds__(32 * GEMV_WARPS)
-    gemv_q8_kernel(const gemv_parts ps, int64_t n_in, const int8_t *xq, const q8x *xs, int wpr) {
-    const gemv_warp gw = gemv_warp_at(wpr, ps);
-    const uint8_t *row = gw.row;
-    const int64_t n_units = n_in / 32;
-    float acc[NT];
-#pragma unroll
-    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
-    for (int64_t u = gw.first; gw.live && u < n_units; u += gw.step) {
-        iw w;
-        iunit<T>(row, u, w);
+/* The kernel's items (ITEM policies below): a 32-element unit of a row (unit_item<T>, any
+ * format with a level decoder), or a piece of a Q4_K / Q6_K super-block (q4k_item,
+ * q6k_item). Each policy has its piece (what a lane loads of an item), count (items in a
+ * row of n_in), load (an item's piece, from the row) and dot (the piece times each of the
+ * NT rows of x: v[t]). */
+template <int T> struct unit_item {
+    typedef iw piece;
+    static __device__ __forceinline__ int64_t count(int64_t n_in) { return n_in / 32; }
+    static __device__ __forceinline__ void load(const uint8_t *row, int64_t u, piece &w) { iunit<T>(row, u, w); }
+    template <int NT>
+    static __device__ __forceinline__ void dot(const piece &w, int64_t u, int64_t n_in, const int8_t *xq,
+                                               const q8x *xs, float v[NT]) {
+        const int64_t n_units = n_in / 32;
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             const int *a = (const int *)(xq + (size_t)t * n_in + 32 * u); /* 32-byte aligned */
             int s0 = 0, s1 = 0;
 #pragma unroll
-            for (int i = 0; i < 4; i++) s0 = __dp4a((int)w.q[i], a[i], s0), s1 = __dp4a((int)w.q[4 + i], a[4 + i], s1);
+            for (int i = 0; i < 4; i++)
+                s0 = __dp4a((int)w.q[i], a[i], s0), s1 = __dp4a((int)w.q[4 + i], a[4 + i], s1);
             const q8x x = xs[t * n_units + u];
             const float h0 = __fadd_rn(__fmul_rn(w.d0, (float)(s0 + w.off * x.x0)), __fmul_rn(w.m0, (float)x.x0));
             const float h1 = __fadd_rn(__fmul_rn(w.d1, (float)(s1 + w.off * x.x1)), __fmul_rn(w.m1, (float)x.x1));
-            acc[t] += x.d * (h0 + h1);
+            v[t] = x.d * (h0 + h1);
         }
     }
-    gemv_store<NT>(acc, wpr, gw);
-}
+};
 
 /* ==== Q4_K and Q6_K, the bulk of a Q4_K_M file: a lane per piece of a super-block ====
- * gemv_q8_kernel gives each lane a 32-element unit, so a warp's loads of one field land
- * on 32 units of several super-blocks and a unit takes 8 to 16 load instructions. Here
- * the lanes of a warp take consecutive pieces of the row's super-blocks instead: Q4_K's
- * 128 bytes of nibbles in 8 pieces of 16 bytes (one 16-byte load each, rows 16-byte
- * aligned), Q6_K's 256 elements in 8 pieces of 32 (lane (half h, quarter g): elements
- * l in [8g, 8g + 8) of each of the half's four groups of 32, as dequant_ref lays them
- * out). Same arithmetic per 16 elements as iunit<T> and gemv_q8_kernel. */
+ * unit_item gives each lane a 32-element unit, so a warp's loads of one field land on 32
+ * units of several super-blocks and a unit takes 8 to 16 load instructions. Here the
+ * lanes of a warp take consecutive pieces of the row's super-blocks instead: Q4_K's 128
+ * bytes of nibbles in 8 pieces of 16 bytes (one 16-byte load each, rows 16-byte aligned),
+ * Q6_K's 256 elements in 8 pieces of 32 (lane (half h, quarter g): elements l in
+ * [8g, 8g + 8) of each of the half's four groups of 32, as dequant_ref lays them out).
+ * Same arithmetic per 16 elements as iunit<T> and unit_item. */
 
 /* scale_min_k4 with the 12 scale bytes in registers: bytes 4..15 of the block's header
  * (h.y, h.z, h.w) */
@@ -634,31 +636,30 @@ __device__ __forceinline__ void k4_scale_min(const uint4 &h, int j, int *sc, int
     scale_min_k4_bytes((int)(h.y >> k) & 255, (int)(h.z >> k) & 255, (int)(h.w >> k) & 255, j, sc, m);
 }
 
-template <int NT>
-__global__ void __launch_bounds__(32 * GEMV_WARPS)
-    gemv_q4k_kernel(const gemv_parts ps, int64_t n_in, const int8_t *xq, const q8x *xs, int wpr) {
-    const gemv_warp gw = gemv_warp_at(wpr, ps);
-    const uint8_t *row = gw.row;
-    const int64_t n_items = n_in / 256 * 8, n_units = n_in / 32;
-    float acc[NT];
-#pragma unroll
-    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
-    for (int64_t i = gw.first; gw.live && i < n_items; i += gw.step) {
-        /* piece c of super-block sb: bytes [16c, 16c + 16) of the nibbles, the low ones
-         * elements 16 * (c % 2) + [0, 16) of sub-block 2 * (c / 2), the high ones the same
-         * of the next sub-block */
-        const int64_t sb = i >> 3;
+/* piece c = i % 8 of super-block sb = i / 8 of a row: the block's 16-byte header and the
+ * piece's 16 bytes of nibbles (the low ones elements 16 * (c % 2) + [0, 16) of sub-block
+ * 2 * (c / 2), the high ones the same of the next sub-block) */
+struct q4k_item {
+    struct piece {
+        uint4 h, qv;
+    };
+    static __device__ __forceinline__ int64_t count(int64_t n_in) { return n_in / 256 * 8; }
+    static __device__ __forceinline__ void load(const uint8_t *row, int64_t i, piece &p) {
+        const uint8_t *b = row + 144 * (i >> 3);
+        p.h = *(const uint4 *)b, p.qv = *(const uint4 *)(b + 16 + 16 * (i & 7));
+    }
+    template <int NT>
+    static __device__ __forceinline__ void dot(const piece &p, int64_t i, int64_t n_in, const int8_t *xq,
+                                               const q8x *xs, float v[NT]) {
+        const int64_t sb = i >> 3, n_units = n_in / 32;
         const int c = (int)(i & 7), half = c & 1;
-        const uint8_t *b = row + 144 * sb;
-        const uint4 h = *(const uint4 *)b;
-        const uint4 qv = *(const uint4 *)(b + 16 + 16 * c);
         int sc0, m0, sc1, m1;
-        k4_scale_min(h, c & ~1, &sc0, &m0);
-        k4_scale_min(h, (c & ~1) + 1, &sc1, &m1);
-        const float d = h2f((uint16_t)(h.x & 0xFFFF)), dmin = h2f((uint16_t)(h.x >> 16));
+        k4_scale_min(p.h, c & ~1, &sc0, &m0);
+        k4_scale_min(p.h, (c & ~1) + 1, &sc1, &m1);
+        const float d = h2f((uint16_t)(p.h.x & 0xFFFF)), dmin = h2f((uint16_t)(p.h.x >> 16));
         const float d0 = __fmul_rn(d, (float)sc0), d1 = __fmul_rn(d, (float)sc1);
         const float n0 = __fmul_rn(dmin, (float)m0), n1 = __fmul_rn(dmin, (float)m1);
-        const uint32_t q[4] = {qv.x, qv.y, qv.z, qv.w};
+        const uint32_t q[4] = {p.qv.x, p.qv.y, p.qv.z, p.qv.w};
         const int64_t u0 = 8 * sb + (c & ~1); /* the unit of the low nibbles; u0 + 1 the high ones' */
 #pragma unroll
         for (int t = 0; t < NT; t++) {
@@ -675,11 +676,10 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS)
             const int X0 = half ? x0.x1 : x0.x0, X1 = half ? x1.x1 : x1.x0;
             const float h0 = __fsub_rn(__fmul_rn(d0, (float)s0), __fmul_rn(n0, (float)X0));
             const float h1 = __fsub_rn(__fmul_rn(d1, (float)s1), __fmul_rn(n1, (float)X1));
-            acc[t] += x0.d * h0 + x1.d * h1;
+            v[t] = x0.d * h0 + x1.d * h1;
         }
     }
-    gemv_store<NT>(acc, wpr, gw);
-}
+};
 
 /* four 6-bit levels (one per byte, 0..63) minus 32, as signed bytes */
 __device__ __forceinline__ uint32_t signed6(uint32_t v) {
@@ -687,44 +687,101 @@ __device__ __forceinline__ uint32_t signed6(uint32_t v) {
     return x | sign << 1 | sign << 2;
 }
 
-template <int NT>
-__global__ void __launch_bounds__(32 * GEMV_WARPS)
-    gemv_q6k_kernel(const gemv_parts ps, int64_t n_in, const int8_t *xq, const q8x *xs, int wpr) {
-    const gemv_warp gw = gemv_warp_at(wpr, ps);
-    const uint8_t *row = gw.row;
-    const int64_t n_items = n_in / 256 * 8, n_units = n_in / 32;
-    float acc[NT];
-#pragma unroll
-    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
-    for (int64_t i = gw.first; gw.live && i < n_items; i += gw.step) {
-        /* super-block sb, half h, quarter g: l in [8g, 8g + 8) of ql[l], ql[l + 32], qh[l]
-         * of the half, the elements 128h + 32e + l for e = 0..3 (e's scale 8h + 2e + g / 2) */
-        const int64_t sb = i >> 3;
-        const int h = (int)(i >> 2) & 1, g = (int)(i & 3);
-        const uint8_t *b = row + 210 * sb;
+/* item i of a row: half h = (i / 4) % 2, quarter g = i % 4 of super-block sb = i / 8:
+ * l in [8g, 8g + 8) of ql[l], ql[l + 32], qh[l] of the half, the elements 128h + 32e + l
+ * for e = 0..3 (e's scale 8h + 2e + g / 2) */
+struct q6k_item {
+    struct piece {
         uint32_t qa[2], qb[2], qh[2], sw[2];
-        ldw<2>(b + 64 * h + 8 * g, qa);
-        ldw<2>(b + 64 * h + 32 + 8 * g, qb);
-        ldw<2>(b + 128 + 32 * h + 8 * g, qh);
-        ldw<2>(b + 192 + 8 * h, sw);
-        const float d = h2f(ld16(b + 208));
+        uint16_t d;
+    };
+    static __device__ __forceinline__ int64_t count(int64_t n_in) { return n_in / 256 * 8; }
+    static __device__ __forceinline__ void load(const uint8_t *row, int64_t i, piece &p) {
+        const uint8_t *b = row + 210 * (i >> 3);
+        const int h = (int)(i >> 2) & 1, g = (int)(i & 3);
+        ldw<2>(b + 64 * h + 8 * g, p.qa);
+        ldw<2>(b + 64 * h + 32 + 8 * g, p.qb);
+        ldw<2>(b + 128 + 32 * h + 8 * g, p.qh);
+        ldw<2>(b + 192 + 8 * h, p.sw);
+        p.d = ld16(b + 208);
+    }
+    template <int NT>
+    static __device__ __forceinline__ void dot(const piece &p, int64_t i, int64_t n_in, const int8_t *xq,
+                                               const q8x *xs, float v[NT]) {
+        const int64_t sb = i >> 3, n_units = n_in / 32;
+        const int h = (int)(i >> 2) & 1, g = (int)(i & 3);
+        const float d = h2f(p.d);
+#pragma unroll
+        for (int t = 0; t < NT; t++) v[t] = 0.0f;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            const uint32_t *lo = e & 1 ? qb : qa;
-            uint32_t v[2];
+            const uint32_t *lo = e & 1 ? p.qb : p.qa;
+            uint32_t q[2];
 #pragma unroll
             for (int k = 0; k < 2; k++)
-                v[k] = signed6(((lo[k] >> (4 * (e >> 1))) & 0x0F0F0F0Fu) | ((qh[k] >> (2 * e)) & 0x03030303u) << 4);
+                q[k] = signed6(((lo[k] >> (4 * (e >> 1))) & 0x0F0F0F0Fu) | ((p.qh[k] >> (2 * e)) & 0x03030303u) << 4);
             const int si = 2 * e + (g >> 1);
-            const float de = __fmul_rn(d, (float)(int8_t)((si < 4 ? sw[0] : sw[1]) >> (8 * (si & 3))));
+            const float de = __fmul_rn(d, (float)(int8_t)((si < 4 ? p.sw[0] : p.sw[1]) >> (8 * (si & 3))));
             const int64_t u = 8 * sb + 4 * h + e;
 #pragma unroll
             for (int t = 0; t < NT; t++) {
                 const int2 a = *(const int2 *)(xq + (size_t)t * n_in + 32 * u + 8 * g);
-                const int S = __dp4a((int)v[1], a.y, __dp4a((int)v[0], a.x, 0));
-                acc[t] += xs[t * n_units + u].d * __fmul_rn(de, (float)S);
+                const int S = __dp4a((int)q[1], a.y, __dp4a((int)q[0], a.x, 0));
+                v[t] += xs[t * n_units + u].d * __fmul_rn(de, (float)S);
             }
         }
+    }
+};
+
+/* The integer products: a warp (or wpr warps, gemv_warp) per output row, its lanes taking
+ * the row's items first, first + step, ... D at a time: the D items' loads are all issued
+ * before the first is multiplied, so that a warp keeps D times the bytes in flight (the
+ * loads of a row do not depend on each other; only the sums do). An item past the row's
+ * end loads the group's first again and adds nothing, so a group stays one straight run
+ * of instructions; the sums are added in the same order for every D, so every D gives
+ * the same bits. Launched with CK_LAUNCH_PDL: the first group of weights is loaded before
+ * ck_pdl_wait, while the kernel that makes x may still run. */
+template <class I, int D>
+__device__ __forceinline__ void load_group(const uint8_t *row, int64_t i0, int64_t step, int64_t n_items,
+                                           typename I::piece p[D]) {
+#pragma unroll
+    for (int d = 0; d < D; d++) {
+        const int64_t i = i0 + d * step;
+        I::load(row, i < n_items ? i : i0, p[d]);
+    }
+}
+template <class I, int NT, int D>
+__device__ __forceinline__ void dot_group(const typename I::piece p[D], int64_t i0, int64_t step, int64_t n_items,
+                                          int64_t n_in, const int8_t *xq, const q8x *xs, float acc[NT]) {
+#pragma unroll
+    for (int d = 0; d < D; d++) {
+        const int64_t i = i0 + d * step;
+        float v[NT];
+        I::template dot<NT>(p[d], i < n_items ? i : i0, n_in, xq, xs, v);
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[t] = i < n_items ? acc[t] + v[t] : acc[t];
+    }
+}
+
+template <class I, int NT, int D>
+__global__ void __launch_bounds__(32 * GEMV_WARPS)
+    gemv_q8_kernel(const gemv_parts ps, int64_t n_in, const int8_t *xq, const q8x *xs, int wpr) {
+    ck_pdl_trigger();
+    const gemv_warp gw = gemv_warp_at(wpr, ps);
+    const int64_t n_items = I::count(n_in);
+    int64_t i0 = gw.first;
+    bool more = gw.live && i0 < n_items;
+    typename I::piece p[D];
+    if (more) load_group<I, D>(gw.row, i0, gw.step, n_items, p);
+    ck_pdl_wait(); /* the weights do not depend on the kernels before; x does */
+    float acc[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+    while (more) {
+        dot_group<I, NT, D>(p, i0, gw.step, n_items, n_in, xq, xs, acc);
+        i0 += D * gw.step;
+        more = i0 < n_items;
+        if (more) load_group<I, D>(gw.row, i0, gw.step, n_items, p);
     }
     gemv_store<NT>(acc, wpr, gw);
 }
@@ -736,6 +793,33 @@ static int gemv_wpr(int64_t n_out, int64_t n_items) {
     int wpr = 1;
     while (wpr < GEMV_WARPS && n_out * wpr < 16384 && n_items > 32 * wpr) wpr *= 2;
     return wpr;
+}
+
+/* Items a lane loads before it multiplies the first (ck_gemv_set_depth): 1 or GEMV_DEPTH */
+#define GEMV_DEPTH 4
+int gemv_depth = GEMV_DEPTH;
+
+/* One launch of an integer kernel: kind 1 Q4_K's, 2 Q6_K's, 0 the unit kernel of T */
+struct launch {
+    dim3 grid, block;
+    cudaStream_t st;
+    gemv_parts ps;
+    int64_t n_in;
+    const int8_t *xq;
+    const q8x *xs;
+    int wpr;
+};
+template <class I, int NT, int D> void gemv_q8_launch_i(const launch &l) {
+    CK_LAUNCH_PDL(l.grid, l.block, 0, l.st, gemv_q8_kernel<I, NT, D>)(l.ps, l.n_in, l.xq, l.xs, l.wpr);
+}
+template <int T, int NT, int D> void gemv_q8_launch_d(int kind, const launch &l) {
+    if (kind == 1) gemv_q8_launch_i<q4k_item, NT, D>(l);
+    else if (kind == 2) gemv_q8_launch_i<q6k_item, NT, D>(l);
+    else gemv_q8_launch_i<unit_item<T>, NT, D>(l);
+}
+template <int T, int NT> void gemv_q8_launch(int kind, const launch &l) {
+    if (gemv_depth == 1) gemv_q8_launch_d<T, NT, 1>(kind, l);
+    else gemv_q8_launch_d<T, NT, GEMV_DEPTH>(kind, l);
 }
 
 /* The integer path for the block formats with a level decoder (run returns false for
@@ -763,17 +847,18 @@ bool gemv_q8<T, true>::run(const gemv_parts &ps, int64_t n_in, const float *x, i
     /* split rows for one row of x (timed on an H200); batches keep a warp per row */
     const int wpr = n_tok == 1 ? gemv_wpr(n_out, kind ? n_in / 256 * 8 : n_in / 32) : 1;
     const dim3 grid((unsigned)((n_out + GEMV_WARPS / wpr - 1) / (GEMV_WARPS / wpr))), block(32 * GEMV_WARPS);
-#define Q8_CASE(N)                                                                                                   \
-    case N:                                                                                                          \
-        if (kind == 1) CK_LAUNCH(grid, block, 0, st, gemv_q4k_kernel<N>)(ps, n_in, xq, xs, wpr);                     \
-        else if (kind == 2) CK_LAUNCH(grid, block, 0, st, gemv_q6k_kernel<N>)(ps, n_in, xq, xs, wpr);                \
-        else CK_LAUNCH(grid, block, 0, st, gemv_q8_kernel<T, N>)(ps, n_in, xq, xs, wpr);                             \
-        break;
+    const launch l = {grid, block, st, ps, n_in, xq, xs, wpr};
     switch (n_tok) {
-        Q8_CASE(1) Q8_CASE(2) Q8_CASE(3) Q8_CASE(4) Q8_CASE(5) Q8_CASE(6) Q8_CASE(7) Q8_CASE(8)
+    case 1: gemv_q8_launch<T, 1>(kind, l); break;
+    case 2: gemv_q8_launch<T, 2>(kind, l); break;
+    case 3: gemv_q8_launch<T, 3>(kind, l); break;
+    case 4: gemv_q8_launch<T, 4>(kind, l); break;
+    case 5: gemv_q8_launch<T, 5>(kind, l); break;
+    case 6: gemv_q8_launch<T, 6>(kind, l); break;
+    case 7: gemv_q8_launch<T, 7>(kind, l); break;
+    case 8: gemv_q8_launch<T, 8>(kind, l); break;
     default: break;
     }
-#undef Q8_CASE
     return true;
 }
 
@@ -888,6 +973,16 @@ extern "C" int ck_gemv_parts(uint32_t type, const ck_gemv_part *parts, int n_par
         held = ck_gemv(type, parts[k].W, parts[k].row_bytes, n_in, parts[k].n_out, x, n_tok, parts[k].y, scratch,
                        held, stream);
     return held;
+}
+
+int ck_pdl_enabled = 0;
+
+extern "C" void ck_set_pdl(int on) { ck_pdl_enabled = on; }
+
+extern "C" int ck_gemv_set_depth(int depth) {
+    const int old = gemv_depth;
+    if (depth == 1 || depth == GEMV_DEPTH) gemv_depth = depth;
+    return old;
 }
 
 extern "C" int ck_gemv_integer(uint32_t type) {

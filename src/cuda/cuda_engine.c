@@ -314,8 +314,13 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     cuda_backend *g = eddy_calloc(1, sizeof *g);
     if (!g) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     struct cudaDeviceProp prop;
-    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) snprintf(g->name, sizeof g->name, "cuda: %s", prop.name);
+    const bool have_prop = cudaGetDeviceProperties(&prop, 0) == cudaSuccess;
+    if (have_prop) snprintf(g->name, sizeof g->name, "cuda: %s", prop.name);
     else snprintf(g->name, sizeof g->name, "cuda");
+    /* products that start while the kernel before them still runs (compute capability 9.0
+     * and later; EDDY_CUDA_PDL=0: plain launches, to measure what it gains) */
+    const char *pdl = getenv("EDDY_CUDA_PDL");
+    ck_set_pdl(have_prop && prop.major >= 9 && !(pdl && !strcmp(pdl, "0")));
     if (cudaStreamCreate(&g->stream) != cudaSuccess || cublasCreate(&g->blas) != CUBLAS_STATUS_SUCCESS ||
         cublasSetStream(g->blas, g->stream) != CUBLAS_STATUS_SUCCESS) {
         cudaGetLastError();
@@ -329,6 +334,10 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->chunked = !(chunked && !strcmp(chunked, "0"));
     const char *flash = getenv("EDDY_CUDA_FLASH");
     g->flash = !(flash && !strcmp(flash, "0"));
+    /* EDDY_CUDA_GEMV_DEPTH=1: the products load one item a lane at a time (to measure
+     * what loading four ahead gains) */
+    const char *depth = getenv("EDDY_CUDA_GEMV_DEPTH");
+    if (depth && *depth) ck_gemv_set_depth(atoi(depth));
     g->prof = cuda_profile_new();
     if (g->prof) g->graphs = false; /* a replayed graph is one piece of work */
     for (int64_t il = 0; il < hp->n_layer; il++) g->moe |= m->layers[il].ffn == FFN_MOE;
@@ -646,16 +655,14 @@ static void layer_attention(engine *c, cuda_backend *g, const model_layer *l, in
     const tensor *const W[3] = {&l->wq, &l->wk, &l->wv};
     float *const ys[3] = {hp->attn_gated ? g->qg : g->q, g->k, g->v};
     lin_parts(g, W, ys, 3, g->xn, n, true);
-    if (hp->attn_gated) ck_split_gate(g->qg, g->q, g->gate, n, hp->n_head, hd, g->stream);
-    if (l->q_norm.name) {
-        ck_rmsnorm_rows(g->q, hd, g->q, hd, f32(&l->q_norm), hd, n * hp->n_head, hp->rms_eps, g->stream);
-        ck_rmsnorm_rows(g->k, hd, g->k, hd, f32(&l->k_norm), hd, n * hp->n_head_kv, hp->rms_eps, g->stream);
-    }
+    /* the gated q's split and the per-head norms, in the rotation's pass */
+    const ck_rope_pre pre = {hp->attn_gated ? g->qg : NULL, g->gate, l->q_norm.name ? f32(&l->q_norm) : NULL,
+                             l->q_norm.name ? f32(&l->k_norm) : NULL, hp->rms_eps};
     const int kv_f16 = (sp->type_k == QTYPE_F16 ? 1 : 0) | (sp->type_v == QTYPE_F16 ? 2 : 0);
     const float scale = hp->attn_scale > 0 ? hp->attn_scale : 1.0f / sqrtf((float)hd);
     PROF(g, PROF_ATTENTION, {
-        ck_rope_store(&g->step, n, g->q, g->k, g->v, hp->n_head, hp->n_head_kv, hd, dv, hp->n_rot, hp->rope_base,
-                      hp->rope_style == ROPE_NEOX, sp->k[il], sp->v[il], kv_f16, g->stream);
+        ck_rope_store(&g->step, n, &pre, g->q, g->k, g->v, hp->n_head, hp->n_head_kv, hd, dv, hp->n_rot,
+                      hp->rope_base, hp->rope_style == ROPE_NEOX, sp->k[il], sp->v[il], kv_f16, g->stream);
         attend(g, hp, sp->k[il], sp->v[il], kv_f16, scale, n);
     });
     if (hp->attn_gated) ck_sigmoid_mul(g->attn, g->gate, n * O, g->stream);

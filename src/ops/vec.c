@@ -41,10 +41,38 @@ const vec_kernels *vec_kernels_for(isa_level isa) {
 
 const char *vec_variant(void) { return isa_name(isa_active()); }
 
+int64_t vec_argmax_ref(const float *x, int64_t n) {
+    int64_t b = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (!isnan(x[i]) && (b < 0 || x[i] > x[b])) b = i;
+    return b < 0 ? 0 : b;
+}
+
+#define ARGMAX_CHUNK 256
+#define ARGMAX_LANES 16
+
+int64_t vec_argmax(const float *x, int64_t n) {
+    float best = -INFINITY;
+    int64_t at = 0; /* the first chunk that holds best */
+    for (int64_t c = 0; c < n; c += ARGMAX_CHUNK) {
+        const int64_t e = c + ARGMAX_CHUNK < n ? c + ARGMAX_CHUNK : n;
+        float m[ARGMAX_LANES]; /* running maxima, lane k of elements k mod 16 (NaN never wins a > test) */
+        for (int k = 0; k < ARGMAX_LANES; k++) m[k] = -INFINITY;
+        int64_t i = c;
+        for (; i + ARGMAX_LANES <= e; i += ARGMAX_LANES)
+            for (int k = 0; k < ARGMAX_LANES; k++) m[k] = x[i + k] > m[k] ? x[i + k] : m[k];
+        for (; i < e; i++) m[0] = x[i] > m[0] ? x[i] : m[0];
+        float cm = m[0];
+        for (int k = 1; k < ARGMAX_LANES; k++) cm = m[k] > cm ? m[k] : cm;
+        if (cm > best) best = cm, at = c;
+    }
+    for (int64_t i = at; i < n; i++) /* -inf everywhere: the first -inf; all NaN: none */
+        if (x[i] == best) return i;
+    return 0;
+}
+
 int64_t vec_argmax_softmax(const float *x, int64_t n, float *p) {
-    int64_t b = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
+    const int64_t b = vec_argmax(x, n);
     double sum = 0;
     for (int64_t i = 0; i < n; i++) sum += exp((double)x[i] - x[b]);
     *p = (float)(1.0 / sum);

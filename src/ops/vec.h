@@ -13,8 +13,16 @@
 
 #include "base/isa.h"
 
-/* The index of the largest of x[0, n) (n >= 1; the first on ties) and its probability
- * under softmax (accumulated in double), in *p. Scalar: once per drafted token. */
+/* The index of the largest of x[0, n) (n >= 1): the first on ties, NaNs never taken, 0
+ * when every element is NaN. vec_argmax finds the largest value per chunk of 256 in loops
+ * the compiler vectorizes, then the first index of it in the chunk where it first came:
+ * a vocabulary's logits (150k floats) in a fraction of the scalar loop's time, which
+ * matters where the GPU makes a token in a few milliseconds. Plain C for every ISA. */
+int64_t vec_argmax(const float *x, int64_t n);
+int64_t vec_argmax_ref(const float *x, int64_t n);
+
+/* vec_argmax and the argmax's probability under softmax (accumulated in double), in *p.
+ * Once per drafted token. */
 int64_t vec_argmax_softmax(const float *x, int64_t n, float *p);
 
 /* sum_i x[i] * y[i] over n elements (any n >= 0, no alignment needed). */

@@ -158,6 +158,8 @@ float __shfl_xor_sync(unsigned, float v, int lane_mask) {
     return L.fibers[L.cur].shfl_res;
 }
 
+void __syncwarp(unsigned mask) { __shfl_xor_sync(mask, 0.0f, 0); }
+
 void emu_warp_gather(const void *mine, void *all, size_t bytes) {
     fiber &f = L.fibers[L.cur];
     f.gather_src = mine, f.gather_dst = all, f.gather_bytes = bytes;
@@ -365,6 +367,7 @@ cudaError_t cudaGetDeviceCount(int *n) {
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int) {
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "emulated on the CPU");
+    p->major = 9; /* as the H200 it stands for (its shared memory too) */
     return cudaSuccess;
 }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }

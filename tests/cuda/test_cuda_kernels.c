@@ -186,6 +186,77 @@ TEST(cuda_gemv_dequant_embed_match_ref) {
     }
 }
 
+/* The integer products give the same bits whether a lane loads one item at a time or four
+ * ahead (ck_gemv_set_depth), and match x W^T: rows wide enough that a lane takes more than
+ * one group of four (5120 elements: 160 Q4_K/Q6_K pieces, 160 units), a row the
+ * lanes share unevenly (1056: 33 units), and three parts in one launch. */
+TEST(cuda_gemv_depths_agree) {
+    test_rng r = test_rng_new();
+    static const qtype types[] = {QTYPE_Q4_K, QTYPE_Q6_K, QTYPE_Q8_0, QTYPE_Q4_0, QTYPE_Q5_K};
+    static const int64_t widths[] = {5120, 1056};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+        for (size_t wi = 0; wi < 2; wi++) {
+            const qtype t = types[ti];
+            const int64_t n_in = widths[wi], n_out = 21;
+            if (n_in % qtype_info(t)->block_size) continue;
+            size_t rb;
+            uint8_t *w = rand_weights(&r, t, n_in, n_out, &rb);
+            float *ref = malloc((size_t)(n_in * n_out) * sizeof *ref);
+            for (int64_t o = 0; o < n_out; o++) dequantize_row_ref(t, w + o * rb, ref + o * n_in, n_in);
+            void *dw = dev(w, rb * (size_t)n_out);
+            for (int64_t nt = 1; nt <= 4; nt += 3) {
+                float *x = rand_floats(&r, nt * n_in, 1.0f);
+                block_q8_0 *xb = malloc((size_t)(n_in / 32) * sizeof *xb);
+                for (int64_t a = 0; a < nt; a++) { /* x as the products see it */
+                    quantize_row_q8_0_ref(x + a * n_in, xb, n_in);
+                    dequantize_row_ref(QTYPE_Q8_0, xb, x + a * n_in, n_in);
+                }
+                float *yr = malloc((size_t)(nt * n_out) * sizeof *yr);
+                for (int64_t a = 0; a < nt; a++)
+                    for (int64_t o = 0; o < n_out; o++) {
+                        double sum = 0;
+                        for (int64_t i = 0; i < n_in; i++) sum += (double)x[a * n_in + i] * ref[o * n_in + i];
+                        yr[a * n_out + o] = (float)sum;
+                    }
+                float *dx = dev(x, (size_t)(nt * n_in) * sizeof *x);
+                void *scratch = dev(NULL, ck_gemv_scratch_bytes(n_in, nt));
+                float *y[2], *dy[2];
+                for (int k = 0; k < 2; k++) {
+                    const int old = ck_gemv_set_depth(k == 0 ? 1 : 4);
+                    y[k] = malloc((size_t)(nt * n_out) * sizeof *y[k]);
+                    dy[k] = dev(NULL, (size_t)(nt * n_out) * sizeof *y[k]);
+                    /* rows [0, 8), [8, 9), [9, 21) as three parts of one launch */
+                    const int64_t cut[4] = {0, 8, 9, n_out};
+                    ck_gemv_part parts[3];
+                    for (int p = 0; p < 3; p++)
+                        parts[p] = (ck_gemv_part){(uint8_t *)dw + cut[p] * rb, rb, cut[p + 1] - cut[p],
+                                                  dy[k] + nt * cut[p]};
+                    ck_gemv_parts(t, parts, 3, n_in, dx, nt, scratch, 0, NULL);
+                    ck_gemv_set_depth(old);
+                    ok_cuda("ck_gemv_parts");
+                    float *part = malloc((size_t)(nt * n_out) * sizeof *part);
+                    back(part, dy[k], (size_t)(nt * n_out) * sizeof *part);
+                    for (int p = 0; p < 3; p++) /* part p is (nt, rows of part p) */
+                        for (int64_t a = 0; a < nt; a++)
+                            for (int64_t o = cut[p]; o < cut[p + 1]; o++)
+                                y[k][a * n_out + o] = part[nt * cut[p] + a * (cut[p + 1] - cut[p]) + (o - cut[p])];
+                    free(part);
+                }
+                const double e = test_nmse(y[1], yr, nt * n_out);
+                CHECKF(e < NMSE_MAX, "%s, %lld wide, %lld rows, depth 4: nmse %g", qtype_name(t), (long long)n_in,
+                       (long long)nt, e);
+                CHECKF(!memcmp(y[0], y[1], (size_t)(nt * n_out) * sizeof *y[0]),
+                       "%s, %lld wide, %lld rows: depth 1 and depth 4 differ", qtype_name(t), (long long)n_in,
+                       (long long)nt);
+                for (int k = 0; k < 2; k++) free(y[k]), cudaFree(dy[k]);
+                cudaFree(dx), cudaFree(scratch);
+                free(x), free(xb), free(yr);
+            }
+            cudaFree(dw);
+            free(w), free(ref);
+        }
+}
+
 /* The 8-bit forms that the norms and SwiGLU leave for the next product are ck_gemv's own:
  * a product that takes them (x_ready) equals, bit for bit, one that quantizes the kernel's
  * output itself. Rows over CK_GEMV_MAX_TOK or of a length not a multiple of 32 leave none. */
@@ -331,19 +402,19 @@ static void step_free(step_fixture *f) {
     for (int i = 0; i < 4; i++) cudaFree(f->mem[i]);
 }
 
-TEST(cuda_conv1d_matches_scan_ref) {
-    test_rng r = test_rng_new();
-    const int64_t C = 70, l2 = 40, l2_dim = 20;
+/* C channels, the first l2 of them L2-normed in heads of l2_dim, with or without a bias,
+ * over runs of 1, 5, 1 and 2 rows, then the windows after each run */
+static void conv1d_case(test_rng *r, int64_t C, int64_t l2, int64_t l2_dim, bool bias) {
     const int K = 4;
     const int64_t lens[] = {1, 5, 1, 2}, pos0[] = {9, 0, 3, 30};
     step_fixture f;
     step_make(&f, lens, pos0, 4, false);
     const int64_t n = f.n, n_slots = 9, sf = (K - 1) * C;
-    float *x = rand_floats(&r, n * C, 1.0f), *w = rand_floats(&r, K * C, 0.5f), *b = rand_floats(&r, C, 0.1f);
-    float *state = rand_floats(&r, n_slots * sf, 1.0f);
+    float *x = rand_floats(r, n * C, 1.0f), *w = rand_floats(r, K * C, 0.5f), *b = rand_floats(r, C, 0.1f);
+    float *state = rand_floats(r, n_slots * sf, 1.0f);
     float *dx = dev(x, (size_t)(n * C) * 4), *dw = dev(w, (size_t)(K * C) * 4), *db = dev(b, (size_t)C * 4);
     float *dst = dev(state, (size_t)(n_slots * sf) * 4), *dy = dev(NULL, (size_t)(n * C) * 4);
-    ck_conv1d(&f.d, n, dx, C, dy, C, dw, db, C, K, dst, l2, l2_dim, 1e-6f, NULL);
+    ck_conv1d(&f.d, n, dx, C, dy, C, dw, bias ? db : NULL, C, K, dst, l2, l2_dim, 1e-6f, NULL);
     int32_t items[4 * 4];
     for (int k = 0; k < 4; k++) {
         const ck_run *rk = &f.runs[k];
@@ -354,16 +425,26 @@ TEST(cuda_conv1d_matches_scan_ref) {
     float *y = malloc((size_t)(n * C) * 4), *yr = malloc((size_t)(n * C) * 4), *st = malloc((size_t)(n_slots * sf) * 4);
     back(y, dy, (size_t)(n * C) * 4);
     back(st, dst, (size_t)(n_slots * sf) * 4);
-    conv1d_params p = {C, K, w, b, l2, l2_dim, 1e-6f};
+    conv1d_params p = {C, K, w, bias ? b : NULL, l2, l2_dim, 1e-6f};
     for (int k = 0; k < 4; k++) {
         const ck_run *rk = &f.runs[k];
         conv1d_scan_ref(&p, rk->n, x + rk->row0 * C, C, yr + rk->row0 * C, C, state + rk->slot_in * sf);
     }
-    CHECKF(ok_cuda("conv1d") && test_nmse(y, yr, n * C) < NMSE_MAX, "conv1d outputs nmse %g", test_nmse(y, yr, n * C));
+    const double e = test_nmse(y, yr, n * C);
+    CHECKF(ok_cuda("conv1d") && e < NMSE_MAX, "conv1d of %lld channels, %lld normed in heads of %lld: nmse %g",
+           (long long)C, (long long)l2, (long long)l2_dim, e);
     CHECKF(test_nmse(st, state, n_slots * sf) == 0, "conv windows differ");
     cudaFree(dx), cudaFree(dw), cudaFree(db), cudaFree(dst), cudaFree(dy), cudaFree(ditems);
     free(x), free(w), free(b), free(state), free(y), free(yr), free(st);
     step_free(&f);
+}
+
+TEST(cuda_conv1d_matches_scan_ref) {
+    test_rng r = test_rng_new();
+    conv1d_case(&r, 70, 40, 20, true);      /* heads narrower than a warp, a partial group after them */
+    conv1d_case(&r, 320, 256, 128, false);  /* the delta rule's q and k heads, then v */
+    conv1d_case(&r, 2100, 2048, 2048, false); /* a head wider than a block: threads take two channels */
+    conv1d_case(&r, 300, 0, 1, true);       /* no norm (Mamba-2): groups of 256 */
 }
 
 /* Runs of 1, 7, 1 and 3 rows, or (long) of 1, 45, 3 and 20 with a checkpoint after row 20
@@ -450,7 +531,7 @@ TEST(cuda_gdn_matches_scan_ref) {
  * takes too, or (prefill 3) runs of 1, 70 and 1 rows at 300, 10 and 40: a server's step of
  * two decoding sequences and a prompt (ck_attention and ck_attention_prefill_mma). */
 static void attention_case(test_rng *r, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, int64_t n_rot, int neox,
-                           int kv_f16, int prefill) {
+                           int kv_f16, int prefill, bool pre) {
     const int64_t lens[] = {1, 6, 1}, pos0[] = {300, 0, 40}, mixed_lens[] = {1, 70, 1}, mixed_pos0[] = {300, 10, 40};
     const int64_t pf_len[] = {prefill == 2 ? 100 : 37}, pf_pos0[] = {prefill == 2 ? 210 : 250};
     step_fixture f;
@@ -475,8 +556,23 @@ static void attention_case(test_rng *r, int64_t n_head, int64_t n_kv, int64_t hd
     void *dkc = dev(kc, (size_t)(n_blocks * 256 * K) * ek), *dvc = dev(vc, (size_t)(n_blocks * 256 * V) * ev);
     float *dout = dev(NULL, (size_t)(n * n_head * dv) * 4);
     const float rope_base = 10000.0f, scale = 1.0f / sqrtf((float)hd);
-    ck_rope_store(&f.d, n, dq, dk, dvv, n_head, n_kv, hd, dv, n_rot, rope_base, neox, dkc, dvc, kv_f16, NULL);
-    /* the reference: the same rotation and stores on the host, then ops_attention_ref per run */
+    /* with pre: q and its gate from a gated projection (per head q, then gate), q and k
+     * normed per head, in the rotation's pass */
+    float *qg = pre ? rand_floats(r, 2 * n * Q, 1.0f) : NULL, *gate = malloc((size_t)(n * Q) * 4);
+    float *qn = rand_floats(r, hd, 1.0f), *kn = rand_floats(r, hd, 1.0f);
+    float *dqg = pre ? dev(qg, (size_t)(2 * n * Q) * 4) : NULL, *dgate = dev(NULL, (size_t)(n * Q) * 4);
+    float *dqn = dev(qn, (size_t)hd * 4), *dkn = dev(kn, (size_t)hd * 4);
+    const ck_rope_pre rp = {dqg, dgate, dqn, dkn, 1e-6f};
+    ck_rope_store(&f.d, n, pre ? &rp : NULL, dq, dk, dvv, n_head, n_kv, hd, dv, n_rot, rope_base, neox, dkc, dvc,
+                  kv_f16, NULL);
+    /* the reference: the same split, norms, rotation and stores on the host, then
+     * ops_attention_ref per run */
+    for (int64_t h = 0; pre && h < n * n_head; h++) {
+        memcpy(q + h * hd, qg + h * 2 * hd, (size_t)hd * 4);
+        memcpy(gate + h * hd, qg + h * 2 * hd + hd, (size_t)hd * 4);
+        ops_rmsnorm(q + h * hd, q + h * hd, qn, hd, 1e-6f);
+    }
+    for (int64_t h = 0; pre && h < n * n_kv; h++) ops_rmsnorm(k + h * hd, k + h * hd, kn, hd, 1e-6f);
     float *cs = malloc((size_t)n_rot * 4 + 8);
     for (int64_t t = 0; t < n; t++) {
         if (n_rot) {
@@ -497,6 +593,19 @@ static void attention_case(test_rng *r, int64_t n_head, int64_t n_kv, int64_t hd
     }
     float *out = malloc((size_t)(n * n_head * dv) * 4), *ref = malloc((size_t)(n * n_head * dv) * 4);
     float *scores = malloc((size_t)(400) * 4);
+    { /* the rotated q, and the gate as it was */
+        float *qd = malloc((size_t)(n * Q) * 4);
+        back(qd, dq, (size_t)(n * Q) * 4);
+        const double e = test_nmse(qd, q, n * Q);
+        CHECKF(ok_cuda("rope") && e < NMSE_MAX, "rope %lld heads of %lld, rot %lld, pre %d: q nmse %g",
+               (long long)n_head, (long long)hd, (long long)n_rot, pre, e);
+        if (pre) {
+            back(qd, dgate, (size_t)(n * Q) * 4);
+            CHECKF(!memcmp(qd, gate, (size_t)(n * Q) * 4), "rope %lld heads of %lld: the gate differs",
+                   (long long)n_head, (long long)hd);
+        }
+        free(qd);
+    }
     attn_shape sh = {n_head, n_kv, hd, dv, scale};
     for (int64_t kx = 0; kx < f.n_runs; kx++) {
         const ck_run *rk = &f.runs[kx];
@@ -542,34 +651,36 @@ static void attention_case(test_rng *r, int64_t n_head, int64_t n_kv, int64_t hd
                neox, kv_f16, splits[k2], e);
     }
     cudaFree(dpart), cudaFree(dq), cudaFree(dk), cudaFree(dvv), cudaFree(dkc), cudaFree(dvc), cudaFree(dout);
+    cudaFree(dqg), cudaFree(dgate), cudaFree(dqn), cudaFree(dkn);
     free(q), free(k), free(v), free(kc), free(vc), free(cs), free(out), free(ref), free(scores);
+    free(qg), free(gate), free(qn), free(kn);
     step_free(&f);
 }
 
 TEST(cuda_attention_matches_ref) {
     test_rng r = test_rng_new();
     for (int prefill = 0; prefill < 2; prefill++) {
-        attention_case(&r, 4, 2, 32, 32, 32, 0, 0, prefill);
-        attention_case(&r, 6, 2, 64, 48, 16, 1, 3, prefill);  /* partial rotary, f16 cache */
-        attention_case(&r, 8, 1, 256, 256, 64, 1, 1, prefill); /* Qwen3.5's wide heads */
-        attention_case(&r, 3, 3, 24, 40, 0, 0, 2, prefill);
+        attention_case(&r, 4, 2, 32, 32, 32, 0, 0, prefill, false);
+        attention_case(&r, 6, 2, 64, 48, 16, 1, 3, prefill, true);  /* partial rotary, f16 cache */
+        attention_case(&r, 8, 1, 256, 256, 64, 1, 1, prefill, true); /* Qwen3.5's wide heads */
+        attention_case(&r, 3, 3, 24, 40, 0, 0, 2, prefill, true);
     }
     /* the tensor cores' prefill: every kernel it has, GQA, keys of another width */
-    attention_case(&r, 4, 1, 256, 256, 64, 1, 3, 2); /* Qwen3.5's wide heads, 2 tiles */
+    attention_case(&r, 4, 1, 256, 256, 64, 1, 3, 2, false); /* Qwen3.5's wide heads, 2 tiles */
     /* on the emulator, the same on a GPU with 99 KiB a block (sm_86, sm_89): blocks of 2
      * warps; with 64 KiB none fits, and the tensor cores take nothing (a GPU says its own) */
     setenv("EDDY_EMU_SHARED_OPTIN", "101376", 1);
-    attention_case(&r, 4, 1, 256, 256, 64, 1, 3, 2);
+    attention_case(&r, 4, 1, 256, 256, 64, 1, 3, 2, false);
     setenv("EDDY_EMU_SHARED_OPTIN", "65536", 1);
-    attention_case(&r, 2, 1, 256, 256, 64, 1, 3, 1);
+    attention_case(&r, 2, 1, 256, 256, 64, 1, 3, 1, false);
     unsetenv("EDDY_EMU_SHARED_OPTIN");
-    attention_case(&r, 4, 2, 32, 32, 32, 0, 3, 1);
-    attention_case(&r, 3, 3, 48, 64, 16, 1, 3, 2);
-    attention_case(&r, 2, 2, 128, 128, 0, 0, 3, 1);
-    attention_case(&r, 4, 2, 16, 16, 16, 1, 3, 2);
+    attention_case(&r, 4, 2, 32, 32, 32, 0, 3, 1, false);
+    attention_case(&r, 3, 3, 48, 64, 16, 1, 3, 2, false);
+    attention_case(&r, 2, 2, 128, 128, 0, 0, 3, 1, false);
+    attention_case(&r, 4, 2, 16, 16, 16, 1, 3, 2, false);
     /* several sequences in one step: a tile (or two) a run */
-    attention_case(&r, 4, 2, 64, 64, 32, 0, 3, 0);
-    attention_case(&r, 4, 1, 256, 256, 64, 1, 3, 3);
+    attention_case(&r, 4, 2, 64, 64, 32, 0, 3, 0, false);
+    attention_case(&r, 4, 1, 256, 256, 64, 1, 3, 3, true);
 }
 
 /* Runs of 1, 6, 1 and 3 rows, or (long) of 1, 45, 3 and 20 with a checkpoint after row 20
