@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "eddy.h"
+#include "gen/sampler.h"
 
 static eddy_sampler_params plain(float temp) {
     eddy_sampler_params p = eddy_sampler_default_params();
@@ -160,4 +161,70 @@ TEST(sampler_refuses_bad_params) {
     int32_t t = eddy_sampler_sample(s, all_nan);
     CHECK(t >= 0 && t < 3);
     eddy_sampler_free(s);
+}
+
+/* The chain's order is by logit, highest first, equal logits by lower id (-0 equal to +0):
+ * its distribution over a vocabulary of many ties, signs and zeros equals one built here
+ * with qsort and the chain's arithmetic (softmax at temperature 1 accumulated in double
+ * over the sorted candidates, top-p's shortest prefix, min-p, then the temperature), bit
+ * for bit, for top-k off (the whole vocabulary sorted) and on, small and large. */
+typedef struct {
+    int32_t id;
+    float logit;
+} ref_cand;
+static int ref_desc(const void *a, const void *b) {
+    const float x = ((const ref_cand *)a)->logit, y = ((const ref_cand *)b)->logit;
+    if (x != y) return x < y ? 1 : -1;
+    return ((const ref_cand *)a)->id - ((const ref_cand *)b)->id;
+}
+static void ref_softmax(const ref_cand *c, float *pr, int64_t n, float temp) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += pr[i] = expf((c[i].logit - c[0].logit) / temp);
+    for (int64_t i = 0; i < n; i++) pr[i] = (float)(pr[i] / sum);
+}
+
+TEST(sampler_order_and_probabilities_match_a_sort) {
+    test_rng rng = test_rng_new();
+    const int64_t n = 20000;
+    float *x = malloc(n * sizeof *x), *got = malloc(n * sizeof *got), *want = calloc(n, sizeof *want);
+    float *pr = malloc(n * sizeof *pr);
+    ref_cand *c = malloc(n * sizeof *c);
+    const int32_t top_ks[] = {0, 40, 100, 65, 7, 1000};
+    for (size_t ki = 0; ki < sizeof top_ks / sizeof top_ks[0]; ki++) {
+        for (int64_t i = 0; i < n; i++) { /* ties: about 200 a value, both zeros the largest, so
+                                              * that a top-k of 7 or 100 cuts among them; or about 50
+                                              * a value of either sign; a few NaN and -inf left out */
+            const int v = ki % 2 ? (int)test_rng_below(&rng, 400) - 200 : -(int)test_rng_below(&rng, 100);
+            x[i] = v == 0 ? (test_rng_below(&rng, 2) ? -0.0f : 0.0f) : (float)v / 16.0f;
+        }
+        x[17] = NAN, x[18] = -INFINITY, x[n - 1] = -INFINITY;
+        eddy_sampler_params p = plain(0.7f);
+        p.top_k = top_ks[ki], p.top_p = 0.9f, p.min_p = 0.001f;
+        sampler *s = NULL;
+        eddy_error err;
+        REQUIRE(sampler_new(&s, &p, n, &err) == EDDY_OK);
+        sampler_probs(s, x, got);
+        int64_t m = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (!isnan(x[i]) && x[i] != -INFINITY) c[m].id = (int32_t)i, c[m].logit = x[i], m++;
+        qsort(c, (size_t)m, sizeof *c, ref_desc);
+        int64_t keep = p.top_k > 0 && p.top_k < m ? p.top_k : m;
+        ref_softmax(c, pr, keep, 1.0f);
+        double cum = 0;
+        for (int64_t i = 0; i < keep; i++)
+            if ((cum += pr[i]) >= p.top_p) {
+                keep = i + 1;
+                break;
+            }
+        int64_t k2 = 1;
+        while (k2 < keep && pr[k2] >= p.min_p * pr[0]) k2++;
+        keep = k2;
+        ref_softmax(c, pr, keep, p.temp);
+        memset(want, 0, n * sizeof *want);
+        for (int64_t i = 0; i < keep; i++) want[c[i].id] = pr[i];
+        CHECKF(!memcmp(got, want, n * sizeof *got), "top-k %d: the distributions differ (%lld kept)", p.top_k,
+               (long long)keep);
+        sampler_free(s);
+    }
+    free(x), free(got), free(want), free(pr), free(c);
 }

@@ -3,8 +3,8 @@
  *
  * Candidates are (id, logit) pairs in a buffer sized at creation; each step copies
  * the logits in, applies the penalties to the recent tokens only, then narrows the
- * candidate set. Sorting is a partial selection by logit: top-k first (bounded), and
- * a full sort only when top-p or min-p need the tail.
+ * candidate set. Sorting is a partial selection by logit for a small top-k, else a radix
+ * sort (a whole 152k vocabulary in about a millisecond, where qsort took tens).
  */
 #include "sampler.h"
 
@@ -25,6 +25,7 @@ struct eddy_sampler {
     eddy_sampler_params p;
     int64_t n_vocab;
     candidate *cand;  /* (n_vocab) */
+    candidate *spare; /* (n_vocab) the radix sort's other buffer */
     float *probs;     /* (n_vocab) */
     int32_t *history; /* ring of the last repeat_last_n tokens */
     int64_t hist_len, hist_pos;
@@ -80,10 +81,11 @@ eddy_status sampler_new(sampler **out, const eddy_sampler_params *p, int64_t n_v
     s->p = *p;
     s->n_vocab = n_vocab;
     s->cand = eddy_malloc((size_t)n_vocab * sizeof *s->cand);
+    s->spare = eddy_malloc((size_t)n_vocab * sizeof *s->spare);
     s->probs = eddy_malloc((size_t)n_vocab * sizeof *s->probs);
     s->counts = eddy_calloc((size_t)n_vocab, sizeof *s->counts);
     s->history = eddy_malloc((size_t)(p->repeat_last_n ? p->repeat_last_n : 1) * sizeof *s->history);
-    if (!s->cand || !s->probs || !s->counts || !s->history) {
+    if (!s->cand || !s->spare || !s->probs || !s->counts || !s->history) {
         sampler_free(s);
         return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory for a sampler over %lld tokens", (long long)n_vocab);
     }
@@ -95,6 +97,7 @@ eddy_status sampler_new(sampler **out, const eddy_sampler_params *p, int64_t n_v
 void sampler_free(sampler *s) {
     if (!s) return;
     eddy_free(s->cand);
+    eddy_free(s->spare);
     eddy_free(s->probs);
     eddy_free(s->counts);
     eddy_free(s->history);
@@ -178,10 +181,57 @@ static int by_logit_desc(const void *a, const void *b) {
     return ((const candidate *)a)->id - ((const candidate *)b)->id; /* ties: lower id first, deterministic */
 }
 
-/* Moves the k best candidates (by logit) to the front, sorted. */
-static void select_top(candidate *c, int64_t n, int64_t k) {
-    if (k >= n) {
-        qsort(c, (size_t)n, sizeof *c, by_logit_desc);
+/* A key whose ascending order is by_logit_desc's order of logits (none NaN): the float's
+ * bits made to sort as unsigned integers, then reversed; -0 and +0 alike. key_logit
+ * inverts it (giving +0 for both zeros). */
+static uint32_t desc_key(float f) {
+    uint32_t u;
+    if (f == 0.0f) f = 0.0f;
+    memcpy(&u, &f, sizeof u);
+    return u & 0x80000000u ? u : ~u & 0x7fffffffu;
+}
+static float key_logit(uint32_t k) {
+    const uint32_t u = k & 0x80000000u ? k : ~k & 0x7fffffffu;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Sorts c[0, n) (in id order) as by_logit_desc does: a stable least-significant-digit
+ * radix sort on desc_key, 8 bits a pass (the four histograms counted in one pass first;
+ * a pass whose digit is the same for every candidate skipped), so equal logits keep their
+ * id order. The keys stand in the logits' place meanwhile. spare: n candidates. */
+typedef struct {
+    int32_t id;
+    uint32_t key;
+} keyed;
+static void radix_sort(candidate *c, int64_t n, candidate *spare) {
+    _Static_assert(sizeof(keyed) == sizeof(candidate), "a key takes a logit's place");
+    keyed *from = (keyed *)c, *to = (keyed *)spare;
+    int64_t count[4][256] = {{0}};
+    for (int64_t i = 0; i < n; i++) {
+        const uint32_t k = desc_key(c[i].logit);
+        from[i].key = k;
+        for (int d = 0; d < 4; d++) count[d][k >> (8 * d) & 255]++;
+    }
+    for (int d = 0; d < 4; d++) {
+        int64_t *cd = count[d];
+        if (cd[from[0].key >> (8 * d) & 255] == n) continue;
+        for (int64_t v = 0, at = 0; v < 256; v++) {
+            const int64_t k = cd[v];
+            cd[v] = at, at += k;
+        }
+        for (int64_t i = 0; i < n; i++) to[cd[from[i].key >> (8 * d) & 255]++] = from[i];
+        keyed *t = from;
+        from = to, to = t;
+    }
+    for (int64_t i = 0; i < n; i++) c[i] = (candidate){from[i].id, key_logit(from[i].key)};
+}
+
+/* Moves the k best candidates (by logit) to the front, sorted (c in id order). */
+static void select_top(candidate *c, int64_t n, int64_t k, candidate *spare) {
+    if (k > 64) { /* the insertion below costs up to n k; the sort n */
+        radix_sort(c, n, spare);
         return;
     }
     /* partial selection: keep a sorted prefix of k, insert better ones */
@@ -233,7 +283,7 @@ static int64_t chain(sampler *s, const float *logits) {
     }
     int64_t keep = n;
     if (p->top_k > 0 && p->top_k < keep) keep = p->top_k;
-    select_top(s->cand, n, keep);
+    select_top(s->cand, n, keep, s->spare);
     if (p->top_p < 1.0f || p->min_p > 0.0f) {
         softmax_of(s->cand, s->probs, keep, 1.0f);
         if (p->top_p < 1.0f) { /* smallest prefix whose mass reaches top_p */
