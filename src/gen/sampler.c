@@ -4,7 +4,9 @@
  * Candidates are (id, logit) pairs in a buffer sized at creation; each step copies
  * the logits in, applies the penalties to the recent tokens only, then narrows the
  * candidate set. Sorting is a partial selection by logit for a small top-k, else a radix
- * sort (a whole 152k vocabulary in about a millisecond, where qsort took tens).
+ * sort (a whole 152k vocabulary in a few milliseconds, where qsort took tens). Without
+ * penalties, greedy is one vectorized scan (vec_argmax) and a top-k of up to 64 one pass
+ * over the logits (top_scan): no candidate list of the whole vocabulary.
  */
 #include "sampler.h"
 
@@ -254,36 +256,80 @@ static void softmax_of(const candidate *c, float *probs, int64_t n, float temp) 
 
 /* Runs the chain on logits: the candidates it keeps are s->cand[0, keep), best first,
  * with their probabilities in s->probs[0, keep) (greedy: the argmax alone, 1). */
+/* True when the penalties can change a logit (else the chain may skip them) */
+static bool penalized(const eddy_sampler_params *p) {
+    return p->repeat_penalty != 1.0f || p->presence_penalty != 0 || p->frequency_penalty != 0;
+}
+
+/* The k (<= TOP_SCAN_MAX) best of x[0, n), neither NaN nor -inf, into top, best first in
+ * select_top's order, in one pass: once k are held, a group of 16 elements is looked at
+ * one by one only when one of them beats the k-th best (a loop the compiler vectorizes),
+ * which after the first few thousand is rare. Returns how many it holds (< k when fewer
+ * are usable). */
+#define TOP_SCAN_MAX 64
+static int64_t top_scan(const float *x, int64_t n, int64_t k, candidate *top) {
+    int64_t m = 0, i = 0;
+    for (; i < n; i++) {
+        if (m == k && i % 16 == 0) {
+            const float thr = top[k - 1].logit;
+            int beat = 0;
+            for (; i + 16 <= n; i += 16) {
+                for (int j = 0; j < 16; j++) beat |= x[i + j] > thr; /* NaN: false */
+                if (beat) break;
+            }
+            if (i >= n) break;
+        }
+        const float l = x[i];
+        if (isnan(l) || l == -INFINITY || (m == k && !(l > top[k - 1].logit))) continue;
+        int64_t j = m < k ? m++ : k - 1; /* a later id loses ties: it goes after equal logits */
+        while (j > 0 && l > top[j - 1].logit) top[j] = top[j - 1], j--;
+        top[j] = (candidate){(int32_t)i, l};
+    }
+    return m;
+}
+
+/* The chain with nothing to choose from (every logit NaN or -inf): token 0 rather than
+ * undefined behaviour */
+static int64_t no_candidates(sampler *s) {
+    s->cand[0] = (candidate){0, 0.0f};
+    s->probs[0] = 1.0f;
+    return 1;
+}
+
 static int64_t chain(sampler *s, const float *logits) {
     const eddy_sampler_params *p = &s->p;
-    int64_t n = 0;
-    for (int64_t i = 0; i < s->n_vocab; i++) {
-        float l = logits[i];
-        if (isnan(l) || l == -INFINITY) continue; /* never sampled */
-        if (s->counts[i]) {
-            if (p->repeat_penalty != 1.0f) l = l > 0 ? l / p->repeat_penalty : l * p->repeat_penalty;
-            l -= (float)s->counts[i] * p->frequency_penalty + p->presence_penalty;
+    int64_t keep;
+    if (p->temp > 0 && !penalized(p) && p->top_k > 0 && p->top_k <= TOP_SCAN_MAX) {
+        /* the usual settings: the top-k straight from the logits, no candidate list of the
+         * whole vocabulary */
+        keep = top_scan(logits, s->n_vocab, p->top_k, s->cand);
+        if (keep == 0) return no_candidates(s);
+    } else {
+        int64_t n = 0;
+        for (int64_t i = 0; i < s->n_vocab; i++) {
+            float l = logits[i];
+            if (isnan(l) || l == -INFINITY) continue; /* never sampled */
+            if (s->counts[i]) {
+                if (p->repeat_penalty != 1.0f) l = l > 0 ? l / p->repeat_penalty : l * p->repeat_penalty;
+                l -= (float)s->counts[i] * p->frequency_penalty + p->presence_penalty;
+            }
+            s->cand[n].id = (int32_t)i;
+            s->cand[n].logit = l;
+            n++;
         }
-        s->cand[n].id = (int32_t)i;
-        s->cand[n].logit = l;
-        n++;
+        if (n == 0) return no_candidates(s);
+        if (p->temp <= 0) { /* greedy */
+            int64_t best = 0;
+            for (int64_t i = 1; i < n; i++)
+                if (s->cand[i].logit > s->cand[best].logit) best = i;
+            s->cand[0] = s->cand[best];
+            s->probs[0] = 1.0f;
+            return 1;
+        }
+        keep = n;
+        if (p->top_k > 0 && p->top_k < keep) keep = p->top_k;
+        select_top(s->cand, n, keep, s->spare);
     }
-    if (n == 0) { /* all logits unusable: token 0 rather than undefined behaviour */
-        s->cand[0] = (candidate){0, 0.0f};
-        s->probs[0] = 1.0f;
-        return 1;
-    }
-    if (p->temp <= 0) { /* greedy */
-        int64_t best = 0;
-        for (int64_t i = 1; i < n; i++)
-            if (s->cand[i].logit > s->cand[best].logit) best = i;
-        s->cand[0] = s->cand[best];
-        s->probs[0] = 1.0f;
-        return 1;
-    }
-    int64_t keep = n;
-    if (p->top_k > 0 && p->top_k < keep) keep = p->top_k;
-    select_top(s->cand, n, keep, s->spare);
     if (p->top_p < 1.0f || p->min_p > 0.0f) {
         softmax_of(s->cand, s->probs, keep, 1.0f);
         if (p->top_p < 1.0f) { /* smallest prefix whose mass reaches top_p */
@@ -309,7 +355,7 @@ static int64_t chain(sampler *s, const float *logits) {
 
 int32_t sampler_sample(sampler *s, const float *logits) {
     const eddy_sampler_params *p = &s->p;
-    if (p->temp <= 0 && p->repeat_penalty == 1.0f && p->presence_penalty == 0 && p->frequency_penalty == 0) {
+    if (p->temp <= 0 && !penalized(p)) {
         /* greedy without penalties: chain's choice (the first largest logit, neither NaN nor
          * -inf; token 0 when there is none) by a vectorized scan instead of a candidate list
          * of the whole vocabulary, a large part of a token's time when the GPU makes it */
