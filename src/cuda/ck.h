@@ -65,10 +65,11 @@ int ck_gemv_parts(uint32_t type, const ck_gemv_part *parts, int n_parts, int64_t
  * same bits. Process-wide (EDDY_CUDA_GEMV_DEPTH sets it when a GPU engine is made);
  * returns the depth before the call. */
 int ck_gemv_set_depth(int depth);
-/* Lets the integer products start while the kernel before them still runs, loading their
- * first weights meanwhile (programmatic dependent launch: GPUs of compute capability 9.0
- * and later; on = 0, the default, launches them plainly). Process-wide. */
-void ck_set_pdl(int on);
+/* Lets every kernel start while the one before it still runs, the products loading their
+ * first weights meanwhile (programmatic dependent launch, ck_device.h: GPUs of compute
+ * capability 9.0 and later; on = 0, the default, launches plainly). Process-wide; returns
+ * the setting before the call. */
+int ck_set_pdl(int on);
 /* True when ck_gemv takes the integer path for this type (given scratch). */
 int ck_gemv_integer(uint32_t type);
 

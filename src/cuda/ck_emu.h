@@ -75,6 +75,9 @@ const emu_idx &emu_grid_dim();
 
 void __syncthreads();
 float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
+/* ck_pdl_wait (ck_device.h) in the emulator: notes that the thread waited, which every
+ * thread must have done when its block ends */
+void emu_pdl_wait();
 /* a barrier of the warp's live lanes (a shuffle whose value nobody reads) */
 void __syncwarp(unsigned mask = 0xffffffffu);
 /* Warp-wide: every live lane of the warp passes `bytes` of its own at mine, and gets all

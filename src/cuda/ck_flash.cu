@@ -94,7 +94,7 @@ template <int DV, int W>
 __global__ void __launch_bounds__(32 * W)
     attention_mma_kernel(ck_step s, int64_t n_runs, const float *q, float *out, const uint16_t *kc,
                          const uint16_t *vc, int64_t n_head, int64_t n_kv, int64_t hd, float scale) {
-    ck_pdl_trigger(); /* a product may come next (ck_device.h) */
+    ck_pdl_entry();
     CK_DYNAMIC_SHARED(uint4, smem); /* uint4: 16-byte aligned */
     const int64_t qs = hd + FA_PAD, vs = FA_BK + FA_PAD;
     uint16_t *Qh = (uint16_t *)smem, *Ql = Qh + FA_BQ(W) * qs, *Ks = Ql + FA_BQ(W) * qs, *Vt = Ks + FA_BK * qs;

@@ -42,6 +42,7 @@ __global__ void __launch_bounds__(ROPE_THREADS)
     rope_store_kernel(ck_step s, ck_rope_pre pre, float *q, float *k, const float *v, int64_t n_head, int64_t n_kv,
                       int64_t hd, int64_t dv, int64_t n_rot, float rope_base, int neox, void *kc, void *vc,
                       int kv_f16) { /* bit 0: keys in f16, bit 1: values */
+    ck_pdl_entry();
     __shared__ float cs[ROPE_MAX_HALF], sn[ROPE_MAX_HALF];
     __shared__ float head_buf[ROPE_THREADS / 32][ROPE_MAX_HD];
     const int64_t r = blockIdx.x, pos = s.row_pos[r], half = n_rot / 2;
@@ -113,7 +114,7 @@ __global__ void __launch_bounds__(ROPE_THREADS)
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_kernel(ck_step s, const float *q, float *out, const void *kc, const void *vc, int kv_f16, int64_t n_head,
                      int64_t n_kv, int64_t hd, int64_t dv, float scale, float *part) {
-    ck_pdl_trigger(); /* a product may come next (ck_device.h) */
+    ck_pdl_entry();
     __shared__ float qs[ATT_MAX_DV], p[ATT_THREADS], red[ATT_THREADS / 32];
     const int64_t r = blockIdx.x / n_head, h = blockIdx.x % n_head, hk = h / (n_head / n_kv);
     const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
@@ -205,7 +206,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_tile_kernel(ck_step s, int64_t n, const float *q, float *out, const void *kc, const void *vc, int kv_f16,
                           int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale) {
-    ck_pdl_trigger();
+    ck_pdl_entry();
     CK_DYNAMIC_SHARED(float, sm);
     /* rows of queries and keys hd + 1 floats apart: the threads of a warp read different
      * rows' element x, in different banks */
@@ -298,7 +299,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 /* One block per (row, head): the splits' partial softmaxes folded into the output. */
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_merge_kernel(const float *part, int n_split, int64_t dv, float *out) {
-    ck_pdl_trigger();
+    ck_pdl_entry();
     const int64_t rh = blockIdx.x;
     const float *pp = part + rh * n_split * (dv + 2);
     float m = -INFINITY;
@@ -327,6 +328,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 __global__ void conv1d_kernel(ck_step s, const float *x, int64_t xs, float *y, int64_t ys, const float *w,
                               const float *bias, int64_t C, int K, const float *state, int64_t per, int64_t l2_ch,
                               float l2_eps) {
+    ck_pdl_entry();
     const int64_t groups = (C + per - 1) / per, r = blockIdx.x / groups, c0 = blockIdx.x % groups * per;
     const int64_t c1 = c0 + per < C ? c0 + per : C;
     const ck_run run = s.runs[s.row_run[r]];
@@ -351,6 +353,7 @@ __global__ void conv1d_kernel(ck_step s, const float *x, int64_t xs, float *y, i
 /* One thread per (item, channel): the K-1 inputs ending at row `end` into slot dst. */
 __global__ void conv_window_kernel(const int32_t *items, int64_t n_items, const float *x, int64_t xs, int64_t C, int K,
                                    float *state) {
+    ck_pdl_entry();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_items * C) return;
     const int32_t *it = items + 4 * (i / C);
@@ -455,6 +458,7 @@ __device__ __forceinline__ float gdn_kq(const float *kr, const float *qr, int64_
 __global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s, const float *g,
                            const float *beta, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k,
                            int64_t d_v, int head_map, float scale) {
+    ck_pdl_entry();
     CK_DYNAMIC_SHARED(float, sm);
     const int cols = blockDim.x, R = blockDim.y, x = threadIdx.x, y = threadIdx.y;
     const int tid = y * cols + x, nthr = cols * R;
@@ -548,6 +552,7 @@ __global__ void __launch_bounds__(512) /* 32 columns x 16 row groups: 128 regist
     gdn_chunk_kernel(const ck_run *runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s, const float *g,
                      const float *beta, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v,
                      int head_map, float scale, int C) {
+    ck_pdl_entry();
     CK_DYNAMIC_SHARED(float, sm);
     const int cols = blockDim.x, R = blockDim.y, x = threadIdx.x, y = threadIdx.y;
     const int tid = y * cols + x, nthr = cols * R;
@@ -822,6 +827,7 @@ namespace {
  * slot. */
 __global__ void keep_kernel(const int32_t *items, int64_t n_items, int gather, ck_segments seg, int64_t per, float *rec,
                             int64_t rec_floats) {
+    ck_pdl_entry();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_items * per) return;
     const int64_t it = i / per;
@@ -867,6 +873,7 @@ __device__ __forceinline__ float mamba2_bc(const float *r, int64_t n, int64_t DI
 __global__ void mamba2_kernel(const ck_run *runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s,
                               const float *dt_raw, int64_t dt_s, float *y, float *state, int64_t H, int64_t P,
                               int64_t G, int64_t N, const float *A, const float *dt_bias, const float *D) {
+    ck_pdl_entry();
     CK_DYNAMIC_SHARED(float, sm);
     const int cols = blockDim.x, R = blockDim.y, tx = threadIdx.x, ty = threadIdx.y;
     const int tid = ty * cols + tx, nthr = cols * R;
@@ -938,6 +945,7 @@ __global__ void mamba2_chunk_kernel(const ck_run *runs, const int32_t *ckpts, co
                                     const float *dt_raw, int64_t dt_s, float *y, float *state, int64_t H, int64_t P,
                                     int64_t G, int64_t N, const float *A, const float *dt_bias, const float *D,
                                     int C) {
+    ck_pdl_entry();
     CK_DYNAMIC_SHARED(float, sm);
     const int cols = blockDim.x, R = blockDim.y, tx = threadIdx.x, ty = threadIdx.y;
     const int tid = ty * cols + tx, nthr = cols * R;

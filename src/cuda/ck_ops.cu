@@ -74,7 +74,7 @@ __device__ __forceinline__ void norm_row(float *yr, const float *xr, const float
 
 __global__ void rmsnorm_kernel(float *y, int64_t sy, const float *x, int64_t sx, const float *w, int64_t n,
                                const int32_t *rows, float eps) {
-    ck_pdl_trigger(); /* a product may come next (ck_device.h) */
+    ck_pdl_entry();
     const int64_t r = blockIdx.x;
     norm_row(y + r * sy, x + (rows ? rows[r] : r) * sx, NULL, 0.0f, NULL, w, n, eps, NULL, NULL);
 }
@@ -83,25 +83,27 @@ __global__ void rmsnorm_kernel(float *y, int64_t sy, const float *x, int64_t sx,
  * n; with yq, y's 8-bit form too (units yq[32 u], ys[u] of the whole (rows, n)) */
 __global__ void add_rmsnorm_kernel(float *x, const float *add, float scale, float *y, const float *w, int64_t n,
                                    float eps, int8_t *yq, q8x *ys) {
-    ck_pdl_trigger();
+    ck_pdl_entry();
     const int64_t r = blockIdx.x;
     norm_row(y + r * n, x + r * n, add ? add + r * n : NULL, scale, x + r * n, w, n, eps, yq ? yq + r * n : NULL,
              yq ? ys + r * (n / 32) : NULL);
 }
 
 __global__ void add_scaled_kernel(float *x, const float *y, int64_t n, float scale) {
+    ck_pdl_entry();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] = add_scaled_one(x[i], y[i], scale);
 }
 
 __global__ void scale_kernel(float *x, int64_t n, float scale) {
+    ck_pdl_entry();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] *= scale;
 }
 
 /* with oq (n a multiple of 32: a warp's 32 elements are one unit), out's 8-bit form too */
 __global__ void swiglu_kernel(float *out, const float *gate, const float *up, int64_t n, int8_t *oq, q8x *os) {
-    ck_pdl_trigger();
+    ck_pdl_entry();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
         const float v = silu(gate[i]) * up[i];
@@ -111,7 +113,7 @@ __global__ void swiglu_kernel(float *out, const float *gate, const float *up, in
 }
 
 __global__ void relu2_kernel(float *a, int64_t n) {
-    ck_pdl_trigger();
+    ck_pdl_entry();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
         const float r = a[i] > 0.0f ? a[i] : 0.0f;
@@ -120,7 +122,7 @@ __global__ void relu2_kernel(float *a, int64_t n) {
 }
 
 __global__ void sigmoid_mul_kernel(float *x, const float *gate, int64_t n) {
-    ck_pdl_trigger();
+    ck_pdl_entry();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] *= sigmoid(gate[i]);
 }
@@ -128,6 +130,7 @@ __global__ void sigmoid_mul_kernel(float *x, const float *gate, int64_t n) {
 __global__ void ssm_gate_kernel(int64_t n_rows, int64_t n_heads, const float *alpha, int64_t alpha_stride,
                                 const float *b, int64_t b_stride, int64_t group, int64_t group_stride, const float *a,
                                 const float *dt_bias, float *g, float *beta) {
+    ck_pdl_entry();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_rows * n_heads) return;
     const int64_t r = i / n_heads, h = i % n_heads, at = h / group * group_stride + h % group;
@@ -140,7 +143,7 @@ __global__ void ssm_gate_kernel(int64_t n_rows, int64_t n_heads, const float *al
 __global__ void gated_rmsnorm_kernel(int64_t n_heads, int64_t d, const float *y, int64_t y_stride, const float *z,
                                      int64_t z_stride, const float *w, float eps, float *out, int64_t out_stride,
                                      int8_t *oq, q8x *os) {
-    ck_pdl_trigger();
+    ck_pdl_entry();
     const int64_t r = blockIdx.x / n_heads, h = blockIdx.x % n_heads;
     const float *yr = y + r * y_stride + h * d, *zr = z + r * z_stride + h * d;
     float *o = out + r * out_stride + h * d;
@@ -159,7 +162,7 @@ __global__ void gated_rmsnorm_kernel(int64_t n_heads, int64_t d, const float *y,
 __global__ void gated_rmsnorm_group_kernel(int64_t n_groups, int64_t gs, const float *y, int64_t y_stride,
                                            const float *z, int64_t z_stride, const float *w, float eps, float *out,
                                            int64_t out_stride) {
-    ck_pdl_trigger();
+    ck_pdl_entry();
     const int64_t r = blockIdx.x / n_groups, g = blockIdx.x % n_groups;
     const float *yr = y + r * y_stride + g * gs, *zr = z + r * z_stride + g * gs;
     float *o = out + r * out_stride + g * gs;
@@ -176,13 +179,14 @@ __global__ void gated_rmsnorm_group_kernel(int64_t n_groups, int64_t gs, const f
 /* Mixture of experts: one thread per element of the m rows of one expert */
 __global__ void gather_rows_kernel(float *dst, const float *src, const int32_t *slots, int64_t k, int64_t m,
                                    int64_t E) {
-    ck_pdl_trigger();
+    ck_pdl_entry();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < m * E) dst[i] = src[slots[i / E] / k * E + i % E];
 }
 
 __global__ void scatter_add_kernel(float *y, const float *src, const int32_t *slots, int64_t k, const float *w,
                                    int64_t m, int64_t E) {
+    ck_pdl_entry();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= m * E) return;
     const int32_t slot = slots[i / E];
@@ -191,6 +195,7 @@ __global__ void scatter_add_kernel(float *y, const float *src, const int32_t *sl
 }
 
 __global__ void add_gated_rows_kernel(float *y, const float *src, const float *gate, int64_t n, int64_t E) {
+    ck_pdl_entry();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n * E) return;
     const float g = gate ? sigmoid(gate[i / E]) : 1.0f;
@@ -200,6 +205,7 @@ __global__ void add_gated_rows_kernel(float *y, const float *src, const float *g
 /* Row i of dst = rows row src[i] when src[i] >= 0, else slot -src[i] - 1 of slab */
 __global__ void gather_h_kernel(float *dst, const float *rows, const float *slab, int64_t slot_floats,
                                 const int32_t *src, int64_t n, int64_t E) {
+    ck_pdl_entry();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n * E) return;
     const int32_t from = src[i / E];

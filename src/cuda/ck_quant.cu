@@ -288,6 +288,7 @@ template <> __device__ __forceinline__ void unit<T_IQ4_XS>(const uint8_t *row, i
 template <int T, int NT>
 __global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_kernel(const uint8_t *W, size_t row_bytes, int64_t n_in,
                                                                int64_t n_out, const float *x, float *y) {
+    ck_pdl_entry();
     const int lane = threadIdx.x & 31;
     const int64_t r = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
     if (r >= n_out) return;
@@ -522,7 +523,7 @@ IUNIT(T_IQ4_XS) {
 /* One warp per unit of the n rows of x (n_in a multiple of 32): the 8-bit levels into
  * xq (n, n_in), the unit's scale and half sums into xs (n, n_in / 32). */
 __global__ void quantize_q8x_kernel(const float *x, int64_t n_units, int8_t *xq, q8x *xs) {
-    ck_pdl_trigger();
+    ck_pdl_entry();
     const int lane = threadIdx.x & 31;
     const int64_t i = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (i >= n_units) return; /* i is the warp's: the whole warp leaves */
@@ -810,7 +811,7 @@ struct launch {
     int wpr;
 };
 template <class I, int NT, int D> void gemv_q8_launch_i(const launch &l) {
-    CK_LAUNCH_PDL(l.grid, l.block, 0, l.st, gemv_q8_kernel<I, NT, D>)(l.ps, l.n_in, l.xq, l.xs, l.wpr);
+    CK_LAUNCH(l.grid, l.block, 0, l.st, gemv_q8_kernel<I, NT, D>)(l.ps, l.n_in, l.xq, l.xs, l.wpr);
 }
 template <int T, int NT, int D> void gemv_q8_launch_d(int kind, const launch &l) {
     if (kind == 1) gemv_q8_launch_i<q4k_item, NT, D>(l);
@@ -866,6 +867,7 @@ bool gemv_q8<T, true>::run(const gemv_parts &ps, int64_t n_in, const float *x, i
 
 template <int T>
 __global__ void dequant_kernel(const uint8_t *W, size_t row_bytes, int64_t n_in, int64_t n_rows, __half *out) {
+    ck_pdl_entry();
     const int64_t n_units = (n_in + 31) / 32;
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_units * n_rows) return;
@@ -882,6 +884,7 @@ __global__ void dequant_kernel(const uint8_t *W, size_t row_bytes, int64_t n_in,
 template <int T>
 __global__ void embed_kernel(const uint8_t *W, size_t row_bytes, int64_t n_in, const int32_t *tokens, int64_t n,
                              float scale, float *x) {
+    ck_pdl_entry();
     const int64_t n_units = (n_in + 31) / 32;
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_units * n) return;
@@ -896,6 +899,7 @@ __global__ void embed_kernel(const uint8_t *W, size_t row_bytes, int64_t n_in, c
 }
 
 __global__ void f32_to_f16_kernel(const float *x, __half *out, int64_t n) {
+    ck_pdl_entry();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = __float2half_rn(x[i]);
 }
@@ -977,7 +981,11 @@ extern "C" int ck_gemv_parts(uint32_t type, const ck_gemv_part *parts, int n_par
 
 int ck_pdl_enabled = 0;
 
-extern "C" void ck_set_pdl(int on) { ck_pdl_enabled = on; }
+extern "C" int ck_set_pdl(int on) {
+    const int old = ck_pdl_enabled;
+    ck_pdl_enabled = on;
+    return old;
+}
 
 extern "C" int ck_gemv_set_depth(int depth) {
     const int old = gemv_depth;

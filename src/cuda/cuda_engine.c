@@ -957,11 +957,23 @@ static void step_kernels(engine *c, cuda_backend *g, int64_t n, int64_t n_out) {
     if (n_out > 0) output_rows(c, g, 0, n_out < g->logit_rows ? n_out : g->logit_rows);
 }
 
+/* A step's kernels captured as a graph, instantiated into *exec; false when that failed. */
+static bool capture_step(engine *c, cuda_backend *g, int64_t n, int64_t n_out, cudaGraphExec_t *exec) {
+    cudaGraph_t graph = NULL;
+    bool ok = cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+    if (ok) step_kernels(c, g, n, n_out);
+    ok = cudaStreamEndCapture(g->stream, &graph) == cudaSuccess && ok;
+    ok = ok && cudaGraphInstantiate(exec, graph, 0) == cudaSuccess;
+    if (graph) cudaGraphDestroy(graph);
+    return ok;
+}
+
 /* The cached graph of a step of this shape, captured now when there is none; NULL when
  * the step runs without one: graphs off, a step of more than CK_GEMV_MAX_TOK rows
  * (cuBLAS products, prefill: few launches per token anyway), or a model whose steps go
- * back to the host (mixtures of experts, the MTP layer). A failed capture turns graphs
- * off for the engine, with a warning. */
+ * back to the host (mixtures of experts, the MTP layer). A capture that fails with
+ * programmatic dependent launch is tried again without it (for the process); one that
+ * still fails turns graphs off for the engine, with a warning. */
 static step_graph *step_graph_for(engine *c, cuda_backend *g, int64_t n, int64_t n_out) {
     if (!g->graphs || g->moe || c->mtp || n > CK_GEMV_MAX_TOK) return NULL;
     const step_graph key = {n, g->n_runs, g->n_conv, g->n_conv_ck, g->n_keep, n_out, NULL, 0};
@@ -975,13 +987,14 @@ static step_graph *step_graph_for(engine *c, cuda_backend *g, int64_t n, int64_t
         }
         if (e->last_use < slot->last_use) slot = e; /* the least recently used, or an empty one */
     }
-    cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
-    bool ok = cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
-    if (ok) step_kernels(c, g, n, n_out);
-    ok = cudaStreamEndCapture(g->stream, &graph) == cudaSuccess && ok;
-    ok = ok && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
-    if (graph) cudaGraphDestroy(graph);
+    bool ok = capture_step(c, g, n, n_out, &exec);
+    if (!ok && ck_set_pdl(0)) { /* a driver that cannot capture early-starting launches: plain ones */
+        cudaGetLastError();
+        eddy_log(EDDY_LOG_WARN, "CUDA: kernels launch plainly: capturing a decode step with programmatic "
+                                "dependent launch failed");
+        ok = capture_step(c, g, n, n_out, &exec);
+    }
     if (!ok) {
         cudaGetLastError();
         g->graphs = false;

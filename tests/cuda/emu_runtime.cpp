@@ -43,6 +43,7 @@ struct fiber {
     void *gather_dst = nullptr;
     size_t gather_bytes = 0;
     emu_idx tid{};
+    bool waited = false; /* called ck_pdl_wait */
 };
 
 struct launch {
@@ -158,6 +159,8 @@ float __shfl_xor_sync(unsigned, float v, int lane_mask) {
     return L.fibers[L.cur].shfl_res;
 }
 
+void emu_pdl_wait() { L.fibers[L.cur].waited = true; }
+
 void __syncwarp(unsigned mask) { __shfl_xor_sync(mask, 0.0f, 0); }
 
 void emu_warp_gather(const void *mine, void *all, size_t bytes) {
@@ -208,6 +211,7 @@ void emu_run(const void *fn, dim3 grid, dim3 block, size_t shared_bytes, const s
                     fiber &f = L.fibers[i];
                     f.state = RUN;
                     f.started = false;
+                    f.waited = false;
                     f.tid = {(unsigned)(i % block.x), (unsigned)(i / block.x % block.y),
                              (unsigned)(i / ((size_t)block.x * block.y))};
                     getcontext(&f.ctx);
@@ -222,7 +226,17 @@ void emu_run(const void *fn, dim3 grid, dim3 block, size_t shared_bytes, const s
                     }
                     bool live = false;
                     for (size_t i = 0; i < n && !live; i++) live = L.fibers[i].state != DONE;
-                    if (!live) break;
+                    if (!live) {
+                        /* every launch may start early on a GPU (ck_device.h): a thread
+                         * that never waited may have read what the kernel before wrote */
+                        for (size_t i = 0; i < n; i++)
+                            if (!L.fibers[i].waited) {
+                                fprintf(stderr, "emu: thread %zu of block (%u, %u, %u) returned without "
+                                                "ck_pdl_wait\n", i, bx, by, bz);
+                                abort();
+                            }
+                        break;
+                    }
                     if (!release()) {
                         fprintf(stderr, "emu: block (%u, %u, %u) cannot go on: its threads wait at different "
                                         "barriers or shuffles\n", bx, by, bz);
