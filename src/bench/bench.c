@@ -17,6 +17,8 @@
 /* ==== The case table: each area's cases ==== */
 
 void bench_vec_cases(bench_env *env);
+void bench_argmax_cases(bench_env *env);
+void bench_sampler_cases(bench_env *env);
 void bench_matmul_gemv_cases(bench_env *env);
 void bench_matmul_gemm_cases(bench_env *env);
 void bench_matmul_few_cases(bench_env *env);
@@ -33,6 +35,8 @@ void bench_pool_cases(bench_env *env);
 
 static const bench_case cases[] = {
     {"vec_dot", bench_vec_cases},
+    {"argmax", bench_argmax_cases},
+    {"sampler", bench_sampler_cases},
     {"matmul_gemv", bench_matmul_gemv_cases},
     {"matmul_few", bench_matmul_few_cases},
     {"matmul_gemm", bench_matmul_gemm_cases},

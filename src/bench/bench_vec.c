@@ -11,6 +11,7 @@
 #include "ops/vec.h"
 
 void bench_vec_cases(bench_env *env);
+void bench_argmax_cases(bench_env *env);
 
 typedef struct {
     float (*dot)(const float *, const float *, int64_t);
@@ -36,7 +37,7 @@ static void run_argmax(void *p) {
 }
 
 /* A 151936-token vocabulary's logits (Qwen's), in L2 / L3 as a step leaves them */
-static void bench_argmax_cases(bench_env *env) {
+void bench_argmax_cases(bench_env *env) {
     const int64_t n = 151936;
     float *x = bench_random_floats(n, 3, 1.0f);
     if (!x) return;
@@ -55,7 +56,6 @@ static void bench_argmax_cases(bench_env *env) {
 }
 
 void bench_vec_cases(bench_env *env) {
-    bench_argmax_cases(env);
     const int64_t sizes[] = {4096, 64 << 20}; /* 32 KiB pair (L1/L2), 512 MiB pair (memory) */
     for (size_t s = 0; s < 2; s++) {
         int64_t n = sizes[s];

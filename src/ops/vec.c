@@ -52,6 +52,7 @@ int64_t vec_argmax_ref(const float *x, int64_t n) {
 #define ARGMAX_LANES 16
 
 int64_t vec_argmax(const float *x, int64_t n) {
+    if (isa_active() == ISA_REF) return vec_argmax_ref(x, n); /* EDDY_FORCE_REF=1 */
     float best = -INFINITY;
     int64_t at = 0; /* the first chunk that holds best */
     for (int64_t c = 0; c < n; c += ARGMAX_CHUNK) {

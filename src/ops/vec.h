@@ -17,7 +17,8 @@
  * when every element is NaN. vec_argmax finds the largest value per chunk of 256 in loops
  * the compiler vectorizes, then the first index of it in the chunk where it first came:
  * a vocabulary's logits (150k floats) in a fraction of the scalar loop's time, which
- * matters where the GPU makes a token in a few milliseconds. Plain C for every ISA. */
+ * matters where the GPU makes a token in a few milliseconds. Plain C for every ISA (the
+ * reference under EDDY_FORCE_REF=1). */
 int64_t vec_argmax(const float *x, int64_t n);
 int64_t vec_argmax_ref(const float *x, int64_t n);
 
