@@ -36,8 +36,9 @@
  *       are visible (and that one waited for its own). ck_pdl_entry() is both, for the
  *       kernels that have nothing to do before.
  *
- * Elsewhere the launches are plain and these are no-ops; the emulator stops at a block
- * whose threads did not all call ck_pdl_wait. */
+ * Elsewhere, and on the legacy stream (NULL), the launches are plain and these are no-ops
+ * or return at once; the emulator stops at a block whose threads did not all call
+ * ck_pdl_wait. */
 extern int ck_pdl_enabled;
 
 #if defined(EDDY_CUDA_EMU)
@@ -62,7 +63,7 @@ template <typename K> struct ck_launcher {
     size_t shared_bytes;
     cudaStream_t stream;
     template <typename... A> void operator()(A... args) const {
-        if (!ck_pdl_enabled) {
+        if (!ck_pdl_enabled || !stream) { /* the legacy stream (the kernel tests') launches plainly */
             kernel<<<grid, block, shared_bytes, stream>>>(args...);
             return;
         }

@@ -18,7 +18,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "cuda/ck_emu.h"
+#include "cuda/ck_device.h" /* ck_emu.h, and ck_pdl_enabled */
 #include "quant/fp16.h"
 
 /* ==== Fibers ==== */
@@ -256,6 +256,9 @@ struct emu_graph {
 };
 emu_graph *capturing = nullptr;
 cudaStream_t capture_stream; /* the stream being captured */
+/* EDDY_EMU_PDL_CAPTURE_FAILS=1 stands for a driver that cannot capture programmatic
+ * dependent launches: a capture with a launch made while ck_pdl_enabled fails at its end */
+bool capture_refused = false;
 
 /* The runtime calls that must not happen inside a capture (they would run at once, not
  * at the graph's launch): the emulator stops there, as CUDA fails the capture. */
@@ -280,6 +283,8 @@ bool emu_record_on(const void *stream, const std::function<void()> &launch) {
                 stream ? "a stream" : "the legacy stream (NULL)");
         abort();
     }
+    const char *refuse = getenv("EDDY_EMU_PDL_CAPTURE_FAILS");
+    if (capturing && ck_pdl_enabled && stream && refuse && !strcmp(refuse, "1")) capture_refused = true;
     return emu_record(launch);
 }
 
@@ -304,6 +309,12 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode) {
 cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t *g) {
     *g = (cudaGraph_t)capturing;
     capturing = nullptr;
+    if (*g && capture_refused) {
+        capture_refused = false;
+        delete (emu_graph *)*g;
+        *g = nullptr;
+        return cudaErrorStreamCaptureUnsupported;
+    }
     return *g ? cudaSuccess : cudaErrorIllegalState;
 }
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned long long) {

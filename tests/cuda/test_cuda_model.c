@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "eddy.h"
+#include "cuda/ck.h"
 #include "cuda/cuda.h"
 #include "model/engine.h"
 #include "test.h"
@@ -298,6 +299,45 @@ TEST(cuda_logits_of_long_steps) {
     }
     CHECKF(rel_rms(logits[0], logits[1], n * V) <= 1e-5, "one step of 600 rows against steps of 256: %g",
            rel_rms(logits[0], logits[1], n * V));
+    for (int k = 0; k < 2; k++) free(logits[k]);
+    eddy_model_free(m);
+}
+
+/* Decode graphs on a driver that cannot capture programmatic dependent launches (the
+ * emulator standing for one): the first capture fails, the engine turns them off and
+ * captures again, and the logits are those of a run that captured them. On a GPU, whose
+ * driver decides for itself, only that the two runs agree. */
+TEST(cuda_graphs_without_early_launches) {
+    eddy_model *m = tseq_load("models/qwen35-tiny-f32.gguf");
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m), n = 16;
+    test_rng r = test_rng_new();
+    int32_t ids[16];
+    tseq_rand_ids(&r, ids, n, V);
+    float *logits[2];
+    for (int refuse = 0; refuse < 2; refuse++) {
+        if (refuse) setenv("EDDY_EMU_PDL_CAPTURE_FAILS", "1", 1);
+        logits[refuse] = calloc((size_t)(n * V), sizeof(float));
+        eddy_engine *e = gpu_engine(m, 1, 0, EDDY_KV_F32);
+        eddy_seq *sq = e ? tseq_new(e) : NULL;
+        if (sq && tseq_feed(sq, ids, 8, logits[refuse])) /* a prefill, then decodes: graphs */
+            for (int64_t t = 8; t < n; t++) {
+                eddy_error err;
+                if (!CHECKF(eddy_seq_eval(sq, ids + t, 1, logits[refuse] + t * V, 0, &err) == EDDY_OK, "%s",
+                            err.msg))
+                    break;
+            }
+        const int pdl = ck_set_pdl(1); /* the engine's choice, then the emulated H200's back */
+        if (e && strstr(eddy_engine_device_name(e), "emulated"))
+            CHECKF(pdl == !refuse, "programmatic dependent launch %s after %s capture", pdl ? "on" : "off",
+                   refuse ? "a refused" : "a good");
+        else ck_set_pdl(pdl);
+        unsetenv("EDDY_EMU_PDL_CAPTURE_FAILS");
+        eddy_seq_free(sq);
+        eddy_engine_free(e);
+    }
+    CHECKF(rel_rms(logits[1], logits[0], n * V) <= 1e-6, "the logits without early launches: %g",
+           rel_rms(logits[1], logits[0], n * V));
     for (int k = 0; k < 2; k++) free(logits[k]);
     eddy_model_free(m);
 }
