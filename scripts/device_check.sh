@@ -95,6 +95,11 @@ EDDY_CUDA_PDL=0 bounded 90 $E bench -m "$M4B" --device cuda -p 0 -n 128 -r 2 >"$
 note "decode, products launched plainly (EDDY_CUDA_PDL=0): $(grep -E 'tg128|roofline' "$OUT_DIR/bench-nopdl.log" | tr -s ' ' | tr '\n' ' ')"
 EDDY_CUDA_GEMV_DEPTH=1 bounded 90 $E bench -m "$M4B" --device cuda -p 0 -n 128 -r 2 >"$OUT_DIR/bench-depth1.log" 2>&1
 note "decode, products loading an item at a time (EDDY_CUDA_GEMV_DEPTH=1): $(grep -E 'tg128|roofline' "$OUT_DIR/bench-depth1.log" | tr -s ' ' | tr '\n' ' ')"
+# where a step of 32 sequences' decode goes, by kind of work (event timings; graphs are off
+# for such steps anyway): the batched target's breakdown, which Nsight Compute could not give
+# in its minutes
+EDDY_CUDA_PROFILE=1 bounded 90 $E bench -m "$M4B" --device cuda --npl 32 -p 1 -n 32 -r 1 >"$OUT_DIR/profile32.log" 2>&1
+note "$(grep -A10 'CUDA profile' "$OUT_DIR/profile32.log" | head -11)"
 # what the tensor cores' attention, the 2048-token steps, the chunked delta rule and the
 # integer products gain, in the same run
 EDDY_CUDA_FLASH=0 bounded 120 $E bench -m "$M4B" --device cuda -p 2048 -n 0 -r 1 >"$OUT_DIR/bench-tiles.log" 2>&1
