@@ -740,8 +740,8 @@ struct q6k_item {
  * loads of a row do not depend on each other; only the sums do). An item past the row's
  * end loads the group's first again and adds nothing, so a group stays one straight run
  * of instructions; the sums are added in the same order for every D, so every D gives
- * the same bits. Launched with CK_LAUNCH_PDL: the first group of weights is loaded before
- * ck_pdl_wait, while the kernel that makes x may still run. */
+ * the same bits. A launch may start early (ck_device.h): the first group of weights is
+ * loaded before ck_pdl_wait, while the kernel that makes x may still run. */
 template <class I, int D>
 __device__ __forceinline__ void load_group(const uint8_t *row, int64_t i0, int64_t step, int64_t n_items,
                                            typename I::piece p[D]) {
@@ -800,7 +800,8 @@ static int gemv_wpr(int64_t n_out, int64_t n_items) {
 #define GEMV_DEPTH 4
 int gemv_depth = GEMV_DEPTH;
 
-/* One launch of an integer kernel: kind 1 Q4_K's, 2 Q6_K's, 0 the unit kernel of T */
+/* One launch of the integer kernel; gemv_q8_launch's kind picks its items: 1 Q4_K's
+ * pieces, 2 Q6_K's, 0 T's units */
 struct launch {
     dim3 grid, block;
     cudaStream_t st;
