@@ -56,6 +56,17 @@ static eddy_engine *gpu_engine(const eddy_model *m, int n_seq, int n_snap, eddy_
     return tseq_engine(m, p);
 }
 
+/* ids [0, n_prefill) in one step, then one-token steps to n: the logits of all n rows of
+ * V into logits (a failing step stops there, failing the test) */
+static void prefill_then_decode(eddy_seq *s, const int32_t *ids, int64_t n_prefill, int64_t n, int64_t V,
+                                float *logits) {
+    if (!tseq_feed(s, ids, n_prefill, logits)) return;
+    for (int64_t t = n_prefill; t < n; t++) {
+        eddy_error err;
+        if (!CHECKF(eddy_seq_eval(s, ids + t, 1, logits + t * V, 0, &err) == EDDY_OK, "%s", err.msg)) return;
+    }
+}
+
 /* ==== Against transformers ==== */
 
 /* The file's logits for 100 ids: ref holds the first cols columns of each row. */
@@ -74,11 +85,7 @@ static void check_against_transformers(const char *gguf, const char *ids_file, c
     float *got = malloc(sizeof(float) * N_IDS * (size_t)V);
     if (s && got && CHECK(V >= cols)) {
         /* a prefill of 60 (tensor-core and SGEMM products), then 40 one-token decodes */
-        if (tseq_feed(s, ids, 60, got))
-            for (int64_t t = 60; t < N_IDS; t++) {
-                eddy_error err;
-                if (!CHECKF(eddy_seq_eval(s, ids + t, 1, got + t * V, 0, &err) == EDDY_OK, "%s", err.msg)) break;
-            }
+        prefill_then_decode(s, ids, 60, N_IDS, V, got);
         double worst = 0;
         int64_t at = -1;
         for (int64_t t = 0; t < N_IDS; t++) {
@@ -320,13 +327,7 @@ TEST(cuda_graphs_without_early_launches) {
         logits[refuse] = calloc((size_t)(n * V), sizeof(float));
         eddy_engine *e = gpu_engine(m, 1, 0, EDDY_KV_F32);
         eddy_seq *sq = e ? tseq_new(e) : NULL;
-        if (sq && tseq_feed(sq, ids, 8, logits[refuse])) /* a prefill, then decodes: graphs */
-            for (int64_t t = 8; t < n; t++) {
-                eddy_error err;
-                if (!CHECKF(eddy_seq_eval(sq, ids + t, 1, logits[refuse] + t * V, 0, &err) == EDDY_OK, "%s",
-                            err.msg))
-                    break;
-            }
+        if (sq) prefill_then_decode(sq, ids, 8, n, V, logits[refuse]); /* the decodes in graphs */
         const int pdl = ck_set_pdl(1); /* the engine's choice, then the emulated H200's back */
         if (e && strstr(eddy_engine_device_name(e), "emulated"))
             CHECKF(pdl == !refuse, "programmatic dependent launch %s after %s capture", pdl ? "on" : "off",
