@@ -230,9 +230,13 @@ static void radix_sort(candidate *c, int64_t n, candidate *spare) {
     for (int64_t i = 0; i < n; i++) c[i] = (candidate){from[i].id, key_logit(from[i].key)};
 }
 
+/* The largest top-k taken by insertion (select_top's, top_scan's): each insertion moves
+ * up to k candidates; beyond it a full sort is cheaper */
+#define TOP_SCAN_MAX 64
+
 /* Moves the k best candidates (by logit) to the front, sorted (c in id order). */
 static void select_top(candidate *c, int64_t n, int64_t k, candidate *spare) {
-    if (k > 64) { /* the insertion below costs up to n k; the sort n */
+    if (k > TOP_SCAN_MAX) {
         radix_sort(c, n, spare);
         return;
     }
@@ -266,7 +270,6 @@ static bool penalized(const eddy_sampler_params *p) {
  * one by one only when one of them beats the k-th best (a loop the compiler vectorizes),
  * which after the first few thousand is rare. Returns how many it holds (< k when fewer
  * are usable). */
-#define TOP_SCAN_MAX 64
 static int64_t top_scan(const float *x, int64_t n, int64_t k, candidate *top) {
     int64_t m = 0, i = 0;
     for (; i < n; i++) {
