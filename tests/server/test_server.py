@@ -416,14 +416,15 @@ def part_api():
         check(sv.stop() == 0, "key server exit")
 
     # a full queue: 429 with Retry-After, the others answered
-    sv = Server(LLAMA, "-np", "1", "--max-queue", "1", "-c", "1024")
+    sv = Server(LLAMA, "-np", "1", "--max-queue", "1", "-c", "4096")
     try:
         p = sv.port
         results = []
 
         def one(i):
-            results.append(post(p, "/v1/completions", {"prompt": "x %d" % i, "max_tokens": 300, "seed": i,
-                                                       "temperature": 1}))
+            # long enough that the slot and the queue are still taken when the last one arrives
+            results.append(post(p, "/v1/completions", {"prompt": "x %d" % i, "max_tokens": 2000, "seed": i,
+                                                       "temperature": 1, "ignore_eos": True}))
 
         ts = [threading.Thread(target=one, args=(i,)) for i in range(8)]
         [t.start() for t in ts]
@@ -438,13 +439,16 @@ def part_api():
     finally:
         check(sv.stop() == 0, "queue server exit")
 
-    # --timeout: a request that outlives it gets 504, and the slot is freed
-    sv = Server(LLAMA, "-np", "1", "--timeout", "0.3", "-c", "4096")
+    # --timeout: a request that outlives it gets 504, and the slot is freed. The request
+    # must not finish inside the timeout on a fast machine: 4,000 tokens of the tiny model
+    # took under 0.3 s on one, so it asks for 16,000 (about 6 s on a 2-core Xeon, as the
+    # attention grows with the context) against 0.3 s.
+    sv = Server(LLAMA, "-np", "1", "--timeout", "0.3", "-c", "16384")
     try:
         p = sv.port
-        s, _, j = post(p, "/v1/completions", {"prompt": "x", "max_tokens": 4000, "temperature": 1, "seed": 1,
+        s, _, j = post(p, "/v1/completions", {"prompt": "x", "max_tokens": 16000, "temperature": 1, "seed": 1,
                                               "ignore_eos": True, "top_k": 0, "top_p": 1, "min_p": 0})
-        check(s == 504 and is_error_object(j, 504), "timeout: %s %s" % (s, j))
+        check(s == 504 and is_error_object(j, 504), "timeout: %s %.300s" % (s, j))
         check(wait_idle(p)["eddy_slots_busy"] == 0, "slot free after the timeout")
     finally:
         check(sv.stop() == 0, "timeout server exit")
@@ -455,14 +459,15 @@ def part_api():
     # else decodes
     prompt = " ".join("word%d" % i for i in range(60))
     for chunk in (16, 256):
-        sv = Server(LLAMA, "-np", "2", "-c", "4096", "--prefill-chunk", str(chunk), log_level="debug")
+        sv = Server(LLAMA, "-np", "2", "-c", "16384", "--prefill-chunk", str(chunk), log_level="debug")
         bg = None
         try:
             p = sv.port
             s, _, j = post(p, "/tokenize", {"content": prompt})
             n = len(j["tokens"])
             bg = threading.Thread(target=quietly, args=(sse_stream, p, "/v1/completions", {
-                "prompt": "x", "max_tokens": 4000, "ignore_eos": True, "temperature": 1, "seed": 5, "stream": True}))
+                # still decoding when the prompt arrives, however fast the machine; the stop ends it
+                "prompt": "x", "max_tokens": 16000, "ignore_eos": True, "temperature": 1, "seed": 5, "stream": True}))
             bg.start()
             deadline = time.time() + 30
             while metrics(p)["eddy_steps_total"] < 3 and time.time() < deadline:
