@@ -73,6 +73,17 @@ int ck_set_pdl(int on);
 /* True when ck_gemv takes the integer path for this type (given scratch). */
 int ck_gemv_integer(uint32_t type);
 
+/* The parts' products (as ck_gemv_parts) for more rows of x than ck_gemv takes, on the
+ * tensor cores (ck_mmq.cu): the weights' 8-bit levels, decoded as they are read, times x
+ * quantized per 32 elements as ck_gemv's integer path does it (into scratch,
+ * ck_mmq_scratch_bytes), so the weights are read once for up to CK_MMQ_TOK rows of x
+ * (more go in passes of that many). For the types ck_gemv_integer takes and n_in a
+ * multiple of 32; returns 0 (nothing launched) otherwise. */
+#define CK_MMQ_TOK 64
+int ck_mmq_parts(uint32_t type, const ck_gemv_part *parts, int n_parts, int64_t n_in, const float *x, int64_t n_tok,
+                 void *scratch, void *stream);
+size_t ck_mmq_scratch_bytes(int64_t n_in, int64_t n_tok);
+
 /* out (n_rows, n_in) f16 = W's rows [0, n_rows) dequantized. */
 void ck_dequant_f16(uint32_t type, const void *W, size_t row_bytes, int64_t n_in, int64_t n_rows, uint16_t *out,
                     void *stream);

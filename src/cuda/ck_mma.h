@@ -1,8 +1,8 @@
 /*
- * ck_mma.h — the tensor cores' m16n8k16 product (f16 operands, f32 sums) as one warp-wide
- * call, with its fragment layouts written out (those of PTX's
- * mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32), so that a kernel places operands
- * and reads results by row and column instead of through opaque fragments.
+ * ck_mma.h — the tensor cores' m16n8k16 product (f16 operands, f32 sums), and the 8-bit
+ * integer ones below, each as one warp-wide call with its fragment layouts written out
+ * (PTX's mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 here), so that a kernel places
+ * operands and reads results by row and column instead of through opaque fragments.
  *
  * Lane l of the warp (1-D blocks: l = threadIdx.x % 32) has g = l / 4 and t = l % 4.
  * A register of A or B holds two f16, the lower index in the low 16 bits:
@@ -53,6 +53,52 @@ __device__ __forceinline__ void mma_16816(float c[4], const unsigned a[4], const
                  "{%0, %1, %2, %3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
+
+/* The 8-bit integer products (PTX's mma.sync.aligned.m16n8k32 and m16n8k16
+ * .row.col.s32.s8.s8.s32): a register of A or B holds four s8, the lowest index in the
+ * low byte; C is as above, in s32.
+ *   m16n8k32: A (16 x 32)  a[0] = A[g][4t..4t+3]       a[1] = A[g+8][4t..4t+3]
+ *                          a[2] = A[g][16+4t..16+4t+3]  a[3] = A[g+8][16+4t..16+4t+3]
+ *             B (32 x 8)   b[0] = B[4t..4t+3][g]        b[1] = B[16+4t..16+4t+3][g]
+ *   m16n8k16: A (16 x 16)  a[0] = A[g][4t..4t+3]       a[1] = A[g+8][4t..4t+3]
+ *             B (16 x 8)   b    = B[4t..4t+3][g]
+ * mma_16832_s8(c, a, b) and mma_16816_s8(c, a, b): C += A B, exact (no saturation). */
+#ifdef EDDY_CUDA_EMU
+/* K = 16 k2 (k2 = 1 or 2): A[row][k] is byte k % 4 of lane (row % 8) * 4 + (k % 16) / 4's
+ * register row / 8 + 2 (k / 16), B[k][col] of lane col * 4 + (k % 16) / 4's register k / 16 */
+inline void mma_s8_emu(int c[4], const unsigned *a, const unsigned *b, int k2) {
+    struct frag {
+        unsigned a[4], b[2];
+    } mine = {{a[0], a[1], k2 > 1 ? a[2] : 0u, k2 > 1 ? a[3] : 0u}, {b[0], k2 > 1 ? b[1] : 0u}}, all[32];
+    emu_warp_gather(&mine, all, sizeof mine);
+    const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
+    for (int i = 0; i < 4; i++) {
+        const int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
+        int s = c[i];
+        for (int k = 0; k < 16 * k2; k++) {
+            const unsigned ar = all[(row & 7) * 4 + ((k & 15) >> 2)].a[(row >> 3) + 2 * (k >> 4)];
+            const unsigned br = all[col * 4 + ((k & 15) >> 2)].b[k >> 4];
+            s += (int)(int8_t)(ar >> (8 * (k & 3))) * (int)(int8_t)(br >> (8 * (k & 3)));
+        }
+        c[i] = s;
+    }
+}
+inline void mma_16832_s8(int c[4], const unsigned a[4], const unsigned b[2]) { mma_s8_emu(c, a, b, 2); }
+inline void mma_16816_s8(int c[4], const unsigned a[2], unsigned b) { mma_s8_emu(c, a, &b, 1); }
+#else
+__device__ __forceinline__ void mma_16832_s8(int c[4], const unsigned a[4], const unsigned b[2]) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void mma_16816_s8(int c[4], const unsigned a[2], unsigned b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+                 "{%0, %1, %2, %3};"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(b));
 }
 #endif
 

@@ -26,21 +26,33 @@ __host__ __device__ inline q8x *q8_units(void *q8, int64_t rows, int64_t n) {
     return (q8x *)((int8_t *)q8 + rows * n);
 }
 
-/* Called by the 32 lanes of a warp together, lane l holding element l of unit u: the
- * unit's levels to xq[32 u + l], its scale and half sums to xs[u]. */
-__device__ __forceinline__ void q8_store_unit(float v, int64_t u, int8_t *xq, q8x *xs) {
-    const int lane = threadIdx.x & 31;
+/* Called by the 32 lanes of a warp together, lane l holding element l of a unit: the
+ * element's 8-bit level; *d = the unit's scale (f16-rounded); *x0, *x1 = the sums of the
+ * levels over elements 0..15 and 16..31. */
+__device__ __forceinline__ int q8_level(float v, float *d, int *x0, int *x1) {
     float amax = fabsf(v);
     for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float dd = amax / 127.0f, id = dd != 0.0f ? 1.0f / dd : 0.0f;
     const float f = v * id;
     const int q = !(f == f) ? 0 : f >= 127.0f ? 127 : f <= -127.0f ? -127 : (int)roundf(f);
-    xq[32 * u + lane] = (int8_t)q;
     /* half sums (|sum| <= 16 * 127: exact in a float) */
     float s = (float)q;
     for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     const float s_hi = __shfl_xor_sync(0xffffffffu, s, 16);
-    if (lane == 0) xs[u] = q8x{__half2float(__float2half_rn(d)), (int)s, (int)s_hi, 0};
+    const bool lo = (threadIdx.x & 16) == 0;
+    *x0 = (int)(lo ? s : s_hi), *x1 = (int)(lo ? s_hi : s);
+    *d = __half2float(__float2half_rn(dd));
+    return q;
+}
+
+/* The same, the unit being unit u of a scratch: its levels to xq[32 u + l], its scale and
+ * half sums to xs[u]. */
+__device__ __forceinline__ void q8_store_unit(float v, int64_t u, int8_t *xq, q8x *xs) {
+    float d;
+    int x0, x1;
+    const int q = q8_level(v, &d, &x0, &x1);
+    xq[32 * u + (threadIdx.x & 31)] = (int8_t)q;
+    if ((threadIdx.x & 31) == 0) xs[u] = q8x{d, x0, x1, 0};
 }
 
 #endif

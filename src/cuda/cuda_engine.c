@@ -82,6 +82,8 @@ struct cuda_backend {
     float *ff_a, *ff_b, *logits;
     uint16_t *w16, *x16; /* f16 copies of a weight and of the activations for the tensor cores */
     void *gemv_q8;       /* ck_gemv's 8-bit activations */
+    void *mmq_q8;        /* ck_mmq_parts' (NULL: products of more rows all go through cuBLAS) */
+    int64_t mmq_rows;    /* the most rows of a product that go through ck_mmq_parts */
     const float *xq_of;  /* the x whose 8-bit form gemv_q8 holds, (xq_rows, xq_cols); NULL: none */
     int64_t xq_rows, xq_cols;
     float *att_part;     /* the split attention's partial softmaxes (ck_attention) */
@@ -395,6 +397,16 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     if (!(dp4a && !strcmp(dp4a, "0"))) {
         g->gemv_q8 = dev_alloc(g, ck_gemv_scratch_bytes(max_in, B));
         ok = ok && g->gemv_q8;
+        /* products of 9 to 128 rows (batched decode, verify of long drafts) multiply the
+         * quantized weights on the tensor cores (ck_mmq_parts), more rows (prefill) an f16
+         * copy through cuBLAS; EDDY_CUDA_MMQ=N moves the bound (0: cuBLAS from 9 rows on) */
+        g->mmq_rows = 128;
+        const char *mmq = getenv("EDDY_CUDA_MMQ");
+        if (mmq && *mmq) g->mmq_rows = atoll(mmq);
+        if (B > CK_GEMV_MAX_TOK && g->mmq_rows > CK_GEMV_MAX_TOK) {
+            g->mmq_q8 = dev_alloc(g, ck_mmq_scratch_bytes(max_in, B < g->mmq_rows ? B : g->mmq_rows));
+            ok = ok && g->mmq_q8;
+        }
     }
     if (B > CK_GEMV_MAX_TOK) {
         g->w16 = w16 ? dev_alloc(g, (size_t)w16 * 2) : NULL;
@@ -542,7 +554,8 @@ static void lin_parts(cuda_backend *g, const tensor *const *W, float *const *ys,
         const int64_t n_in = W[k]->ne[0];
         const bool ready = (same_x || k > 0) && g->xq_of == x && g->xq_rows == n && g->xq_cols == n_in;
         q8_holds(g, NULL, 0, 0);
-        if (n > CK_GEMV_MAX_TOK) {
+        const bool mmq = n > CK_GEMV_MAX_TOK && n <= g->mmq_rows && g->mmq_q8 && ck_gemv_integer(W[k]->type);
+        if (n > CK_GEMV_MAX_TOK && !mmq) {
             lin_blas(g, W[k], x, n, ys[k]);
             e = k + 1;
             continue;
@@ -551,8 +564,10 @@ static void lin_parts(cuda_backend *g, const tensor *const *W, float *const *ys,
         for (e = k; e < n_w && W[e]->type == W[k]->type && W[e]->ne[0] == n_in; e++)
             parts[e - k] = (ck_gemv_part){W[e]->data, W[e]->row_bytes, tensor_rows(W[e]), ys[e]};
         int held = 0;
-        PROF(g, PROF_GEMV,
-             held = ck_gemv_parts(W[k]->type, parts, e - k, n_in, x, n, g->gemv_q8, ready, g->stream));
+        if (mmq) PROF(g, PROF_MMQ, ck_mmq_parts(W[k]->type, parts, e - k, n_in, x, n, g->mmq_q8, g->stream));
+        else
+            PROF(g, PROF_GEMV,
+                 held = ck_gemv_parts(W[k]->type, parts, e - k, n_in, x, n, g->gemv_q8, ready, g->stream));
         if (held) q8_holds(g, x, n, n_in);
     }
 }

@@ -26,7 +26,8 @@ struct cuda_profile {
 };
 
 static const char *const kind_names[PROF_KINDS] = {
-    "products of up to 8 rows (ck_gemv)", "products on the tensor cores (cuBLAS)", "weights dequantized to f16",
+    "products of up to 8 rows (ck_gemv)", "products of 9+ rows, quantized (ck_mmq)",
+    "products on the tensor cores (cuBLAS)", "weights dequantized to f16",
     "attention (rope, KV store, attention)", "causal conv1d", "gated delta rule scan", "Mamba-2 scan", "whole steps"};
 
 cuda_profile *cuda_profile_new(void) {

@@ -14,6 +14,7 @@
 
 typedef enum {
     PROF_GEMV,      /* products of up to CK_GEMV_MAX_TOK rows (ck_gemv) */
+    PROF_MMQ,       /* products of more rows on the quantized weights (ck_mmq_parts) */
     PROF_GEMM,      /* products on the tensor cores (cuBLAS) */
     PROF_TO_F16,    /* weights dequantized to f16 for them */
     PROF_ATTENTION, /* rotary embedding, KV store and attention */

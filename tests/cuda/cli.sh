@@ -63,13 +63,13 @@ if "$GPU" run -m "$M" -p "Once upon a time" -n 20 --temp 0 -md tests/data/models
 then ok
 else bad "-md on the GPU differs: [$(head -c 80 "$TMP/plain")] [$(head -c 80 "$TMP/spec")] $(tail -1 "$TMP/err")"; fi
 
-# EDDY_CUDA_PROFILE=1: the same text, and a table of where the GPU's time went (a prefill
-# on the tensor cores, decode in ck_gemv, the delta rule's scan)
+# EDDY_CUDA_PROFILE=1: the same text, and a table of where the GPU's time went (the
+# prompt's products in ck_mmq, decode in ck_gemv, the delta rule's scan)
 M=tests/data/models/qwen35-tiny-q8_0.gguf
 "$GPU" run -m "$M" -p "Once upon a time there was a cat who" -n 8 --temp 0 --device cuda >"$TMP/plain" 2>/dev/null
 if EDDY_CUDA_PROFILE=1 "$GPU" run -m "$M" -p "Once upon a time there was a cat who" -n 8 --temp 0 --device cuda \
      >"$TMP/prof" 2>"$TMP/err" && cmp -s "$TMP/plain" "$TMP/prof" && grep -q "CUDA profile on .*: 9 steps" "$TMP/err" &&
-   grep -q "products of up to 8 rows" "$TMP/err" && grep -q "products on the tensor cores" "$TMP/err" &&
+   grep -q "products of up to 8 rows" "$TMP/err" && grep -q "products of 9+ rows, quantized" "$TMP/err" &&
    grep -q "gated delta rule scan" "$TMP/err"; then ok
 else bad "EDDY_CUDA_PROFILE=1: $(grep -A8 'CUDA profile' "$TMP/err" | tr '\n' '|')"; fi
 finish

@@ -86,6 +86,39 @@ static const qtype weight_types[] = {QTYPE_F32,  QTYPE_F16,  QTYPE_BF16, QTYPE_Q
                                      QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q8_0, QTYPE_Q2_K, QTYPE_Q3_K,
                                      QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K, QTYPE_IQ4_NL, QTYPE_IQ4_XS};
 
+/* x (rows, n_in) as the integer products see it: quantized per 32 as quantize_row_q8_0_ref
+ * does, and back */
+static void as_8bit(float *x, int64_t rows, int64_t n_in) {
+    block_q8_0 *xb = malloc((size_t)(n_in / 32) * sizeof *xb);
+    for (int64_t a = 0; a < rows; a++) {
+        quantize_row_q8_0_ref(x + a * n_in, xb, n_in);
+        dequantize_row_ref(QTYPE_Q8_0, xb, x + a * n_in, n_in);
+    }
+    free(xb);
+}
+
+/* y (rows, n_out) = x (rows, n_in) w^T, summed in double */
+static float *product_ref(const float *x, const float *w, int64_t rows, int64_t n_in, int64_t n_out) {
+    float *y = malloc((size_t)(rows * n_out) * sizeof *y);
+    for (int64_t a = 0; a < rows; a++)
+        for (int64_t o = 0; o < n_out; o++) {
+            double s = 0;
+            for (int64_t i = 0; i < n_in; i++) s += (double)x[a * n_in + i] * w[o * n_in + i];
+            y[a * n_out + o] = (float)s;
+        }
+    return y;
+}
+
+/* The outputs of three products whose parts are rows [cut[p], cut[p + 1]) of one matrix,
+ * part p's (nt, its rows) at parts + nt cut[p], as one (nt, cut[3]) result y */
+static void join_parts(float *y, const float *parts, const int64_t cut[4], int64_t nt) {
+    const int64_t n_out = cut[3];
+    for (int p = 0; p < 3; p++)
+        for (int64_t a = 0; a < nt; a++)
+            for (int64_t o = cut[p]; o < cut[p + 1]; o++)
+                y[a * n_out + o] = parts[nt * cut[p] + a * (cut[p + 1] - cut[p]) + (o - cut[p])];
+}
+
 TEST(cuda_gemv_dequant_embed_match_ref) {
     test_rng r = test_rng_new();
     /* two widths: a row of a few items, and one long enough that several warps share it */
@@ -125,22 +158,9 @@ TEST(cuda_gemv_dequant_embed_match_ref) {
             for (int q8 = 0; q8 < 1 + ck_gemv_integer(t); q8++) {
                 const int64_t nt = toks[k];
                 float *x = rand_floats(&r, nt * n_in, 1.0f), *y = malloc((size_t)(nt * n_out) * sizeof *y);
-                float *yr = malloc((size_t)(nt * n_out) * sizeof *yr);
                 if (k == 0) x[3] = 0.0f, x[5] = -x[7]; /* ties and zeros in the quantizer */
-                if (q8) {
-                    block_q8_0 *xb = malloc((size_t)(n_in / 32) * sizeof *xb);
-                    for (int64_t a = 0; a < nt; a++) {
-                        quantize_row_q8_0_ref(x + a * n_in, xb, n_in);
-                        dequantize_row_ref(QTYPE_Q8_0, xb, x + a * n_in, n_in);
-                    }
-                    free(xb);
-                }
-                for (int64_t a = 0; a < nt; a++)
-                    for (int64_t o = 0; o < n_out; o++) {
-                        double s = 0;
-                        for (int64_t i = 0; i < n_in; i++) s += (double)x[a * n_in + i] * ref[o * n_in + i];
-                        yr[a * n_out + o] = (float)s;
-                    }
+                if (q8) as_8bit(x, nt, n_in);
+                float *yr = product_ref(x, ref, nt, n_in, n_out);
                 float *dx = dev(x, (size_t)(nt * n_in) * sizeof *x), *dy = dev(NULL, (size_t)(nt * n_out) * sizeof *y);
                 void *scratch = q8 ? dev(NULL, ck_gemv_scratch_bytes(n_in, nt)) : NULL;
                 const int held = ck_gemv(t, dw, rb, n_in, n_out, dx, nt, dy, scratch, 0, NULL);
@@ -157,10 +177,7 @@ TEST(cuda_gemv_dequant_embed_match_ref) {
                 if (ok_cuda("ck_gemv_parts")) {
                     float *z = malloc((size_t)(nt * n_out) * sizeof *z);
                     back(y, dz, (size_t)(nt * n_out) * sizeof *y);
-                    for (int k2 = 0; k2 < 3; k2++) /* part k2 is (nt, rows of part k2) */
-                        for (int64_t a = 0; a < nt; a++)
-                            for (int64_t o = cut[k2]; o < cut[k2 + 1]; o++)
-                                z[a * n_out + o] = y[nt * cut[k2] + a * (cut[k2 + 1] - cut[k2]) + (o - cut[k2])];
+                    join_parts(z, y, cut, nt);
                     const double e = test_nmse(z, yr, nt * n_out);
                     CHECKF(e < NMSE_MAX && held3 == held, "%s, %lld rows in three parts%s: nmse %g", qtype_name(t),
                            (long long)nt, q8 ? ", 8-bit activations" : "", e);
@@ -206,18 +223,8 @@ TEST(cuda_gemv_depths_agree) {
             void *dw = dev(w, rb * (size_t)n_out);
             for (int64_t nt = 1; nt <= 4; nt += 3) {
                 float *x = rand_floats(&r, nt * n_in, 1.0f);
-                block_q8_0 *xb = malloc((size_t)(n_in / 32) * sizeof *xb);
-                for (int64_t a = 0; a < nt; a++) { /* x as the products see it */
-                    quantize_row_q8_0_ref(x + a * n_in, xb, n_in);
-                    dequantize_row_ref(QTYPE_Q8_0, xb, x + a * n_in, n_in);
-                }
-                float *yr = malloc((size_t)(nt * n_out) * sizeof *yr);
-                for (int64_t a = 0; a < nt; a++)
-                    for (int64_t o = 0; o < n_out; o++) {
-                        double sum = 0;
-                        for (int64_t i = 0; i < n_in; i++) sum += (double)x[a * n_in + i] * ref[o * n_in + i];
-                        yr[a * n_out + o] = (float)sum;
-                    }
+                as_8bit(x, nt, n_in);
+                float *yr = product_ref(x, ref, nt, n_in, n_out);
                 float *dx = dev(x, (size_t)(nt * n_in) * sizeof *x);
                 void *scratch = dev(NULL, ck_gemv_scratch_bytes(n_in, nt));
                 float *y[2], *dy[2];
@@ -236,10 +243,7 @@ TEST(cuda_gemv_depths_agree) {
                     ok_cuda("ck_gemv_parts");
                     float *part = malloc((size_t)(nt * n_out) * sizeof *part);
                     back(part, dy[k], (size_t)(nt * n_out) * sizeof *part);
-                    for (int p = 0; p < 3; p++) /* part p is (nt, rows of part p) */
-                        for (int64_t a = 0; a < nt; a++)
-                            for (int64_t o = cut[p]; o < cut[p + 1]; o++)
-                                y[k][a * n_out + o] = part[nt * cut[p] + a * (cut[p + 1] - cut[p]) + (o - cut[p])];
+                    join_parts(y[k], part, cut, nt);
                     free(part);
                 }
                 const double e = test_nmse(y[1], yr, nt * n_out);
@@ -250,11 +254,67 @@ TEST(cuda_gemv_depths_agree) {
                        (long long)nt);
                 for (int k = 0; k < 2; k++) free(y[k]), cudaFree(dy[k]);
                 cudaFree(dx), cudaFree(scratch);
-                free(x), free(xb), free(yr);
+                free(x), free(yr);
             }
             cudaFree(dw);
             free(w), free(ref);
         }
+}
+
+/* The tensor-core products of 9 rows and more (ck_mmq_parts) match x W^T with x as the
+ * integer products see it, for every type with the integer path: three parts in one
+ * launch whose tiles of 16 rows end inside a part (rows [0, 10), [10, 11), [11, 37)); rows
+ * of 5 super-blocks or 37 units, which the block's 4 warps share unevenly (and Q6_K's
+ * odd super-blocks 2-byte aligned); 9 to 70 rows of x, 70 in two passes; Q4_K also from
+ * rows only 2-byte aligned, which take the unit decoder instead of its own. */
+TEST(cuda_mmq_matches_ref) {
+    test_rng r = test_rng_new();
+    static const qtype types[] = {QTYPE_Q4_0, QTYPE_Q4_1, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q8_0,   QTYPE_Q2_K, QTYPE_Q3_K,
+                                  QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K, QTYPE_IQ4_NL, QTYPE_IQ4_XS, QTYPE_Q4_K};
+    static const int64_t toks[] = {9, 17, 33, 64, 70};
+    const size_t n_types = sizeof types / sizeof types[0];
+    for (size_t ti = 0; ti < n_types; ti++) {
+        const qtype t = types[ti];
+        const bool shifted = ti == n_types - 1; /* the weights 2 bytes past an aligned address */
+        const int64_t n_in = qtype_info(t)->block_size == 256 ? 256 * 5 : 32 * 37, n_out = 37;
+        size_t rb;
+        uint8_t *w = rand_weights(&r, t, n_in, n_out, &rb);
+        float *ref = malloc((size_t)(n_in * n_out) * sizeof *ref);
+        for (int64_t o = 0; o < n_out; o++) dequantize_row_ref(t, w + o * rb, ref + o * n_in, n_in);
+        uint8_t *base = dev(NULL, rb * (size_t)n_out + 2), *dw = base + (shifted ? 2 : 0);
+        cudaMemcpy(dw, w, rb * (size_t)n_out, cudaMemcpyHostToDevice);
+        for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
+            const int64_t nt = toks[k];
+            if (shifted && nt != 33) continue;
+            float *x = rand_floats(&r, nt * n_in, 1.0f);
+            x[3] = 0.0f, x[5] = -x[7]; /* ties and zeros in the quantizer */
+            float *dx = dev(x, (size_t)(nt * n_in) * sizeof *x);
+            as_8bit(x, nt, n_in);
+            float *yr = product_ref(x, ref, nt, n_in, n_out);
+            float *dy = dev(NULL, (size_t)(nt * n_out) * sizeof *dy), *y = malloc((size_t)(nt * n_out) * sizeof *y);
+            void *scratch = dev(NULL, ck_mmq_scratch_bytes(n_in, nt));
+            const int64_t cut[4] = {0, 10, 11, n_out};
+            ck_gemv_part parts[3];
+            for (int p = 0; p < 3; p++)
+                parts[p] = (ck_gemv_part){dw + cut[p] * rb, rb, cut[p + 1] - cut[p], dy + nt * cut[p]};
+            const int ran = ck_mmq_parts(t, parts, 3, n_in, dx, nt, scratch, NULL);
+            if (CHECKF(ran, "%s: ck_mmq_parts refused", qtype_name(t)) && ok_cuda("ck_mmq_parts")) {
+                float *part = malloc((size_t)(nt * n_out) * sizeof *part);
+                back(part, dy, (size_t)(nt * n_out) * sizeof *part);
+                join_parts(y, part, cut, nt);
+                free(part);
+                const double e = test_nmse(y, yr, nt * n_out);
+                CHECKF(e < NMSE_MAX, "%s%s, %lld rows of x: nmse %g", qtype_name(t), shifted ? " (2-byte aligned)" : "",
+                       (long long)nt, e);
+            }
+            if (k == 0) /* no integer path: refused, nothing launched */
+                CHECK(!ck_mmq_parts(QTYPE_F16, parts, 3, n_in, dx, nt, scratch, NULL));
+            cudaFree(dx), cudaFree(dy), cudaFree(scratch);
+            free(x), free(y), free(yr);
+        }
+        cudaFree(base);
+        free(w), free(ref);
+    }
 }
 
 /* The 8-bit forms that the norms and SwiGLU leave for the next product are ck_gemv's own:

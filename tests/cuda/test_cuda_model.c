@@ -202,8 +202,10 @@ TEST(cuda_quantized_models_match_cpu) {
 }
 
 /* The f16 copies the tensor-core products keep of the weights (all of them, none, or as many
- * as 256 KiB hold) change no logit of a prefill, of a later batch of rows, or of decode. */
+ * as 256 KiB hold) change no logit of a prefill, of a later batch of rows, or of decode.
+ * EDDY_CUDA_MMQ=0: the steps of 70 and 30 rows take cuBLAS, not ck_mmq_parts. */
 static void check_f16_copies(const char *gguf) {
+    setenv("EDDY_CUDA_MMQ", "0", 1);
     eddy_model *m = tseq_load(gguf);
     REQUIRE(m);
     const int64_t V = eddy_model_n_vocab(m);
@@ -227,6 +229,7 @@ static void check_f16_copies(const char *gguf) {
         eddy_engine_free(e);
     }
     unsetenv("EDDY_CUDA_F16_CACHE");
+    unsetenv("EDDY_CUDA_MMQ");
     if (getenv("EDDY_TEST_VERBOSE"))
         printf("%s: f16 copies: %zu bytes (default), %zu (256 KiB)\n", gguf, held[1], held[2]);
     CHECKF(held[0] == 0 && held[1] > held[2] && held[2] > 0 && held[2] <= (1u << 18), "%s: f16 copies of %zu, %zu, %zu bytes",
@@ -356,9 +359,12 @@ TEST(cuda_refuses_unknown_device) {
 
 /* The prefix cache on the GPU: a sequence's checkpoint at 256 positions (taken inside a
  * longer prefill) serves another sequence with the same first tokens, which then gets
- * the first one's logits. */
+ * the first one's logits. EDDY_CUDA_MMQ=0: the 40-row step takes cuBLAS's f16 products
+ * as the 300-row one does (ck_mmq_parts' 8-bit activations move these tiny models'
+ * logits by about 1%). */
 TEST(cuda_prefix_cache) {
     const char *files[] = {"models/qwen35-tiny-q8_0.gguf", "models/nemotron_h-tiny-q8_0.gguf"};
+    setenv("EDDY_CUDA_MMQ", "0", 1);
     for (int f = 0; f < 2; f++) {
         eddy_model *m = tseq_load(files[f]);
         if (!m) continue;
@@ -385,6 +391,7 @@ TEST(cuda_prefix_cache) {
         eddy_engine_free(e);
         eddy_model_free(m);
     }
+    unsetenv("EDDY_CUDA_MMQ");
 }
 
 /* ==== Sequences on the GPU ==== */
@@ -490,6 +497,61 @@ static void check_sequences(const char *gguf) {
     free(alone), free(batched);
     eddy_engine_free(e);
     eddy_model_free(m);
+}
+
+/* Twelve sequences decoded in one batch (steps of 12 rows: ck_mmq_parts on the quantized
+ * weights) give each one's logits alone (steps of one row: ck_gemv), within 1e-2: both
+ * quantize x to 8 bits the same way, but the x of a 12-row step differs from a 1-row
+ * step's by float rounding (other attention and scan kernels), and a level that rounds
+ * the other way moves these tiny random models' logits by a few 1e-3 (measured 1e-3 to
+ * 3e-3 on the emulator; cuBLAS's float activations, EDDY_CUDA_MMQ=0: 8e-3 to 1.4e-2). A
+ * wrong scale, min or row of one unit moves them by more than 1e-1. */
+static void check_wide_batch(const char *gguf) {
+    enum { N = 12, STEPS = 3 };
+    eddy_model *m = tseq_load(gguf);
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m);
+    REQUIRE(V <= 1024);
+    test_rng r = test_rng_new();
+    eddy_engine *e = gpu_engine(m, N, 0, EDDY_KV_F16);
+    REQUIRE(e);
+    int32_t prompt[N][8], next[N][STEPS];
+    for (int k = 0; k < N; k++) tseq_rand_ids(&r, prompt[k], 1 + k % 8, V), tseq_rand_ids(&r, next[k], STEPS, V);
+    float *alone = malloc(sizeof(float) * (size_t)(N * STEPS * V));
+    float *batched = malloc(sizeof(float) * (size_t)(N * STEPS * V));
+    for (int k = 0; k < N; k++) {
+        eddy_seq *s = tseq_new(e);
+        if (!s) break;
+        tseq_feed(s, prompt[k], 1 + k % 8, NULL);
+        for (int t = 0; t < STEPS; t++) tseq_feed(s, next[k] + t, 1, alone + (k * STEPS + t) * V);
+        eddy_seq_free(s);
+    }
+    eddy_seq *s[N];
+    for (int k = 0; k < N; k++) {
+        s[k] = tseq_new(e);
+        REQUIRE(s[k]);
+        tseq_feed(s[k], prompt[k], 1 + k % 8, NULL);
+    }
+    float *out = malloc(sizeof *out * (size_t)(N * V));
+    for (int t = 0; t < STEPS; t++) {
+        eddy_token tok[N];
+        for (int k = 0; k < N; k++) tok[k] = next[k][t];
+        eddy_batch b = {N, tok, s, NULL};
+        eddy_error err;
+        REQUIRE(CHECKF(eddy_engine_decode(e, &b, out, &err) == EDDY_OK, "%s", err.msg));
+        for (int k = 0; k < N; k++) memcpy(batched + (k * STEPS + t) * V, out + k * V, sizeof(float) * (size_t)V);
+    }
+    CHECKF(rel_rms(batched, alone, N * STEPS * V) <= 1e-2, "%s: a batch of %d against each alone: %g", gguf, N,
+           rel_rms(batched, alone, N * STEPS * V));
+    for (int k = 0; k < N; k++) eddy_seq_free(s[k]);
+    eddy_engine_free(e);
+    free(alone), free(batched), free(out);
+    eddy_model_free(m);
+}
+
+TEST(cuda_wide_batch_matches_alone) {
+    check_wide_batch("models/qwen35-tiny-q4_k_m.gguf");
+    check_wide_batch("models/nemotron_h-tiny-q8_0.gguf");
 }
 
 TEST(cuda_sequences_batch_verify_snapshot) {
