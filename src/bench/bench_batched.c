@@ -3,8 +3,9 @@
  * measured as llama.cpp's llama-batched-bench measures it.
  *
  * Owns: the two phases (pp: n_seq random prompts of n_prompt tokens in one batch from
- * empty sequences, the logits of each sequence's last token; tg: n_gen steps, each
- * one batch holding one token of every sequence, each feeding that sequence's argmax),
+ * empty sequences, then each sequence's last token's argmax; tg: n_gen steps, each one
+ * batch holding one token of every sequence, each feeding that sequence's argmax: as
+ * greedy decoding runs, eddy_engine_decode_argmax, so on a GPU only the ids come back),
  * their warm-up and timed repetitions, and the medians.
  * Does not own: the single-sequence benchmark (bench_model.c) or the output
  * (cli/cmd_bench.c).
@@ -21,9 +22,8 @@ typedef struct {
     eddy_engine *e;
     eddy_seq **seqs;   /* (n_seq) */
     int64_t n_seq, n_prompt, n_gen, n_vocab;
-    int32_t *tokens;   /* (n_seq * n_prompt) the prompts, then the step's tokens */
+    int32_t *tokens;   /* (n_seq) the step's tokens */
     eddy_seq **owner;  /* (n_seq * max(n_prompt, 1)) */
-    float *logits;     /* (n_seq, n_vocab) */
     const int32_t *prompts;
 } run;
 
@@ -36,18 +36,16 @@ static eddy_status run_once(run *r, double *t_pp, double *t_tg, eddy_error *err)
         for (int64_t s = 0; s < r->n_seq; s++)
             for (int64_t i = 0; i < r->n_prompt; i++) r->owner[s * r->n_prompt + i] = r->seqs[s];
         eddy_batch b = {r->n_seq * r->n_prompt, r->prompts, r->owner, NULL};
-        st = eddy_engine_decode(r->e, &b, r->logits, err);
+        st = eddy_engine_decode_argmax(r->e, &b, r->tokens, err); /* each sequence's first token */
+    } else {
+        for (int64_t s = 0; s < r->n_seq; s++) r->tokens[s] = 0;
     }
     *t_pp = timer_s() - t0;
-    for (int64_t s = 0; s < r->n_seq; s++) { /* each sequence's first token: its argmax, or 0 without a prompt */
-        r->owner[s] = r->seqs[s];
-        r->tokens[s] = r->n_prompt > 0 ? bench_argmax(r->logits + s * r->n_vocab, r->n_vocab) : 0;
-    }
+    for (int64_t s = 0; s < r->n_seq; s++) r->owner[s] = r->seqs[s];
     t0 = timer_s();
     for (int64_t i = 0; i < r->n_gen && st == EDDY_OK; i++) {
         eddy_batch b = {r->n_seq, r->tokens, r->owner, NULL};
-        st = eddy_engine_decode(r->e, &b, r->logits, err);
-        for (int64_t s = 0; s < r->n_seq; s++) r->tokens[s] = bench_argmax(r->logits + s * r->n_vocab, r->n_vocab);
+        st = eddy_engine_decode_argmax(r->e, &b, r->tokens, err);
     }
     *t_tg = timer_s() - t0;
     return st;
@@ -78,9 +76,8 @@ eddy_status eddy_bench_batched(const eddy_model *m, const eddy_bench_params *p, 
     int32_t *prompts = eddy_malloc((size_t)n_rows * sizeof *prompts);
     r.tokens = eddy_malloc((size_t)n_seq * sizeof *r.tokens);
     r.owner = eddy_malloc((size_t)n_rows * sizeof *r.owner);
-    r.logits = eddy_malloc((size_t)(n_seq * r.n_vocab) * sizeof *r.logits);
     double *pp = eddy_malloc((size_t)reps * sizeof *pp), *tg = eddy_malloc((size_t)reps * sizeof *tg);
-    if (!r.seqs || !prompts || !r.tokens || !r.owner || !r.logits || !pp || !tg)
+    if (!r.seqs || !prompts || !r.tokens || !r.owner || !pp || !tg)
         st = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     for (int64_t s = 0; st == EDDY_OK && s < n_seq; s++) st = eddy_seq_new(r.e, &r.seqs[s], err);
     if (st == EDDY_OK) {
@@ -101,7 +98,7 @@ eddy_status eddy_bench_batched(const eddy_model *m, const eddy_bench_params *p, 
         res->tg_tps = p->n_gen > 0 ? (double)(n_seq * p->n_gen) / (res->tg_seconds > 1e-9 ? res->tg_seconds : 1e-9) : 0;
     }
     eddy_engine_free(r.e);
-    eddy_free(r.seqs), eddy_free(prompts), eddy_free(r.tokens), eddy_free(r.owner), eddy_free(r.logits);
+    eddy_free(r.seqs), eddy_free(prompts), eddy_free(r.tokens), eddy_free(r.owner);
     eddy_free(pp), eddy_free(tg);
     return st;
 }

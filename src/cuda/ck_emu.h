@@ -84,6 +84,11 @@ void __syncwarp(unsigned mask = 0xffffffffu);
  * 32 lanes' (lane i's at all + i * bytes; zeros for a lane that has returned): what
  * ck_mma.h builds the tensor cores' products from. */
 void emu_warp_gather(const void *mine, void *all, size_t bytes);
+inline int __shfl_xor_sync(unsigned, int v, int lane_mask) {
+    int all[32];
+    emu_warp_gather(&v, all, sizeof v);
+    return all[(threadIdx.x & 31) ^ lane_mask];
+}
 void *emu_dynamic_shared();
 #define CK_DYNAMIC_SHARED(type, name) type *name = (type *)emu_dynamic_shared()
 

@@ -28,9 +28,10 @@ const char *cuda_backend_name(const cuda_backend *g);
 /* Device bytes held by the f16 copies of the weights (cuda_engine.c, weight_f16). */
 size_t cuda_backend_f16_bytes(const cuda_backend *g);
 
-/* forward() on the GPU (same contract, engine.h); logits land in host memory. Fails
- * only on a CUDA error, named in err. */
-eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits,
+/* forward() on the GPU (same contract, engine.h); logits land in host memory, or (logits
+ * NULL) each output row's argmax (vec_argmax's) in ids, found on the GPU. Fails only on
+ * a CUDA error, named in err. */
+eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits, int32_t *ids,
                          const int64_t *out_rows, int64_t n_out, eddy_error *err);
 
 /* block_gdn_accept / block_mamba2_accept on the GPU: the kept rows replayed on sequence

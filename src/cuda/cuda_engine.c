@@ -80,6 +80,7 @@ struct cuda_backend {
     float *router, *moe_x, *ff_out, *moe_w, *sh_gate;
     int32_t *moe_order;
     float *ff_a, *ff_b, *logits;
+    int32_t *ids; /* (logit_rows) the argmax of each row of logits (cuda_forward's ids) */
     uint16_t *w16, *x16; /* f16 copies of a weight and of the activations for the tensor cores */
     void *gemv_q8;       /* ck_gemv's 8-bit activations */
     void *mmq_q8;        /* ck_mmq_parts' (NULL: products of more rows all go through cuBLAS) */
@@ -387,6 +388,7 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
      * 1.2 GB for them): more are made and copied out in groups (cuda_forward) */
     g->logit_rows = B < 512 ? B : 512;
     g->logits = dev_rows(g, g->logit_rows, hp->n_vocab, &ok);
+    g->ids = (int32_t *)dev_rows(g, g->logit_rows, 1, &ok);
     if (hp->n_head > 0) /* decode steps split each row's keys in CK_ATT_SPLITS ranges */
         g->att_part = dev_rows(g, (B < CK_GEMV_MAX_TOK ? B : CK_GEMV_MAX_TOK) * hp->n_head * CK_ATT_SPLITS,
                                hp->head_dim_v + 2, &ok);
@@ -1024,12 +1026,12 @@ static step_graph *step_graph_for(engine *c, cuda_backend *g, int64_t n, int64_t
     return slot;
 }
 
-eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits,
+eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits, int32_t *ids,
                          const int64_t *out_rows, int64_t n_out, eddy_error *err) {
     cuda_backend *g = c->gpu;
     const model_hparams *hp = &c->m->hp;
     const int64_t n = plan->n;
-    if (!logits) n_out = 0;
+    if (!logits && !ids) n_out = 0;
     upload_plan(g, tokens, plan, out_rows, n_out);
     step_graph *sg = step_graph_for(c, g, n, n_out);
     if (sg) cudaGraphLaunch(sg->exec, g->stream);
@@ -1038,8 +1040,13 @@ eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan
     for (int64_t first = 0; first < n_out; first += g->logit_rows) { /* the first group: step_kernels' */
         const int64_t k = n_out - first < g->logit_rows ? n_out - first : g->logit_rows;
         if (first > 0) output_rows(c, g, first, k);
-        cudaMemcpy(logits + first * hp->n_vocab, g->logits, (size_t)(k * hp->n_vocab) * sizeof(float),
-                   cudaMemcpyDeviceToHost);
+        if (logits) {
+            cudaMemcpy(logits + first * hp->n_vocab, g->logits, (size_t)(k * hp->n_vocab) * sizeof(float),
+                       cudaMemcpyDeviceToHost);
+        } else {
+            ck_argmax_rows(g->logits, k, hp->n_vocab, g->ids, g->stream);
+            cudaMemcpy(ids + first, g->ids, (size_t)k * sizeof(int32_t), cudaMemcpyDeviceToHost);
+        }
     }
     if (c->mtp) gpu_block_mtp(c, g, tokens, plan);
     return step_status(g, err);

@@ -23,9 +23,9 @@ size_t cuda_backend_f16_bytes(const cuda_backend *g) {
     return 0;
 }
 
-eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits,
+eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits, int32_t *ids,
                          const int64_t *out_rows, int64_t n_out, eddy_error *err) {
-    (void)c, (void)tokens, (void)plan, (void)logits, (void)out_rows, (void)n_out;
+    (void)c, (void)tokens, (void)plan, (void)logits, (void)ids, (void)out_rows, (void)n_out;
     return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "no CUDA backend in this build");
 }
 

@@ -99,6 +99,8 @@ struct eddy_engine {
     step_plan plan;
     eddy_seq **one_seq;   /* (n_batch) scratch: one sequence's rows as a batch */
     int8_t *all_rows;     /* (n_batch) all 1: every row's logits wanted */
+    float *argmax_logits; /* (argmax_rows, n_vocab) scratch: a CPU step's logits for argmax ids */
+    int64_t argmax_rows;
     uint64_t stamp;       /* counts the batches checked */
     /* the prefix cache (engine_cache.c) */
     int64_t cache_every;  /* checkpoints at its multiples */
@@ -255,9 +257,11 @@ int64_t step_decode_group(const step_plan *plan, int64_t i);
 /* ==== Engine internals (engine.c, engine_step.c) ==== */
 
 /* Evaluates a validated batch (the lock held): rows in order, split into steps of
- * n_batch rows; with verify, every sequence of the batch keeps per-position states. */
+ * n_batch rows; with verify, every sequence of the batch keeps per-position states.
+ * The wanted rows' logits go to logits, or (logits NULL) their argmax ids to ids (on a
+ * GPU found there: only the ids come back); both NULL: nothing. */
 eddy_status engine_run(engine *c, const int32_t *tokens, eddy_seq *const *seqs, int64_t n, const int8_t *want,
-                       float *logits, bool verify, eddy_error *err);
+                       float *logits, int32_t *ids, bool verify, eddy_error *err);
 
 /* n tokens of sequence s (the lock held), checked whole first, run in steps of
  * n_batch; logits of every token (all) or of the last. */

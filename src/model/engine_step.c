@@ -10,6 +10,7 @@
 #include "base/alloc.h"
 #include "cuda/cuda.h"
 #include "model/engine.h"
+#include "ops/vec.h"
 
 /* ==== Checks ==== */
 
@@ -140,9 +141,25 @@ static void plan_step(engine *c, const int32_t *tokens, eddy_seq *const *seqs, i
     }
 }
 
+/* Room in c->argmax_logits for the wanted rows of a step of the batch (a CPU step's logits
+ * before their argmax) */
+static eddy_status argmax_room(engine *c, eddy_seq *const *seqs, int64_t n, const int8_t *want, eddy_error *err) {
+    int64_t rows = 0;
+    for (int64_t i = 0; i < n; i++) rows += want ? want[i] != 0 : i == n - 1 || seqs[i + 1] != seqs[i];
+    rows = rows < c->n_batch ? rows : c->n_batch;
+    if (rows <= c->argmax_rows) return EDDY_OK;
+    float *buf = eddy_realloc(c->argmax_logits, (size_t)(rows * c->m->hp.n_vocab) * sizeof *buf);
+    if (!buf)
+        return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory for the logits of %" PRId64 " rows", rows);
+    c->argmax_logits = buf, c->argmax_rows = rows;
+    return EDDY_OK;
+}
+
 eddy_status engine_run(engine *c, const eddy_token *tokens, eddy_seq *const *seqs, int64_t n, const int8_t *want,
-                       float *logits, bool verify, eddy_error *err) {
+                       float *logits, int32_t *ids, bool verify, eddy_error *err) {
+    if (logits) ids = NULL;
     eddy_status st = check_batch(c, tokens, seqs, n, verify, err);
+    if (st == EDDY_OK && ids && !c->gpu) st = argmax_room(c, seqs, n, want, err);
     if (st == EDDY_OK) st = reserve_blocks(c, seqs, n, err);
     if (st != EDDY_OK) return st;
     if (verify) /* every token's state gets a slot (counted free above); one step holds the batch */
@@ -169,14 +186,18 @@ eddy_status engine_run(engine *c, const eddy_token *tokens, eddy_seq *const *seq
             if (want ? want[i] != 0 : last) p->out[n_out++] = i - r0;
         }
         float *step_logits = logits ? logits + done_out * n_vocab : NULL;
+        int32_t *step_ids = ids ? ids + done_out : NULL;
+        const int64_t n_made = logits || ids ? n_out : 0;
         if (c->gpu) {
-            st = cuda_forward(c, tokens + r0, p, step_logits, p->out, logits ? n_out : 0, err);
+            st = cuda_forward(c, tokens + r0, p, step_logits, step_ids, p->out, n_made, err);
             if (st != EDDY_OK) {
                 for (int64_t i = r0; i < n; i++) seq_state_drop_kv(c->sp, &seqs[i]->st, seqs[i]->st.n_pos);
                 return st;
             }
         } else {
-            forward(c, tokens + r0, p, step_logits, p->out, logits ? n_out : 0);
+            forward(c, tokens + r0, p, step_ids ? c->argmax_logits : step_logits, p->out, n_made);
+            for (int64_t o = 0; step_ids && o < n_out; o++)
+                step_ids[o] = (int32_t)vec_argmax(c->argmax_logits + o * n_vocab, n_vocab);
         }
         done_out += n_out;
         /* each sequence keeps the logits of its last token when they were computed */
@@ -224,7 +245,8 @@ eddy_status engine_run_seq(engine *c, eddy_seq *s, const int32_t *tokens, int64_
         const bool last = done + chunk == n;
         /* all logits: every chunk writes its rows; otherwise only the last chunk's last row */
         float *dst = logits && all ? logits + done * n_vocab : logits && last ? logits : NULL;
-        eddy_status st = engine_run(c, tokens + done, c->one_seq, chunk, all ? c->all_rows : NULL, dst, false, err);
+        eddy_status st =
+            engine_run(c, tokens + done, c->one_seq, chunk, all ? c->all_rows : NULL, dst, NULL, false, err);
         if (st != EDDY_OK) return st;
     }
     return EDDY_OK;
@@ -242,19 +264,23 @@ eddy_status eddy_seq_eval(eddy_seq *s, const int32_t *tokens, int64_t n, float *
 
 /* ==== Public entries ==== */
 
-static eddy_status decode_or_verify(eddy_engine *c, const eddy_batch *b, float *logits, bool verify,
-                                    eddy_error *err) {
+static eddy_status decode_or_verify(eddy_engine *c, const eddy_batch *b, float *logits, int32_t *ids, bool verify,
+                                    const char *fn, eddy_error *err) {
     if (!c || !b || (b->n_tokens > 0 && (!b->tokens || !b->seq)))
-        return eddy_error_set(err, EDDY_ERR_ARG, "%s: NULL argument", verify ? "eddy_engine_verify"
-                                                                             : "eddy_engine_decode");
+        return eddy_error_set(err, EDDY_ERR_ARG, "%s: NULL argument", fn);
     pthread_mutex_lock(&c->lock);
-    eddy_status s = engine_run(c, b->tokens, b->seq, b->n_tokens, b->logits, logits, verify, err);
+    eddy_status s = engine_run(c, b->tokens, b->seq, b->n_tokens, b->logits, logits, ids, verify, err);
     pthread_mutex_unlock(&c->lock);
     return s;
 }
 
 eddy_status eddy_engine_decode(eddy_engine *c, const eddy_batch *b, float *logits, eddy_error *err) {
-    return decode_or_verify(c, b, logits, false, err);
+    return decode_or_verify(c, b, logits, NULL, false, "eddy_engine_decode", err);
+}
+
+eddy_status eddy_engine_decode_argmax(eddy_engine *c, const eddy_batch *b, eddy_token *ids, eddy_error *err) {
+    if (!ids) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_engine_decode_argmax: NULL argument");
+    return decode_or_verify(c, b, NULL, ids, false, "eddy_engine_decode_argmax", err);
 }
 
 int64_t engine_verify_room(engine *c) {
@@ -265,5 +291,5 @@ int64_t engine_verify_room(engine *c) {
 }
 
 eddy_status eddy_engine_verify(eddy_engine *c, const eddy_batch *b, float *logits, eddy_error *err) {
-    return decode_or_verify(c, b, logits, true, err);
+    return decode_or_verify(c, b, logits, NULL, true, "eddy_engine_verify", err);
 }

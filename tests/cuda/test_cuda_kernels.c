@@ -16,6 +16,7 @@
 #include "ops/attention.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
+#include "ops/vec.h"
 #include "quant/fp16.h"
 #include "quant/quant.h"
 #include "ssm/gdn.h"
@@ -359,6 +360,33 @@ TEST(cuda_fused_8bit_forms_match_gemv) {
 }
 
 /* ==== Row ops ==== */
+
+/* ck_argmax_rows is vec_argmax_ref on every row: a vocabulary-wide row, the largest value
+ * repeated later (the first wins, also across the block's threads and warps), NaNs
+ * around it, all -inf (the first), all NaN (0), and -0 before +0 (equal: the first). */
+TEST(cuda_argmax_rows_match_ref) {
+    test_rng r = test_rng_new();
+    const int64_t n = 151936, rows = 6;
+    float *x = rand_floats(&r, rows * n, 1.0f);
+    x[0 * n + 70001] = 9.0f, x[0 * n + 151000] = 9.0f, x[0 * n + 513] = 9.0f; /* ties: 513 */
+    for (int64_t i = 0; i < n; i += 7) x[1 * n + i] = NAN;
+    x[1 * n + 3] = 50.0f, x[1 * n + 4] = NAN;
+    for (int64_t i = 0; i < n; i++) x[2 * n + i] = -INFINITY, x[3 * n + i] = NAN;
+    for (int64_t i = 0; i < n; i++) x[4 * n + i] = i < 1000 ? -1.0f : 0.0f;
+    x[4 * n + 5000] = -0.0f, x[4 * n + 1000] = -0.0f; /* -0 at 1000 before the +0 after it */
+    x[5 * n + n - 1] = 100.0f;                          /* the very last element */
+    float *dx = dev(x, (size_t)(rows * n) * sizeof *x);
+    int32_t got[6], *dout = dev(NULL, sizeof got);
+    ck_argmax_rows(dx, rows, n, dout, NULL);
+    back(got, dout, sizeof got);
+    if (ok_cuda("ck_argmax_rows"))
+        for (int64_t k = 0; k < rows; k++)
+            CHECKF(got[k] == vec_argmax_ref(x + k * n, n), "row %lld: %d, vec_argmax_ref %lld", (long long)k, got[k],
+                   (long long)vec_argmax_ref(x + k * n, n));
+    CHECK(got[0] == 513 && got[3] == 0 && got[4] == 1000 && got[5] == n - 1);
+    cudaFree(dx), cudaFree(dout);
+    free(x);
+}
 
 TEST(cuda_row_ops_match_ref) {
     test_rng r = test_rng_new();
