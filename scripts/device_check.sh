@@ -104,6 +104,8 @@ note "$(grep -A10 'CUDA profile' "$OUT_DIR/profile32.log" | head -11)"
 # cuBLAS on f16 copies, in the same run
 EDDY_CUDA_MMQ=0 bounded 120 $E bench -m "$M4B" --device cuda --npl 8,32 -p 128 -n 32 -r 1 >"$OUT_DIR/batched-nommq.log" 2>&1
 note "batched decode through cuBLAS (EDDY_CUDA_MMQ=0): $(tail -4 "$OUT_DIR/batched-nommq.log" | tr -s ' ' | tr '\n' '|')"
+EDDY_CUDA_GRAPHS=0 bounded 90 $E bench -m "$M4B" --device cuda --npl 32 -p 128 -n 32 -r 1 >"$OUT_DIR/batched-nographs.log" 2>&1
+note "batched decode without graphs (EDDY_CUDA_GRAPHS=0): $(tail -1 "$OUT_DIR/batched-nographs.log" | tr -s ' ')"
 # what the tensor cores' attention, the 2048-token steps, the chunked delta rule and the
 # integer products gain, in the same run
 EDDY_CUDA_FLASH=0 bounded 120 $E bench -m "$M4B" --device cuda -p 2048 -n 0 -r 1 >"$OUT_DIR/bench-tiles.log" 2>&1

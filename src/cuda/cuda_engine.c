@@ -57,6 +57,7 @@ struct cuda_backend {
     bool flash;          /* a prefill's attention on the tensor cores where ck_attention_prefill_mma
                           * can (EDDY_CUDA_FLASH=0: FP32 tiles always) */
     int64_t longest_run; /* of the uploaded step */
+    bool float_products; /* a product's weight lacks the integer path (cuBLAS takes it past 8 rows) */
     bool moe;            /* the model has mixture-of-experts layers: their routing goes to the host */
     step_graph graph[GRAPH_CACHE];
     uint64_t graph_clock;
@@ -190,6 +191,29 @@ static const size_t layer_tensors[] = {
     offsetof(model_layer, moe_gate),   offsetof(model_layer, moe_up),      offsetof(model_layer, moe_down),
     offsetof(model_layer, shexp_gate), offsetof(model_layer, shexp_up),    offsetof(model_layer, shexp_down),
     offsetof(model_layer, shexp_router)};
+
+/* The weights of a layer's products (a subset of layer_tensors) */
+static const size_t layer_products[] = {
+    offsetof(model_layer, wq),         offsetof(model_layer, wk),        offsetof(model_layer, wv),
+    offsetof(model_layer, wo),         offsetof(model_layer, ssm_qkv),   offsetof(model_layer, ssm_z),
+    offsetof(model_layer, ssm_beta),   offsetof(model_layer, ssm_alpha), offsetof(model_layer, ssm_ba),
+    offsetof(model_layer, ssm_out),    offsetof(model_layer, ssm_in),    offsetof(model_layer, ffn_gate),
+    offsetof(model_layer, ffn_up),     offsetof(model_layer, ffn_down),  offsetof(model_layer, moe_router),
+    offsetof(model_layer, moe_gate),   offsetof(model_layer, moe_up),    offsetof(model_layer, moe_down),
+    offsetof(model_layer, shexp_gate), offsetof(model_layer, shexp_up),  offsetof(model_layer, shexp_down),
+    offsetof(model_layer, shexp_router)};
+
+/* Whether some product's weight lacks the integer path (cuBLAS then multiplies it in every
+ * step of more than CK_GEMV_MAX_TOK rows) */
+static bool has_float_products(const model *m) {
+    if (m->output.name && !ck_gemv_integer(m->output.type)) return true;
+    for (int64_t il = 0; il < m->hp.n_layer; il++)
+        for (size_t i = 0; i < sizeof layer_products / sizeof layer_products[0]; i++) {
+            const tensor *t = (const tensor *)((const char *)&m->layers[il] + layer_products[i]);
+            if (t->name && !ck_gemv_integer(t->type)) return true;
+        }
+    return false;
+}
 
 /* A tensor that may be one of the model's end tensors (the MTP layer's embedding, head and
  * norm default to them): their device copy, else its own. */
@@ -344,6 +368,7 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->prof = cuda_profile_new();
     if (g->prof) g->graphs = false; /* a replayed graph is one piece of work */
     for (int64_t il = 0; il < hp->n_layer; il++) g->moe |= m->layers[il].ffn == FFN_MOE;
+    g->float_products = has_float_products(m);
     int64_t w16 = 0, max_in = 0;
     eddy_status s = upload_model(g, m, c->mtp, &w16, &max_in, err);
     if (s != EDDY_OK) {
@@ -985,14 +1010,23 @@ static bool capture_step(engine *c, cuda_backend *g, int64_t n, int64_t n_out, c
     return ok;
 }
 
+/* Whether a step of n rows runs the same kernels for every plan of its key (graph
+ * shape): up to CK_GEMV_MAX_TOK rows, or (batched decode, verifies) up to g->mmq_rows
+ * without a run longer than that (no prefill kernels) and with every product in
+ * ck_mmq_parts (cuBLAS may allocate its f16 copies, which a capture cannot). */
+static bool step_fits_graph(const cuda_backend *g, int64_t n) {
+    if (n <= CK_GEMV_MAX_TOK) return true;
+    return n <= g->mmq_rows && g->mmq_q8 && !g->float_products && g->longest_run <= CK_GEMV_MAX_TOK;
+}
+
 /* The cached graph of a step of this shape, captured now when there is none; NULL when
- * the step runs without one: graphs off, a step of more than CK_GEMV_MAX_TOK rows
- * (cuBLAS products, prefill: few launches per token anyway), or a model whose steps go
- * back to the host (mixtures of experts, the MTP layer). A capture that fails with
- * programmatic dependent launch is tried again without it (for the process); one that
- * still fails turns graphs off for the engine, with a warning. */
+ * the step runs without one: graphs off, a step that does not fit one (prefill, cuBLAS
+ * products: few launches per token anyway), or a model whose steps go back to the host
+ * (mixtures of experts, the MTP layer). A capture that fails with programmatic dependent
+ * launch is tried again without it (for the process); one that still fails turns graphs
+ * off for the engine, with a warning. */
 static step_graph *step_graph_for(engine *c, cuda_backend *g, int64_t n, int64_t n_out) {
-    if (!g->graphs || g->moe || c->mtp || n > CK_GEMV_MAX_TOK) return NULL;
+    if (!g->graphs || g->moe || c->mtp || !step_fits_graph(g, n)) return NULL;
     const step_graph key = {n, g->n_runs, g->n_conv, g->n_conv_ck, g->n_keep, n_out, NULL, 0};
     step_graph *slot = &g->graph[0];
     for (int i = 0; i < GRAPH_CACHE; i++) {

@@ -500,54 +500,79 @@ static void check_sequences(const char *gguf) {
     eddy_model_free(m);
 }
 
+enum { WIDE_N = 12, WIDE_STEPS = 3 };
+
+/* The WIDE_N sequences' prompts (sequence k's 1 + k % 8 tokens), then WIDE_STEPS steps
+ * decoding next[k][t] of every sequence in one batch, on a new engine: the logits of
+ * sequence k's step t into out row k WIDE_STEPS + t */
+static bool decode_together(const eddy_model *m, int32_t prompt[WIDE_N][8], int32_t next[WIDE_N][WIDE_STEPS],
+                            float *out) {
+    const int64_t V = eddy_model_n_vocab(m);
+    eddy_engine *e = gpu_engine(m, WIDE_N, 0, EDDY_KV_F16);
+    eddy_seq *s[WIDE_N] = {NULL};
+    bool ok = e != NULL;
+    for (int k = 0; ok && k < WIDE_N; k++) ok = (s[k] = tseq_new(e)) && tseq_feed(s[k], prompt[k], 1 + k % 8, NULL);
+    float *step = malloc(sizeof *step * (size_t)(WIDE_N * V));
+    for (int t = 0; ok && t < WIDE_STEPS; t++) {
+        eddy_token tok[WIDE_N];
+        for (int k = 0; k < WIDE_N; k++) tok[k] = next[k][t];
+        eddy_batch b = {WIDE_N, tok, s, NULL};
+        eddy_error err;
+        ok = CHECKF(eddy_engine_decode(e, &b, step, &err) == EDDY_OK, "%s", err.msg);
+        for (int k = 0; ok && k < WIDE_N; k++)
+            memcpy(out + (k * WIDE_STEPS + t) * V, step + k * V, sizeof(float) * (size_t)V);
+    }
+    free(step);
+    for (int k = 0; k < WIDE_N; k++) eddy_seq_free(s[k]);
+    eddy_engine_free(e);
+    return ok;
+}
+
 /* Twelve sequences decoded in one batch (steps of 12 rows: ck_mmq_parts on the quantized
- * weights) give each one's logits alone (steps of one row: ck_gemv), within 1e-2: both
- * quantize x to 8 bits the same way, but the x of a 12-row step differs from a 1-row
- * step's by float rounding (other attention and scan kernels), and a level that rounds
- * the other way moves these tiny random models' logits by a few 1e-3 (measured 1e-3 to
- * 3e-3 on the emulator; cuBLAS's float activations, EDDY_CUDA_MMQ=0: 8e-3 to 1.4e-2). A
- * wrong scale, min or row of one unit moves them by more than 1e-1. */
+ * weights, replayed as a CUDA graph after the first) give each one's logits alone (steps
+ * of one row: ck_gemv), within 1e-2: both quantize x to 8 bits the same way, but the x
+ * of a 12-row step differs from a 1-row step's by float rounding (other attention and
+ * scan kernels), and a level that rounds the other way moves these tiny random models'
+ * logits by a few 1e-3 (measured 1e-3 to 3e-3 on the emulator; cuBLAS's float
+ * activations, EDDY_CUDA_MMQ=0: 8e-3 to 1.4e-2). A wrong scale, min or row of one unit
+ * moves them by more than 1e-1. Without graphs (EDDY_CUDA_GRAPHS=0) the batch gives the
+ * same bits: the replayed steps read their plan as the launched ones do. */
 static void check_wide_batch(const char *gguf) {
-    enum { N = 12, STEPS = 3 };
     eddy_model *m = tseq_load(gguf);
     REQUIRE(m);
-    const int64_t V = eddy_model_n_vocab(m);
-    REQUIRE(V <= 1024);
+    const int64_t V = eddy_model_n_vocab(m), n = WIDE_N * WIDE_STEPS * V;
     test_rng r = test_rng_new();
-    eddy_engine *e = gpu_engine(m, N, 0, EDDY_KV_F16);
-    REQUIRE(e);
-    int32_t prompt[N][8], next[N][STEPS];
-    for (int k = 0; k < N; k++) tseq_rand_ids(&r, prompt[k], 1 + k % 8, V), tseq_rand_ids(&r, next[k], STEPS, V);
-    float *alone = malloc(sizeof(float) * (size_t)(N * STEPS * V));
-    float *batched = malloc(sizeof(float) * (size_t)(N * STEPS * V));
-    for (int k = 0; k < N; k++) {
+    int32_t prompt[WIDE_N][8], next[WIDE_N][WIDE_STEPS];
+    for (int k = 0; k < WIDE_N; k++)
+        tseq_rand_ids(&r, prompt[k], 1 + k % 8, V), tseq_rand_ids(&r, next[k], WIDE_STEPS, V);
+    float *alone = malloc(sizeof(float) * (size_t)n), *batched = malloc(sizeof(float) * (size_t)n);
+    float *plain = malloc(sizeof(float) * (size_t)n);
+    eddy_engine *e = gpu_engine(m, 1, 0, EDDY_KV_F16);
+    for (int k = 0; e && k < WIDE_N; k++) {
         eddy_seq *s = tseq_new(e);
         if (!s) break;
         tseq_feed(s, prompt[k], 1 + k % 8, NULL);
-        for (int t = 0; t < STEPS; t++) tseq_feed(s, next[k] + t, 1, alone + (k * STEPS + t) * V);
+        for (int t = 0; t < WIDE_STEPS; t++) tseq_feed(s, next[k] + t, 1, alone + (k * WIDE_STEPS + t) * V);
         eddy_seq_free(s);
     }
-    eddy_seq *s[N];
-    for (int k = 0; k < N; k++) {
-        s[k] = tseq_new(e);
-        REQUIRE(s[k]);
-        tseq_feed(s[k], prompt[k], 1 + k % 8, NULL);
-    }
-    float *out = malloc(sizeof *out * (size_t)(N * V));
-    for (int t = 0; t < STEPS; t++) {
-        eddy_token tok[N];
-        for (int k = 0; k < N; k++) tok[k] = next[k][t];
-        eddy_batch b = {N, tok, s, NULL};
-        eddy_error err;
-        REQUIRE(CHECKF(eddy_engine_decode(e, &b, out, &err) == EDDY_OK, "%s", err.msg));
-        for (int k = 0; k < N; k++) memcpy(batched + (k * STEPS + t) * V, out + k * V, sizeof(float) * (size_t)V);
-    }
-    CHECKF(rel_rms(batched, alone, N * STEPS * V) <= 1e-2, "%s: a batch of %d against each alone: %g", gguf, N,
-           rel_rms(batched, alone, N * STEPS * V));
-    for (int k = 0; k < N; k++) eddy_seq_free(s[k]);
     eddy_engine_free(e);
-    free(alone), free(batched), free(out);
+    bool ok = decode_together(m, prompt, next, batched);
+    setenv("EDDY_CUDA_GRAPHS", "0", 1);
+    ok = ok && decode_together(m, prompt, next, plain);
+    unsetenv("EDDY_CUDA_GRAPHS");
+    if (ok) {
+        CHECKF(rel_rms(batched, alone, n) <= 1e-2, "%s: a batch of %d against each alone: %g", gguf, WIDE_N,
+               rel_rms(batched, alone, n));
+        CHECKF(!memcmp(batched, plain, sizeof(float) * (size_t)n), "%s: the batch with and without graphs: %g", gguf,
+               rel_rms(batched, plain, n));
+    }
+    free(alone), free(batched), free(plain);
     eddy_model_free(m);
+}
+
+TEST(cuda_wide_batch_matches_alone) {
+    check_wide_batch("models/qwen35-tiny-q4_k_m.gguf");
+    check_wide_batch("models/nemotron_h-tiny-q8_0.gguf");
 }
 
 /* eddy_engine_decode_argmax on the GPU (the argmax found there, only the ids copied back)
@@ -595,10 +620,6 @@ TEST(cuda_decode_argmax_is_the_logits_argmax) {
     eddy_model_free(m);
 }
 
-TEST(cuda_wide_batch_matches_alone) {
-    check_wide_batch("models/qwen35-tiny-q4_k_m.gguf");
-    check_wide_batch("models/nemotron_h-tiny-q8_0.gguf");
-}
 
 TEST(cuda_sequences_batch_verify_snapshot) {
     check_sequences("models/qwen35-tiny-q8_0.gguf");
