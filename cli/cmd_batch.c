@@ -99,7 +99,9 @@ typedef struct {
     float *logits;       /* (np, n_vocab); with drafts (np * (draft_max + 1), n_vocab) */
     const eddy_spec_params *spec; /* NULL: no drafts */
     int64_t draft_max;   /* drafts per job and step */
-    eddy_token *drafted; /* (np, draft_max + 1) scratch: each job's drafts, then its tokens */
+    eddy_token *drafted; /* (np, draft_max + 1) scratch: each job's drafts, then its tokens; in
+                          * a greedy step without drafts, each job's argmax */
+    bool greedy;         /* temperature 0, no penalties: the engine gives the argmax ids */
     /* (np) a step's drafts: eddy_spec_draft_many's arguments */
     eddy_spec **d_spec;
     eddy_token *d_t, **d_out;
@@ -249,7 +251,10 @@ static int step(sched *sc) {
     }
     eddy_batch b = {n, sc->tokens, sc->owner, NULL}; /* logits: each sequence's last token */
     eddy_error err;
-    if (eddy_engine_decode(sc->e, &b, sc->logits, &err) != EDDY_OK) return cli_error("%s", err.msg);
+    /* greedy: the ids alone (on a GPU the logits stay there), the sampler's own choice */
+    const eddy_status st = sc->greedy ? eddy_engine_decode_argmax(sc->e, &b, sc->drafted, &err)
+                                      : eddy_engine_decode(sc->e, &b, sc->logits, &err);
+    if (st != EDDY_OK) return cli_error("%s", err.msg);
     for (int64_t k = 0; k < sc->n_active; k++) {
         job *j = sc->active[k];
         if (j->t_first == 0) { /* the prompt went in: the sampler sees it, as eddy run's */
@@ -260,7 +265,7 @@ static int step(sched *sc) {
             finish(sc, j, "length");
             continue;
         }
-        const eddy_token t = eddy_sampler_sample(j->s, sc->logits + k * sc->n_vocab);
+        const eddy_token t = sc->greedy ? sc->drafted[k] : eddy_sampler_sample(j->s, sc->logits + k * sc->n_vocab);
         if (eddy_vocab_is_eog(sc->v, t)) {
             finish(sc, j, "eog");
             continue;
@@ -422,6 +427,8 @@ int cmd_batch(int argc, char **argv) {
         sc.d_out = malloc((size_t)np * sizeof *sc.d_out), sc.d_max = malloc((size_t)np * sizeof *sc.d_max);
         sc.d_n = malloc((size_t)np * sizeof *sc.d_n);
         sc.spec = sc.draft_max ? &o.spec : NULL;
+        sc.greedy = o.sp.temp <= 0 && o.sp.repeat_penalty == 1.0f && o.sp.presence_penalty == 0 &&
+                    o.sp.frequency_penalty == 0;
         if (!sc.active || !sc.logits || !sc.drafted || !sc.d_spec || !sc.d_t || !sc.d_out || !sc.d_max || !sc.d_n)
             rc = cli_error("out of memory");
     }

@@ -340,10 +340,11 @@ typedef struct {
  * order (NULL: none). Checks everything before changing anything. */
 eddy_status eddy_engine_decode(eddy_engine *e, const eddy_batch *b, float *logits, eddy_error *err);
 /* The same, giving each wanted token's most likely next token instead of its logits: ids
- * receives one id per wanted token, in batch order (the first index of the largest
- * logit, NaN never; greedy decoding's choice). On a GPU the ids are found there and only
- * they come back (4 bytes a row, where the logits take 4 n_vocab). The batch's
- * sequences keep no logits afterwards (eddy_seq_logits: NULL), as with logits NULL. */
+ * receives one id per wanted token, in batch order: the first index of the largest logit
+ * that is neither NaN nor -inf, 0 when there is none (what a greedy eddy_sampler without
+ * penalties picks). On a GPU the ids are found there and only they come back (4 bytes a
+ * row, where the logits take 4 n_vocab). ids may be b->tokens. The batch's sequences
+ * keep no logits afterwards (eddy_seq_logits: NULL), as with logits NULL. */
 eddy_status eddy_engine_decode_argmax(eddy_engine *e, const eddy_batch *b, eddy_token *ids, eddy_error *err);
 
 /* Speculative verification: like eddy_engine_decode (at most n_batch tokens), but

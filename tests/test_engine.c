@@ -401,8 +401,8 @@ TEST(engine_two_threads_drive_one_engine) {
 
 /* ==== Bad use ==== */
 
-/* eddy_engine_decode_argmax gives each wanted row the argmax (vec_argmax_ref) of the
- * logits eddy_engine_decode gives on an engine fed alike: a prefill batch with rows
+/* eddy_engine_decode_argmax gives each wanted row the argmax of the logits
+ * eddy_engine_decode gives on an engine fed alike (a greedy sampler's choice): a prefill batch with rows
  * wanted by flag, then decode steps whose tokens are the ids written over the batch's
  * own; the sequences keep no logits. */
 static void check_decode_argmax(const char *file) {

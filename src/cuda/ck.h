@@ -115,8 +115,9 @@ int ck_add_rmsnorm(float *x, const float *add, float scale, float *y, const floa
                    float eps, void *q8, void *stream);
 /* x *= scale over n floats. */
 void ck_scale(float *x, int64_t n, float scale, void *stream);
-/* out[r] (r < rows) = vec_argmax of row r of x (rows of n < 2^31 floats): the first index of the
- * largest non-NaN element, 0 when all are NaN. */
+/* out[r] (r < rows) = the first index of the largest element of row r of x (rows of
+ * n < 2^31 floats) that is neither NaN nor -inf, 0 when there is none: the greedy
+ * sampler's choice (vec_argmax's, but 0 for a row of -inf). */
 void ck_argmax_rows(const float *x, int64_t rows, int64_t n, int32_t *out, void *stream);
 /* out (n_rows, n) = silu(gate) * up (out may alias either); q8: as ck_add_rmsnorm's. */
 int ck_swiglu(float *out, const float *gate, const float *up, int64_t n_rows, int64_t n, void *q8, void *stream);

@@ -102,7 +102,7 @@ __global__ void scale_kernel(float *x, int64_t n, float scale) {
 }
 
 /* A candidate of an argmax: value v at index i (i < 0: none yet). The larger value wins,
- * of equal ones the lower index: vec_argmax_ref's first index of the largest. */
+ * of equal ones the lower index: the first index of the largest. */
 struct arg_best {
     float v;
     int i;
@@ -114,7 +114,7 @@ __device__ __forceinline__ arg_best arg_better(arg_best a, arg_best b) {
 }
 
 /* One block per row of x (rows of n < 2^31): out[row] = the first index of its largest
- * non-NaN element, 0 when every element is NaN */
+ * element that is neither NaN nor -inf, 0 when there is none */
 __global__ void argmax_rows_kernel(const float *x, int64_t n, int32_t *out) {
     ck_pdl_entry();
     __shared__ arg_best part[32];
@@ -122,7 +122,7 @@ __global__ void argmax_rows_kernel(const float *x, int64_t n, int32_t *out) {
     arg_best b = {0.0f, -1};
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
         const float v = r[i];
-        if (v == v && (b.i < 0 || v > b.v)) b = arg_best{v, (int)i}; /* a thread's indices ascend */
+        if (v == v && v != -INFINITY && (b.i < 0 || v > b.v)) b = arg_best{v, (int)i}; /* indices ascend */
     }
     for (int o = 16; o > 0; o >>= 1) {
         const arg_best other = {__shfl_xor_sync(0xffffffffu, b.v, o), __shfl_xor_sync(0xffffffffu, b.i, o)};

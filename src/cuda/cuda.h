@@ -29,8 +29,8 @@ const char *cuda_backend_name(const cuda_backend *g);
 size_t cuda_backend_f16_bytes(const cuda_backend *g);
 
 /* forward() on the GPU (same contract, engine.h); logits land in host memory, or (logits
- * NULL) each output row's argmax (vec_argmax's) in ids, found on the GPU. Fails only on
- * a CUDA error, named in err. */
+ * NULL) each output row's argmax (ck_argmax_rows) in ids, found on the GPU. Fails only
+ * on a CUDA error, named in err. */
 eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits, int32_t *ids,
                          const int64_t *out_rows, int64_t n_out, eddy_error *err);
 

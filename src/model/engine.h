@@ -258,8 +258,9 @@ int64_t step_decode_group(const step_plan *plan, int64_t i);
 
 /* Evaluates a validated batch (the lock held): rows in order, split into steps of
  * n_batch rows; with verify, every sequence of the batch keeps per-position states.
- * The wanted rows' logits go to logits, or (logits NULL) their argmax ids to ids (on a
- * GPU found there: only the ids come back); both NULL: nothing. */
+ * The wanted rows' logits go to logits, or (logits NULL) their argmax ids to ids (as
+ * eddy_engine_decode_argmax; on a GPU found there: only the ids come back); both NULL:
+ * nothing. */
 eddy_status engine_run(engine *c, const int32_t *tokens, eddy_seq *const *seqs, int64_t n, const int8_t *want,
                        float *logits, int32_t *ids, bool verify, eddy_error *err);
 

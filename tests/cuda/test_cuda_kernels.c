@@ -361,12 +361,19 @@ TEST(cuda_fused_8bit_forms_match_gemv) {
 
 /* ==== Row ops ==== */
 
-/* ck_argmax_rows is vec_argmax_ref on every row: a vocabulary-wide row, the largest value
+/* The greedy sampler's choice: vec_argmax_ref, or 0 when that is NaN or -inf */
+static int64_t greedy_ref(const float *x, int64_t n) {
+    const int64_t b = vec_argmax_ref(x, n);
+    return isnan(x[b]) || x[b] == -INFINITY ? 0 : b;
+}
+
+/* ck_argmax_rows is greedy_ref on every row: a vocabulary-wide row, the largest value
  * repeated later (the first wins, also across the block's threads and warps), NaNs
- * around it, all -inf (the first), all NaN (0), and -0 before +0 (equal: the first). */
+ * around it, all -inf, all NaN, -0 before +0 (equal: the first), and a NaN before -inf
+ * (0, where vec_argmax_ref gives the first -inf). */
 TEST(cuda_argmax_rows_match_ref) {
     test_rng r = test_rng_new();
-    const int64_t n = 151936, rows = 6;
+    const int64_t n = 151936, rows = 7;
     float *x = rand_floats(&r, rows * n, 1.0f);
     x[0 * n + 70001] = 9.0f, x[0 * n + 151000] = 9.0f, x[0 * n + 513] = 9.0f; /* ties: 513 */
     for (int64_t i = 0; i < n; i += 7) x[1 * n + i] = NAN;
@@ -375,15 +382,16 @@ TEST(cuda_argmax_rows_match_ref) {
     for (int64_t i = 0; i < n; i++) x[4 * n + i] = i < 1000 ? -1.0f : 0.0f;
     x[4 * n + 5000] = -0.0f, x[4 * n + 1000] = -0.0f; /* -0 at 1000 before the +0 after it */
     x[5 * n + n - 1] = 100.0f;                          /* the very last element */
+    for (int64_t i = 0; i < n; i++) x[6 * n + i] = i == 0 ? NAN : -INFINITY;
     float *dx = dev(x, (size_t)(rows * n) * sizeof *x);
-    int32_t got[6], *dout = dev(NULL, sizeof got);
+    int32_t got[7], *dout = dev(NULL, sizeof got);
     ck_argmax_rows(dx, rows, n, dout, NULL);
     back(got, dout, sizeof got);
     if (ok_cuda("ck_argmax_rows"))
         for (int64_t k = 0; k < rows; k++)
-            CHECKF(got[k] == vec_argmax_ref(x + k * n, n), "row %lld: %d, vec_argmax_ref %lld", (long long)k, got[k],
-                   (long long)vec_argmax_ref(x + k * n, n));
-    CHECK(got[0] == 513 && got[3] == 0 && got[4] == 1000 && got[5] == n - 1);
+            CHECKF(got[k] == greedy_ref(x + k * n, n), "row %lld: %d, greedy_ref %lld", (long long)k, got[k],
+                   (long long)greedy_ref(x + k * n, n));
+    CHECK(got[0] == 513 && got[3] == 0 && got[4] == 1000 && got[5] == n - 1 && got[6] == 0);
     cudaFree(dx), cudaFree(dout);
     free(x);
 }
