@@ -4,11 +4,12 @@
  * memory, and per step one upload of its plan (rows, runs, block tables), then the
  * layers as forward.c runs them, kernel after kernel on the engine's stream.
  *
- * Products: up to CK_GEMV_MAX_TOK rows decode the weight on the fly (ck_gemv); more rows
- * multiply an f16 copy of the weight on the tensor cores through cuBLAS (f32
- * accumulation), F32 weights through cuBLAS's SGEMM. The f16 copy is made at a weight's
- * first such product and kept while device memory allows (weight_f16), else made again
- * in every product.
+ * Products: up to CK_GEMV_MAX_TOK rows decode the weight on the fly (ck_gemv); up to
+ * mmq_rows (batched decode) multiply its 8-bit levels on the tensor cores (ck_mmq_parts);
+ * more rows (prefill), or a weight without the integer path, multiply an f16 copy of the
+ * weight on the tensor cores through cuBLAS (f32 accumulation), F32 weights through
+ * cuBLAS's SGEMM. The f16 copy is made at a weight's first such product and kept while
+ * device memory allows (weight_f16), else made again in every product.
  * Layers: what the CPU blocks do (attention, Gated DeltaNet, Mamba-2; SwiGLU, squared
  * ReLU, mixtures of experts routed on the host), each sequence-aware kernel taking all
  * runs of the step at once. The state pool's memory operations (device_mem) let the
