@@ -427,8 +427,7 @@ int cmd_batch(int argc, char **argv) {
         sc.d_out = malloc((size_t)np * sizeof *sc.d_out), sc.d_max = malloc((size_t)np * sizeof *sc.d_max);
         sc.d_n = malloc((size_t)np * sizeof *sc.d_n);
         sc.spec = sc.draft_max ? &o.spec : NULL;
-        sc.greedy = o.sp.temp <= 0 && o.sp.repeat_penalty == 1.0f && o.sp.presence_penalty == 0 &&
-                    o.sp.frequency_penalty == 0;
+        sc.greedy = eddy_sampler_params_greedy(&o.sp);
         if (!sc.active || !sc.logits || !sc.drafted || !sc.d_spec || !sc.d_t || !sc.d_out || !sc.d_max || !sc.d_n)
             rc = cli_error("out of memory");
     }

@@ -413,6 +413,9 @@ eddy_sampler_params eddy_sampler_default_params(void);
 /* Checks the ranges (temp >= 0 finite, 0 < top_p <= 1, 0 <= min_p <= 1, penalties finite,
  * repeat_penalty > 0, repeat_last_n >= 0). */
 eddy_status eddy_sampler_params_check(const eddy_sampler_params *p, eddy_error *err);
+/* True when a sampler of these parameters always picks what eddy_engine_decode_argmax
+ * gives (temperature 0, no penalties), so a caller may take the ids without the logits. */
+bool eddy_sampler_params_greedy(const eddy_sampler_params *p);
 eddy_status eddy_sampler_new(const eddy_sampler_params *p, int64_t n_vocab, eddy_sampler **out, eddy_error *err);
 void eddy_sampler_free(eddy_sampler *s);
 int32_t eddy_sampler_sample(eddy_sampler *s, const float *logits);

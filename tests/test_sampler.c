@@ -30,6 +30,7 @@ TEST(sampler_greedy_picks_argmax) {
     for (int i = 0; i < 10; i++) CHECK_EQ(eddy_sampler_sample(s, l), 1);
     eddy_sampler_free(s);
     p = plain(1.0f);
+    CHECK(!eddy_sampler_params_greedy(&p));
     p.top_k = 1; /* top-k 1 is greedy too */
     s = make(&p, 6);
     for (int i = 0; i < 10; i++) CHECK_EQ(eddy_sampler_sample(s, l), 1);
@@ -50,8 +51,10 @@ TEST(sampler_greedy_picks_argmax) {
             for (int64_t i = 0; i < n; i++) x[i] = -INFINITY;
         if (kind == 4) x[0] = NAN, x[n - 1] = 50.0f;
         eddy_sampler_params q = plain(0.0f);
+        CHECK(eddy_sampler_params_greedy(&q));
         eddy_sampler *fast = make(&q, n);
         q.presence_penalty = 1.0f; /* no token accepted: nothing to penalize, but the chain runs */
+        CHECK(!eddy_sampler_params_greedy(&q));
         eddy_sampler *chained = make(&q, n);
         CHECKF(eddy_sampler_sample(fast, x) == eddy_sampler_sample(chained, x), "kind %d: %d against %d", kind,
                eddy_sampler_sample(fast, x), eddy_sampler_sample(chained, x));

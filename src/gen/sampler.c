@@ -71,6 +71,13 @@ eddy_status eddy_sampler_params_check(const eddy_sampler_params *p, eddy_error *
     return EDDY_OK;
 }
 
+/* True when the penalties can change a logit (else the chain may skip them) */
+static bool penalized(const eddy_sampler_params *p) {
+    return p->repeat_penalty != 1.0f || p->presence_penalty != 0 || p->frequency_penalty != 0;
+}
+
+bool eddy_sampler_params_greedy(const eddy_sampler_params *p) { return p->temp <= 0 && !penalized(p); }
+
 /* ==== Life cycle ==== */
 
 eddy_status sampler_new(sampler **out, const eddy_sampler_params *p, int64_t n_vocab, eddy_error *err) {
@@ -260,10 +267,6 @@ static void softmax_of(const candidate *c, float *probs, int64_t n, float temp) 
 
 /* Runs the chain on logits: the candidates it keeps are s->cand[0, keep), best first,
  * with their probabilities in s->probs[0, keep) (greedy: the argmax alone, 1). */
-/* True when the penalties can change a logit (else the chain may skip them) */
-static bool penalized(const eddy_sampler_params *p) {
-    return p->repeat_penalty != 1.0f || p->presence_penalty != 0 || p->frequency_penalty != 0;
-}
 
 /* The k (<= TOP_SCAN_MAX) best of x[0, n), neither NaN nor -inf, into top, best first in
  * select_top's order, in one pass: once k are held, a group of 16 elements is looked at
@@ -358,12 +361,11 @@ static int64_t chain(sampler *s, const float *logits) {
 
 int32_t sampler_sample(sampler *s, const float *logits) {
     const eddy_sampler_params *p = &s->p;
-    if (p->temp <= 0 && !penalized(p)) {
+    if (eddy_sampler_params_greedy(p)) {
         /* greedy without penalties: chain's choice (the first largest logit, neither NaN nor
          * -inf; token 0 when there is none) by a vectorized scan instead of a candidate list
          * of the whole vocabulary, a large part of a token's time when the GPU makes it */
-        const int64_t b = vec_argmax(logits, s->n_vocab);
-        return logits[b] == -INFINITY || isnan(logits[b]) ? 0 : (int32_t)b;
+        return (int32_t)vec_greedy(logits, s->n_vocab);
     }
     const int64_t keep = chain(s, logits);
     if (s->p.temp <= 0 || keep == 1) {

@@ -5,7 +5,6 @@
  * tokens, a verify's pending slots). Also the one-sequence entry eddy_seq_eval.
  */
 #include <inttypes.h>
-#include <math.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -197,11 +196,8 @@ eddy_status engine_run(engine *c, const eddy_token *tokens, eddy_seq *const *seq
             }
         } else {
             forward(c, tokens + r0, p, step_ids ? c->argmax_logits : step_logits, p->out, n_made);
-            for (int64_t o = 0; step_ids && o < n_out; o++) { /* the greedy sampler's choice */
-                const float *x = c->argmax_logits + o * n_vocab;
-                const int64_t b = vec_argmax(x, n_vocab);
-                step_ids[o] = x[b] == -INFINITY || isnan(x[b]) ? 0 : (int32_t)b;
-            }
+            for (int64_t o = 0; step_ids && o < n_out; o++)
+                step_ids[o] = (int32_t)vec_greedy(c->argmax_logits + o * n_vocab, n_vocab);
         }
         done_out += n_out;
         /* each sequence keeps the logits of its last token when they were computed */

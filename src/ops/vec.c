@@ -72,6 +72,11 @@ int64_t vec_argmax(const float *x, int64_t n) {
     return 0;
 }
 
+int64_t vec_greedy(const float *x, int64_t n) {
+    const int64_t b = vec_argmax(x, n);
+    return x[b] == -INFINITY || isnan(x[b]) ? 0 : b;
+}
+
 int64_t vec_argmax_softmax(const float *x, int64_t n, float *p) {
     const int64_t b = vec_argmax(x, n);
     double sum = 0;

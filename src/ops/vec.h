@@ -22,6 +22,10 @@
 int64_t vec_argmax(const float *x, int64_t n);
 int64_t vec_argmax_ref(const float *x, int64_t n);
 
+/* Greedy decoding's choice: vec_argmax, or 0 when that element is NaN or -inf (no logit
+ * usable). What a greedy sampler without penalties and eddy_engine_decode_argmax pick. */
+int64_t vec_greedy(const float *x, int64_t n);
+
 /* vec_argmax and the argmax's probability under softmax (accumulated in double), in *p.
  * Once per drafted token. */
 int64_t vec_argmax_softmax(const float *x, int64_t n, float *p);
