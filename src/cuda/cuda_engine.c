@@ -179,39 +179,32 @@ static const char *check_linear(const tensor *t) {
     return t->name;
 }
 
-/* The tensors of a layer the GPU reads (every kind of layer's; absent ones stay absent). */
-static const size_t layer_tensors[] = {
-    offsetof(model_layer, attn_norm),  offsetof(model_layer, wq),          offsetof(model_layer, wk),
-    offsetof(model_layer, wv),         offsetof(model_layer, wo),          offsetof(model_layer, q_norm),
-    offsetof(model_layer, k_norm),     offsetof(model_layer, ssm_qkv),     offsetof(model_layer, ssm_z),
-    offsetof(model_layer, ssm_beta),   offsetof(model_layer, ssm_alpha),   offsetof(model_layer, ssm_ba),
-    offsetof(model_layer, ssm_a),      offsetof(model_layer, ssm_dt_bias), offsetof(model_layer, ssm_norm),
-    offsetof(model_layer, ssm_out),    offsetof(model_layer, ssm_in),      offsetof(model_layer, ssm_conv_bias),
-    offsetof(model_layer, ssm_d),      offsetof(model_layer, ffn_norm),    offsetof(model_layer, ffn_gate),
-    offsetof(model_layer, ffn_up),     offsetof(model_layer, ffn_down),    offsetof(model_layer, moe_router),
-    offsetof(model_layer, moe_gate),   offsetof(model_layer, moe_up),      offsetof(model_layer, moe_down),
-    offsetof(model_layer, shexp_gate), offsetof(model_layer, shexp_up),    offsetof(model_layer, shexp_down),
-    offsetof(model_layer, shexp_router)};
-
-/* The weights of a layer's products (a subset of layer_tensors) */
-static const size_t layer_products[] = {
-    offsetof(model_layer, wq),         offsetof(model_layer, wk),        offsetof(model_layer, wv),
-    offsetof(model_layer, wo),         offsetof(model_layer, ssm_qkv),   offsetof(model_layer, ssm_z),
-    offsetof(model_layer, ssm_beta),   offsetof(model_layer, ssm_alpha), offsetof(model_layer, ssm_ba),
-    offsetof(model_layer, ssm_out),    offsetof(model_layer, ssm_in),    offsetof(model_layer, ffn_gate),
-    offsetof(model_layer, ffn_up),     offsetof(model_layer, ffn_down),  offsetof(model_layer, moe_router),
-    offsetof(model_layer, moe_gate),   offsetof(model_layer, moe_up),    offsetof(model_layer, moe_down),
-    offsetof(model_layer, shexp_gate), offsetof(model_layer, shexp_up),  offsetof(model_layer, shexp_down),
-    offsetof(model_layer, shexp_router)};
+/* The tensors of a layer the GPU reads (every kind of layer's; absent ones stay absent),
+ * and whether each is a product's weight */
+#define NORM(f) {offsetof(model_layer, f), false}
+#define PRODUCT(f) {offsetof(model_layer, f), true}
+static const struct {
+    size_t at;
+    bool product;
+} layer_tensors[] = {
+    NORM(attn_norm),     PRODUCT(wq),       PRODUCT(wk),         PRODUCT(wv),          PRODUCT(wo),
+    NORM(q_norm),        NORM(k_norm),      PRODUCT(ssm_qkv),    PRODUCT(ssm_z),       PRODUCT(ssm_beta),
+    PRODUCT(ssm_alpha),  PRODUCT(ssm_ba),   NORM(ssm_a),         NORM(ssm_dt_bias),    NORM(ssm_norm),
+    PRODUCT(ssm_out),    PRODUCT(ssm_in),   NORM(ssm_conv_bias), NORM(ssm_d),          NORM(ffn_norm),
+    PRODUCT(ffn_gate),   PRODUCT(ffn_up),   PRODUCT(ffn_down),   PRODUCT(moe_router),  PRODUCT(moe_gate),
+    PRODUCT(moe_up),     PRODUCT(moe_down), PRODUCT(shexp_gate), PRODUCT(shexp_up),    PRODUCT(shexp_down),
+    PRODUCT(shexp_router)};
+#undef NORM
+#undef PRODUCT
 
 /* Whether some product's weight lacks the integer path (cuBLAS then multiplies it in every
  * step of more than CK_GEMV_MAX_TOK rows) */
 static bool has_float_products(const model *m) {
     if (m->output.name && !ck_gemv_integer(m->output.type)) return true;
     for (int64_t il = 0; il < m->hp.n_layer; il++)
-        for (size_t i = 0; i < sizeof layer_products / sizeof layer_products[0]; i++) {
-            const tensor *t = (const tensor *)((const char *)&m->layers[il] + layer_products[i]);
-            if (t->name && !ck_gemv_integer(t->type)) return true;
+        for (size_t i = 0; i < sizeof layer_tensors / sizeof layer_tensors[0]; i++) {
+            const tensor *t = (const tensor *)((const char *)&m->layers[il] + layer_tensors[i].at);
+            if (layer_tensors[i].product && t->name && !ck_gemv_integer(t->type)) return true;
         }
     return false;
 }
@@ -249,8 +242,8 @@ static eddy_status upload_model(cuda_backend *g, const model *m, bool mtp, int64
         model_layer *d = &g->layers[il];
         *d = *l;
         for (size_t i = 0; ok && i < sizeof layer_tensors / sizeof layer_tensors[0]; i++) {
-            const tensor *t = (const tensor *)((const char *)l + layer_tensors[i]);
-            ok = upload(g, t, (tensor *)((char *)d + layer_tensors[i]));
+            const tensor *t = (const tensor *)((const char *)l + layer_tensors[i].at);
+            ok = upload(g, t, (tensor *)((char *)d + layer_tensors[i].at));
             note_linear(t, w16, max_in);
         }
         if (ok && (l->mixer == MIXER_GDN || l->mixer == MIXER_MAMBA2)) { /* conv taps, repacked (K, conv_dim) */
