@@ -25,7 +25,6 @@
 #include <stdlib.h>
 
 #include "eddy.h"
-#include "ops/vec.h"
 #include "test_seq.h"
 
 static const char *const models[] = {
@@ -402,57 +401,10 @@ TEST(engine_two_threads_drive_one_engine) {
 /* ==== Bad use ==== */
 
 /* eddy_engine_decode_argmax gives each wanted row the argmax of the logits
- * eddy_engine_decode gives on an engine fed alike (a greedy sampler's choice): a prefill batch with rows
- * wanted by flag, then decode steps whose tokens are the ids written over the batch's
- * own; the sequences keep no logits. */
-static void check_decode_argmax(const char *file) {
-    enum { S = 3, STEPS = 3 };
-    eddy_model *m = load(file);
-    REQUIRE(m);
-    const int64_t V = eddy_model_n_vocab(m);
-    eddy_engine *e[2] = {new_engine(m, S, 0, 64), new_engine(m, S, 0, 64)};
-    REQUIRE(e[0] && e[1]);
-    eddy_seq *s[2][S];
-    for (int k = 0; k < 2; k++)
-        for (int j = 0; j < S; j++) REQUIRE(s[k][j] = new_seq(e[k]));
-    test_rng r = test_rng_new();
-    int32_t prompt[14], tok[S];
-    rand_ids(&r, prompt, 14, V);
-    eddy_seq *owner[2][14];
-    int8_t want[14] = {0};
-    for (int i = 0; i < 14; i++) owner[0][i] = s[0][i < 5 ? 0 : i < 7 ? 1 : 2], owner[1][i] = s[1][i < 5 ? 0 : i < 7 ? 1 : 2];
-    want[1] = want[4] = want[6] = want[9] = want[13] = 1;
-    float *logits = malloc(sizeof *logits * (size_t)(5 * V));
-    int32_t ids[5];
-    eddy_error err;
-    eddy_batch b0 = {14, prompt, owner[0], want}, b1 = {14, prompt, owner[1], want};
-    REQUIRE(CHECKF(eddy_engine_decode(e[0], &b0, logits, &err) == EDDY_OK, "%s", err.msg));
-    REQUIRE(CHECKF(eddy_engine_decode_argmax(e[1], &b1, ids, &err) == EDDY_OK, "%s", err.msg));
-    for (int k = 0; k < 5; k++)
-        CHECKF(ids[k] == vec_argmax_ref(logits + k * V, V), "%s: prefill row %d: %d, the logits' argmax %lld", file,
-               k, ids[k], (long long)vec_argmax_ref(logits + k * V, V));
-    for (int j = 0; j < S; j++) tok[j] = ids[j == 0 ? 1 : j == 1 ? 2 : 4]; /* each one's last row */
-    for (int t = 0; t < STEPS; t++) {
-        eddy_batch d0 = {S, tok, s[0], NULL}, d1 = {S, tok, s[1], NULL};
-        REQUIRE(CHECKF(eddy_engine_decode(e[0], &d0, logits, &err) == EDDY_OK, "%s", err.msg));
-        REQUIRE(CHECKF(eddy_engine_decode_argmax(e[1], &d1, tok, &err) == EDDY_OK, "%s", err.msg));
-        for (int j = 0; j < S; j++)
-            CHECKF(tok[j] == vec_argmax_ref(logits + j * V, V), "%s: step %d, sequence %d: %d, the logits' argmax %lld",
-                   file, t, j, tok[j], (long long)vec_argmax_ref(logits + j * V, V));
-    }
-    for (int j = 0; j < S; j++) CHECK(eddy_seq_logits(s[1][j]) == NULL && eddy_seq_logits(s[0][j]) != NULL);
-    CHECK_EQ(eddy_engine_decode_argmax(e[1], &b1, NULL, &err), EDDY_ERR_ARG);
-    free(logits);
-    for (int k = 0; k < 2; k++) {
-        for (int j = 0; j < S; j++) eddy_seq_free(s[k][j]);
-        eddy_engine_free(e[k]);
-    }
-    eddy_model_free(m);
-}
-
+ * eddy_engine_decode gives (tseq_check_decode_argmax) */
 TEST(engine_decode_argmax_is_the_logits_argmax) {
-    check_decode_argmax("models/qwen35-tiny-q4_k_m.gguf");
-    check_decode_argmax("models/llama-tiny-f32.gguf");
+    tseq_check_decode_argmax("models/qwen35-tiny-q4_k_m.gguf", (eddy_engine_params){0});
+    tseq_check_decode_argmax("models/llama-tiny-f32.gguf", (eddy_engine_params){0});
 }
 
 TEST(engine_refuses_bad_use) {

@@ -17,5 +17,11 @@ eddy_seq *tseq_new(eddy_engine *e);
 bool tseq_feed(eddy_seq *s, const int32_t *ids, int64_t n, float *out);
 /* n random ids below n_vocab. */
 void tseq_rand_ids(test_rng *r, int32_t *ids, int64_t n, int64_t n_vocab);
+/* On two engines of p's kind (3 sequences of 64 positions), a prefill batch with rows
+ * wanted by flag and then decode steps, one through eddy_engine_decode, the other
+ * through eddy_engine_decode_argmax (its ids written over the batch's tokens): each id
+ * is the argmax of the other's logits, its sequences keep no logits, and NULL ids are
+ * refused. */
+void tseq_check_decode_argmax(const char *file, eddy_engine_params p);
 
 #endif

@@ -24,7 +24,6 @@
 #include "cuda/ck.h"
 #include "cuda/cuda.h"
 #include "model/engine.h"
-#include "ops/vec.h"
 #include "test.h"
 #include "test_seq.h"
 
@@ -576,48 +575,11 @@ TEST(cuda_wide_batch_matches_alone) {
 }
 
 /* eddy_engine_decode_argmax on the GPU (the argmax found there, only the ids copied back)
- * gives the argmax of the logits eddy_engine_decode gives on an engine fed alike: a
- * prefill with rows wanted by flag, then decode steps feeding the ids. */
+ * gives the argmax of the logits eddy_engine_decode gives (tseq_check_decode_argmax). */
 TEST(cuda_decode_argmax_is_the_logits_argmax) {
-    enum { S = 3 };
-    eddy_model *m = tseq_load("models/qwen35-tiny-q8_0.gguf");
-    REQUIRE(m);
-    const int64_t V = eddy_model_n_vocab(m);
-    eddy_engine *e[2] = {gpu_engine(m, S, 0, EDDY_KV_F16), gpu_engine(m, S, 0, EDDY_KV_F16)};
-    REQUIRE(e[0] && e[1]);
-    eddy_seq *s[2][S], *owner[2][12];
-    for (int k = 0; k < 2; k++)
-        for (int j = 0; j < S; j++) REQUIRE(s[k][j] = tseq_new(e[k]));
-    test_rng r = test_rng_new();
-    int32_t prompt[12], ids[4], tok[S];
-    tseq_rand_ids(&r, prompt, 12, V);
-    int8_t want[12] = {0};
-    want[0] = want[5] = want[6] = want[11] = 1; /* sequence 0's rows 0..5, 1's 6, 2's 7..11 */
-    for (int i = 0; i < 12; i++)
-        for (int k = 0; k < 2; k++) owner[k][i] = s[k][i < 6 ? 0 : i < 7 ? 1 : 2];
-    float *logits = malloc(sizeof *logits * (size_t)(4 * V));
-    eddy_error err;
-    eddy_batch b0 = {12, prompt, owner[0], want}, b1 = {12, prompt, owner[1], want};
-    REQUIRE(CHECKF(eddy_engine_decode(e[0], &b0, logits, &err) == EDDY_OK, "%s", err.msg));
-    REQUIRE(CHECKF(eddy_engine_decode_argmax(e[1], &b1, ids, &err) == EDDY_OK, "%s", err.msg));
-    for (int k = 0; k < 4; k++)
-        CHECKF(ids[k] == vec_argmax_ref(logits + k * V, V), "prefill row %d: %d, the logits' argmax %lld", k, ids[k],
-               (long long)vec_argmax_ref(logits + k * V, V));
-    tok[0] = ids[1], tok[1] = ids[2], tok[2] = ids[3];
-    for (int t = 0; t < 3; t++) {
-        eddy_batch d0 = {S, tok, s[0], NULL}, d1 = {S, tok, s[1], NULL};
-        REQUIRE(CHECKF(eddy_engine_decode(e[0], &d0, logits, &err) == EDDY_OK, "%s", err.msg));
-        REQUIRE(CHECKF(eddy_engine_decode_argmax(e[1], &d1, tok, &err) == EDDY_OK, "%s", err.msg));
-        for (int j = 0; j < S; j++)
-            CHECKF(tok[j] == vec_argmax_ref(logits + j * V, V), "step %d, sequence %d: %d, the logits' argmax %lld", t,
-                   j, tok[j], (long long)vec_argmax_ref(logits + j * V, V));
-    }
-    free(logits);
-    for (int k = 0; k < 2; k++) {
-        for (int j = 0; j < S; j++) eddy_seq_free(s[k][j]);
-        eddy_engine_free(e[k]);
-    }
-    eddy_model_free(m);
+    tseq_check_decode_argmax("models/qwen35-tiny-q8_0.gguf", (eddy_engine_params){.device = EDDY_DEVICE_CUDA,
+                                                                                  .type_k = EDDY_KV_F16,
+                                                                                  .type_v = EDDY_KV_F16});
 }
 
 
