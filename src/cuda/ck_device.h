@@ -15,6 +15,8 @@
 #ifndef EDDY_CUDA_CK_DEVICE_H
 #define EDDY_CUDA_CK_DEVICE_H
 
+#include <stdint.h>
+
 #ifdef EDDY_CUDA_EMU
 #include "cuda/ck_emu.h"
 #else
@@ -55,6 +57,9 @@ __device__ __forceinline__ void ck_pdl_entry() {
     ck_pdl_trigger();
     ck_pdl_wait();
 }
+
+/* Blocks of `per` threads (or other items) that cover n */
+static inline unsigned blocks_for(int64_t n, int64_t per) { return (unsigned)((n + per - 1) / per); }
 
 #ifndef EDDY_CUDA_EMU
 template <typename K> struct ck_launcher {

@@ -3,7 +3,8 @@
  * aligned loads of the blocks' fields, and per format a decoder of one 32-element unit
  * into int8 levels with an integer offset and, per half of 16, a scale and a min
  * (iunit<T>), which the integer products multiply with 8-bit activations (ck_quant.cu's
- * __dp4a kernels, ck_mmq.cu's tensor-core kernels). Included by the kernel files only,
+ * __dp4a kernels, ck_mmq.cu's tensor-core kernels), and the weights one launch of those
+ * kernels takes (gemv_parts). Included by the kernel files only,
  * in an anonymous namespace: each has its own copy.
  *
  * A unit's dot product with the 8-bit activations x of the same 32 elements is
@@ -18,9 +19,18 @@
 
 #include <stdint.h>
 
+#include "cuda/ck.h"
 #include "cuda/ck_device.h"
 
 namespace {
+
+/* The weights of one launch of the integer kernels (ck_gemv_parts, ck_mmq_parts): up to
+ * CK_GEMV_MAX_PARTS matrices of the same type and input width, each with its own output,
+ * their rows numbered one after the other. */
+struct gemv_parts {
+    ck_gemv_part p[CK_GEMV_MAX_PARTS];
+    int n;
+};
 
 /* GGML type ids (quant/qtypes.h) */
 enum {

@@ -17,8 +17,6 @@
 
 namespace {
 
-unsigned blocks_for(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
-
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 
 __device__ __forceinline__ float kv_load(const void *slab, int f16, int64_t i) {

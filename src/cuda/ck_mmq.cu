@@ -211,16 +211,10 @@ __device__ __forceinline__ void mmq_unit_mul(const mmq_frag &f, int64_t u, int64
     }
 }
 
-/* The weights of one launch: up to CK_GEMV_MAX_PARTS matrices of one type and input width,
- * each with its own output, a block taking MMQ_ROWS rows of one of them */
-struct mmq_parts {
-    ck_gemv_part p[CK_GEMV_MAX_PARTS];
-    int n;
-};
-
+/* A block takes MMQ_ROWS rows of one of the parts (gemv_parts, ck_levels.h) */
 template <class P, int NT>
 __global__ void __launch_bounds__(32 * MMQ_WARPS)
-    mmq_kernel(const mmq_parts ps, int64_t n_in, const mmq_x x, int64_t n_tok) {
+    mmq_kernel(const gemv_parts ps, int64_t n_in, const mmq_x x, int64_t n_tok) {
     ck_pdl_trigger();
     /* the block's part and its first row there */
     int64_t tile = blockIdx.x;
@@ -277,16 +271,18 @@ __global__ void __launch_bounds__(32 * MMQ_WARPS)
     }
 }
 
-unsigned blocks_of(int64_t n, int64_t per) { return (unsigned)((n + per - 1) / per); }
+/* The tiles of 8 rows of x that a pass of n rows (n <= CK_MMQ_TOK) takes: 2, 4 or 8, the
+ * kernel's instances */
+int mmq_tiles(int64_t n) { return n <= 16 ? 2 : n <= 32 ? 4 : 8; }
 
 /* One pass: the parts' products with n rows of x (n <= CK_MMQ_TOK), x quantized first */
 template <class P>
-void mmq_pass(const mmq_parts &ps, int64_t n_in, const float *x, int64_t n, void *scratch, cudaStream_t st) {
-    const int nt = n <= 16 ? 2 : n <= 32 ? 4 : 8;
+void mmq_pass(const gemv_parts &ps, int64_t n_in, const float *x, int64_t n, void *scratch, cudaStream_t st) {
+    const int nt = mmq_tiles(n);
     const int64_t n8 = 8 * nt, units = n_in / 32;
     int8_t *q = (int8_t *)scratch;
     float2 *ds = (float2 *)(q + n8 * n_in), *dh = ds + n8 * units;
-    CK_LAUNCH(blocks_of(n8 * units, 8), 256, 0, st, mmq_quantize_kernel)(x, n, n8, n_in, q, ds, dh);
+    CK_LAUNCH(blocks_for(n8 * units, 8), 256, 0, st, mmq_quantize_kernel)(x, n, n8, n_in, q, ds, dh);
     const mmq_x xa = {q, ds, dh, n8};
     int64_t tiles = 0;
     for (int k = 0; k < ps.n; k++) tiles += (ps.p[k].n_out + MMQ_ROWS - 1) / MMQ_ROWS;
@@ -299,10 +295,10 @@ void mmq_pass(const mmq_parts &ps, int64_t n_in, const float *x, int64_t n, void
 /* The policy for a type: Q4_K's and Q6_K's own, the unit decoder for the other formats
  * that have one; false for the rest (nothing launched) */
 template <int T, bool = has_iunit<T>::V> struct mmq_run {
-    static bool run(const mmq_parts &, int64_t, const float *, int64_t, void *, cudaStream_t) { return false; }
+    static bool run(const gemv_parts &, int64_t, const float *, int64_t, void *, cudaStream_t) { return false; }
 };
 template <int T> struct mmq_run<T, true> {
-    static bool run(const mmq_parts &ps, int64_t n_in, const float *x, int64_t n, void *scratch, cudaStream_t st) {
+    static bool run(const gemv_parts &ps, int64_t n_in, const float *x, int64_t n, void *scratch, cudaStream_t st) {
         uintptr_t align = 0;
         for (int k = 0; k < ps.n; k++) align |= (uintptr_t)ps.p[k].W | ps.p[k].row_bytes;
         if (T == T_Q4_K && align % 4 == 0) mmq_pass<mmq_q4k>(ps, n_in, x, n, scratch, st);
@@ -315,7 +311,7 @@ template <int T> struct mmq_run<T, true> {
 } // namespace
 
 extern "C" size_t ck_mmq_scratch_bytes(int64_t n_in, int64_t n_tok) {
-    const int64_t n8 = n_tok <= 16 ? 16 : n_tok <= 32 ? 32 : CK_MMQ_TOK;
+    const int64_t n8 = 8 * mmq_tiles(n_tok < CK_MMQ_TOK ? n_tok : CK_MMQ_TOK);
     return (size_t)(n8 * n_in) + (size_t)(2 * n8 * (n_in / 32)) * sizeof(float2);
 }
 
@@ -325,7 +321,7 @@ extern "C" int ck_mmq_parts(uint32_t type, const ck_gemv_part *parts, int n_part
         return 0;
     for (int64_t t0 = 0; t0 < n_tok; t0 += CK_MMQ_TOK) {
         const int64_t n = n_tok - t0 < CK_MMQ_TOK ? n_tok - t0 : CK_MMQ_TOK;
-        mmq_parts ps = {};
+        gemv_parts ps = {};
         ps.n = n_parts;
         for (int k = 0; k < n_parts; k++) ps.p[k] = parts[k], ps.p[k].y = parts[k].y + t0 * parts[k].n_out;
 #define MMQ(T) mmq_run<T>::run(ps, n_in, x + t0 * n_in, n, scratch, (cudaStream_t)stream)

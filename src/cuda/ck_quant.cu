@@ -310,8 +310,6 @@ void gemv_t(const void *W, size_t row_bytes, int64_t n_in, int64_t n_out, const 
     }
 }
 
-unsigned blocks_for(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
-
 /* ==== y = x W^T on 8-bit activations: integer dot products (__dp4a) ====
  *
  * The activations are quantized per 32-element unit of a row (ck_q8.h: int8 levels, a
@@ -332,14 +330,6 @@ __global__ void quantize_q8x_kernel(const float *x, int64_t n_units, int8_t *xq,
     if (i >= n_units) return; /* i is the warp's: the whole warp leaves */
     q8_store_unit(x[32 * i + lane], i, xq, xs);
 }
-
-/* The weights of one launch of the integer kernels: up to CK_GEMV_MAX_PARTS matrices of
- * the same type and input width, each with its own output (ck_gemv_parts), their rows
- * numbered one after the other. */
-struct gemv_parts {
-    ck_gemv_part p[CK_GEMV_MAX_PARTS];
-    int n;
-};
 
 /* The integer kernels' warps: wpr warps (1, 2, 4 or 8) take a row together, so that a
  * product of few rows still keeps many loads in flight. Warp w of a block takes row
