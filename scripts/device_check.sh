@@ -89,6 +89,10 @@ note "== single-sequence bench at $(elapsed)"
 grep -q 'graphs are off' "$OUT_DIR/bench.log" && note "WARNING: $(grep -m1 'graphs are off' "$OUT_DIR/bench.log")"
 bounded 180 $E bench -m "$M4B" --device cuda --npl 1,8,32 -p 128 -n 32 -r 1 >"$OUT_DIR/batched.log" 2>&1
 note "$(tail -8 "$OUT_DIR/batched.log")"
+# what decode gains from its fused kernels (the conv writing its windows, one kernel for a
+# Gated DeltaNet layer's gate, scan and norm, the gate in the attention's fold), in the same run
+EDDY_CUDA_FUSED=0 bounded 90 $E bench -m "$M4B" --device cuda -p 0 -n 128 -r 2 >"$OUT_DIR/bench-unfused.log" 2>&1
+note "decode with the kernels the fused ones replace (EDDY_CUDA_FUSED=0): $(grep -E 'tg128|roofline' "$OUT_DIR/bench-unfused.log" | tr -s ' ' | tr '\n' ' ')"
 # what the products' early start (programmatic dependent launch) and their four items in
 # flight a lane gain in decode, in the same run
 EDDY_CUDA_PDL=0 bounded 90 $E bench -m "$M4B" --device cuda -p 0 -n 128 -r 2 >"$OUT_DIR/bench-nopdl.log" 2>&1

@@ -190,14 +190,16 @@ void ck_rope_store(const ck_step *s, int64_t n, const ck_rope_pre *pre, float *q
                    void *kc, void *vc, int kv_f16, void *stream);
 
 /* Causal GQA attention (ops_attention_ref) for each row at its position over its
- * sequence's cached keys 0..pos: out (n, n_head, dv), q (n, n_head, hd). With n_split > 1
+ * sequence's cached keys 0..pos: out (n, n_head, dv), q (n, n_head, hd); with a gate (n,
+ * n_head, dv), out times sigmoid(gate) (ck_sigmoid_mul), else NULL. With n_split > 1
  * each (row, head) splits its keys in n_split even ranges, each a block of its own, whose
  * partial softmaxes part (n * n_head * n_split * (dv + 2) floats) holds until a second
- * kernel folds them: for decode over long contexts. */
+ * kernel folds them: for decode over long contexts. That one also leaves out's 8-bit form
+ * in q8 where it fits (as ck_add_rmsnorm); returns whether it did. */
 #define CK_ATT_SPLITS 16
-void ck_attention(const ck_step *s, int64_t n, const float *q, float *out, const void *kc, const void *vc, int kv_f16,
-                  int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale, int n_split, float *part,
-                  void *stream);
+int ck_attention(const ck_step *s, int64_t n, const float *q, const float *gate, float *out, const void *kc,
+                 const void *vc, int kv_f16, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale,
+                 int n_split, float *part, void *q8, void *stream);
 /* The same for a step whose rows are all one sequence's consecutive positions (a
  * prefill): FP32 tiles of 16 queries share each tile of keys and values. Returns 0
  * (nothing launched) for heads over 256 wide. */
@@ -217,10 +219,13 @@ int ck_attention_prefill_mma(const ck_step *s, const ck_run *runs, int64_t n_run
 /* Causal conv1d + SiLU (ssm.h conv1d_scan_ref) of every row: inputs before a run's first
  * row come from its slot_in window in `state` (slots of (K-1, C) floats). x rows xs
  * apart, y rows ys apart; w (K, C) tap-major; bias (C) or NULL. Then the first l2_ch
- * channels of each y row are L2-normed per head of l2_dim (eps l2_eps). */
+ * channels of each y row are L2-normed per head of l2_dim (eps l2_eps). With window 1
+ * the new windows are written too, as ck_conv_window would: only for a step whose runs
+ * are all one row written back to its slot_out (a decode step: no other run may read that
+ * slot, and no checkpoint the old window). */
 void ck_conv1d(const ck_step *s, int64_t n, const float *x, int64_t xs, float *y, int64_t ys, const float *w,
-               const float *bias, int64_t C, int K, const float *state, int64_t l2_ch, int64_t l2_dim, float l2_eps,
-               void *stream);
+               const float *bias, int64_t C, int K, float *state, int window, int64_t l2_ch, int64_t l2_dim,
+               float l2_eps, void *stream);
 
 /* The conv window after row item_end[i] of the run containing it (whose first row is
  * item_row0[i], whose old window is in slot item_src[i]) into slot item_dst[i], for
@@ -243,6 +248,34 @@ void ck_gdn(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const floa
 int ck_gdn_chunked(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s,
                    const float *g, const float *beta, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k,
                    int64_t d_v, int head_map, float scale, void *stream);
+
+/* Where the decay gate's inputs are (ck_ssm_gate's arguments): for row r and value head h,
+ * alpha[r alpha_stride + at] and b[r b_stride + at], at = h / group * group_stride +
+ * h % group; a (the negated exp(A_log)) and dt_bias per head. */
+typedef struct {
+    const float *alpha;
+    int64_t alpha_stride;
+    const float *b;
+    int64_t b_stride, group, group_stride;
+    const float *a, *dt_bias;
+} ck_gate_src;
+/* A per-head gated RMSNorm's z (rows z_stride apart), weight (one head's width) and eps */
+typedef struct {
+    const float *z;
+    int64_t z_stride;
+    const float *w;
+    float eps;
+} ck_gated_norm;
+/* A decode step of a Gated DeltaNet layer in one kernel, for a step whose runs are each
+ * one row that updates its own slot (slot_out == slot_in or -1; no checkpoints): the decay
+ * gate and beta (ck_ssm_gate), the delta rule (ck_gdn), then the per-head gated RMSNorm of
+ * the outputs into o (n_runs, n_v d_v) (ck_gated_rmsnorm), with o's 8-bit form in q8
+ * where it fits (as ck_gated_rmsnorm). Each block holds its part of a head's state in
+ * registers. Returns -1 (nothing launched) for heads it does not take (d_v over 512, or
+ * more than 64 state rows a thread), else whether q8 holds o's 8-bit form. */
+int ck_gdn_step(const ck_run *runs, int64_t n_runs, const float *qkv, int64_t qkv_s, const ck_gate_src *gate,
+                const ck_gated_norm *norm, float *o, void *q8, float *state, int64_t n_k, int64_t n_v, int64_t d_k,
+                int64_t d_v, int head_map, float scale, void *stream);
 
 /* A verify's rows kept for replay in its pending slots. A row's kept floats are up to
  * CK_MAX_SEGMENTS segments of step buffers (width[k] floats at base[k] + row stride[k]),

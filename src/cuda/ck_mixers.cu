@@ -12,12 +12,12 @@
 #include <stdint.h>
 
 #include "cuda/ck.h"
+#include "cuda/ck_act.h"
 #include "cuda/ck_block.h"
 #include "cuda/ck_kv.h"
+#include "cuda/ck_q8.h"
 
 namespace {
-
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 
 __device__ __forceinline__ float kv_load(const void *slab, int f16, int64_t i) {
     return f16 ? __half2float(((const __half *)slab)[i]) : ((const float *)slab)[i];
@@ -110,8 +110,8 @@ __global__ void __launch_bounds__(ROPE_THREADS)
  * max, sum and unnormalized output (dv + 2 floats) to part, which attention_merge_kernel
  * folds. */
 __global__ void __launch_bounds__(ATT_THREADS)
-    attention_kernel(ck_step s, const float *q, float *out, const void *kc, const void *vc, int kv_f16, int64_t n_head,
-                     int64_t n_kv, int64_t hd, int64_t dv, float scale, float *part) {
+    attention_kernel(ck_step s, const float *q, const float *gate, float *out, const void *kc, const void *vc, int kv_f16,
+                     int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale, float *part) {
     ck_pdl_entry();
     __shared__ float qs[ATT_MAX_DV], p[ATT_THREADS], red[ATT_THREADS / 32];
     const int64_t r = blockIdx.x / n_head, h = blockIdx.x % n_head, hk = h / (n_head / n_kv);
@@ -174,10 +174,11 @@ __global__ void __launch_bounds__(ATT_THREADS)
     }
     if (n_split == 1) {
         float *o = out + (r * n_head + h) * dv;
+        const float *gt = gate ? gate + (r * n_head + h) * dv : NULL;
 #pragma unroll
         for (int a = 0; a < ATT_MAX_DV / ATT_THREADS; a++) {
             const int64_t d = tid + a * ATT_THREADS;
-            if (d < dv) o[d] = acc[a] / l;
+            if (d < dv) o[d] = gt ? acc[a] / l * sigmoid(gt[d]) : acc[a] / l;
         }
         return;
     }
@@ -294,9 +295,12 @@ __global__ void __launch_bounds__(ATT_THREADS)
     }
 }
 
-/* One block per (row, head): the splits' partial softmaxes folded into the output. */
+/* One block per (row, head): the splits' partial softmaxes folded into the output, times
+ * sigmoid(gate) where there is one (as sigmoid_mul_kernel), and with its 8-bit form where
+ * oq is given (dv a multiple of 32: each warp's elements are whole units). */
 __global__ void __launch_bounds__(ATT_THREADS)
-    attention_merge_kernel(const float *part, int n_split, int64_t dv, float *out) {
+    attention_merge_kernel(const float *part, int n_split, int64_t dv, const float *gate, float *out, int8_t *oq,
+                           q8x *os) {
     ck_pdl_entry();
     const int64_t rh = blockIdx.x;
     const float *pp = part + rh * n_split * (dv + 2);
@@ -313,7 +317,10 @@ __global__ void __launch_bounds__(ATT_THREADS)
             const float mk = pp[k * (dv + 2)];
             if (mk > -INFINITY) o = fmaf(pp[k * (dv + 2) + 2 + d], expf(mk - m), o);
         }
-        out[rh * dv + d] = o / l;
+        float v = o / l;
+        if (gate) v *= sigmoid(gate[rh * dv + d]);
+        out[rh * dv + d] = v;
+        if (oq) q8_store_unit(v, (rh * dv + d) / 32, oq, os);
     }
 }
 
@@ -322,15 +329,18 @@ __global__ void __launch_bounds__(ATT_THREADS)
 /* One block per (row, group of `per` channels): a thread per channel (looping where the
  * group is wider than the block) computes the conv and its SiLU; a group inside the first
  * l2_ch channels is one head of the L2-normed ones (per = l2_dim), which the block then
- * norms: the conv and the norm in one pass. */
+ * norms: the conv and the norm in one pass. With `window`, a run of one row that keeps its
+ * slot also gets its new window there: tap j's input is window row j - 1 after the step,
+ * written once tap j - 1 has read the old one (the same thread's channel). */
 __global__ void conv1d_kernel(ck_step s, const float *x, int64_t xs, float *y, int64_t ys, const float *w,
-                              const float *bias, int64_t C, int K, const float *state, int64_t per, int64_t l2_ch,
-                              float l2_eps) {
+                              const float *bias, int64_t C, int K, float *state, int window, int64_t per,
+                              int64_t l2_ch, float l2_eps) {
     ck_pdl_entry();
     const int64_t groups = (C + per - 1) / per, r = blockIdx.x / groups, c0 = blockIdx.x % groups * per;
     const int64_t c1 = c0 + per < C ? c0 + per : C;
     const ck_run run = s.runs[s.row_run[r]];
     const float *win = state + (int64_t)run.slot_in * (K - 1) * C;
+    float *win_out = window && run.n == 1 && run.slot_out >= 0 ? state + (int64_t)run.slot_out * (K - 1) * C : NULL;
     float *yr = y + r * ys;
     float ss = 0.0f;
     for (int64_t c = c0 + threadIdx.x; c < c1; c += blockDim.x) {
@@ -339,6 +349,7 @@ __global__ void conv1d_kernel(ck_step s, const float *x, int64_t xs, float *y, i
             const int64_t tau = r - (K - 1) + j; /* a row index; before the run's first row: its window */
             const float in = tau >= run.row0 ? x[tau * xs + c] : win[(K - 1 + (tau - run.row0)) * C + c];
             acc += w[j * C + c] * in;
+            if (win_out && j > 0) win_out[(j - 1) * C + c] = in;
         }
         const float v = silu(acc);
         yr[c] = v, ss += v * v;
@@ -448,6 +459,13 @@ __device__ __forceinline__ int32_t chunk_len(const ck_run &run, const int32_t *c
  * beta into registers, and puts them in the other half of kq before the row's last
  * barrier (row_stash). */
 
+/* The sum of column x of the R row groups' partial sums red (R, cols) */
+__device__ __forceinline__ float groups_sum(const float *red, int R, int cols, int x) {
+    float s = 0.0f;
+    for (int r = 0; r < R; r++) s += red[r * cols + x];
+    return s;
+}
+
 /* Element i of the (k | scale q) pair of a row (2 d_k floats) */
 __device__ __forceinline__ float gdn_kq(const float *kr, const float *qr, int64_t i, int64_t d_k, float scale) {
     return i < d_k ? kr[i] : scale * qr[i - d_k];
@@ -503,8 +521,7 @@ __global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float
             }
         red[y * cols + x] = part;
         __syncthreads();
-        float sk = 0.0f;
-        for (int r = 0; r < R; r++) sk += red[r * cols + x];
+        const float sk = groups_sum(red, R, cols, x);
         const float u = live ? b * (v - sk) : 0.0f;
         part = 0.0f;
         if (live)
@@ -517,8 +534,7 @@ __global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float
         if (more) row_stash(pf, kq_next, tid, nthr, 2 * d_k, at_next); /* nobody reads it in this row */
         __syncthreads();
         if (live && y == 0) {
-            float sq = 0.0f;
-            for (int r = 0; r < R; r++) sq += red[(R + r) * cols + x];
+            const float sq = groups_sum(red + R * cols, R, cols, x);
             o[row * n_v * d_v + h * d_v + j] = sq;
         }
         if (ck < run.ck + run.n_ck && ckpts[2 * ck] == t) { /* a prefix-cache checkpoint */
@@ -710,16 +726,19 @@ extern "C" void ck_rope_store(const ck_step *s, int64_t n, const ck_rope_pre *pr
         (*s, pre ? *pre : none, q, k, v, n_head, n_kv, hd, dv, n_rot, rope_base, neox, kc, vc, kv_f16);
 }
 
-extern "C" void ck_attention(const ck_step *s, int64_t n, const float *q, float *out, const void *kc, const void *vc,
-                             int kv_f16, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale, int n_split,
-                             float *part, void *stream) {
-    if (n <= 0) return;
+extern "C" int ck_attention(const ck_step *s, int64_t n, const float *q, const float *gate, float *out, const void *kc,
+                            const void *vc, int kv_f16, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv,
+                            float scale, int n_split, float *part, void *q8, void *stream) {
+    if (n <= 0) return 0;
     cudaStream_t st = (cudaStream_t)stream;
     if (n_split < 2 || !part) n_split = 1;
     CK_LAUNCH(dim3((unsigned)(n * n_head), (unsigned)n_split), ATT_THREADS, 0, st, attention_kernel)
-    (*s, q, out, kc, vc, kv_f16, n_head, n_kv, hd, dv, scale, part);
-    if (n_split > 1)
-        CK_LAUNCH((unsigned)(n * n_head), ATT_THREADS, 0, st, attention_merge_kernel)(part, n_split, dv, out);
+    (*s, q, gate, out, kc, vc, kv_f16, n_head, n_kv, hd, dv, scale, part);
+    if (n_split == 1) return 0;
+    const bool held = q8_fits(q8, n, n_head * dv) && dv % 32 == 0;
+    CK_LAUNCH((unsigned)(n * n_head), ATT_THREADS, 0, st, attention_merge_kernel)
+    (part, n_split, dv, gate, out, held ? (int8_t *)q8 : NULL, held ? q8_units(q8, n, n_head * dv) : NULL);
+    return held;
 }
 
 extern "C" int ck_attention_prefill(const ck_step *s, int64_t n, const float *q, float *out, const void *kc,
@@ -736,7 +755,7 @@ extern "C" int ck_attention_prefill(const ck_step *s, int64_t n, const float *q,
 }
 
 extern "C" void ck_conv1d(const ck_step *s, int64_t n, const float *x, int64_t xs, float *y, int64_t ys, const float *w,
-                          const float *bias, int64_t C, int K, const float *state, int64_t l2_ch, int64_t l2_dim,
+                          const float *bias, int64_t C, int K, float *state, int window, int64_t l2_ch, int64_t l2_dim,
                           float l2_eps, void *stream) {
     if (n <= 0) return;
     cudaStream_t st = (cudaStream_t)stream;
@@ -745,7 +764,7 @@ extern "C" void ck_conv1d(const ck_step *s, int64_t n, const float *x, int64_t x
     const int64_t per = l2_ch > 0 ? l2_dim : 256, groups = (C + per - 1) / per;
     const int threads = per >= 1024 ? 1024 : (int)(per + 31) / 32 * 32;
     CK_LAUNCH((unsigned)(n * groups), threads, 0, st, conv1d_kernel)
-    (*s, x, xs, y, ys, w, bias, C, K, state, per, l2_ch, l2_eps);
+    (*s, x, xs, y, ys, w, bias, C, K, state, window, per, l2_ch, l2_eps);
 }
 
 extern "C" void ck_conv_window(const int32_t *items, int64_t n_items, const float *x, int64_t xs, int64_t C, int K,
@@ -814,6 +833,98 @@ extern "C" int ck_gdn_chunked(const ck_run *runs, int64_t n_runs, const int32_t 
     CK_LAUNCH(grid, block, shm, (cudaStream_t)stream, gdn_chunk_kernel)
     (runs, ckpts, qkv, qkv_s, g, beta, o, state, n_k, n_v, d_k, d_v, head_map, scale, C);
     return 1;
+}
+
+/* ==== A decode step of a Gated DeltaNet layer in one kernel ==== */
+
+namespace {
+
+/* For a step whose runs are each one row that updates its own slot (a decode step), one
+ * block per (run, value head) does what ssm_gate_kernel, gdn_kernel and
+ * gated_rmsnorm_kernel do one after the other, with the same arithmetic: the head's decay
+ * and beta, the row of the delta rule, the head's gated RMSNorm (and its 8-bit form).
+ * Thread (x, y) = (threadIdx.x % cp, threadIdx.x / cp), cp = d_v rounded up to whole warps,
+ * owns column x of the head's state (d_k, d_v), rows [y rpg, (y + 1) rpg), in registers
+ * (rpg <= RPT): read once, written once, no shared copy. The norm sums over the outputs
+ * of row group 0, whose warps are then whole units of the 8-bit form. */
+template <int RPT>
+__global__ void __launch_bounds__(512)
+    gdn_step_kernel(const ck_run *runs, const float *qkv, int64_t qkv_s, ck_gate_src gs, ck_gated_norm gn, float *o,
+                    int8_t *oq, q8x *os, float *state, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v,
+                    int head_map, float scale, int cp) {
+    ck_pdl_entry();
+    CK_DYNAMIC_SHARED(float, sm);
+    const int R = blockDim.x / cp, x = threadIdx.x % cp, y = threadIdx.x / cp;
+    float *kq = sm;            /* k (d_k), then scale q (d_k) */
+    float *red = sm + 2 * d_k; /* (2, R, cp): the row groups' partial sums */
+    const ck_run run = runs[blockIdx.x];
+    const int64_t h = blockIdx.y, kh = head_map == 0 ? h % n_k : h / (n_v / n_k), row = run.row0;
+    const int64_t key_dim = n_k * d_k, slot_floats = n_v * d_k * d_v, rpg = (d_k + R - 1) / R, i0 = y * rpg;
+    const int64_t nr = d_k - i0 < rpg ? d_k - i0 : rpg; /* may be 0 or less: a group past the rows */
+    const bool live = x < d_v;
+    const float *head = state + (int64_t)run.slot_in * slot_floats + h * d_k * d_v;
+    float S[RPT];
+#pragma unroll
+    for (int i = 0; i < RPT; i++) S[i] = live && i < nr ? head[(i0 + i) * d_v + x] : 0.0f;
+    const float *qr = qkv + row * qkv_s + kh * d_k, *kr = qr + key_dim;
+    for (int64_t i = threadIdx.x; i < 2 * d_k; i += blockDim.x) kq[i] = gdn_kq(kr, qr, i, d_k, scale);
+    const int64_t at = h / gs.group * gs.group_stride + h % gs.group; /* as ssm_gate_kernel */
+    const float decay = expf(gs.a[h] * softplus(gs.alpha[row * gs.alpha_stride + at] + gs.dt_bias[h]));
+    const float beta = sigmoid(gs.b[row * gs.b_stride + at]);
+    const float v = live ? qkv[row * qkv_s + 2 * key_dim + h * d_v + x] : 0.0f;
+    __syncthreads();
+    float part = 0.0f;
+#pragma unroll
+    for (int i = 0; i < RPT; i++)
+        if (i < nr) S[i] *= decay, part = fmaf(S[i], kq[i0 + i], part);
+    red[y * cp + x] = part;
+    __syncthreads();
+    const float u = live ? beta * (v - groups_sum(red, R, cp, x)) : 0.0f;
+    part = 0.0f;
+#pragma unroll
+    for (int i = 0; i < RPT; i++)
+        if (i < nr) S[i] = fmaf(kq[i0 + i], u, S[i]), part = fmaf(S[i], kq[d_k + i0 + i], part);
+    red[(R + y) * cp + x] = part;
+    __syncthreads();
+    const float out = groups_sum(red + R * cp, R, cp, x);
+    const float ss = block_sum(y == 0 && live ? out * out : 0.0f);
+    if (y == 0) {
+        const float sc = rsqrtf(ss / (float)d_v + gn.eps);
+        const int64_t oi = row * n_v * d_v + h * d_v + x;
+        const float val = live ? out * sc * gn.w[x] * silu(gn.z[row * gn.z_stride + h * d_v + x]) : 0.0f;
+        if (live) o[oi] = val;
+        if (oq) q8_store_unit(val, oi / 32, oq, os); /* d_v a multiple of 32: whole units */
+    }
+    if (run.slot_out < 0) return;
+    float *dst = state + (int64_t)run.slot_out * slot_floats + h * d_k * d_v;
+#pragma unroll
+    for (int i = 0; i < RPT; i++)
+        if (live && i < nr) dst[(i0 + i) * d_v + x] = S[i];
+}
+
+} // namespace
+
+extern "C" int ck_gdn_step(const ck_run *runs, int64_t n_runs, const float *qkv, int64_t qkv_s, const ck_gate_src *gate,
+                           const ck_gated_norm *norm, float *o, void *q8, float *state, int64_t n_k, int64_t n_v,
+                           int64_t d_k, int64_t d_v, int head_map, float scale, void *stream) {
+    const int64_t cp = (d_v + 31) / 32 * 32;
+    if (cp > 512) return -1;
+    const int64_t R = 512 / cp < d_k ? 512 / cp : d_k, rpg = (d_k + R - 1) / R;
+    const size_t shm = (size_t)(2 * d_k + 2 * R * cp) * sizeof(float);
+    if (rpg > 64 || shm > 48 * 1024) return -1;
+    if (n_runs <= 0) return 0;
+    const bool q = q8_fits(q8, n_runs, n_v * d_v) && d_v % 32 == 0;
+    int8_t *oq = q ? (int8_t *)q8 : NULL;
+    q8x *os = q ? q8_units(q8, n_runs, n_v * d_v) : NULL;
+    const dim3 grid((unsigned)n_runs, (unsigned)n_v), block((unsigned)(R * cp));
+    cudaStream_t st = (cudaStream_t)stream;
+    if (rpg <= 32)
+        CK_LAUNCH(grid, block, shm, st, gdn_step_kernel<32>)
+        (runs, qkv, qkv_s, *gate, *norm, o, oq, os, state, n_k, n_v, d_k, d_v, head_map, scale, (int)cp);
+    else
+        CK_LAUNCH(grid, block, shm, st, gdn_step_kernel<64>)
+        (runs, qkv, qkv_s, *gate, *norm, o, oq, os, state, n_k, n_v, d_k, d_v, head_map, scale, (int)cp);
+    return q;
 }
 
 /* ==== Verify rows kept for replay ==== */

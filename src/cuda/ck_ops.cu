@@ -7,15 +7,12 @@
 #include <stdint.h>
 
 #include "cuda/ck.h"
+#include "cuda/ck_act.h"
 #include "cuda/ck_block.h"
 #include "cuda/ck_device.h"
 #include "cuda/ck_q8.h"
 
 namespace {
-
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
-__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-__device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
 /* elements of a row each thread of rmsnorm_kernel holds in registers (rows up to
  * RMS_HELD * 1024 long; longer ones are read twice) */
@@ -267,11 +264,6 @@ extern "C" void ck_rmsnorm_gather(float *y, const float *x, const int32_t *rows,
                                   float eps, void *stream) {
     if (n > 0)
         CK_LAUNCH((unsigned)n, rms_threads(E), 0, (cudaStream_t)stream, rmsnorm_kernel)(y, E, x, E, w, E, rows, eps);
-}
-
-/* Whether a kernel can leave its (rows, n) output's 8-bit form in q8 as ck_gemv reads it */
-static bool q8_fits(const void *q8, int64_t rows, int64_t n) {
-    return q8 && n % 32 == 0 && rows <= CK_GEMV_MAX_TOK;
 }
 
 extern "C" int ck_add_rmsnorm(float *x, const float *add, float scale, float *y, const float *w, int64_t n,

@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "cuda/ck.h"
 #include "cuda/ck_device.h"
 
 struct q8x {
@@ -24,6 +25,11 @@ struct q8x {
 /* The units' q8x in a scratch of rows of n */
 __host__ __device__ inline q8x *q8_units(void *q8, int64_t rows, int64_t n) {
     return (q8x *)((int8_t *)q8 + rows * n);
+}
+
+/* Whether a kernel can leave its (rows, n) output's 8-bit form in q8 as ck_gemv reads it */
+static inline bool q8_fits(const void *q8, int64_t rows, int64_t n) {
+    return q8 && n % 32 == 0 && rows <= CK_GEMV_MAX_TOK;
 }
 
 /* Called by the 32 lanes of a warp together, lane l holding element l of a unit: the

@@ -57,7 +57,11 @@ struct cuda_backend {
                           * (EDDY_CUDA_CHUNKED=0: row by row always) */
     bool flash;          /* a prefill's attention on the tensor cores where ck_attention_prefill_mma
                           * can (EDDY_CUDA_FLASH=0: FP32 tiles always) */
+    bool fused;          /* decode steps' fused kernels (EDDY_CUDA_FUSED=0: the kernels they fuse) */
     int64_t longest_run; /* of the uploaded step */
+    bool decode_step;    /* every run of the uploaded step is one row that updates its own slot,
+                          * without checkpoints: fixed by the graph key (n_runs == n, no kept
+                          * rows, no checkpoint windows) */
     bool float_products; /* a product's weight lacks the integer path (cuBLAS takes it past 8 rows) */
     bool moe;            /* the model has mixture-of-experts layers: their routing goes to the host */
     step_graph graph[GRAPH_CACHE];
@@ -355,6 +359,8 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->chunked = !(chunked && !strcmp(chunked, "0"));
     const char *flash = getenv("EDDY_CUDA_FLASH");
     g->flash = !(flash && !strcmp(flash, "0"));
+    const char *fused = getenv("EDDY_CUDA_FUSED");
+    g->fused = !(fused && !strcmp(fused, "0"));
     /* EDDY_CUDA_GEMV_DEPTH=1: the products load one item a lane at a time (to measure
      * what loading four ahead gains) */
     const char *depth = getenv("EDDY_CUDA_GEMV_DEPTH");
@@ -653,6 +659,7 @@ static void upload_plan(cuda_backend *g, const int32_t *tokens, const step_plan 
     }
     for (int64_t i = 0; i < n_out; i++) h[g->o_out + i] = (int32_t)out_rows[i];
     g->n_runs = plan->n_runs, g->n_conv = nc, g->n_keep = nk;
+    g->decode_step = plan->n_runs == n && nk == 0 && g->n_conv_ck == 0;
     g->longest_run = 0;
     for (int64_t r = 0; r < plan->n_runs; r++)
         if (plan->runs[r].n > g->longest_run) g->longest_run = plan->runs[r].n;
@@ -669,19 +676,28 @@ static void conv_windows(cuda_backend *g, const float *x, int64_t xs, int64_t C,
  * prefill in it (a run of more than CK_GEMV_MAX_TOK rows) on the tensor cores where they
  * take it, every run in tiles of queries; else one sequence's prefill in FP32 tiles of
  * queries; other steps (decode, batches of decoding sequences) split each row's keys over
- * blocks. */
-static void attend(cuda_backend *g, const model_hparams *hp, void *kc, void *vc, int kv_f16, float scale, int64_t n) {
+ * blocks, times sigmoid(gate) (gate NULL: none) in the same pass, with g->attn's 8-bit
+ * form left where it fits. Returns 1 when that form is left, 0 when not, -1 when the gate
+ * is still to be applied. */
+static int attend(cuda_backend *g, const model_hparams *hp, void *kc, void *vc, int kv_f16, float scale, int64_t n,
+                  const float *gate) {
     const int64_t hd = hp->head_dim_k, dv = hp->head_dim_v, H = hp->n_head, H_kv = hp->n_head_kv;
     const ck_run *runs = (const ck_run *)(g->h_plan + g->o_runs); /* the host's copy of the step's runs */
     if (g->longest_run > CK_GEMV_MAX_TOK && g->flash &&
         ck_attention_prefill_mma(&g->step, runs, g->n_runs, g->q, g->attn, kc, vc, kv_f16, H, H_kv, hd, dv, scale,
                                  g->stream))
-        return;
+        return -1;
     if (g->n_runs == 1 && n > CK_GEMV_MAX_TOK &&
         ck_attention_prefill(&g->step, n, g->q, g->attn, kc, vc, kv_f16, H, H_kv, hd, dv, scale, g->stream))
-        return;
-    ck_attention(&g->step, n, g->q, g->attn, kc, vc, kv_f16, H, H_kv, hd, dv, scale,
-                 n <= CK_GEMV_MAX_TOK ? CK_ATT_SPLITS : 1, g->att_part, g->stream);
+        return -1;
+    const int splits = n <= CK_GEMV_MAX_TOK ? CK_ATT_SPLITS : 1;
+    if (!g->fused) {
+        ck_attention(&g->step, n, g->q, NULL, g->attn, kc, vc, kv_f16, H, H_kv, hd, dv, scale, splits, g->att_part,
+                     NULL, g->stream);
+        return -1;
+    }
+    return ck_attention(&g->step, n, g->q, gate, g->attn, kc, vc, kv_f16, H, H_kv, hd, dv, scale, splits, g->att_part,
+                        g->gemv_q8, g->stream);
 }
 
 static void layer_attention(engine *c, cuda_backend *g, const model_layer *l, int64_t il, int64_t n) {
@@ -696,13 +712,15 @@ static void layer_attention(engine *c, cuda_backend *g, const model_layer *l, in
                              l->q_norm.name ? f32(&l->k_norm) : NULL, hp->rms_eps};
     const int kv_f16 = (sp->type_k == QTYPE_F16 ? 1 : 0) | (sp->type_v == QTYPE_F16 ? 2 : 0);
     const float scale = hp->attn_scale > 0 ? hp->attn_scale : 1.0f / sqrtf((float)hd);
+    int held = -1;
     PROF(g, PROF_ATTENTION, {
         ck_rope_store(&g->step, n, &pre, g->q, g->k, g->v, hp->n_head, hp->n_head_kv, hd, dv, hp->n_rot,
                       hp->rope_base, hp->rope_style == ROPE_NEOX, sp->k[il], sp->v[il], kv_f16, g->stream);
-        attend(g, hp, sp->k[il], sp->v[il], kv_f16, scale, n);
+        held = attend(g, hp, sp->k[il], sp->v[il], kv_f16, scale, n, hp->attn_gated ? g->gate : NULL);
     });
-    if (hp->attn_gated) ck_sigmoid_mul(g->attn, g->gate, n * O, g->stream);
-    lin(g, &l->wo, g->attn, n, g->mix);
+    if (held < 0 && hp->attn_gated) ck_sigmoid_mul(g->attn, g->gate, n * O, g->stream);
+    q8_holds(g, held > 0 ? g->attn : NULL, n, O);
+    lin_again(g, &l->wo, g->attn, n, g->mix);
 }
 
 /* What a GDN verify row keeps for replay: its conv output, g and beta. */
@@ -728,32 +746,43 @@ static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
     float *const ys[4] = {g->conv_in, g->gdn_z, g->gdn_b, g->gdn_a};
     lin_parts(g, W, ys, ba ? 3 : 4, g->xn, n, true);
     const float *a_log_neg = f32(&l->ssm_a), *dt_bias = f32(&l->ssm_dt_bias);
-    if (ba) { /* qwen3next's fused b|a: per key head, b of its r value heads, then a of them */
-        ck_ssm_gate(n, n_v, g->gdn_b + r, 2 * n_v, g->gdn_b, 2 * n_v, r, 2 * r, a_log_neg, dt_bias, g->gdn_g,
-                    g->gdn_beta, g->stream);
-    } else {
-        ck_ssm_gate(n, n_v, g->gdn_a, n_v, g->gdn_b, n_v, n_v, n_v, a_log_neg, dt_bias, g->gdn_g, g->gdn_beta, g->stream);
-    }
-    PROF(g, PROF_CONV, {
-        ck_conv1d(&g->step, n, g->conv_in, conv_dim, g->gdn_qkv, conv_dim, l->conv_w, NULL, conv_dim, K, sp->conv[il],
-                  2 * key_dim, d_k, 1e-6f, g->stream);
-        conv_windows(g, g->conv_in, conv_dim, conv_dim, K, sp->conv[il]);
-    });
-    const ck_segments keep = gdn_kept(g, conv_dim, n_v);
-    if (g->n_keep)
-        ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->rec[il], sp->shape[il].rec_floats, g->stream);
+    /* qwen3next's fused b|a: per key head, b of its r value heads, then a of them */
+    const ck_gate_src gate = ba ? (ck_gate_src){g->gdn_b + r, 2 * n_v, g->gdn_b, 2 * n_v, r, 2 * r, a_log_neg, dt_bias}
+                                : (ck_gate_src){g->gdn_a, n_v, g->gdn_b, n_v, n_v, n_v, a_log_neg, dt_bias};
+    const ck_gated_norm norm = {g->gdn_z, V, f32(&l->ssm_norm), hp->rms_eps};
     const int map = hp->ssm_head_map == GDN_KHEAD_MOD ? 0 : 1;
     const float scale = 1.0f / sqrtf((float)d_k);
-    PROF(g, PROF_GDN, {
-        /* a prefill in chunks; decode and verify rows (and shapes too wide for a chunk) row by row */
-        if (!(g->chunked && g->longest_run >= CK_SCAN_CHUNK &&
-              ck_gdn_chunked(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g,
-                             g->gdn_beta, g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v, map, scale, g->stream)))
-            ck_gdn(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta,
-                   g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v, map, scale, g->stream);
+    /* a decode step: the conv writes the windows, and one kernel the rest up to the norm */
+    const bool fused = g->fused && g->decode_step;
+    PROF(g, PROF_CONV, {
+        ck_conv1d(&g->step, n, g->conv_in, conv_dim, g->gdn_qkv, conv_dim, l->conv_w, NULL, conv_dim, K, sp->conv[il],
+                  fused, 2 * key_dim, d_k, 1e-6f, g->stream);
+        if (!fused) conv_windows(g, g->conv_in, conv_dim, conv_dim, K, sp->conv[il]);
     });
-    const int held = ck_gated_rmsnorm(n, n_v, d_v, g->gdn_o, V, g->gdn_z, V, f32(&l->ssm_norm), hp->rms_eps, g->gdn_o,
-                                      V, g->gemv_q8, g->stream);
+    int held = -1;
+    if (fused)
+        PROF(g, PROF_GDN, {
+            held = ck_gdn_step(g->step.runs, g->n_runs, g->gdn_qkv, conv_dim, &gate, &norm, g->gdn_o, g->gemv_q8,
+                               sp->rec[il], n_k, n_v, d_k, d_v, map, scale, g->stream);
+        });
+    if (held < 0) {
+        ck_ssm_gate(n, n_v, gate.alpha, gate.alpha_stride, gate.b, gate.b_stride, gate.group, gate.group_stride,
+                    a_log_neg, dt_bias, g->gdn_g, g->gdn_beta, g->stream);
+        const ck_segments keep = gdn_kept(g, conv_dim, n_v);
+        if (g->n_keep)
+            ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->rec[il], sp->shape[il].rec_floats,
+                         g->stream);
+        PROF(g, PROF_GDN, {
+            /* a prefill in chunks; decode and verify rows (and shapes too wide for a chunk) row by row */
+            if (!(g->chunked && g->longest_run >= CK_SCAN_CHUNK &&
+                  ck_gdn_chunked(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g,
+                                 g->gdn_beta, g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v, map, scale, g->stream)))
+                ck_gdn(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta,
+                       g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v, map, scale, g->stream);
+        });
+        held = ck_gated_rmsnorm(n, n_v, d_v, g->gdn_o, V, norm.z, norm.z_stride, norm.w, norm.eps, g->gdn_o, V,
+                                g->gemv_q8, g->stream);
+    }
     q8_holds(g, held ? g->gdn_o : NULL, n, V);
     lin_again(g, &l->ssm_out, g->gdn_o, n, g->mix);
 }
@@ -766,9 +795,10 @@ static void layer_mamba2(engine *c, cuda_backend *g, const model_layer *l, int64
     const int K = (int)hp->ssm_d_conv;
     lin_again(g, &l->ssm_in, g->xn, n, g->mb_in);
     PROF(g, PROF_CONV, {
+        const bool fused = g->fused && g->decode_step; /* the conv writes the windows */
         ck_conv1d(&g->step, n, g->mb_in + DI, IN, g->gdn_qkv, CD, l->conv_w, f32(&l->ssm_conv_bias), CD, K,
-                  sp->conv[il], 0, 1, 0.0f, g->stream);
-        conv_windows(g, g->mb_in + DI, IN, CD, K, sp->conv[il]);
+                  sp->conv[il], fused, 0, 1, 0.0f, g->stream);
+        if (!fused) conv_windows(g, g->mb_in + DI, IN, CD, K, sp->conv[il]);
     });
     const ck_segments keep = mamba2_kept(g, hp);
     if (g->n_keep)

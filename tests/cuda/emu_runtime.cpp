@@ -182,7 +182,12 @@ size_t shared_most() {
 }
 } // namespace
 
+/* Kernel launches run so far: what a test counts to see that a step took its fused kernels */
+static long long launches_run = 0;
+extern "C" long long emu_launches(void) { return launches_run; }
+
 void emu_run(const void *fn, dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()> &body) {
+    launches_run++;
     const size_t n = (size_t)block.x * block.y * block.z;
     if (n == 0 || n > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0) {
         fprintf(stderr, "emu: bad launch: grid %u x %u x %u, block of %zu threads\n", grid.x, grid.y, grid.z, n);

@@ -313,6 +313,84 @@ TEST(cuda_logits_of_long_steps) {
     eddy_model_free(m);
 }
 
+/* The emulator's count of kernel launches (tests/cuda/emu_runtime.cpp); absent on a GPU */
+long long emu_launches(void) __attribute__((weak));
+
+/* Decode steps through the fused kernels (the conv writing its windows, ck_gdn_step,
+ * attention with its gate and 8-bit form) give the logits of the kernels they fuse
+ * (EDDY_CUDA_FUSED=0) within 1e-5 relative RMS (sums in another order; measured on the
+ * emulator: 1e-7 to 1e-6), over a prefill of 20 positions and 4 decode steps of one
+ * sequence, then 3 steps of 3 sequences at once. On the emulator, the fused steps also
+ * launch at least 3 kernels fewer per Gated DeltaNet layer and 1 per Mamba-2 layer: the
+ * fusions are taken. */
+static void check_fused(const char *gguf) {
+    eddy_model *m = tseq_load(gguf);
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m), n_pf = 20, n_dec = 4, n_seq = 3, n_bd = 3;
+    const int64_t per_seq = n_pf + n_dec + n_bd;
+    test_rng r = test_rng_new();
+    int32_t ids[3 * 27];
+    tseq_rand_ids(&r, ids, n_seq * per_seq, V);
+    float *logits[2];
+    long long launches[2] = {0, 0};
+    int64_t n_gdn = 0, n_mamba = 0;
+    setenv("EDDY_CUDA_GRAPHS", "0", 1); /* each launch runs (and is counted) where it is made */
+    for (int k = 0; k < 2; k++) {
+        logits[k] = calloc((size_t)(n_seq * per_seq * V), sizeof(float));
+        if (k) setenv("EDDY_CUDA_FUSED", "0", 1);
+        eddy_engine *e = gpu_engine(m, (int)n_seq, 0, EDDY_KV_F32);
+        unsetenv("EDDY_CUDA_FUSED");
+        REQUIRE(e);
+        for (int64_t il = 0; il < e->m->hp.n_layer; il++) {
+            n_gdn += !k && e->m->layers[il].mixer == MIXER_GDN;
+            n_mamba += !k && e->m->layers[il].mixer == MIXER_MAMBA2;
+        }
+        eddy_seq *sq[3] = {NULL, NULL, NULL};
+        bool ok = true;
+        for (int64_t q = 0; q < n_seq; q++) {
+            sq[q] = tseq_new(e);
+            float *lq = logits[k] + q * per_seq * V;
+            ok = ok && sq[q] && tseq_feed(sq[q], ids + q * per_seq, n_pf, lq);
+        }
+        const long long before = emu_launches ? emu_launches() : 0;
+        for (int64_t t = 0; ok && t < n_dec; t++) /* one sequence's decode steps */
+            ok = tseq_feed(sq[0], ids + n_pf + t, 1, logits[k] + (n_pf + t) * V);
+        float *out = malloc(sizeof(float) * (size_t)(n_seq * V));
+        for (int64_t t = 0; ok && t < n_bd; t++) { /* the three sequences' decode steps together */
+            int32_t tok[3];
+            for (int64_t q = 0; q < n_seq; q++) tok[q] = ids[q * per_seq + (q ? n_pf + t : n_pf + n_dec + t)];
+            const eddy_batch b = {n_seq, tok, sq, NULL};
+            ok = eddy_engine_decode(e, &b, out, NULL) == EDDY_OK;
+            for (int64_t q = 0; ok && q < n_seq; q++) {
+                const int64_t at = q ? n_pf + t : n_pf + n_dec + t;
+                memcpy(logits[k] + (q * per_seq + at) * V, out + q * V, sizeof(float) * (size_t)V);
+            }
+        }
+        free(out);
+        launches[k] = emu_launches ? emu_launches() - before : 0;
+        CHECKF(ok, "%s: decoding (fused %d)", gguf, !k);
+        for (int64_t q = 0; q < n_seq; q++) eddy_seq_free(sq[q]);
+        eddy_engine_free(e);
+    }
+    unsetenv("EDDY_CUDA_GRAPHS");
+    const double e2 = rel_rms(logits[0], logits[1], n_seq * per_seq * V);
+    if (getenv("EDDY_TEST_VERBOSE"))
+        printf("%s: fused against unfused %g; launches %lld against %lld\n", gguf, e2, launches[0], launches[1]);
+    CHECKF(e2 <= 1e-5, "%s: fused decode steps against unfused: %g", gguf, e2);
+    const int64_t steps = n_dec + n_bd;
+    CHECKF(!emu_launches || launches[0] + steps * (3 * n_gdn + n_mamba) <= launches[1],
+           "%s: %lld launches fused, %lld not (%lld GDN, %lld Mamba-2 layers)", gguf, launches[0], launches[1],
+           (long long)n_gdn, (long long)n_mamba);
+    for (int k = 0; k < 2; k++) free(logits[k]);
+    eddy_model_free(m);
+}
+
+TEST(cuda_fused_decode_matches_unfused) {
+    check_fused("models/qwen35-tiny-f32.gguf");
+    check_fused("models/qwen3next-tiny-f32.gguf");
+    check_fused("models/nemotron_h-tiny-f32.gguf");
+}
+
 /* Decode graphs on a driver that cannot capture programmatic dependent launches (the
  * emulator standing for one): the first capture fails, the engine turns them off and
  * captures again, and the logits are those of a run that captured them. On a GPU, whose
