@@ -111,6 +111,7 @@ struct srv_sched {
     int64_t b_cap;
     slot **b_rows;       /* (n_slots) the slot of each logits row */
     float *logits;       /* (n_slots, n_vocab) */
+    eddy_token *b_ids;   /* (n_slots) a step's next tokens when the engine gives only them */
     eddy_token *eog;     /* (n_eog) the vocabulary's end-of-generation tokens */
     int64_t n_eog;
     /* speculative decoding: the settings, a draft engine (-md), drafts per slot and step */
@@ -480,12 +481,27 @@ static void end_at_eog(srv_sched *s, slot *sl) {
 
 static void take_token(srv_sched *s, slot *sl, eddy_token t, const float *row, int64_t fed);
 
+static void next_token(srv_sched *s, slot *sl, eddy_token t, const float *row);
+
 /* Samples the slot's next token from its logits row and handles what it means. */
 static void sample_next(srv_sched *s, slot *sl, float *row) {
     srv_request *r = sl->r;
     if (r->ignore_eos)
         for (int64_t i = 0; i < s->n_eog; i++) row[s->eog[i]] = -INFINITY;
-    const eddy_token t = eddy_sampler_sample(sl->s, row);
+    next_token(s, sl, eddy_sampler_sample(sl->s, row), row);
+}
+
+/* Whether the request's next token is the engine's greedy id (eddy_engine_decode_argmax):
+ * the sampler's own choice, with no logits needed after it (no log-probabilities, no
+ * end-of-generation token to ban). */
+static bool greedy_ids_do(const srv_request *r) {
+    return eddy_sampler_params_greedy(&r->sp) && r->n_logprobs < 0 && !r->ignore_eos;
+}
+
+/* The slot's next token t, sampled from row (NULL: the engine's greedy id, greedy_ids_do),
+ * and what it means. */
+static void next_token(srv_sched *s, slot *sl, eddy_token t, const float *row) {
+    srv_request *r = sl->r;
     if (!r->t_first) r->t_first = cli_now_s();
     if (eddy_vocab_is_eog(s->v, t)) {
         end_at_eog(s, sl);
@@ -495,9 +511,9 @@ static void sample_next(srv_sched *s, slot *sl, float *row) {
     take_token(s, sl, t, row, eddy_seq_n_pos(sl->seq));
 }
 
-/* Token t, sampled from row (the sequence holding fed positions, not t) and seen by the
- * sampler: its log-probabilities, text and what it means (a stop string, the length
- * limit, a full context). */
+/* Token t, sampled from row (the sequence holding fed positions, not t; NULL when no
+ * log-probabilities are wanted) and seen by the sampler: its log-probabilities, text and
+ * what it means (a stop string, the length limit, a full context). */
 static void take_token(srv_sched *s, slot *sl, eddy_token t, const float *row, int64_t fed) {
     srv_request *r = sl->r;
     eddy_error err;
@@ -680,12 +696,17 @@ static int step(srv_sched *s) {
         sl->n_fed += take; /* undone below when the step fails */
     }
     if (n == 0) return 0;
-    eddy_log(EDDY_LOG_DEBUG, "serve: a step of %lld decoding and %lld prompt tokens", (long long)n_decoding,
-             (long long)(n - n_decoding));
+    /* when every row's request takes the greedy id, the engine gives the ids alone (on a
+     * GPU, 4 bytes a row come back instead of the vocabulary's logits) */
+    bool ids = true;
+    for (int64_t k = 0; k < n_rows && ids; k++) ids = greedy_ids_do(s->b_rows[k]->r);
+    eddy_log(EDDY_LOG_DEBUG, "serve: a step of %lld decoding and %lld prompt tokens%s", (long long)n_decoding,
+             (long long)(n - n_decoding), ids ? ", greedy ids" : "");
     eddy_batch b = {n, s->b_tok, s->b_seq, s->b_want};
     eddy_error err;
     const double t0 = cli_now_s();
-    const eddy_status st = eddy_engine_decode(s->e, &b, s->logits, &err);
+    const eddy_status st = ids ? eddy_engine_decode_argmax(s->e, &b, s->b_ids, &err)
+                               : eddy_engine_decode(s->e, &b, s->logits, &err);
     const double dt = cli_now_s() - t0;
     pthread_mutex_lock(&s->mu);
     s->m.steps++;
@@ -699,7 +720,8 @@ static int step(srv_sched *s) {
         if (!sl->decoding) { /* the prompt is in: keep its state for requests that share it */
             if (eddy_seq_cache_put(sl->seq, &err) != EDDY_OK) eddy_log(EDDY_LOG_WARN, "serve: %s", err.msg);
         }
-        sample_next(s, sl, s->logits + k * s->n_vocab);
+        if (ids) next_token(s, sl, s->b_ids[k], NULL);
+        else sample_next(s, sl, s->logits + k * s->n_vocab);
     }
     return 0;
 }
@@ -834,9 +856,10 @@ int srv_sched_start(const srv_sched_params *p, srv_sched **out) {
     s->slots = calloc((size_t)p->n_slots, sizeof *s->slots);
     s->pins = calloc((size_t)(p->max_sessions > 0 ? p->max_sessions : 1), sizeof *s->pins);
     s->b_rows = calloc((size_t)p->n_slots, sizeof *s->b_rows);
+    s->b_ids = malloc((size_t)p->n_slots * sizeof *s->b_ids);
     s->logits = malloc((size_t)(p->n_slots * (s->k_max + 1) * s->n_vocab) * sizeof *s->logits);
-    if (!s->queue || !s->slots || !s->pins || !s->b_rows || !s->logits || !s->drafts || !s->d_spec || !s->d_t ||
-        !s->d_out || !s->d_max || !s->d_n) {
+    if (!s->queue || !s->slots || !s->pins || !s->b_rows || !s->b_ids || !s->logits || !s->drafts || !s->d_spec ||
+        !s->d_t || !s->d_out || !s->d_max || !s->d_n) {
         return cli_error("out of memory");
     }
     for (int i = 0; i < p->n_slots; i++)
@@ -882,7 +905,7 @@ void srv_sched_free(srv_sched *s) {
     eddy_engine_free(s->draft); /* after the slots' drafters gave back their draft sequences */
     free(s->drafts);
     free(s->d_spec), free(s->d_t), free(s->d_out), free(s->d_max), free(s->d_n);
-    free(s->queue), free(s->slots), free(s->pins), free(s->b_rows), free(s->logits);
+    free(s->queue), free(s->slots), free(s->pins), free(s->b_rows), free(s->b_ids), free(s->logits);
     free(s->b_tok), free(s->b_seq), free(s->b_want), free(s->eog);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);

@@ -110,8 +110,8 @@ __global__ void __launch_bounds__(ROPE_THREADS)
  * max, sum and unnormalized output (dv + 2 floats) to part, which attention_merge_kernel
  * folds. */
 __global__ void __launch_bounds__(ATT_THREADS)
-    attention_kernel(ck_step s, const float *q, const float *gate, float *out, const void *kc, const void *vc, int kv_f16,
-                     int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale, float *part) {
+    attention_kernel(ck_step s, const float *q, const float *gate, float *out, const void *kc, const void *vc,
+                     int kv_f16, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale, float *part) {
     ck_pdl_entry();
     __shared__ float qs[ATT_MAX_DV], p[ATT_THREADS], red[ATT_THREADS / 32];
     const int64_t r = blockIdx.x / n_head, h = blockIdx.x % n_head, hk = h / (n_head / n_kv);
