@@ -148,7 +148,12 @@ $(CUDA_TEST_OBJS): INCLUDES += -Itests -isystem $(CUDA_HOME)/include
 $(BUILD)/eddy-cuda-tests: $(CUDA_TEST_OBJS) $(OBJ)/libeddy-internal.a
 	$(CC) -pthread $(LDFLAGS) -o $@ $(filter %.o,$^) $(OBJ)/libeddy-internal.a $(LDLIBS_ALL)
 
-cuda-tests: $(BUILD)/eddy-cuda-tests
+# Each decode kernel's time at the device check model's shapes (tests/cuda/bench/)
+$(OBJ)/tests/cuda/bench/bench_kernels.o: INCLUDES += -isystem $(CUDA_HOME)/include
+$(BUILD)/eddy-cuda-bench: $(OBJ)/tests/cuda/bench/bench_kernels.o $(OBJ)/libeddy-internal.a
+	$(CC) -pthread $(LDFLAGS) -o $@ $(filter %.o,$^) $(OBJ)/libeddy-internal.a $(LDLIBS_ALL)
+
+cuda-tests: $(BUILD)/eddy-cuda-tests $(BUILD)/eddy-cuda-bench
 
 # `make test` compiles the CUDA backend whenever nvcc is there, and runs its tests on the
 # CPU emulator (build/cuda-emu; scripts/run-tests.sh runs them).

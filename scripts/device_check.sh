@@ -89,6 +89,9 @@ note "== single-sequence bench at $(elapsed)"
 grep -q 'graphs are off' "$OUT_DIR/bench.log" && note "WARNING: $(grep -m1 'graphs are off' "$OUT_DIR/bench.log")"
 bounded 180 $E bench -m "$M4B" --device cuda --npl 1,8,32 -p 128 -n 32 -r 1 >"$OUT_DIR/batched.log" 2>&1
 note "$(tail -8 "$OUT_DIR/batched.log")"
+# each decode kernel alone and back to back at the model's shapes, against the copy bandwidth
+bounded 90 build/cuda/eddy-cuda-bench 30 >"$OUT_DIR/kernel-bench.log" 2>&1
+note "$(cat "$OUT_DIR/kernel-bench.log")"
 # what decode gains from its fused kernels (the conv writing its windows, one kernel for a
 # Gated DeltaNet layer's gate, scan and norm, the gate in the attention's fold), in the same run
 EDDY_CUDA_FUSED=0 bounded 90 $E bench -m "$M4B" --device cuda -p 0 -n 128 -r 2 >"$OUT_DIR/bench-unfused.log" 2>&1

@@ -1,0 +1,257 @@
+/*
+ * bench_kernels.c — the CUDA kernels of a decode step, one at a time, at the shapes of the
+ * device check's 4B-parameter-shaped Qwen3.5 (hidden 2560, FFN 9216, 32 Gated DeltaNet value
+ * heads of 128 x 128, 16 attention heads of 256, vocabulary 151936), against the device's
+ * own read bandwidth measured in the same run. What a step's profile cannot say: each
+ * kernel's time at the GPU's real clocks, alone and back to back, and what each variant
+ * (load depth, early start) does to it.
+ *
+ *   build/cuda/eddy-cuda-bench [REPS [DIV]]  (make CUDA=1 cuda-tests; scripts/device_check.sh)
+ *
+ * DIV divides the products' rows and the copy (a quick run: the CPU emulator's smoke test).
+ * Every figure is the median of REPS (default 50) timings with CUDA events on one stream;
+ * "chained" times REPS launches in a row (programmatic dependent launch on, as a decode
+ * step's graph runs them: each starts loading its weights while the one before ends) and
+ * divides. Weights are random bytes with finite scales: their values do not matter here.
+ */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/ck.h"
+
+enum { T_Q4_K = 12, T_Q6_K = 14 };
+
+static int reps = 50;
+static int64_t div_rows = 1; /* the products' rows are divided by it */
+
+static void die(const char *what) {
+    const char *e = ck_check(1);
+    fprintf(stderr, "eddy-cuda-bench: %s: %s\n", what, e ? e : "failed");
+    exit(1);
+}
+
+static void *dev_alloc(size_t bytes) {
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) die("cudaMalloc");
+    return p;
+}
+
+/* n random bytes, then every block's f16 scales (at the type's offsets) set to small values */
+static void *rand_weights(int type, int64_t n_in, int64_t rows, size_t *row_bytes) {
+    const size_t block = type == T_Q4_K ? 144 : 210, n_blocks = (size_t)(n_in / 256 * rows);
+    *row_bytes = block * (size_t)(n_in / 256);
+    uint8_t *h = malloc(block * n_blocks);
+    if (!h) die("out of host memory");
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < block * n_blocks; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        h[i] = (uint8_t)s;
+    }
+    const uint16_t d = 0x1c00; /* f16 0.0039 */
+    for (size_t b = 0; b < n_blocks; b++) {
+        memcpy(h + b * block + (type == T_Q4_K ? 0 : 208), &d, 2);
+        if (type == T_Q4_K) memcpy(h + b * block + 2, &d, 2);
+    }
+    void *w = dev_alloc(block * n_blocks);
+    cudaMemcpy(w, h, block * n_blocks, cudaMemcpyHostToDevice);
+    free(h);
+    return w;
+}
+
+static float *rand_floats(int64_t n) {
+    float *h = malloc((size_t)n * sizeof *h);
+    if (!h) die("out of host memory");
+    for (int64_t i = 0; i < n; i++) h[i] = (float)((i * 7919) % 2003) / 1001.0f - 1.0f;
+    float *d = dev_alloc((size_t)n * sizeof *d);
+    cudaMemcpy(d, h, (size_t)n * sizeof *d, cudaMemcpyHostToDevice);
+    free(h);
+    return d;
+}
+
+static int cmp_float(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median time in microseconds of `launch` (chained: of one launch among reps in a row) */
+typedef void (*launch_fn)(void *arg, cudaStream_t st);
+static double time_us(launch_fn launch, void *arg, cudaStream_t st, int chained) {
+    cudaEvent_t a, b;
+    cudaEventCreate(&a), cudaEventCreate(&b);
+    for (int i = 0; i < 3; i++) launch(arg, st); /* warm-up */
+    float *t = malloc((size_t)reps * sizeof *t);
+    const int n = chained ? 5 : reps;
+    for (int r = 0; r < n; r++) {
+        cudaEventRecord(a, st);
+        for (int k = 0; k < (chained ? reps : 1); k++) launch(arg, st);
+        cudaEventRecord(b, st);
+        cudaEventSynchronize(b);
+        cudaEventElapsedTime(&t[r], a, b);
+        if (chained) t[r] /= (float)reps;
+    }
+    if (ck_check(1)) die("a timed kernel");
+    qsort(t, (size_t)n, sizeof *t, cmp_float);
+    const double us = 1e3 * t[n / 2];
+    free(t);
+    cudaEventDestroy(a), cudaEventDestroy(b);
+    return us;
+}
+
+/* ==== The device's read bandwidth: a device-to-device copy ==== */
+
+typedef struct {
+    void *dst, *src;
+    size_t bytes;
+} copy_arg;
+static void run_copy(void *p, cudaStream_t st) {
+    const copy_arg *c = p;
+    cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDeviceToDevice, st);
+}
+
+/* ==== Products ==== */
+
+typedef struct {
+    int type;
+    ck_gemv_part parts[2];
+    int n_parts;
+    int64_t n_in, n_tok;
+    const float *x;
+    void *scratch;
+    int ready, mmq;
+} gemv_arg;
+static void run_gemv(void *p, cudaStream_t st) {
+    const gemv_arg *g = p;
+    if (g->mmq) ck_mmq_parts((uint32_t)g->type, g->parts, g->n_parts, g->n_in, g->x, g->n_tok, g->scratch, st);
+    else ck_gemv_parts((uint32_t)g->type, g->parts, g->n_parts, g->n_in, g->x, g->n_tok, g->scratch, g->ready, st);
+}
+
+static void bench_product(const char *name, int type, int64_t n_in, int64_t n_out, int n_parts, double copy_gbs,
+                          cudaStream_t st) {
+    n_out /= div_rows;
+    gemv_arg g = {.type = type, .n_parts = n_parts, .n_in = n_in};
+    size_t rb = 0;
+    for (int k = 0; k < n_parts; k++) {
+        g.parts[k].W = rand_weights(type, n_in, n_out, &rb);
+        g.parts[k].row_bytes = rb, g.parts[k].n_out = n_out;
+        g.parts[k].y = dev_alloc((size_t)(64 * n_out) * sizeof(float));
+    }
+    const double bytes = (double)rb * (double)(n_out * n_parts);
+    float *x = rand_floats(64 * n_in);
+    g.x = x;
+    void *q8 = dev_alloc(ck_gemv_scratch_bytes(n_in, 8)), *mq = dev_alloc(ck_mmq_scratch_bytes(n_in, 64));
+    static const int64_t toks[] = {1, 2, 8, 32, 64};
+    for (size_t i = 0; i < sizeof toks / sizeof toks[0]; i++) {
+        g.n_tok = toks[i], g.mmq = toks[i] > 8, g.scratch = g.mmq ? mq : q8;
+        g.ready = 0;
+        run_gemv(&g, st); /* x's 8-bit form, for the runs that reuse it */
+        g.ready = !g.mmq;
+        const double alone = time_us(run_gemv, &g, st, 0), chained = time_us(run_gemv, &g, st, 1);
+        g.ready = 0;
+        const double quant = g.mmq ? alone : time_us(run_gemv, &g, st, 1);
+        printf("%-34s %2lld rows  %8.1f us alone  %8.1f chained  %6.0f GB/s = %3.0f%% of the copy's  "
+               "(%s%.1f us with x quantized)\n",
+               name, (long long)toks[i], alone, chained, bytes / chained * 1e-3, 100.0 * bytes / chained * 1e-3 / copy_gbs,
+               g.mmq ? "ck_mmq_parts, " : "", quant);
+    }
+    for (int k = 0; k < n_parts; k++) cudaFree((void *)g.parts[k].W), cudaFree(g.parts[k].y);
+    cudaFree(x), cudaFree(q8), cudaFree(mq);
+}
+
+/* ==== A Gated DeltaNet layer's decode: ck_gdn_step against the kernels it fuses ==== */
+
+typedef struct {
+    const ck_run *runs;
+    int64_t n_runs, conv_dim;
+    float *qkv, *ab, *g, *beta, *z, *o, *a, *dt, *w, *state;
+    int32_t *ckpts;
+    void *q8;
+    int fused;
+} gdn_arg;
+enum { NK = 16, NV = 32, DK = 128, DV = 128 };
+static void run_gdn(void *p, cudaStream_t st) {
+    const gdn_arg *d = p;
+    const int64_t n = d->n_runs, V = NV * DV;
+    const ck_gate_src gs = {d->ab + n * NV, NV, d->ab, NV, NV, NV, d->a, d->dt};
+    const ck_gated_norm gn = {d->z, V, d->w, 1e-6f};
+    if (d->fused) {
+        ck_gdn_step(d->runs, n, d->qkv, d->conv_dim, &gs, &gn, d->o, d->q8, d->state, NK, NV, DK, DV, 1, 0.088f, st);
+        return;
+    }
+    ck_ssm_gate(n, NV, gs.alpha, NV, gs.b, NV, NV, NV, d->a, d->dt, d->g, d->beta, st);
+    ck_gdn(d->runs, n, d->ckpts, d->qkv, d->conv_dim, d->g, d->beta, d->o, d->state, NK, NV, DK, DV, 1, 0.088f, st);
+    ck_gated_rmsnorm(n, NV, DV, d->o, V, d->z, V, d->w, 1e-6f, d->o, V, d->q8, st);
+}
+
+static void bench_gdn(int64_t n_runs, double copy_gbs, cudaStream_t st) {
+    const int64_t conv_dim = 2 * NK * DK + NV * DV, V = NV * DV, slot = NV * DK * DV;
+    ck_run runs[32];
+    for (int64_t k = 0; k < n_runs; k++) runs[k] = (ck_run){(int32_t)k, 1, (int32_t)k, (int32_t)k, 0, 0, 0};
+    gdn_arg d = {.n_runs = n_runs, .conv_dim = conv_dim};
+    ck_run *druns = dev_alloc(sizeof runs);
+    cudaMemcpy(druns, runs, sizeof runs, cudaMemcpyHostToDevice);
+    d.runs = druns;
+    d.qkv = rand_floats(n_runs * conv_dim), d.ab = rand_floats(2 * n_runs * NV), d.z = rand_floats(n_runs * V);
+    d.g = dev_alloc((size_t)(n_runs * NV) * 4), d.beta = dev_alloc((size_t)(n_runs * NV) * 4);
+    d.o = dev_alloc((size_t)(n_runs * V) * 4), d.a = rand_floats(NV), d.dt = rand_floats(NV), d.w = rand_floats(DV);
+    d.state = rand_floats(n_runs * slot), d.ckpts = dev_alloc(8), d.q8 = dev_alloc(ck_gemv_scratch_bytes(V, 8));
+    const double bytes = 2.0 * 4.0 * (double)(n_runs * slot); /* the state read and written */
+    for (int fused = 1; fused >= 0; fused--) {
+        d.fused = fused;
+        const double alone = time_us(run_gdn, &d, st, 0), chained = time_us(run_gdn, &d, st, 1);
+        printf("%-34s %2lld seqs  %8.1f us alone  %8.1f chained  %6.0f GB/s = %3.0f%% of the copy's\n",
+               fused ? "gdn_step (gate, scan, norm)" : "ssm_gate + gdn + gated_rmsnorm", (long long)n_runs, alone,
+               chained, bytes / chained * 1e-3, 100.0 * bytes / chained * 1e-3 / copy_gbs);
+    }
+    cudaFree(druns), cudaFree(d.qkv), cudaFree(d.ab), cudaFree(d.z), cudaFree(d.g), cudaFree(d.beta), cudaFree(d.o);
+    cudaFree(d.a), cudaFree(d.dt), cudaFree(d.w), cudaFree(d.state), cudaFree(d.ckpts), cudaFree(d.q8);
+}
+
+/* ==== The residual add and the next norm, a row of 2560 ==== */
+
+typedef struct {
+    float *x, *mix, *y, *w;
+    void *q8;
+} norm_arg;
+static void run_norm(void *p, cudaStream_t st) {
+    const norm_arg *a = p;
+    ck_add_rmsnorm(a->x, a->mix, 1.0f, a->y, a->w, 2560, 1, 1e-6f, a->q8, st);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) reps = atoi(argv[1]) > 0 ? atoi(argv[1]) : reps;
+    if (argc > 2) div_rows = atoi(argv[2]) > 0 ? atoi(argv[2]) : 1;
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) die("no CUDA device");
+    ck_set_pdl(prop.major >= 9);
+    cudaStream_t st;
+    if (cudaStreamCreate(&st) != cudaSuccess) die("cudaStreamCreate");
+    printf("eddy-cuda-bench on %s, %d SMs, median of %d\n", prop.name, prop.multiProcessorCount, reps);
+    copy_arg c = {.bytes = ((size_t)1 << 30) / (size_t)div_rows};
+    c.dst = dev_alloc(c.bytes), c.src = dev_alloc(c.bytes);
+    cudaMemset(c.src, 1, c.bytes);
+    const double copy_us = time_us(run_copy, &c, st, 0), copy_gbs = 2.0 * (double)c.bytes / copy_us * 1e-3;
+    printf("device-to-device copy of %zu MiB: %.0f GB/s (bytes read and written)\n", c.bytes >> 20, copy_gbs);
+    cudaFree(c.dst), cudaFree(c.src);
+    for (int depth = 4; depth >= 1; depth -= 3) {
+        ck_gemv_set_depth(depth);
+        printf("== products, %d item%s a lane in flight\n", depth, depth > 1 ? "s" : "");
+        bench_product("Q4_K 2560 -> 2 x 9216 (gate, up)", T_Q4_K, 2560, 9216, 2, copy_gbs, st);
+        bench_product("Q4_K 9216 -> 2560 (down)", T_Q4_K, 9216, 2560, 1, copy_gbs, st);
+        bench_product("Q6_K 2560 -> 12288 (GDN qkv)", T_Q6_K, 2560, 12288, 1, copy_gbs, st);
+        bench_product("Q4_K 4096 -> 2560 (GDN out)", T_Q4_K, 4096, 2560, 1, copy_gbs, st);
+        if (depth == 4) bench_product("Q6_K 2560 -> 151936 (output)", T_Q6_K, 2560, 151936, 1, copy_gbs, st);
+    }
+    ck_gemv_set_depth(4);
+    printf("== a Gated DeltaNet layer's decode (32 heads of 128 x 128)\n");
+    bench_gdn(1, copy_gbs, st);
+    bench_gdn(32, copy_gbs, st);
+    printf("== residual add + RMSNorm + 8-bit form, one row of 2560\n");
+    norm_arg na = {rand_floats(2560), rand_floats(2560), dev_alloc(2560 * 4), rand_floats(2560),
+                   dev_alloc(ck_gemv_scratch_bytes(2560, 1))};
+    printf("add_rmsnorm                         %8.1f us alone  %8.1f chained\n", time_us(run_norm, &na, st, 0),
+           time_us(run_norm, &na, st, 1));
+    cudaStreamDestroy(st);
+    return 0;
+}
