@@ -440,6 +440,21 @@ __device__ __forceinline__ scan_thread scan_thread_at(const ck_run *runs, int64_
     return b;
 }
 
+/* The chunked scans keep a chunk's keys and queries (B and C) in rows CHUNK_STRIDE(n)
+ * floats apart (n a multiple of 4): 16-byte aligned, so a row is read 4 elements a load,
+ * and 4 banks apart, so 8 threads reading 4 elements of 8 different rows at once hit 32
+ * different banks. */
+#define CHUNK_STRIDE(n) ((n) + 4)
+
+/* sum over i < n (a multiple of 4) of a[i] b[i] (a, b 16-byte aligned), in order */
+__device__ __forceinline__ float row_dot(const float *a, const float *b, int64_t n, float acc) {
+    for (int64_t i = 0; i < n; i += 4) {
+        const float4 u = *(const float4 *)(a + i), v = *(const float4 *)(b + i);
+        acc = fmaf(u.x, v.x, acc), acc = fmaf(u.y, v.y, acc), acc = fmaf(u.z, v.z, acc), acc = fmaf(u.w, v.w, acc);
+    }
+    return acc;
+}
+
 /* The chunk of a chunked scan that starts at row t0 of the run: up to C rows, ending at the
  * run's next checkpoint's row (ck: its index) if that comes first (then *at_ck). */
 __device__ __forceinline__ int32_t chunk_len(const ck_run &run, const int32_t *ckpts, int32_t ck, int32_t t0, int C,
@@ -571,9 +586,7 @@ __global__ void __launch_bounds__(512) /* 32 columns x 16 row groups: 128 regist
     const int cols = blockDim.x, R = blockDim.y, x = threadIdx.x, y = threadIdx.y;
     const int tid = y * cols + x, nthr = cols * R;
     float *S = sm;                 /* (d_k, cols) */
-    /* key and query rows d_k + 1 floats apart: a warp's threads read different rows' element
-     * i, in different banks */
-    const int64_t ks = d_k + 1;
+    const int64_t ks = CHUNK_STRIDE(d_k);
     float *Kc = S + d_k * cols;    /* (C, ks) the chunk's keys */
     float *Qc = Kc + C * ks;       /* (C, ks) its scaled queries */
     float *A = Qc + C * ks;        /* (C, C) */
@@ -658,10 +671,13 @@ __global__ void __launch_bounds__(512) /* 32 columns x 16 row groups: 128 regist
             if (s2 <= t) {
                 const float gam = expf(G[t] - G[s2]);
                 float kk = 0.0f, qk = 0.0f;
-                for (int64_t i = 0; i < d_k; i++) {
-                    const float k_s = Kc[s2 * ks + i];
-                    kk = fmaf(Kc[t * ks + i], k_s, kk);
-                    qk = fmaf(Qc[t * ks + i], k_s, qk);
+                for (int64_t i = 0; i < d_k; i += 4) { /* 4 elements a load (CHUNK_STRIDE) */
+                    const float4 k_s = *(const float4 *)(Kc + s2 * ks + i), k_t = *(const float4 *)(Kc + t * ks + i);
+                    const float4 q_t = *(const float4 *)(Qc + t * ks + i);
+                    kk = fmaf(k_t.x, k_s.x, kk), kk = fmaf(k_t.y, k_s.y, kk), kk = fmaf(k_t.z, k_s.z, kk);
+                    kk = fmaf(k_t.w, k_s.w, kk);
+                    qk = fmaf(q_t.x, k_s.x, qk), qk = fmaf(q_t.y, k_s.y, qk), qk = fmaf(q_t.z, k_s.z, qk);
+                    qk = fmaf(q_t.w, k_s.w, qk);
                 }
                 a = s2 < t ? bt[t] * gam * kk : 0.0f;
                 p = gam * qk;
@@ -673,10 +689,12 @@ __global__ void __launch_bounds__(512) /* 32 columns x 16 row groups: 128 regist
         for (int t = y; t < nc; t += R) {
             float kS = 0.0f, qS = 0.0f;
             if (live)
-                for (int64_t i = 0; i < d_k; i++) {
-                    const float sv = S[i * cols + x];
-                    kS = fmaf(Kc[t * ks + i], sv, kS);
-                    qS = fmaf(Qc[t * ks + i], sv, qS);
+                for (int64_t i = 0; i < d_k; i += 4) { /* the key and the query 4 elements a load */
+                    const float4 k4 = *(const float4 *)(Kc + t * ks + i), q4 = *(const float4 *)(Qc + t * ks + i);
+                    const float c0 = S[i * cols + x], c1 = S[(i + 1) * cols + x], c2 = S[(i + 2) * cols + x];
+                    const float c3 = S[(i + 3) * cols + x];
+                    kS = fmaf(k4.x, c0, kS), kS = fmaf(k4.y, c1, kS), kS = fmaf(k4.z, c2, kS), kS = fmaf(k4.w, c3, kS);
+                    qS = fmaf(q4.x, c0, qS), qS = fmaf(q4.y, c1, qS), qS = fmaf(q4.z, c2, qS), qS = fmaf(q4.w, c3, qS);
                 }
             const float eg = expf(G[t]);
             const float v = !live       ? 0.0f
@@ -699,11 +717,16 @@ __global__ void __launch_bounds__(512) /* 32 columns x 16 row groups: 128 regist
             for (int s2 = 0; s2 <= t; s2++) ov = fmaf(P[t * C + s2], U[s2 * cols + x], ov);
             if (live) o[(row0 + t) * n_v * d_v + h * d_v + j] = ov;
         }
-        if (live) {
+        if (live) { /* the chunk's weighted U of column x in registers: one shared load a term */
             const float el = expf(G[nc - 1]);
+            float uw[CK_SCAN_CHUNK];
+#pragma unroll
+            for (int t = 0; t < CK_SCAN_CHUNK; t++) uw[t] = t < nc ? wl[t] * U[t * cols + x] : 0.0f;
             for (int64_t i = i0; i < i1; i++) {
                 float sv = el * S[i * cols + x];
-                for (int t = 0; t < nc; t++) sv = fmaf(Kc[t * ks + i] * wl[t], U[t * cols + x], sv);
+#pragma unroll
+                for (int t = 0; t < CK_SCAN_CHUNK; t++)
+                    if (t < nc) sv = fmaf(Kc[t * ks + i], uw[t], sv);
                 S[i * cols + x] = sv;
             }
         }
@@ -807,13 +830,14 @@ extern "C" void ck_gdn(const ck_run *runs, int64_t n_runs, const int32_t *ckpts,
 
 /* The chunk length and the block of a chunked scan over a head's state of rows x
  * cols_total: chunks of CK_SCAN_CHUNK rows (fewer for wide states), up to 32 columns,
- * within 48 KiB of shared floats: the slice (rows, cols), two chunk matrices of rows + 1
- * floats a row (keys and queries; B and C), n_pair (C, C) score matrices, two (C, cols)
- * and three (C). *C = 0 when none fits. */
+ * within 48 KiB of shared floats: the slice (rows, cols), two chunk matrices of
+ * CHUNK_STRIDE(rows) floats a row (keys and queries; B and C), n_pair (C, C) score
+ * matrices, two (C, cols) and three (C). *C = 0 when none fits, or rows is not a multiple
+ * of 4 (the chunk matrices' rows are read 4 elements a load). */
 static dim3 chunk_block(int64_t rows, int64_t cols_total, int n_pair, int64_t n_runs, int *C, size_t *shm) {
-    for (*C = CK_SCAN_CHUNK; *C >= 4; *C /= 2)
+    for (*C = rows % 4 ? 0 : CK_SCAN_CHUNK; *C >= 4; *C /= 2)
         for (int cols = cols_total < 32 ? (int)cols_total : 32; cols >= 1; cols /= 2) {
-            *shm = (size_t)(rows * cols + 2 * *C * (rows + 1) + n_pair * *C * *C + 2 * *C * cols + 3 * *C) *
+            *shm = (size_t)(rows * cols + 2 * *C * CHUNK_STRIDE(rows) + n_pair * *C * *C + 2 * *C * cols + 3 * *C) *
                    sizeof(float);
             if (*shm <= 48 * 1024) return dim3((unsigned)cols, (unsigned)scan_groups(rows, n_runs));
         }
@@ -1050,16 +1074,16 @@ __global__ void mamba2_kernel(const ck_run *runs, const int32_t *ckpts, const fl
  *   S   = e^{G_last} S0 + sum_t e^{G_last - G_t} dt_t B_t x_t^T
  * A chunk ends early at a prefix-cache checkpoint's row. Blocks and threads as
  * mamba2_kernel; three barriers per chunk. */
-__global__ void mamba2_chunk_kernel(const ck_run *runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s,
-                                    const float *dt_raw, int64_t dt_s, float *y, float *state, int64_t H, int64_t P,
-                                    int64_t G, int64_t N, const float *A, const float *dt_bias, const float *D,
-                                    int C) {
+__global__ void __launch_bounds__(512, 2) /* two blocks of 32 x 16 threads an SM: 64 registers at most */
+    mamba2_chunk_kernel(const ck_run *runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s, const float *dt_raw,
+                        int64_t dt_s, float *y, float *state, int64_t H, int64_t P, int64_t G, int64_t N,
+                        const float *A, const float *dt_bias, const float *D, int C) {
     ck_pdl_entry();
     CK_DYNAMIC_SHARED(float, sm);
     const int cols = blockDim.x, R = blockDim.y, tx = threadIdx.x, ty = threadIdx.y;
     const int tid = ty * cols + tx, nthr = cols * R;
     float *S = sm;             /* (N, cols) */
-    const int64_t ns = N + 1; /* rows of B and C N + 1 floats apart, as gdn_chunk_kernel's keys */
+    const int64_t ns = CHUNK_STRIDE(N);
     float *Bc = S + N * cols;  /* (C, ns) */
     float *Cc = Bc + C * ns;   /* (C, ns) */
     float *CB = Cc + C * ns;   /* (C, C) e^{G_t - G_s} dt_s (C_t . B_s), s <= t */
@@ -1102,16 +1126,18 @@ __global__ void mamba2_chunk_kernel(const ck_run *runs, const int32_t *ckpts, co
             const int t = e / nc, s2 = e % nc;
             float v = 0.0f;
             if (s2 <= t) {
-                float cb = 0.0f;
-                for (int64_t n = 0; n < N; n++) cb = fmaf(Cc[t * ns + n], Bc[s2 * ns + n], cb);
-                v = expf(Gc[t] - Gc[s2]) * dt[s2] * cb;
+                v = expf(Gc[t] - Gc[s2]) * dt[s2] * row_dot(Cc + t * ns, Bc + s2 * ns, N, 0.0f);
             }
             CB[t * C + s2] = v;
         }
         for (int t = ty; t < nc; t += R) {
             float cs = 0.0f;
             if (live)
-                for (int64_t n = 0; n < N; n++) cs = fmaf(Cc[t * ns + n], S[n * cols + tx], cs);
+                for (int64_t n = 0; n < N; n += 4) { /* C 4 elements a load */
+                    const float4 c4 = *(const float4 *)(Cc + t * ns + n);
+                    cs = fmaf(c4.x, S[n * cols + tx], cs), cs = fmaf(c4.y, S[(n + 1) * cols + tx], cs);
+                    cs = fmaf(c4.z, S[(n + 2) * cols + tx], cs), cs = fmaf(c4.w, S[(n + 3) * cols + tx], cs);
+                }
             CS[t * cols + tx] = expf(Gc[t]) * cs;
         }
         __syncthreads();
