@@ -540,8 +540,9 @@ static void q8_holds(cuda_backend *g, const float *x, int64_t n, int64_t cols) {
 }
 
 /* y (n, rows of W) = x (n, W->ne[0]) W^T on the tensor cores (cuBLAS): steps of more than
- * CK_GEMV_MAX_TOK rows */
-static void lin_blas(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y) {
+ * CK_GEMV_MAX_TOK rows. x16_ready: g->x16 holds x in f16 already (the product before had
+ * the same x); returns whether it does afterwards. */
+static bool lin_blas(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y, bool x16_ready) {
     const int64_t n_in = W->ne[0], n_out = tensor_rows(W);
     const float one = 1.0f, zero = 0.0f;
     cublasStatus_t st;
@@ -561,13 +562,14 @@ static void lin_blas(cuda_backend *g, const tensor *W, const float *x, int64_t n
             }
         });
         PROF(g, PROF_GEMM, {
-            ck_f32_to_f16(x, g->x16, n * n_in, g->stream);
+            if (!x16_ready) ck_f32_to_f16(x, g->x16, n * n_in, g->stream);
             st = cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_out, (int)n, (int)n_in, &one, A, CUDA_R_16F,
                               (int)n_in, g->x16, CUDA_R_16F, (int)n_in, &zero, y, CUDA_R_32F, (int)n_out,
                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         });
     }
     if (st != CUBLAS_STATUS_SUCCESS && g->blas_status == CUBLAS_STATUS_SUCCESS) g->blas_status = st;
+    return W->type != QTYPE_F32 || x16_ready;
 }
 /* ys[k] = x W[k]^T for n_w <= CK_GEMV_MAX_PARTS weights of one x. A step of up to
  * CK_GEMV_MAX_TOK rows runs each run of consecutive weights of one type in one launch
@@ -577,13 +579,14 @@ static void lin_blas(cuda_backend *g, const tensor *W, const float *x, int64_t n
 static void lin_parts(cuda_backend *g, const tensor *const *W, float *const *ys, int n_w, const float *x, int64_t n,
                       bool same_x) {
     assert(n_w >= 1 && n_w <= CK_GEMV_MAX_PARTS);
+    bool x16 = false; /* g->x16 holds x in f16: converted once for the products of this x */
     for (int k = 0, e; k < n_w; k = e) {
         const int64_t n_in = W[k]->ne[0];
         const bool ready = (same_x || k > 0) && g->xq_of == x && g->xq_rows == n && g->xq_cols == n_in;
         q8_holds(g, NULL, 0, 0);
         const bool mmq = n > CK_GEMV_MAX_TOK && n <= g->mmq_rows && g->mmq_q8 && ck_gemv_integer(W[k]->type);
         if (n > CK_GEMV_MAX_TOK && !mmq) {
-            lin_blas(g, W[k], x, n, ys[k]);
+            x16 = lin_blas(g, W[k], x, n, ys[k], x16);
             e = k + 1;
             continue;
         }

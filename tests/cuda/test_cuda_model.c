@@ -199,6 +199,12 @@ TEST(cuda_quantized_models_match_cpu) {
     check_against_cpu("models/qwen35moe-tiny-q8_0.gguf");
     check_against_cpu("models/qwen3next-tiny-q4_k_m.gguf");
     check_against_cpu("models/granitehybrid-tiny-q8_0.gguf");
+    /* the prefill's products through cuBLAS on f16 copies (each x converted to f16 once for
+     * the products that share it), not ck_mmq_parts */
+    setenv("EDDY_CUDA_MMQ", "0", 1);
+    check_against_cpu("models/qwen35-tiny-q4_k_m.gguf");
+    check_against_cpu("models/llama-tiny-q8_0.gguf");
+    unsetenv("EDDY_CUDA_MMQ");
 }
 
 /* The f16 copies the tensor-core products keep of the weights (all of them, none, or as many
