@@ -59,6 +59,13 @@ typedef struct {
 } ck_gemv_part;
 int ck_gemv_parts(uint32_t type, const ck_gemv_part *parts, int n_parts, int64_t n_in, const float *x, int64_t n_tok,
                   void *scratch, int x_ready, void *stream);
+/* The same in one launch for parts of two types, the first n_first of type_first and the
+ * others of type_rest: Q6_K and Q4_K, either way round (a Q4_K_M file's projections of one
+ * input, such as attention's q and k in Q4_K with v in Q6_K), on the integer path.
+ * Returns -1 (nothing launched) for other types, more than CK_GEMV_MAX_TOK rows of x, no
+ * scratch, or Q4_K rows not 16-byte aligned; else as ck_gemv_parts. */
+int ck_gemv_parts_mixed(uint32_t type_first, int n_first, uint32_t type_rest, const ck_gemv_part *parts, int n_parts,
+                        int64_t n_in, const float *x, int64_t n_tok, void *scratch, int x_ready, void *stream);
 /* How many of its items (32-element units; Q4_K's and Q6_K's pieces of a super-block) a
  * lane of the integer products loads before it multiplies the first: 4 (the default: four
  * times the bytes in flight a warp), or 1. Other values are ignored. Every depth gives the

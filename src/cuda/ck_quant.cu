@@ -15,6 +15,8 @@
 #include "cuda/ck_device.h"
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "cuda/ck.h"
 #include "cuda/ck_levels.h"
 #include "cuda/ck_q8.h"
@@ -340,11 +342,12 @@ struct gemv_warp {
     float *y;           /* its part's output (n_tok, n_out) */
     int64_t r, n_out;   /* the row within its part */
     int first, step;
+    int part;  /* the row's part (0 for a dead warp) */
     bool live; /* the row exists (a dead warp still takes part in the block's sums) */
 };
 __device__ __forceinline__ gemv_warp gemv_warp_at(int wpr, const gemv_parts &ps) {
     const int w = threadIdx.x >> 5;
-    gemv_warp g = {(const uint8_t *)ps.p[0].W, ps.p[0].y, 0, 1, 0, 0, false};
+    gemv_warp g = {(const uint8_t *)ps.p[0].W, ps.p[0].y, 0, 1, 0, 0, 0, false};
     int64_t r = (int64_t)blockIdx.x * (GEMV_WARPS / wpr) + w / wpr;
     g.first = (threadIdx.x & 31) + 32 * (w % wpr);
     g.step = 32 * wpr;
@@ -352,7 +355,7 @@ __device__ __forceinline__ gemv_warp gemv_warp_at(int wpr, const gemv_parts &ps)
     for (int k = 0; k < CK_GEMV_MAX_PARTS; k++) /* constant indices: the parts stay parameters */
         if (!g.live && k < ps.n) {
             if (r < ps.p[k].n_out) {
-                g.live = true, g.r = r, g.n_out = ps.p[k].n_out, g.y = ps.p[k].y;
+                g.live = true, g.r = r, g.n_out = ps.p[k].n_out, g.y = ps.p[k].y, g.part = k;
                 g.row = (const uint8_t *)ps.p[k].W + (size_t)r * ps.p[k].row_bytes;
             } else {
                 r -= ps.p[k].n_out;
@@ -544,18 +547,16 @@ __device__ __forceinline__ void dot_group(const typename I::piece p[D], int64_t 
     }
 }
 
+/* acc = the warp's row (its items first, first + step, ...) times each of the NT rows of x */
 template <class I, int NT, int D>
-__global__ void __launch_bounds__(32 * GEMV_WARPS)
-    gemv_q8_kernel(const gemv_parts ps, int64_t n_in, const int8_t *xq, const q8x *xs, int wpr) {
-    ck_pdl_trigger();
-    const gemv_warp gw = gemv_warp_at(wpr, ps);
+__device__ __forceinline__ void row_products(const gemv_warp &gw, int64_t n_in, const int8_t *xq, const q8x *xs,
+                                             float acc[NT]) {
     const int64_t n_items = I::count(n_in);
     int64_t i0 = gw.first;
     bool more = gw.live && i0 < n_items;
     typename I::piece p[D];
     if (more) load_group<I, D>(gw.row, i0, gw.step, n_items, p);
     ck_pdl_wait(); /* the weights do not depend on the kernels before; x does */
-    float acc[NT];
 #pragma unroll
     for (int t = 0; t < NT; t++) acc[t] = 0.0f;
     while (more) {
@@ -564,6 +565,19 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS)
         more = i0 < n_items;
         if (more) load_group<I, D>(gw.row, i0, gw.step, n_items, p);
     }
+}
+
+/* Parts [0, n_first) in items I, the others in I2 (a launch of two types: Q6_K's and
+ * Q4_K's, whose rows have as many items); a warp's row is of one part, so each warp takes
+ * one of the two ways whole. */
+template <class I, class I2, int NT, int D>
+__global__ void __launch_bounds__(32 * GEMV_WARPS)
+    gemv_q8_kernel(const gemv_parts ps, int64_t n_in, const int8_t *xq, const q8x *xs, int wpr, int n_first) {
+    ck_pdl_trigger();
+    const gemv_warp gw = gemv_warp_at(wpr, ps);
+    float acc[NT];
+    if (std::is_same<I, I2>::value || gw.part < n_first) row_products<I, NT, D>(gw, n_in, xq, xs, acc);
+    else row_products<I2, NT, D>(gw, n_in, xq, xs, acc);
     gemv_store<NT>(acc, wpr, gw);
 }
 
@@ -581,7 +595,7 @@ static int gemv_wpr(int64_t n_out, int64_t n_items) {
 int gemv_depth = GEMV_DEPTH;
 
 /* One launch of the integer kernel; gemv_q8_launch's kind picks its items: 1 Q4_K's
- * pieces, 2 Q6_K's, 0 T's units */
+ * pieces, 2 Q6_K's, 3 Q6_K's for parts [0, n_first) and Q4_K's for the others, 0 T's units */
 struct launch {
     dim3 grid, block;
     cudaStream_t st;
@@ -589,47 +603,37 @@ struct launch {
     int64_t n_in;
     const int8_t *xq;
     const q8x *xs;
-    int wpr;
+    int wpr, n_first;
 };
-template <class I, int NT, int D> void gemv_q8_launch_i(const launch &l) {
-    CK_LAUNCH(l.grid, l.block, 0, l.st, gemv_q8_kernel<I, NT, D>)(l.ps, l.n_in, l.xq, l.xs, l.wpr);
+template <class I, class I2, int NT, int D> void gemv_q8_launch_i(const launch &l) {
+    CK_LAUNCH(l.grid, l.block, 0, l.st, gemv_q8_kernel<I, I2, NT, D>)(l.ps, l.n_in, l.xq, l.xs, l.wpr, l.n_first);
 }
 template <int T, int NT, int D> void gemv_q8_launch_d(int kind, const launch &l) {
-    if (kind == 1) gemv_q8_launch_i<q4k_item, NT, D>(l);
-    else if (kind == 2) gemv_q8_launch_i<q6k_item, NT, D>(l);
-    else gemv_q8_launch_i<unit_item<T>, NT, D>(l);
+    if (kind == 1) gemv_q8_launch_i<q4k_item, q4k_item, NT, D>(l);
+    else if (kind == 2) gemv_q8_launch_i<q6k_item, q6k_item, NT, D>(l);
+    else if (kind == 3) gemv_q8_launch_i<q6k_item, q4k_item, NT, D>(l);
+    else gemv_q8_launch_i<unit_item<T>, unit_item<T>, NT, D>(l);
 }
 template <int T, int NT> void gemv_q8_launch(int kind, const launch &l) {
     if (gemv_depth == 1) gemv_q8_launch_d<T, NT, 1>(kind, l);
     else gemv_q8_launch_d<T, NT, GEMV_DEPTH>(kind, l);
 }
 
-/* The integer path for the block formats with a level decoder (run returns false for
- * the others: the float path). */
-template <int T, bool = has_iunit<T>::V> struct gemv_q8 {
-    static bool run(const gemv_parts &, int64_t, const float *, int64_t, void *, bool, cudaStream_t) { return false; }
-};
-template <int T> struct gemv_q8<T, true> {
-    static bool run(const gemv_parts &ps, int64_t n_in, const float *x, int64_t n_tok, void *scratch, bool x_ready,
-                    cudaStream_t st);
-};
+/* x's 8-bit form into scratch (unless x_ready), then the parts' products in one launch of
+ * the given kind (n_tok <= CK_GEMV_MAX_TOK, n_in a multiple of 32) */
 template <int T>
-bool gemv_q8<T, true>::run(const gemv_parts &ps, int64_t n_in, const float *x, int64_t n_tok, void *scratch,
-                           bool x_ready, cudaStream_t st) {
-    if (!scratch || n_in % 32) return false;
+void gemv_q8_go(const gemv_parts &ps, int kind, int n_first, int64_t n_in, const float *x, int64_t n_tok,
+                void *scratch, bool x_ready, cudaStream_t st) {
     int8_t *xq = (int8_t *)scratch;
     q8x *xs = (q8x *)(xq + (size_t)(n_tok * n_in));
     const int64_t units = n_tok * n_in / 32;
     if (!x_ready) CK_LAUNCH(blocks_for(units * 32, 256), 256, 0, st, quantize_q8x_kernel)(x, units, xq, xs);
     int64_t n_out = 0;
-    uintptr_t align = 0;
-    for (int k = 0; k < ps.n; k++) n_out += ps.p[k].n_out, align |= (uintptr_t)ps.p[k].W | ps.p[k].row_bytes;
-    /* the super-block kernels where they apply (Q4_K's 16-byte loads need aligned rows) */
-    const int kind = T == T_Q4_K && align % 16 == 0 ? 1 : T == T_Q6_K ? 2 : 0;
+    for (int k = 0; k < ps.n; k++) n_out += ps.p[k].n_out;
     /* split rows for one row of x (timed on an H200); batches keep a warp per row */
     const int wpr = n_tok == 1 ? gemv_wpr(n_out, kind ? n_in / 256 * 8 : n_in / 32) : 1;
     const dim3 grid((unsigned)((n_out + GEMV_WARPS / wpr - 1) / (GEMV_WARPS / wpr))), block(32 * GEMV_WARPS);
-    const launch l = {grid, block, st, ps, n_in, xq, xs, wpr};
+    const launch l = {grid, block, st, ps, n_in, xq, xs, wpr, n_first};
     switch (n_tok) {
     case 1: gemv_q8_launch<T, 1>(kind, l); break;
     case 2: gemv_q8_launch<T, 2>(kind, l); break;
@@ -641,8 +645,30 @@ bool gemv_q8<T, true>::run(const gemv_parts &ps, int64_t n_in, const float *x, i
     case 8: gemv_q8_launch<T, 8>(kind, l); break;
     default: break;
     }
-    return true;
 }
+
+/* Whether Q4_K's 16-byte loads of the super-block kernel may read the parts [k0, k1) */
+static bool rows_16_aligned(const gemv_parts &ps, int k0, int k1) {
+    uintptr_t align = 0;
+    for (int k = k0; k < k1; k++) align |= (uintptr_t)ps.p[k].W | ps.p[k].row_bytes;
+    return align % 16 == 0;
+}
+
+/* The integer path for the block formats with a level decoder (run returns false for
+ * the others: the float path). */
+template <int T, bool = has_iunit<T>::V> struct gemv_q8 {
+    static bool run(const gemv_parts &, int64_t, const float *, int64_t, void *, bool, cudaStream_t) { return false; }
+};
+template <int T> struct gemv_q8<T, true> {
+    static bool run(const gemv_parts &ps, int64_t n_in, const float *x, int64_t n_tok, void *scratch, bool x_ready,
+                    cudaStream_t st) {
+        if (!scratch || n_in % 32) return false;
+        /* the super-block kernels where they apply (Q4_K's need aligned rows) */
+        const int kind = T == T_Q4_K && rows_16_aligned(ps, 0, ps.n) ? 1 : T == T_Q6_K ? 2 : 0;
+        gemv_q8_go<T>(ps, kind, ps.n, n_in, x, n_tok, scratch, x_ready, st);
+        return true;
+    }
+};
 
 /* ==== Dequantization and look-up: one thread per unit ==== */
 
@@ -736,6 +762,26 @@ extern "C" int ck_gemv_parts(uint32_t type, const ck_gemv_part *parts, int n_par
         held = ck_gemv(type, parts[k].W, parts[k].row_bytes, n_in, parts[k].n_out, x, n_tok, parts[k].y, scratch,
                        held, stream);
     return held;
+}
+
+extern "C" int ck_gemv_parts_mixed(uint32_t type_first, int n_first, uint32_t type_rest, const ck_gemv_part *parts,
+                                   int n_parts, int64_t n_in, const float *x, int64_t n_tok, void *scratch,
+                                   int x_ready, void *stream) {
+    const bool pair = (type_first == T_Q6_K && type_rest == T_Q4_K) || (type_first == T_Q4_K && type_rest == T_Q6_K);
+    if (!pair || n_first <= 0 || n_first >= n_parts || n_parts > CK_GEMV_MAX_PARTS || n_tok <= 0 ||
+        n_tok > CK_GEMV_MAX_TOK || !scratch || n_in % 256)
+        return -1;
+    /* Q6_K's parts first: the order of a launch's parts is its own (each has its output) */
+    gemv_parts ps = {};
+    ps.n = n_parts;
+    const int n_q6 = type_first == T_Q6_K ? n_first : n_parts - n_first;
+    for (int k = 0, j = 0; k < n_parts; k++)
+        if ((k < n_first) == (type_first == T_Q6_K)) ps.p[j++] = parts[k];
+    for (int k = 0, j = n_q6; k < n_parts; k++)
+        if ((k < n_first) != (type_first == T_Q6_K)) ps.p[j++] = parts[k];
+    if (!rows_16_aligned(ps, n_q6, n_parts)) return -1;
+    gemv_q8_go<T_Q4_K>(ps, 3, n_q6, n_in, x, n_tok, scratch, x_ready, (cudaStream_t)stream);
+    return 1;
 }
 
 int ck_pdl_enabled = 0;

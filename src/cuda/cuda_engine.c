@@ -591,13 +591,25 @@ static void lin_parts(cuda_backend *g, const tensor *const *W, float *const *ys,
             continue;
         }
         ck_gemv_part parts[CK_GEMV_MAX_PARTS];
-        for (e = k; e < n_w && W[e]->type == W[k]->type && W[e]->ne[0] == n_in; e++)
-            parts[e - k] = (ck_gemv_part){W[e]->data, W[e]->row_bytes, tensor_rows(W[e]), ys[e]};
+        for (int i = k; i < n_w; i++)
+            parts[i - k] = (ck_gemv_part){W[i]->data, W[i]->row_bytes, tensor_rows(W[i]), ys[i]};
+        for (e = k; e < n_w && W[e]->type == W[k]->type && W[e]->ne[0] == n_in; e++) {}
         int held = 0;
-        if (mmq) PROF(g, PROF_MMQ, ck_mmq_parts(W[k]->type, parts, e - k, n_in, x, n, g->mmq_q8, g->stream));
-        else
-            PROF(g, PROF_GEMV,
-                 held = ck_gemv_parts(W[k]->type, parts, e - k, n_in, x, n, g->gemv_q8, ready, g->stream));
+        if (mmq) {
+            PROF(g, PROF_MMQ, ck_mmq_parts(W[k]->type, parts, e - k, n_in, x, n, g->mmq_q8, g->stream));
+        } else {
+            /* the weights of the next type too, in one launch where ck_gemv_parts_mixed takes the pair */
+            int e2 = e, mixed = -1;
+            while (e2 < n_w && W[e2]->type == W[e]->type && W[e2]->ne[0] == n_in) e2++;
+            if (e2 > e)
+                PROF(g, PROF_GEMV,
+                     mixed = ck_gemv_parts_mixed(W[k]->type, e - k, W[e]->type, parts, e2 - k, n_in, x, n,
+                                                 g->gemv_q8, ready, g->stream));
+            if (mixed >= 0) held = mixed, e = e2;
+            else
+                PROF(g, PROF_GEMV,
+                     held = ck_gemv_parts(W[k]->type, parts, e - k, n_in, x, n, g->gemv_q8, ready, g->stream));
+        }
         if (held) q8_holds(g, x, n, n_in);
     }
 }

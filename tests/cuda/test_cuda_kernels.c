@@ -262,6 +262,68 @@ TEST(cuda_gemv_depths_agree) {
         }
 }
 
+/* Products of one x on Q6_K and Q4_K weights in one launch (ck_gemv_parts_mixed) give the
+ * bits of each type's own launch (ck_gemv_parts): either type first, 1, 3 and 8 rows of x,
+ * parts of 3 to 700 rows (one row of x splits a row over warps when the parts are small);
+ * other types, 9 rows of x, and Q4_K rows not 16-byte aligned are refused. */
+TEST(cuda_gemv_mixed_parts_match_separate) {
+    test_rng r = test_rng_new();
+    const int64_t n_in = 1280;
+    for (int q6_first = 0; q6_first < 2; q6_first++)
+        for (int big = 0; big < 2; big++) {
+            const qtype ta = q6_first ? QTYPE_Q6_K : QTYPE_Q4_K, tb = q6_first ? QTYPE_Q4_K : QTYPE_Q6_K;
+            const int na = q6_first ? 1 : 2, nb = q6_first ? 3 : 1;
+            const int64_t rows[4] = {big ? 700 : 5, big ? 300 : 3, big ? 129 : 17, 9};
+            ck_gemv_part parts[4], own[4];
+            void *dw[4];
+            size_t rb[4];
+            float *dy[4], *dz[4];
+            for (int k = 0; k < na + nb; k++) {
+                uint8_t *w = rand_weights(&r, k < na ? ta : tb, n_in, rows[k], &rb[k]);
+                dw[k] = dev(w, rb[k] * (size_t)rows[k]);
+                free(w);
+                dy[k] = dev(NULL, (size_t)(8 * rows[k]) * 4), dz[k] = dev(NULL, (size_t)(8 * rows[k]) * 4);
+                parts[k] = (ck_gemv_part){dw[k], rb[k], rows[k], dy[k]};
+                own[k] = (ck_gemv_part){dw[k], rb[k], rows[k], dz[k]};
+            }
+            for (int64_t nt = 1; nt <= 8; nt = nt == 1 ? 3 : nt + 5) {
+                float *x = rand_floats(&r, nt * n_in, 1.0f), *dx = dev(x, (size_t)(nt * n_in) * 4);
+                void *q8 = dev(NULL, ck_gemv_scratch_bytes(n_in, nt));
+                const int held = ck_gemv_parts_mixed(ta, na, tb, parts, na + nb, n_in, dx, nt, q8, 0, NULL);
+                ck_gemv_parts(ta, own, na, n_in, dx, nt, q8, 0, NULL);
+                ck_gemv_parts(tb, own + na, nb, n_in, dx, nt, q8, 1, NULL);
+                bool same = ok_cuda("mixed products") && held == 1;
+                for (int k = 0; k < na + nb && same; k++) {
+                    const size_t bytes = (size_t)(nt * rows[k]) * 4;
+                    float *a = malloc(bytes), *b = malloc(bytes);
+                    back(a, dy[k], bytes), back(b, dz[k], bytes);
+                    same = !memcmp(a, b, bytes);
+                    free(a), free(b);
+                }
+                CHECKF(same, "%s then %s, %s parts, %lld rows of x: the one launch differs (held %d)", qtype_name(ta),
+                       qtype_name(tb), big ? "large" : "small", (long long)nt, held);
+                cudaFree(dx), cudaFree(q8);
+                free(x);
+            }
+            for (int k = 0; k < na + nb; k++) cudaFree(dw[k]), cudaFree(dy[k]), cudaFree(dz[k]);
+        }
+    /* refused: nothing launched */
+    size_t rb;
+    uint8_t *w = rand_weights(&r, QTYPE_Q4_K, n_in, 2, &rb);
+    uint8_t *dw = dev(NULL, rb * 2 + 16);
+    cudaMemcpy(dw + 2, w, rb * 2, cudaMemcpyHostToDevice);
+    float *dx = dev(NULL, (size_t)(9 * n_in) * 4), *dy = dev(NULL, 9 * 2 * 4);
+    void *q8 = dev(NULL, ck_gemv_scratch_bytes(n_in, 8));
+    const ck_gemv_part two[2] = {{dw, rb, 1, dy}, {dw + 2, rb, 1, dy}};
+    CHECK(ck_gemv_parts_mixed(QTYPE_Q8_0, 1, QTYPE_Q4_K, two, 2, n_in, dx, 1, q8, 0, NULL) == -1);
+    CHECK(ck_gemv_parts_mixed(QTYPE_Q6_K, 1, QTYPE_Q4_K, two, 2, n_in, dx, 9, q8, 0, NULL) == -1);
+    CHECK(ck_gemv_parts_mixed(QTYPE_Q6_K, 1, QTYPE_Q4_K, two, 2, n_in, dx, 1, q8, 0, NULL) == -1); /* Q4_K at +2 */
+    CHECK(ck_gemv_parts_mixed(QTYPE_Q6_K, 1, QTYPE_Q4_K, two, 2, n_in, dx, 1, NULL, 0, NULL) == -1);
+    CHECK(ok_cuda("refused mixed products"));
+    cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(q8);
+    free(w);
+}
+
 /* The tensor-core products of 9 rows and more (ck_mmq_parts) match x W^T with x as the
  * integer products see it, for every type with the integer path: three parts in one
  * launch whose tiles of 16 rows end inside a part (rows [0, 10), [10, 11), [11, 37)); rows
