@@ -573,9 +573,10 @@ static bool lin_blas(cuda_backend *g, const tensor *W, const float *x, int64_t n
 }
 /* ys[k] = x W[k]^T for n_w <= CK_GEMV_MAX_PARTS weights of one x. A step of up to
  * CK_GEMV_MAX_TOK rows runs each run of consecutive weights of one type in one launch
- * (ck_gemv_parts); more rows go through cuBLAS. same_x: x is the input of the previous
- * product too (unchanged since), or the output of a kernel that left its 8-bit form
- * (q8_holds), so that form, when there is one, is used again. */
+ * (ck_gemv_parts), or two such runs where ck_gemv_parts_mixed takes their pair of types;
+ * up to mmq_rows rows go through ck_mmq_parts, more through cuBLAS. same_x: x is the
+ * input of the previous product too (unchanged since), or the output of a kernel that
+ * left its 8-bit form (q8_holds), so that form, when there is one, is used again. */
 static void lin_parts(cuda_backend *g, const tensor *const *W, float *const *ys, int n_w, const float *x, int64_t n,
                       bool same_x) {
     assert(n_w >= 1 && n_w <= CK_GEMV_MAX_PARTS);
