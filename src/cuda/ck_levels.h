@@ -24,9 +24,10 @@
 
 namespace {
 
-/* The weights of one launch of the integer kernels (ck_gemv_parts, ck_mmq_parts): up to
- * CK_GEMV_MAX_PARTS matrices of the same type and input width, each with its own output,
- * their rows numbered one after the other. */
+/* The weights of one launch of the integer kernels (ck_gemv_parts, ck_mmq_parts,
+ * ck_gemv_parts_mixed): up to CK_GEMV_MAX_PARTS matrices of one input width and one type
+ * (or, mixed, Q6_K's then Q4_K's), each with its own output, their rows numbered one after
+ * the other. */
 struct gemv_parts {
     ck_gemv_part p[CK_GEMV_MAX_PARTS];
     int n;

@@ -446,13 +446,15 @@ __device__ __forceinline__ scan_thread scan_thread_at(const ck_run *runs, int64_
  * different banks. */
 #define CHUNK_STRIDE(n) ((n) + 4)
 
-/* sum over i < n (a multiple of 4) of a[i] b[i] (a, b 16-byte aligned), in order */
-__device__ __forceinline__ float row_dot(const float *a, const float *b, int64_t n, float acc) {
-    for (int64_t i = 0; i < n; i += 4) {
-        const float4 u = *(const float4 *)(a + i), v = *(const float4 *)(b + i);
-        acc = fmaf(u.x, v.x, acc), acc = fmaf(u.y, v.y, acc), acc = fmaf(u.z, v.z, acc), acc = fmaf(u.w, v.w, acc);
-    }
-    return acc;
+/* 4 elements of a chunk row (16-byte aligned) in one load */
+__device__ __forceinline__ float4 row4(const float *p) { return *(const float4 *)p; }
+/* elements i..i+3 of column x of a slice of rows `cols` floats long */
+__device__ __forceinline__ float4 col4(const float *S, int cols, int64_t i, int x) {
+    return make_float4(S[i * cols + x], S[(i + 1) * cols + x], S[(i + 2) * cols + x], S[(i + 3) * cols + x]);
+}
+/* acc + a . b, the 4 products added in order */
+__device__ __forceinline__ float dot4(float4 a, float4 b, float acc) {
+    return fmaf(a.w, b.w, fmaf(a.z, b.z, fmaf(a.y, b.y, fmaf(a.x, b.x, acc))));
 }
 
 /* The chunk of a chunked scan that starts at row t0 of the run: up to C rows, ending at the
@@ -671,13 +673,9 @@ __global__ void __launch_bounds__(512) /* 32 columns x 16 row groups: 128 regist
             if (s2 <= t) {
                 const float gam = expf(G[t] - G[s2]);
                 float kk = 0.0f, qk = 0.0f;
-                for (int64_t i = 0; i < d_k; i += 4) { /* 4 elements a load (CHUNK_STRIDE) */
-                    const float4 k_s = *(const float4 *)(Kc + s2 * ks + i), k_t = *(const float4 *)(Kc + t * ks + i);
-                    const float4 q_t = *(const float4 *)(Qc + t * ks + i);
-                    kk = fmaf(k_t.x, k_s.x, kk), kk = fmaf(k_t.y, k_s.y, kk), kk = fmaf(k_t.z, k_s.z, kk);
-                    kk = fmaf(k_t.w, k_s.w, kk);
-                    qk = fmaf(q_t.x, k_s.x, qk), qk = fmaf(q_t.y, k_s.y, qk), qk = fmaf(q_t.z, k_s.z, qk);
-                    qk = fmaf(q_t.w, k_s.w, qk);
+                for (int64_t i = 0; i < d_k; i += 4) { /* 4 elements a load (CHUNK_STRIDE), k_s once */
+                    const float4 k_s = row4(Kc + s2 * ks + i);
+                    kk = dot4(row4(Kc + t * ks + i), k_s, kk), qk = dot4(row4(Qc + t * ks + i), k_s, qk);
                 }
                 a = s2 < t ? bt[t] * gam * kk : 0.0f;
                 p = gam * qk;
@@ -690,11 +688,8 @@ __global__ void __launch_bounds__(512) /* 32 columns x 16 row groups: 128 regist
             float kS = 0.0f, qS = 0.0f;
             if (live)
                 for (int64_t i = 0; i < d_k; i += 4) { /* the key and the query 4 elements a load */
-                    const float4 k4 = *(const float4 *)(Kc + t * ks + i), q4 = *(const float4 *)(Qc + t * ks + i);
-                    const float c0 = S[i * cols + x], c1 = S[(i + 1) * cols + x], c2 = S[(i + 2) * cols + x];
-                    const float c3 = S[(i + 3) * cols + x];
-                    kS = fmaf(k4.x, c0, kS), kS = fmaf(k4.y, c1, kS), kS = fmaf(k4.z, c2, kS), kS = fmaf(k4.w, c3, kS);
-                    qS = fmaf(q4.x, c0, qS), qS = fmaf(q4.y, c1, qS), qS = fmaf(q4.z, c2, qS), qS = fmaf(q4.w, c3, qS);
+                    const float4 c = col4(S, cols, i, x);
+                    kS = dot4(row4(Kc + t * ks + i), c, kS), qS = dot4(row4(Qc + t * ks + i), c, qS);
                 }
             const float eg = expf(G[t]);
             const float v = !live       ? 0.0f
@@ -1126,18 +1121,16 @@ __global__ void __launch_bounds__(512, 2) /* two blocks of 32 x 16 threads an SM
             const int t = e / nc, s2 = e % nc;
             float v = 0.0f;
             if (s2 <= t) {
-                v = expf(Gc[t] - Gc[s2]) * dt[s2] * row_dot(Cc + t * ns, Bc + s2 * ns, N, 0.0f);
+                float cb = 0.0f;
+                for (int64_t n = 0; n < N; n += 4) cb = dot4(row4(Cc + t * ns + n), row4(Bc + s2 * ns + n), cb);
+                v = expf(Gc[t] - Gc[s2]) * dt[s2] * cb;
             }
             CB[t * C + s2] = v;
         }
         for (int t = ty; t < nc; t += R) {
             float cs = 0.0f;
             if (live)
-                for (int64_t n = 0; n < N; n += 4) { /* C 4 elements a load */
-                    const float4 c4 = *(const float4 *)(Cc + t * ns + n);
-                    cs = fmaf(c4.x, S[n * cols + tx], cs), cs = fmaf(c4.y, S[(n + 1) * cols + tx], cs);
-                    cs = fmaf(c4.z, S[(n + 2) * cols + tx], cs), cs = fmaf(c4.w, S[(n + 3) * cols + tx], cs);
-                }
+                for (int64_t n = 0; n < N; n += 4) cs = dot4(row4(Cc + t * ns + n), col4(S, cols, n, tx), cs);
             CS[t * cols + tx] = expf(Gc[t]) * cs;
         }
         __syncthreads();
