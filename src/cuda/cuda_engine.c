@@ -706,14 +706,10 @@ static int attend(cuda_backend *g, const model_hparams *hp, void *kc, void *vc, 
     if (g->n_runs == 1 && n > CK_GEMV_MAX_TOK &&
         ck_attention_prefill(&g->step, n, g->q, g->attn, kc, vc, kv_f16, H, H_kv, hd, dv, scale, g->stream))
         return -1;
-    const int splits = n <= CK_GEMV_MAX_TOK ? CK_ATT_SPLITS : 1;
-    if (!g->fused) {
-        ck_attention(&g->step, n, g->q, NULL, g->attn, kc, vc, kv_f16, H, H_kv, hd, dv, scale, splits, g->att_part,
-                     NULL, g->stream);
-        return -1;
-    }
-    return ck_attention(&g->step, n, g->q, gate, g->attn, kc, vc, kv_f16, H, H_kv, hd, dv, scale, splits, g->att_part,
-                        g->gemv_q8, g->stream);
+    const int held = ck_attention(&g->step, n, g->q, g->fused ? gate : NULL, g->attn, kc, vc, kv_f16, H, H_kv, hd, dv,
+                                  scale, n <= CK_GEMV_MAX_TOK ? CK_ATT_SPLITS : 1, g->att_part,
+                                  g->fused ? g->gemv_q8 : NULL, g->stream);
+    return g->fused ? held : -1;
 }
 
 static void layer_attention(engine *c, cuda_backend *g, const model_layer *l, int64_t il, int64_t n) {
