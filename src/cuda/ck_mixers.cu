@@ -16,6 +16,7 @@
 #include "cuda/ck_block.h"
 #include "cuda/ck_kv.h"
 #include "cuda/ck_q8.h"
+#include "cuda/ck_rows.h"
 
 namespace {
 
@@ -384,9 +385,6 @@ __global__ void conv_window_kernel(const int32_t *items, int64_t n_items, const 
  * elements into registers while the row before is computed; row_stash puts them, and the
  * rest read now, into the vector's buffer. */
 #define SCAN_PF 4
-/* the elements of a chunk's keys and queries (2 C d_k) a chunked scan's thread fetches ahead:
- * all of them for 512 threads, chunks of 16 and keys of 128 */
-#define CHUNK_PF 8
 /* A scan's block has up to 32 columns x 16 row groups (scan_groups) = 512 threads, so each
  * scan kernel must stay within 128 registers a thread (nvcc -Xptxas -v says; no launch
  * bounds: they would change the registers of the many-block steps too) */
@@ -438,23 +436,6 @@ __device__ __forceinline__ scan_thread scan_thread_at(const ck_run *runs, int64_
     if (b.live)
         for (int64_t i = b.i0; i < b.i1; i++) S[i * blockDim.x + threadIdx.x] = head[i * cols_total + b.j];
     return b;
-}
-
-/* The chunked scans keep a chunk's keys and queries (B and C) in rows CHUNK_STRIDE(n)
- * floats apart (n a multiple of 4): 16-byte aligned, so a row is read 4 elements a load,
- * and 4 banks apart, so 8 threads reading 4 elements of 8 different rows at once hit 32
- * different banks. */
-#define CHUNK_STRIDE(n) ((n) + 4)
-
-/* 4 elements of a chunk row (16-byte aligned) in one load */
-__device__ __forceinline__ float4 row4(const float *p) { return *(const float4 *)p; }
-/* elements i..i+3 of column x of a slice of rows `cols` floats long */
-__device__ __forceinline__ float4 col4(const float *S, int cols, int64_t i, int x) {
-    return make_float4(S[i * cols + x], S[(i + 1) * cols + x], S[(i + 2) * cols + x], S[(i + 3) * cols + x]);
-}
-/* acc + a . b, the 4 products added in order */
-__device__ __forceinline__ float dot4(float4 a, float4 b, float acc) {
-    return fmaf(a.w, b.w, fmaf(a.z, b.z, fmaf(a.y, b.y, fmaf(a.x, b.x, acc))));
 }
 
 /* The chunk of a chunked scan that starts at row t0 of the run: up to C rows, ending at the
@@ -558,176 +539,6 @@ __global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float
             if (live) slice_store(S, cols, x, i0, i1, state + ckpts[2 * ck + 1] * slot_floats + h * d_k * d_v, d_v, j);
             ck++;
         }
-    }
-    if (live && run.slot_out >= 0)
-        slice_store(S, cols, x, i0, i1, state + run.slot_out * slot_floats + h * d_k * d_v, d_v, j);
-}
-
-/* The same recurrence over chunks of up to C rows (gdn_chunked.c's algorithm, a chunk's
- * state S0 at its start): with G_t = g_0 + ... + g_t within the chunk and
- * Gamma[t][s] = exp(G_t - G_s) for s <= t,
- *   (I + A) U = B,  A[t][s] = beta_t Gamma[t][s] (k_t . k_s) (s < t),
- *                   B_t = beta_t (v_t - e^{G_t} S0^T k_t)
- *   o_t = e^{G_t} S0^T qs_t + sum_{s <= t} Gamma[t][s] (qs_t . k_s) U_s
- *   S = e^{G_last} S0 + sum_t e^{G_last - G_t} k_t U_t^T
- * (qs = scale q). A chunk ends early at a prefix-cache checkpoint's row, so the state
- * there is the chunk's end state. One block per (run, value head, block of cols
- * columns) as gdn_kernel, thread (x, y) owning column x: per chunk it computes the scores
- * of its share of the (t, s) pairs, the key and query products of S0 for rows t = y,
- * y + R, ..., the outputs of those rows, and the new S for its rows of column x; the
- * forward substitution for U runs down each column (threads y = 0). Five barriers per
- * chunk where the row-by-row scan takes four per row; as there, the next chunk's inputs are
- * fetched into registers while a chunk is computed, so a chunk waits for memory only for
- * what did not fit in them. */
-__global__ void __launch_bounds__(512) /* 32 columns x 16 row groups: 128 registers at most */
-    gdn_chunk_kernel(const ck_run *runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s, const float *g,
-                     const float *beta, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v,
-                     int head_map, float scale, int C) {
-    ck_pdl_entry();
-    CK_DYNAMIC_SHARED(float, sm);
-    const int cols = blockDim.x, R = blockDim.y, x = threadIdx.x, y = threadIdx.y;
-    const int tid = y * cols + x, nthr = cols * R;
-    float *S = sm;                 /* (d_k, cols) */
-    const int64_t ks = CHUNK_STRIDE(d_k);
-    float *Kc = S + d_k * cols;    /* (C, ks) the chunk's keys */
-    float *Qc = Kc + C * ks;       /* (C, ks) its scaled queries */
-    float *A = Qc + C * ks;        /* (C, C) */
-    float *P = A + C * C;          /* (C, C) Gamma o (qs_t . k_s), s <= t */
-    float *U = P + C * C;          /* (C, cols) B, then U */
-    float *QS = U + C * cols;      /* (C, cols) e^{G_t} S0^T qs_t */
-    float *G = QS + C * cols;      /* (C) cumulative gates */
-    float *bt = G + C;             /* (C) beta */
-    float *wl = bt + C;            /* (C) e^{G_last - G_t} */
-    const int64_t slot_floats = n_v * d_k * d_v, key_dim = n_k * d_k;
-    const scan_thread b = scan_thread_at(runs, d_k, d_v, S, state, slot_floats);
-    const ck_run run = b.run;
-    const int64_t h = b.h, kh = head_map == 0 ? h % n_k : h / (n_v / n_k), j = b.j, i0 = b.i0, i1 = b.i1;
-    const bool live = b.live;
-    /* A chunk's inputs are loaded while the chunk before is computed: this thread's first
-     * CHUNK_PF elements of the keys and queries (element e < nc d_k: key e, else query
-     * e - nc d_k, as rows of d_k), the gate and beta of row tid, and v of its first two rows
-     * (y, y + R), into registers; the rest of the keys and queries when the chunk starts. */
-    const auto kq_at = [&](int64_t row0, int32_t nc) {
-        return [=](int64_t e) {
-            const bool key = e < (int64_t)nc * d_k;
-            const int64_t t = (key ? e : e - (int64_t)nc * d_k) / d_k, i = e % d_k;
-            const float *qr = qkv + (row0 + t) * qkv_s + kh * d_k;
-            return key ? qr[key_dim + i] : scale * qr[i];
-        };
-    };
-    const auto fetch = [&](int64_t row0, int32_t nc, float *pf, float *gb, float *pv) {
-        const auto at = kq_at(row0, nc);
-#pragma unroll
-        for (int c = 0; c < CHUNK_PF; c++) {
-            const int64_t e = tid + (int64_t)c * nthr;
-            if (e < 2 * (int64_t)nc * d_k) pf[c] = at(e);
-        }
-        if (tid < nc) gb[0] = g[(row0 + tid) * n_v + h], gb[1] = beta[(row0 + tid) * n_v + h];
-#pragma unroll
-        for (int k = 0; k < 2; k++)
-            if (live && y + k * R < nc) pv[k] = qkv[(row0 + y + k * R) * qkv_s + 2 * key_dim + h * d_v + j];
-    };
-    float pf[CHUNK_PF], gb[2] = {0.0f, 0.0f}, pv[2] = {0.0f, 0.0f};
-    int32_t ck = run.ck;
-    bool at_ck = false;
-    int32_t nc = run.n > 0 ? chunk_len(run, ckpts, ck, 0, C, &at_ck) : 0;
-    if (run.n > 0) fetch(run.row0, nc, pf, gb, pv);
-    for (int32_t t0 = 0; t0 < run.n;) {
-        const int64_t row0 = run.row0 + t0;
-        const float v0 = pv[0], v1 = pv[1]; /* v of this thread's first two rows of the chunk */
-        __syncthreads(); /* the last chunk's Kc, U, G and wl read by all */
-        {
-            const auto at = kq_at(row0, nc);
-            const int64_t len = 2 * (int64_t)nc * d_k, nk = (int64_t)nc * d_k;
-            const auto put = [&](int64_t e, float val) {
-                const bool key = e < nk;
-                const int64_t t = (key ? e : e - nk) / d_k, i = e % d_k;
-                (key ? Kc : Qc)[t * ks + i] = val;
-            };
-#pragma unroll
-            for (int c = 0; c < CHUNK_PF; c++) {
-                const int64_t e = tid + (int64_t)c * nthr;
-                if (e < len) put(e, pf[c]);
-            }
-            for (int64_t e = tid + (int64_t)CHUNK_PF * nthr; e < len; e += nthr) put(e, at(e));
-        }
-        for (int t = tid; t < nc; t += nthr) { /* G: the gates, summed below */
-            G[t] = t == tid ? gb[0] : g[(row0 + t) * n_v + h];
-            bt[t] = t == tid ? gb[1] : beta[(row0 + t) * n_v + h];
-        }
-        __syncthreads();
-        if (tid == 0) {
-            for (int t = 1; t < nc; t++) G[t] += G[t - 1];
-            for (int t = 0; t < nc; t++) wl[t] = expf(G[nc - 1] - G[t]);
-        }
-        /* the next chunk's inputs, on their way while this one is computed */
-        const int32_t t0n = t0 + nc, ckn = ck + (at_ck ? 1 : 0);
-        bool at_ckn = false;
-        const int32_t ncn = t0n < run.n ? chunk_len(run, ckpts, ckn, t0n, C, &at_ckn) : 0;
-        if (ncn > 0) fetch(run.row0 + t0n, ncn, pf, gb, pv);
-        __syncthreads();
-        /* pair scores */
-        for (int e = tid; e < nc * nc; e += nthr) {
-            const int t = e / nc, s2 = e % nc;
-            float a = 0.0f, p = 0.0f;
-            if (s2 <= t) {
-                const float gam = expf(G[t] - G[s2]);
-                float kk = 0.0f, qk = 0.0f;
-                for (int64_t i = 0; i < d_k; i += 4) { /* 4 elements a load (CHUNK_STRIDE), k_s once */
-                    const float4 k_s = row4(Kc + s2 * ks + i);
-                    kk = dot4(row4(Kc + t * ks + i), k_s, kk), qk = dot4(row4(Qc + t * ks + i), k_s, qk);
-                }
-                a = s2 < t ? bt[t] * gam * kk : 0.0f;
-                p = gam * qk;
-            }
-            A[t * C + s2] = a;
-            P[t * C + s2] = p;
-        }
-        /* S0's products with the chunk's keys and queries, for rows y, y + R, ... */
-        for (int t = y; t < nc; t += R) {
-            float kS = 0.0f, qS = 0.0f;
-            if (live)
-                for (int64_t i = 0; i < d_k; i += 4) { /* the key and the query 4 elements a load */
-                    const float4 c = col4(S, cols, i, x);
-                    kS = dot4(row4(Kc + t * ks + i), c, kS), qS = dot4(row4(Qc + t * ks + i), c, qS);
-                }
-            const float eg = expf(G[t]);
-            const float v = !live       ? 0.0f
-                            : t == y     ? v0
-                            : t == y + R ? v1
-                                         : qkv[(row0 + t) * qkv_s + 2 * key_dim + h * d_v + j];
-            U[t * cols + x] = bt[t] * (v - eg * kS);
-            QS[t * cols + x] = eg * qS;
-        }
-        __syncthreads();
-        if (y == 0) /* (I + A) U = B down column x */
-            for (int t = 1; t < nc; t++) {
-                float u = U[t * cols + x];
-                for (int s2 = 0; s2 < t; s2++) u = fmaf(-A[t * C + s2], U[s2 * cols + x], u);
-                U[t * cols + x] = u;
-            }
-        __syncthreads();
-        for (int t = y; t < nc; t += R) {
-            float ov = QS[t * cols + x];
-            for (int s2 = 0; s2 <= t; s2++) ov = fmaf(P[t * C + s2], U[s2 * cols + x], ov);
-            if (live) o[(row0 + t) * n_v * d_v + h * d_v + j] = ov;
-        }
-        if (live) { /* the chunk's weighted U of column x in registers: one shared load a term */
-            const float el = expf(G[nc - 1]);
-            float uw[CK_SCAN_CHUNK];
-#pragma unroll
-            for (int t = 0; t < CK_SCAN_CHUNK; t++) uw[t] = t < nc ? wl[t] * U[t * cols + x] : 0.0f;
-            for (int64_t i = i0; i < i1; i++) {
-                float sv = el * S[i * cols + x];
-#pragma unroll
-                for (int t = 0; t < CK_SCAN_CHUNK; t++)
-                    if (t < nc) sv = fmaf(Kc[t * ks + i], uw[t], sv);
-                S[i * cols + x] = sv;
-            }
-        }
-        if (at_ck) /* the rows of column x this thread just wrote */
-            if (live) slice_store(S, cols, x, i0, i1, state + ckpts[2 * ck + 1] * slot_floats + h * d_k * d_v, d_v, j);
-        t0 = t0n, ck = ckn, nc = ncn, at_ck = at_ckn;
     }
     if (live && run.slot_out >= 0)
         slice_store(S, cols, x, i0, i1, state + run.slot_out * slot_floats + h * d_k * d_v, d_v, j);
@@ -838,20 +649,6 @@ static dim3 chunk_block(int64_t rows, int64_t cols_total, int n_pair, int64_t n_
         }
     *C = 0;
     return dim3(1, 1);
-}
-
-extern "C" int ck_gdn_chunked(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *qkv,
-                              int64_t qkv_s, const float *g, const float *beta, float *o, float *state, int64_t n_k,
-                              int64_t n_v, int64_t d_k, int64_t d_v, int head_map, float scale, void *stream) {
-    if (n_runs <= 0) return 1;
-    int C;
-    size_t shm;
-    const dim3 block = chunk_block(d_k, d_v, 2, n_runs, &C, &shm); /* scores: A and P */
-    if (C == 0) return 0;
-    const dim3 grid((unsigned)n_runs, (unsigned)n_v, (unsigned)((d_v + block.x - 1) / block.x));
-    CK_LAUNCH(grid, block, shm, (cudaStream_t)stream, gdn_chunk_kernel)
-    (runs, ckpts, qkv, qkv_s, g, beta, o, state, n_k, n_v, d_k, d_v, head_map, scale, C);
-    return 1;
 }
 
 /* ==== A decode step of a Gated DeltaNet layer in one kernel ==== */

@@ -16,7 +16,7 @@
  * engine fork, snapshot, restore, cache prefixes and write session files as on the CPU.
  * The MTP layer runs in every step of an engine made with it, and its drafts chain on
  * the GPU (block_mtp.c keeps the drafting logic; the hooks at its end are here).
- * Prefill runs the scans in chunks (ck_gdn_chunked, ck_mamba2_chunked) and one sequence's
+ * Prefill runs the scans in tiles and chunks (ck_gdn_chunked, ck_mamba2_chunked) and one sequence's
  * attention in tiles of queries; decode splits attention over the keys. EDDY_CUDA_PROFILE=1
  * times each kind of work (cuda_profile.h).
  */
@@ -53,7 +53,7 @@ struct cuda_backend {
     cudaStream_t stream; /* every kernel and product of the engine; blocking: ordered with the
                           * synchronous copies on the legacy stream */
     bool graphs;         /* decode steps as CUDA graphs (EDDY_CUDA_GRAPHS=0: off; off after a failure) */
-    bool chunked;        /* the scans in chunks for steps with a run of CK_SCAN_CHUNK rows or more
+    bool chunked;        /* the scans in tiles or chunks for steps with a run of CK_SCAN_CHUNK rows or more
                           * (EDDY_CUDA_CHUNKED=0: row by row always) */
     bool flash;          /* a prefill's attention on the tensor cores where ck_attention_prefill_mma
                           * can (EDDY_CUDA_FLASH=0: FP32 tiles always) */
@@ -80,6 +80,8 @@ struct cuda_backend {
     /* the step's buffers (device), as engine.h's of the same names */
     float *x, *xn, *mix, *qg, *q, *k, *v, *attn, *gate;
     float *conv_in, *gdn_qkv, *gdn_z, *gdn_b, *gdn_a, *gdn_g, *gdn_beta, *gdn_o;
+    float *gdn_work;        /* the delta rule's tiles (ck_gdn_chunked): gdn_work_tiles of them */
+    int64_t gdn_work_tiles;
     float *mb_in; /* (n_batch, mamba2_in_dim) Mamba-2's z | xBC | dt */
     /* mixture of experts: router logits, one expert's input and output rows, the
      * routing (token slots by expert, their weights) copied from the host's plan */
@@ -449,6 +451,10 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->o_conv = g->o_out + B, g->o_keep = g->o_conv + 8 * B, g->o_ckpt = g->o_keep + 2 * B;
     g->o_blocks = g->o_ckpt + 2 * B;
     g->plan_ints = g->o_blocks + runs_max * seq_state_n_blocks(c->n_ctx);
+    if (gdn && B >= CK_SCAN_CHUNK) { /* a step that can take the delta rule in tiles */
+        g->gdn_work_tiles = ck_gdn_tiles_max(B, runs_max);
+        g->gdn_work = dev_rows(g, g->gdn_work_tiles, hp->ssm_n_v * CK_GDN_TILE_WORK, &ok);
+    }
     g->d_plan = dev_alloc(g, (size_t)g->plan_ints * sizeof(int32_t));
     if (cudaMallocHost((void **)&g->h_plan, (size_t)g->plan_ints * sizeof(int32_t)) != cudaSuccess) g->h_plan = NULL;
     ok = ok && g->d_plan && g->h_plan;
@@ -785,10 +791,11 @@ static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
             ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->rec[il], sp->shape[il].rec_floats,
                          g->stream);
         PROF(g, PROF_GDN, {
-            /* a prefill in chunks; decode and verify rows (and shapes too wide for a chunk) row by row */
+            /* a prefill in tiles; decode and verify rows (and shapes a tile does not take) row by row */
             if (!(g->chunked && g->longest_run >= CK_SCAN_CHUNK &&
-                  ck_gdn_chunked(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g,
-                                 g->gdn_beta, g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v, map, scale, g->stream)))
+                  ck_gdn_chunked(g->step.runs, g->n_runs, n, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g,
+                                 g->gdn_beta, g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v, map, scale, g->gdn_work,
+                                 g->gdn_work_tiles, g->stream)))
                 ck_gdn(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta,
                        g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v, map, scale, g->stream);
         });
@@ -816,7 +823,7 @@ static void layer_mamba2(engine *c, cuda_backend *g, const model_layer *l, int64
     if (g->n_keep)
         ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->rec[il], sp->shape[il].rec_floats, g->stream);
     PROF(g, PROF_MAMBA2, {
-        /* a prefill in chunks, as the delta rule */
+        /* a prefill in chunks */
         if (!(g->chunked && g->longest_run >= CK_SCAN_CHUNK &&
               ck_mamba2_chunked(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, CD, g->mb_in + DI + CD, IN,
                                 g->gdn_o, sp->rec[il], H, DI / H, hp->ssm_n_group, hp->ssm_d_state, f32(&l->ssm_a),

@@ -616,18 +616,22 @@ TEST(cuda_conv1d_matches_scan_ref) {
     }
 }
 
-/* Runs of 1, 7, 1 and 3 rows, or (long) of 1, 45, 3 and 20 with a checkpoint after row 20
- * of the second (to slot 8): the row-by-row kernel, or the chunked one (chunks of 16,
- * one ending at the checkpoint). single: the second run alone (a one-sequence step). */
+/* Runs of 1, 7, 1 and 3 rows, or (long) of 1, 45, 3 and 75 with checkpoints after row 20
+ * of the second (to slot 8; inside a tile of 32) and rows 31 and 64 of the fourth (to
+ * slots 0 and 2: a tile's last row, then the first row of a tile): the row-by-row kernel,
+ * or the tiled one. single: the second run alone (a one-sequence step). */
 static void gdn_case(test_rng *r, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v, int map, bool verify,
                      bool chunked, bool longer, bool single) {
-    const int64_t lens[] = {1, 7, 1, 3}, pos0[] = {0, 0, 5, 2}, long_lens[] = {1, 45, 3, 20};
+    const int64_t lens[] = {1, 7, 1, 3}, pos0[] = {0, 0, 5, 2}, long_lens[] = {1, 45, 3, 75};
     step_fixture f;
     const int skip = single ? 1 : 0; /* single: the second run alone */
     step_make(&f, (longer ? long_lens : lens) + skip, pos0 + skip, single ? 1 : 4, verify);
-    const int32_t ckpt[2] = {20, 8};
-    if (longer && !verify)
-        f.runs[1 - skip].n_ck = 1, cudaMemcpy(f.mem[3], f.runs, sizeof f.runs, cudaMemcpyHostToDevice);
+    const int32_t ckpt[6] = {20, 8, 31, 0, 64, 2};
+    if (longer && !verify) {
+        f.runs[1 - skip].ck = 0, f.runs[1 - skip].n_ck = 1;
+        if (!single) f.runs[3].ck = 1, f.runs[3].n_ck = 2;
+        cudaMemcpy(f.mem[3], f.runs, sizeof f.runs, cudaMemcpyHostToDevice);
+    }
     int32_t *dck = dev(ckpt, sizeof ckpt);
     const int64_t n = f.n, key_dim = n_k * d_k, C = 2 * key_dim + n_v * d_v, n_slots = 9, sf = n_v * d_k * d_v;
     float *qkv = rand_floats(r, n * C, 1.0f), *g = malloc((size_t)(n * n_v) * 4), *beta = malloc((size_t)(n * n_v) * 4);
@@ -643,8 +647,16 @@ static void gdn_case(test_rng *r, int64_t n_k, int64_t n_v, int64_t d_k, int64_t
     float *dq = dev(qkv, (size_t)(n * C) * 4), *dg = dev(g, (size_t)(n * n_v) * 4), *db = dev(beta, (size_t)(n * n_v) * 4);
     float *ds = dev(state, (size_t)(n_slots * sf) * 4), *dout = dev(NULL, (size_t)(n * n_v * d_v) * 4);
     const float scale = 1.0f / sqrtf((float)d_k);
-    if (chunked) CHECK(ck_gdn_chunked(f.d.runs, f.n_runs, dck, dq, C, dg, db, dout, ds, n_k, n_v, d_k, d_v, map, scale, NULL));
-    else ck_gdn(f.d.runs, f.n_runs, dck, dq, C, dg, db, dout, ds, n_k, n_v, d_k, d_v, map, scale, NULL);
+    const int64_t tiles = ck_gdn_tiles_max(n, f.n_runs);
+    float *dwork = dev(NULL, (size_t)(tiles * n_v * CK_GDN_TILE_WORK) * 4);
+    if (chunked) {
+        /* too little work room: refused, nothing launched */
+        CHECK(!ck_gdn_chunked(f.d.runs, f.n_runs, n, dck, dq, C, dg, db, dout, ds, n_k, n_v, d_k, d_v, map, scale,
+                              dwork, tiles - 1, NULL));
+        CHECK(ck_gdn_chunked(f.d.runs, f.n_runs, n, dck, dq, C, dg, db, dout, ds, n_k, n_v, d_k, d_v, map, scale, dwork,
+                             tiles, NULL));
+    } else
+        ck_gdn(f.d.runs, f.n_runs, dck, dq, C, dg, db, dout, ds, n_k, n_v, d_k, d_v, map, scale, NULL);
     float *o = malloc((size_t)(n * n_v * d_v) * 4), *oref = malloc((size_t)(n * n_v * d_v) * 4);
     float *st = malloc((size_t)(n_slots * sf) * 4), *sref = malloc((size_t)(n_slots * sf) * 4);
     back(o, dout, (size_t)(n * n_v * d_v) * 4);
@@ -659,21 +671,21 @@ static void gdn_case(test_rng *r, int64_t n_k, int64_t n_v, int64_t d_k, int64_t
                          n_v, oref + rk->row0 * n_v * d_v, n_v * d_v};
         float *S = verify ? tmp : sref + rk->slot_in * sf;
         if (verify) memcpy(tmp, sref + rk->slot_in * sf, (size_t)sf * 4);
-        if (rk->n_ck) { /* the state after row 20 to slot 8, then the rest */
-            gdn_rows rest = rows;
-            gdn_scan_ref(&p, ckpt[0] + 1, &rows, S);
-            memcpy(sref + ckpt[1] * sf, S, (size_t)sf * 4);
-            const int64_t done = ckpt[0] + 1;
-            rest.q += done * C, rest.k += done * C, rest.v += done * C, rest.g += done * n_v, rest.beta += done * n_v;
-            rest.o += done * n_v * d_v;
-            gdn_scan_ref(&p, rk->n - done, &rest, S);
-        } else gdn_scan_ref(&p, rk->n, &rows, S);
+        int64_t done = 0;
+        for (int32_t c = rk->ck; c < rk->ck + rk->n_ck; c++) { /* up to a checkpoint, its state to its slot */
+            gdn_scan_ref(&p, ckpt[2 * c] + 1 - done, &rows, S);
+            memcpy(sref + ckpt[2 * c + 1] * sf, S, (size_t)sf * 4);
+            const int64_t step = ckpt[2 * c] + 1 - done;
+            rows.q += step * C, rows.k += step * C, rows.v += step * C, rows.g += step * n_v, rows.beta += step * n_v;
+            rows.o += step * n_v * d_v, done += step;
+        }
+        gdn_scan_ref(&p, rk->n - done, &rows, S);
     }
     const double eo = test_nmse(o, oref, n * n_v * d_v), es = test_nmse(st, sref, n_slots * sf);
     CHECKF(ok_cuda("gdn") && eo < NMSE_MAX && es < NMSE_MAX, "gdn %lldx%lld heads %lldx%lld map %d verify %d chunked %d "
            "long %d: outputs nmse %g, states %g", (long long)n_k, (long long)n_v, (long long)d_k, (long long)d_v, map,
            verify, chunked, longer, eo, es);
-    cudaFree(dck), cudaFree(dq), cudaFree(dg), cudaFree(db), cudaFree(ds), cudaFree(dout);
+    cudaFree(dck), cudaFree(dq), cudaFree(dg), cudaFree(db), cudaFree(ds), cudaFree(dout), cudaFree(dwork);
     free(qkv), free(g), free(beta), free(state), free(o), free(oref), free(st), free(sref), free(tmp);
     step_free(&f);
 }

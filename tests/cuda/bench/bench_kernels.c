@@ -1,5 +1,5 @@
 /*
- * bench_kernels.c — the CUDA kernels of a decode step, one at a time, at the shapes of the
+ * bench_kernels.c — the CUDA kernels of a decode step, one at a time, and the delta rule of a prefill, at the
  * device check's 4B-parameter-shaped Qwen3.5 (hidden 2560, FFN 9216, 32 Gated DeltaNet value
  * heads of 128 x 128, 16 attention heads of 256, vocabulary 151936), against the device's
  * own read bandwidth measured in the same run. What a step's profile cannot say: each
@@ -8,7 +8,8 @@
  *
  *   build/cuda/eddy-cuda-bench [REPS [DIV]]  (make CUDA=1 cuda-tests; scripts/device_check.sh)
  *
- * DIV divides the products' rows and the copy (a quick run: the CPU emulator's smoke test).
+ * DIV divides the products' rows, the prefills' and the copy (a quick run: the CPU emulator's
+ * smoke test).
  * Every figure is the median of REPS (default 50) timings with CUDA events on one stream;
  * "chained" times REPS launches in a row (programmatic dependent launch on, as a decode
  * step's graph runs them: each starts loading its weights while the one before ends) and
@@ -208,6 +209,44 @@ static void bench_gdn(int64_t n_runs, double copy_gbs, cudaStream_t st) {
     cudaFree(d.a), cudaFree(d.dt), cudaFree(d.w), cudaFree(d.state), cudaFree(d.ckpts), cudaFree(d.q8);
 }
 
+/* ==== A Gated DeltaNet layer's prefill: the tiles against the row-by-row scan ==== */
+
+typedef struct {
+    gdn_arg d;
+    int64_t n, tiles;
+    float *work;
+    int tiled;
+} prefill_arg;
+static void run_prefill(void *p, cudaStream_t st) {
+    const prefill_arg *a = p;
+    const gdn_arg *d = &a->d;
+    if (!a->tiled)
+        ck_gdn(d->runs, 1, d->ckpts, d->qkv, d->conv_dim, d->g, d->beta, d->o, d->state, NK, NV, DK, DV, 1, 0.088f, st);
+    else if (!ck_gdn_chunked(d->runs, 1, a->n, d->ckpts, d->qkv, d->conv_dim, d->g, d->beta, d->o, d->state, NK, NV, DK,
+                             DV, 1, 0.088f, a->work, a->tiles, st))
+        die("ck_gdn_chunked refused the shape");
+}
+
+/* One sequence's n rows (gates and values random: the time does not depend on them) */
+static void bench_prefill(int64_t n, cudaStream_t st) {
+    const int64_t conv_dim = 2 * NK * DK + NV * DV, V = NV * DV;
+    const ck_run run = {0, (int32_t)n, 0, 0, 0, 0, 0};
+    prefill_arg a = {.n = n, .tiles = ck_gdn_tiles_max(n, 1)};
+    gdn_arg *d = &a.d;
+    ck_run *druns = dev_alloc(sizeof run);
+    cudaMemcpy(druns, &run, sizeof run, cudaMemcpyHostToDevice);
+    d->runs = druns, d->conv_dim = conv_dim;
+    d->qkv = rand_floats(n * conv_dim), d->g = rand_floats(n * NV), d->beta = rand_floats(n * NV);
+    d->o = dev_alloc((size_t)(n * V) * 4), d->state = rand_floats(NV * DK * DV), d->ckpts = dev_alloc(8);
+    a.work = dev_alloc((size_t)(a.tiles * NV * CK_GDN_TILE_WORK) * 4);
+    double us[2];
+    for (int tiled = 1; tiled >= 0; tiled--) a.tiled = tiled, us[tiled] = time_us(run_prefill, &a, st, 0);
+    printf("gdn prefill, %5lld rows               %8.1f us in tiles  %8.1f row by row  (%.1fx; %.2f us a row)\n",
+           (long long)n, us[1], us[0], us[0] / us[1], us[1] / (double)n);
+    cudaFree(druns), cudaFree(d->qkv), cudaFree(d->g), cudaFree(d->beta), cudaFree(d->o), cudaFree(d->state);
+    cudaFree(d->ckpts), cudaFree(a.work);
+}
+
 /* ==== The residual add and the next norm, a row of 2560 ==== */
 
 typedef struct {
@@ -247,6 +286,8 @@ int main(int argc, char **argv) {
     printf("== a Gated DeltaNet layer's decode (32 heads of 128 x 128)\n");
     bench_gdn(1, copy_gbs, st);
     bench_gdn(32, copy_gbs, st);
+    printf("== a Gated DeltaNet layer's prefill (one sequence, 32 heads of 128 x 128)\n");
+    for (int64_t n = 512; n <= 2048; n *= 4) bench_prefill(n / div_rows > 1 ? n / div_rows : 1, st);
     printf("== residual add + RMSNorm + 8-bit form, one row of 2560\n");
     norm_arg na = {rand_floats(2560), rand_floats(2560), dev_alloc(2560 * 4), rand_floats(2560),
                    dev_alloc(ck_gemv_scratch_bytes(2560, 1))};

@@ -1,0 +1,303 @@
+/*
+ * ck_gdn_tiles.cu — a prefill's gated delta rule in tiles of rows (ck_gdn_chunked).
+ * Oracle: gdn_scan_ref (through tests/cuda's gdn cases).
+ *
+ * Each run's rows go in tiles of CK_GDN_TILE (32) from its first row, its last tile
+ * shorter. With, within a tile, G_t = g_0 + ... + g_t, Gamma[t][s] = exp(G_t - G_s), the
+ * scaled queries qs = scale q, and S0 the state (d_k x d_v) entering the tile, the rows'
+ * corrections U (what row t adds to the state is k_t U_t^T) solve
+ *   (I + A) U = diag(beta) (V - e^G (K S0)),   A[t][s] = beta_t Gamma[t][s] (k_t . k_s), s < t
+ * and then
+ *   O = e^G (Qs S0) + P U,                      P[t][s] = Gamma[t][s] (qs_t . k_s), s <= t
+ *   S after row r = e^{G_r} S0 + sum_{t <= r} e^{G_r - G_t} k_t U_t^T
+ * Two kernels:
+ *   gdn_tile_prep_kernel, every (tile, value head) at once: T = (I + A)^-1 diag(beta), P
+ *       and G into the work buffer; all that needs only the tile's keys, queries, gates;
+ *   gdn_tile_scan_kernel, a run's tiles in order, one block per (run, value head, 16
+ *       columns of the state): U = T (V - e^G (K S0)), O, the new state, and the state
+ *       after a prefix-cache checkpoint's row (the same sum, cut at that row).
+ * So what is sequential (the second kernel) is products of the tile with the state, about
+ * 3 d_k d_v multiply-adds a row, four barriers a tile; the forward substitution and the
+ * pairs' scores, which made a chunk a chain of dependent steps, run beside each other for
+ * all tiles in the first.
+ */
+#include "cuda/ck_device.h"
+#include <math.h>
+#include <stdint.h>
+
+#include "cuda/ck.h"
+#include "cuda/ck_rows.h"
+
+namespace {
+
+#define TILE CK_GDN_TILE
+/* rows of T and P in shared memory: 4 floats longer, as CHUNK_STRIDE */
+#define TILE_STRIDE CHUNK_STRIDE(TILE)
+/* the scan's row groups: thread (x, y) takes rows y, y + 8, ... of a tile (TILE / 8 of them) */
+#define SCAN_Y 8
+#define ROWS_PER (TILE / SCAN_Y)
+/* the scan's columns a block */
+#define SCAN_COLS 16
+#define PREP_THREADS 128
+
+/* The tiles of a run of n rows */
+__device__ __forceinline__ int64_t tiles_of(int32_t n) { return (n + TILE - 1) / TILE; }
+
+/* The tiles of runs [0, r): where run r's tiles start in the work buffer */
+__device__ __forceinline__ int64_t tiles_before(const ck_run *runs, int64_t r) {
+    int64_t first = 0;
+    for (int64_t k = 0; k < r; k++) first += tiles_of(runs[k].n);
+    return first;
+}
+
+/* One block per (tile, value head); blocks past the last tile return. */
+__global__ void __launch_bounds__(PREP_THREADS)
+    gdn_tile_prep_kernel(const ck_run *runs, int64_t n_runs, const float *qkv, int64_t qkv_s, const float *g,
+                         const float *beta, float *work, int64_t n_k, int64_t n_v, int64_t d_k, int head_map,
+                         float scale) {
+    ck_pdl_entry();
+    CK_DYNAMIC_SHARED(float, sm);
+    const int tid = threadIdx.x, nthr = blockDim.x;
+    const int64_t ks = CHUNK_STRIDE(d_k);
+    float *K = sm;           /* (TILE, ks) the tile's keys, zero past its rows */
+    float *Q = K + TILE * ks; /* (TILE, ks) its scaled queries */
+    float *A = Q + TILE * ks; /* (TILE, TILE) */
+    float *gr = A + TILE * TILE, *G = gr + TILE, *bt = G + TILE; /* (TILE) each */
+    int64_t r = 0, first = 0;
+    for (; r < n_runs; r++) {
+        const int64_t nt = tiles_of(runs[r].n);
+        if ((int64_t)blockIdx.x < first + nt) break;
+        first += nt;
+    }
+    if (r == n_runs) return;
+    const ck_run run = runs[r];
+    const int64_t h = blockIdx.y, kh = head_map == 0 ? h % n_k : h / (n_v / n_k), key_dim = n_k * d_k;
+    const int32_t t0 = (int32_t)(blockIdx.x - first) * TILE, nc = run.n - t0 < TILE ? run.n - t0 : TILE;
+    const int64_t row0 = run.row0 + t0;
+    for (int64_t e = tid; e < TILE * d_k; e += nthr) {
+        const int64_t t = e / d_k, i = e % d_k;
+        const float *qr = qkv + (row0 + t) * qkv_s + kh * d_k;
+        K[t * ks + i] = t < nc ? qr[key_dim + i] : 0.0f;
+        Q[t * ks + i] = t < nc ? scale * qr[i] : 0.0f;
+    }
+    if (tid < TILE) {
+        gr[tid] = tid < nc ? g[(row0 + tid) * n_v + h] : 0.0f;
+        bt[tid] = tid < nc ? beta[(row0 + tid) * n_v + h] : 0.0f;
+    }
+    __syncthreads();
+    if (tid < TILE) { /* G_t summed from g_0 up, as a running sum would */
+        float s = 0.0f;
+        for (int u = 0; u <= tid; u++) s += gr[u];
+        G[tid] = s;
+    }
+    __syncthreads();
+    float *Tw = work + ((int64_t)blockIdx.x * n_v + h) * CK_GDN_TILE_WORK, *Pw = Tw + TILE * TILE, *Gw = Pw + TILE * TILE;
+    for (int e = tid; e < TILE * TILE; e += nthr) { /* the pairs' scores, (t, s) with s <= t */
+        const int t = e / TILE, s = e % TILE;
+        float a = 0.0f, p = 0.0f;
+        if (s <= t) {
+            float kk = 0.0f, qk = 0.0f;
+            for (int64_t i = 0; i < d_k; i += 4) {
+                const float4 k_s = row4(K + s * ks + i);
+                kk = dot4(row4(K + t * ks + i), k_s, kk), qk = dot4(row4(Q + t * ks + i), k_s, qk);
+            }
+            const float gam = expf(G[t] - G[s]);
+            a = s < t ? bt[t] * gam * kk : 0.0f;
+            p = gam * qk;
+        }
+        A[e] = a;
+        Pw[e] = p;
+    }
+    if (tid < TILE) Gw[tid] = G[tid];
+    __syncthreads();
+    if (tid < 32) { /* lane j: column j of T, (I + A) y = e_j by forward substitution, in registers */
+        const int j = tid;
+        float y[TILE];
+#pragma unroll
+        for (int t = 0; t < TILE; t++) {
+            float v = t == j ? 1.0f : 0.0f;
+#pragma unroll
+            for (int s = 0; s < t; s++) v = fmaf(-A[t * TILE + s], y[s], v);
+            y[t] = v;
+        }
+        const float bj = bt[j];
+#pragma unroll
+        for (int t = 0; t < TILE; t++) Tw[t * TILE + j] = y[t] * bj;
+    }
+}
+
+/* Column x's state after row r of the tile, from the state entering it (St_x: the column,
+ * d_k floats) and the tile's corrections (U, rows of cols): rows i = 4 y, 4 y + 1, ...,
+ * 4 at a time, each passed to put(i, float4). */
+template <typename F>
+__device__ __forceinline__ void tile_state(const float *St_x, const float *K, int64_t ks, const float *U, int cols,
+                                           int x, const float *G, int r, int y, int64_t d_k, F put) {
+    float uw[TILE];
+    const float Gr = G[r];
+#pragma unroll
+    for (int t = 0; t < TILE; t++) uw[t] = t <= r ? expf(Gr - G[t]) * U[t * cols + x] : 0.0f;
+    const float el = expf(Gr);
+    for (int64_t i = 4 * y; i < d_k; i += 4 * SCAN_Y) {
+        const float4 s0 = row4(St_x + i);
+        float4 s = make_float4(el * s0.x, el * s0.y, el * s0.z, el * s0.w);
+#pragma unroll
+        for (int t = 0; t < TILE; t++) s = axpy4(row4(K + t * ks + i), uw[t], s);
+        put(i, s);
+    }
+}
+
+/* Rows i..i+3 of column j of a head's state (rows of ld floats) */
+__device__ __forceinline__ void put_col4(float *head, int64_t ld, int64_t i, int64_t j, float4 s) {
+    head[i * ld + j] = s.x, head[(i + 1) * ld + j] = s.y, head[(i + 2) * ld + j] = s.z, head[(i + 3) * ld + j] = s.w;
+}
+
+/* One block per (run, value head, blockDim.x columns of the state); thread (x, y) owns
+ * column x of the block's slice St (kept transposed: a column's d_k floats a row) for
+ * rows 4 y.. 4 y + 3, 4 y + 32, ..., and computes rows y, y + 8, ... of each tile's
+ * corrections and outputs. */
+__global__ void __launch_bounds__(SCAN_COLS *SCAN_Y)
+    gdn_tile_scan_kernel(const ck_run *runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s,
+                         const float *work, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v,
+                         int head_map, float scale) {
+    ck_pdl_entry();
+    CK_DYNAMIC_SHARED(float, sm);
+    const int cols = blockDim.x, x = threadIdx.x, y = threadIdx.y;
+    const int tid = y * cols + x, nthr = cols * SCAN_Y;
+    const int64_t ks = CHUNK_STRIDE(d_k);
+    float *St = sm;                  /* (cols, ks) the block's columns of the state */
+    float *K = St + cols * ks;       /* (TILE, ks) the tile's keys */
+    float *Q = K + TILE * ks;        /* (TILE, ks) its scaled queries */
+    float *X = Q + TILE * ks;        /* (TILE, cols) V, then V - e^G (K S0) */
+    float *U = X + TILE * cols;      /* (TILE, cols) the corrections */
+    float *T = U + TILE * cols;      /* (TILE, TILE_STRIDE) */
+    float *P = T + TILE * TILE_STRIDE; /* (TILE, TILE_STRIDE) */
+    float *G = P + TILE * TILE_STRIDE; /* (TILE) */
+    const ck_run run = runs[blockIdx.x];
+    const int64_t first = tiles_before(runs, blockIdx.x);
+    const int64_t h = blockIdx.y, kh = head_map == 0 ? h % n_k : h / (n_v / n_k), key_dim = n_k * d_k;
+    const int64_t j0 = (int64_t)blockIdx.z * cols, j = j0 + x;
+    const bool live = j < d_v;
+    const int64_t slot_floats = n_v * d_k * d_v;
+    float *St_x = St + x * ks;
+    {
+        const float *head = state + (int64_t)run.slot_in * slot_floats + h * d_k * d_v;
+        for (int64_t i = 4 * y; i < d_k; i += 4 * SCAN_Y)
+            for (int c = 0; c < 4; c++) St_x[i + c] = live ? head[(i + c) * d_v + j] : 0.0f;
+    }
+    int32_t ck = run.ck;
+    const int32_t ck_end = run.ck + run.n_ck;
+    const int64_t nt = tiles_of(run.n);
+    for (int64_t tile = 0; tile < nt; tile++) {
+        const int32_t t0 = (int32_t)tile * TILE, nc = run.n - t0 < TILE ? run.n - t0 : TILE;
+        const int64_t row0 = run.row0 + t0;
+        const float *Tw = work + ((first + tile) * n_v + h) * CK_GDN_TILE_WORK, *Pw = Tw + TILE * TILE;
+        const float *Gw = Pw + TILE * TILE;
+        __syncthreads(); /* the last tile's K, U, T and P read by all; St written */
+        for (int64_t e = tid; e < TILE * d_k; e += nthr) {
+            const int64_t t = e / d_k, i = e % d_k;
+            const float *qr = qkv + (row0 + t) * qkv_s + kh * d_k;
+            K[t * ks + i] = t < nc ? qr[key_dim + i] : 0.0f;
+            Q[t * ks + i] = t < nc ? scale * qr[i] : 0.0f;
+        }
+        for (int e = tid; e < TILE * TILE; e += nthr) {
+            const int t = e / TILE, s = e % TILE;
+            T[t * TILE_STRIDE + s] = Tw[e], P[t * TILE_STRIDE + s] = Pw[e];
+        }
+        for (int e = tid; e < TILE * cols; e += nthr) {
+            const int t = e / cols, c = e % cols;
+            X[e] = t < nc && j0 + c < d_v ? qkv[(row0 + t) * qkv_s + 2 * key_dim + h * d_v + j0 + c] : 0.0f;
+        }
+        for (int t = tid; t < TILE; t += nthr) G[t] = Gw[t]; /* a block of 3 columns has 24 threads */
+        __syncthreads();
+        /* K S0 and Qs S0 for this thread's rows of column x */
+        float kS[ROWS_PER], qS[ROWS_PER];
+#pragma unroll
+        for (int m = 0; m < ROWS_PER; m++) kS[m] = qS[m] = 0.0f;
+        for (int64_t i = 0; i < d_k; i += 4) {
+            const float4 s4 = row4(St_x + i);
+#pragma unroll
+            for (int m = 0; m < ROWS_PER; m++) {
+                const int64_t t = y + SCAN_Y * m;
+                kS[m] = dot4(row4(K + t * ks + i), s4, kS[m]), qS[m] = dot4(row4(Q + t * ks + i), s4, qS[m]);
+            }
+        }
+#pragma unroll
+        for (int m = 0; m < ROWS_PER; m++) { /* rows past the tile's: zero keys and values, X stays 0 */
+            const int t = y + SCAN_Y * m;
+            X[t * cols + x] -= expf(G[t]) * kS[m];
+        }
+        __syncthreads();
+        float acc[ROWS_PER];
+#pragma unroll
+        for (int m = 0; m < ROWS_PER; m++) acc[m] = 0.0f;
+        for (int s = 0; s < TILE; s += 4) { /* U = T X (T is zero above its diagonal) */
+            const float4 x4 = col4(X, cols, s, x);
+#pragma unroll
+            for (int m = 0; m < ROWS_PER; m++) acc[m] = dot4(row4(T + (y + SCAN_Y * m) * TILE_STRIDE + s), x4, acc[m]);
+        }
+#pragma unroll
+        for (int m = 0; m < ROWS_PER; m++) U[(y + SCAN_Y * m) * cols + x] = acc[m];
+        __syncthreads();
+#pragma unroll
+        for (int m = 0; m < ROWS_PER; m++) acc[m] = expf(G[y + SCAN_Y * m]) * qS[m];
+        for (int s = 0; s < TILE; s += 4) { /* O = e^G Qs S0 + P U (P is zero above its diagonal) */
+            const float4 u4 = col4(U, cols, s, x);
+#pragma unroll
+            for (int m = 0; m < ROWS_PER; m++) acc[m] = dot4(row4(P + (y + SCAN_Y * m) * TILE_STRIDE + s), u4, acc[m]);
+        }
+#pragma unroll
+        for (int m = 0; m < ROWS_PER; m++) {
+            const int t = y + SCAN_Y * m;
+            if (live && t < nc) o[(row0 + t) * n_v * d_v + h * d_v + j] = acc[m];
+        }
+        if (live) /* the tile's prefix-cache checkpoints: the state after their rows */
+            for (; ck < ck_end && ckpts[2 * ck] < t0 + nc; ck++) {
+                float *head = state + (int64_t)ckpts[2 * ck + 1] * slot_floats + h * d_k * d_v;
+                tile_state(St_x, K, ks, U, cols, x, G, ckpts[2 * ck] - t0, y, d_k,
+                           [&](int64_t i, float4 s) { put_col4(head, d_v, i, j, s); });
+            }
+        /* the state after the tile: each thread rewrites only its own rows of St_x */
+        tile_state(St_x, K, ks, U, cols, x, G, nc - 1, y, d_k, [&](int64_t i, float4 s) { *(float4 *)(St_x + i) = s; });
+    }
+    if (live && run.slot_out >= 0) {
+        float *head = state + (int64_t)run.slot_out * slot_floats + h * d_k * d_v;
+        for (int64_t i = 4 * y; i < d_k; i += 4 * SCAN_Y) put_col4(head, d_v, i, j, row4(St_x + i));
+    }
+}
+
+/* Lets kernel fn have `bytes` of dynamic shared memory; false where the device has fewer */
+bool allow_shared(const void *fn, size_t bytes) {
+    if (bytes <= 48 * 1024) return true;
+    if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) == cudaSuccess) return true;
+    cudaGetLastError(); /* not a sticky error */
+    return false;
+}
+
+} // namespace
+
+extern "C" int64_t ck_gdn_tiles_max(int64_t n, int64_t n_runs) { return (n + n_runs * (TILE - 1)) / TILE; }
+
+extern "C" int ck_gdn_chunked(const ck_run *runs, int64_t n_runs, int64_t n, const int32_t *ckpts, const float *qkv,
+                              int64_t qkv_s, const float *g, const float *beta, float *o, float *state, int64_t n_k,
+                              int64_t n_v, int64_t d_k, int64_t d_v, int head_map, float scale, float *work,
+                              int64_t work_tiles, void *stream) {
+    if (n_runs <= 0) return 1;
+    const int64_t tiles = ck_gdn_tiles_max(n, n_runs);
+    if (d_k % 4 || tiles > work_tiles || !work) return 0;
+    const int cols = d_v < SCAN_COLS ? (int)d_v : SCAN_COLS;
+    const int64_t ks = CHUNK_STRIDE(d_k);
+    const size_t prep_shm = (size_t)(2 * TILE * ks + TILE * TILE + 3 * TILE) * sizeof(float);
+    const size_t scan_shm =
+        (size_t)(cols * ks + 2 * TILE * ks + 2 * TILE * cols + 2 * TILE * TILE_STRIDE + TILE) * sizeof(float);
+    if (!allow_shared((const void *)gdn_tile_prep_kernel, prep_shm) ||
+        !allow_shared((const void *)gdn_tile_scan_kernel, scan_shm))
+        return 0;
+    cudaStream_t st = (cudaStream_t)stream;
+    if (tiles > 0)
+        CK_LAUNCH(dim3((unsigned)tiles, (unsigned)n_v), PREP_THREADS, prep_shm, st, gdn_tile_prep_kernel)
+        (runs, n_runs, qkv, qkv_s, g, beta, work, n_k, n_v, d_k, head_map, scale);
+    const dim3 grid((unsigned)n_runs, (unsigned)n_v, (unsigned)((d_v + cols - 1) / cols));
+    CK_LAUNCH(grid, dim3((unsigned)cols, SCAN_Y), scan_shm, st, gdn_tile_scan_kernel)
+    (runs, ckpts, qkv, qkv_s, work, o, state, n_k, n_v, d_k, d_v, head_map, scale);
+    return 1;
+}
