@@ -117,17 +117,20 @@ void ck_add_scaled(float *x, const float *y, int64_t n, float scale, void *strea
  * q8, here and in ck_swiglu and ck_gated_rmsnorm: NULL, or ck_gemv's scratch, in which the
  * kernel then also leaves its output's 8-bit form, as ck_gemv would make it (for rows of a
  * multiple of 32 elements, at most CK_GEMV_MAX_TOK rows): the next product of that output
- * passes x_ready. Returns 1 when it did. */
+ * passes x_ready. Returns 1 when it did. f16, in the same three: NULL, or room for the
+ * output's f16 form (n_rows dense rows), rounded as ck_f32_to_f16 rounds: what the next
+ * product through cuBLAS reads, so that it need not convert the output itself. */
 int ck_add_rmsnorm(float *x, const float *add, float scale, float *y, const float *w, int64_t n, int64_t n_rows,
-                   float eps, void *q8, void *stream);
+                   float eps, void *q8, uint16_t *f16, void *stream);
 /* x *= scale over n floats. */
 void ck_scale(float *x, int64_t n, float scale, void *stream);
 /* out[r] (r < rows) = the first index of the largest element of row r of x (rows of
  * n < 2^31 floats) that is neither NaN nor -inf, 0 when there is none: the greedy
  * sampler's choice (vec_argmax's, but 0 for a row of -inf). */
 void ck_argmax_rows(const float *x, int64_t rows, int64_t n, int32_t *out, void *stream);
-/* out (n_rows, n) = silu(gate) * up (out may alias either); q8: as ck_add_rmsnorm's. */
-int ck_swiglu(float *out, const float *gate, const float *up, int64_t n_rows, int64_t n, void *q8, void *stream);
+/* out (n_rows, n) = silu(gate) * up (out may alias either); q8, f16: as ck_add_rmsnorm's. */
+int ck_swiglu(float *out, const float *gate, const float *up, int64_t n_rows, int64_t n, void *q8, uint16_t *f16,
+              void *stream);
 /* a = relu(a)^2 over n floats. */
 void ck_relu2(float *a, int64_t n, void *stream);
 /* x *= sigmoid(gate) over n floats. */
@@ -139,10 +142,11 @@ void ck_ssm_gate(int64_t n_rows, int64_t n_heads, const float *alpha, int64_t al
                  float *beta, void *stream);
 
 /* Per-head gated RMSNorm of ssm.h (gated_rmsnorm_ref). out may equal y. q8: as
- * ck_add_rmsnorm's (out's rows dense, d a multiple of 32). */
+ * ck_add_rmsnorm's (out's rows dense, d a multiple of 32); f16: as ck_add_rmsnorm's (rows
+ * of n_heads d). */
 int ck_gated_rmsnorm(int64_t n_rows, int64_t n_heads, int64_t d, const float *y, int64_t y_stride, const float *z,
                      int64_t z_stride, const float *w, float eps, float *out, int64_t out_stride, void *q8,
-                     void *stream);
+                     uint16_t *f16, void *stream);
 
 /* Mixture of experts (block_ffn.c's arithmetic). slots: an expert's m token slots
  * (token t's j-th expert is slot t k + j). gather: dst row i = src row slots[i] / k;

@@ -26,9 +26,9 @@ __device__ __forceinline__ float add_scaled_one(float x, float y, float scale) {
  * v = xr + ms * mr (as add_scaled_kernel), then also written to xo. The row is held in
  * registers (RMS_HELD elements a thread) when it fits, else read twice. With yq, yr's
  * 8-bit form too (ck_q8.h; its units yq[32 u], ys[u]; n a multiple of 32: a warp's 32
- * elements are one unit). */
+ * elements are one unit); with yh, its f16 form. */
 __device__ __forceinline__ void norm_row(float *yr, const float *xr, const float *mr, float ms, float *xo,
-                                         const float *w, int64_t n, float eps, int8_t *yq, q8x *ys) {
+                                         const float *w, int64_t n, float eps, int8_t *yq, q8x *ys, __half *yh) {
     float ss = 0.0f;
     if (n <= RMS_HELD * (int64_t)blockDim.x) { /* all loads in flight together */
         float v[RMS_HELD];
@@ -48,6 +48,7 @@ __device__ __forceinline__ void norm_row(float *yr, const float *xr, const float
                 const float out = w ? v[k] * scale * w[i] : v[k] * scale;
                 yr[i] = out;
                 if (yq) q8_store_unit(out, i / 32, yq, ys);
+                if (yh) yh[i] = __float2half_rn(out);
             }
         }
         return;
@@ -64,6 +65,7 @@ __device__ __forceinline__ void norm_row(float *yr, const float *xr, const float
         const float out = w ? src[i] * scale * w[i] : src[i] * scale;
         yr[i] = out;
         if (yq) q8_store_unit(out, i / 32, yq, ys);
+        if (yh) yh[i] = __float2half_rn(out);
     }
 }
 
@@ -71,17 +73,18 @@ __global__ void rmsnorm_kernel(float *y, int64_t sy, const float *x, int64_t sx,
                                const int32_t *rows, float eps) {
     ck_pdl_entry();
     const int64_t r = blockIdx.x;
-    norm_row(y + r * sy, x + (rows ? rows[r] : r) * sx, NULL, 0.0f, NULL, w, n, eps, NULL, NULL);
+    norm_row(y + r * sy, x + (rows ? rows[r] : r) * sx, NULL, 0.0f, NULL, w, n, eps, NULL, NULL, NULL);
 }
 
 /* x += scale * add (add NULL: x as it is), then y = rmsnorm(x) * w, one block per row of
- * n; with yq, y's 8-bit form too (units yq[32 u], ys[u] of the whole (rows, n)) */
+ * n; with yq, y's 8-bit form too (units yq[32 u], ys[u] of the whole (rows, n)); with yh,
+ * its f16 form (rows, n) */
 __global__ void add_rmsnorm_kernel(float *x, const float *add, float scale, float *y, const float *w, int64_t n,
-                                   float eps, int8_t *yq, q8x *ys) {
+                                   float eps, int8_t *yq, q8x *ys, __half *yh) {
     ck_pdl_entry();
     const int64_t r = blockIdx.x;
     norm_row(y + r * n, x + r * n, add ? add + r * n : NULL, scale, x + r * n, w, n, eps, yq ? yq + r * n : NULL,
-             yq ? ys + r * (n / 32) : NULL);
+             yq ? ys + r * (n / 32) : NULL, yh ? yh + r * n : NULL);
 }
 
 __global__ void add_scaled_kernel(float *x, const float *y, int64_t n, float scale) {
@@ -133,13 +136,15 @@ __global__ void argmax_rows_kernel(const float *x, int64_t n, int32_t *out) {
 }
 
 /* with oq (n a multiple of 32: a warp's 32 elements are one unit), out's 8-bit form too */
-__global__ void swiglu_kernel(float *out, const float *gate, const float *up, int64_t n, int8_t *oq, q8x *os) {
+__global__ void swiglu_kernel(float *out, const float *gate, const float *up, int64_t n, int8_t *oq, q8x *os,
+                              __half *oh) {
     ck_pdl_entry();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
         const float v = silu(gate[i]) * up[i];
         out[i] = v;
         if (oq) q8_store_unit(v, i / 32, oq, os);
+        if (oh) oh[i] = __float2half_rn(v);
     }
 }
 
@@ -170,10 +175,11 @@ __global__ void ssm_gate_kernel(int64_t n_rows, int64_t n_heads, const float *al
 }
 
 /* one block per (row, head) */
-/* with oq (out's rows dense, n_heads * d long, d a multiple of 32), out's 8-bit form too */
+/* with oq (out's rows dense, n_heads * d long, d a multiple of 32), out's 8-bit form too;
+ * with oh, its f16 form (rows of n_heads * d) */
 __global__ void gated_rmsnorm_kernel(int64_t n_heads, int64_t d, const float *y, int64_t y_stride, const float *z,
                                      int64_t z_stride, const float *w, float eps, float *out, int64_t out_stride,
-                                     int8_t *oq, q8x *os) {
+                                     int8_t *oq, q8x *os, __half *oh) {
     ck_pdl_entry();
     const int64_t r = blockIdx.x / n_heads, h = blockIdx.x % n_heads;
     const float *yr = y + r * y_stride + h * d, *zr = z + r * z_stride + h * d;
@@ -186,6 +192,7 @@ __global__ void gated_rmsnorm_kernel(int64_t n_heads, int64_t d, const float *y,
         const float v = yr[i] * scale * w[i] * silu(zr[i]);
         o[i] = v;
         if (oq) q8_store_unit(v, (r * n_heads * d + h * d + i) / 32, oq, os);
+        if (oh) oh[r * n_heads * d + h * d + i] = __float2half_rn(v);
     }
 }
 
@@ -267,11 +274,11 @@ extern "C" void ck_rmsnorm_gather(float *y, const float *x, const int32_t *rows,
 }
 
 extern "C" int ck_add_rmsnorm(float *x, const float *add, float scale, float *y, const float *w, int64_t n,
-                              int64_t n_rows, float eps, void *q8, void *stream) {
+                              int64_t n_rows, float eps, void *q8, uint16_t *f16, void *stream) {
     if (n_rows <= 0) return 0;
     const bool q = q8_fits(q8, n_rows, n);
     CK_LAUNCH((unsigned)n_rows, rms_threads(n), 0, (cudaStream_t)stream, add_rmsnorm_kernel)
-    (x, add, scale, y, w, n, eps, q ? (int8_t *)q8 : NULL, q ? q8_units(q8, n_rows, n) : NULL);
+    (x, add, scale, y, w, n, eps, q ? (int8_t *)q8 : NULL, q ? q8_units(q8, n_rows, n) : NULL, (__half *)f16);
     return q;
 }
 
@@ -288,12 +295,12 @@ extern "C" void ck_scale(float *x, int64_t n, float scale, void *stream) {
 }
 
 extern "C" int ck_swiglu(float *out, const float *gate, const float *up, int64_t n_rows, int64_t n, void *q8,
-                         void *stream) {
+                         uint16_t *f16, void *stream) {
     const int64_t all = n_rows * n;
     if (all <= 0) return 0;
     const bool q = q8_fits(q8, n_rows, n);
     CK_LAUNCH(blocks_for(all, 256), 256, 0, (cudaStream_t)stream, swiglu_kernel)
-    (out, gate, up, all, q ? (int8_t *)q8 : NULL, q ? q8_units(q8, n_rows, n) : NULL);
+    (out, gate, up, all, q ? (int8_t *)q8 : NULL, q ? q8_units(q8, n_rows, n) : NULL, (__half *)f16);
     return q;
 }
 
@@ -316,12 +323,12 @@ extern "C" void ck_ssm_gate(int64_t n_rows, int64_t n_heads, const float *alpha,
 
 extern "C" int ck_gated_rmsnorm(int64_t n_rows, int64_t n_heads, int64_t d, const float *y, int64_t y_stride,
                                 const float *z, int64_t z_stride, const float *w, float eps, float *out,
-                                int64_t out_stride, void *q8, void *stream) {
+                                int64_t out_stride, void *q8, uint16_t *f16, void *stream) {
     if (n_rows * n_heads <= 0) return 0;
     const bool q = q8_fits(q8, n_rows, n_heads * d) && d % 32 == 0 && out_stride == n_heads * d;
     CK_LAUNCH((unsigned)(n_rows * n_heads), row_threads(d), 0, (cudaStream_t)stream, gated_rmsnorm_kernel)
     (n_heads, d, y, y_stride, z, z_stride, w, eps, out, out_stride, q ? (int8_t *)q8 : NULL,
-     q ? q8_units(q8, n_rows, n_heads * d) : NULL);
+     q ? q8_units(q8, n_rows, n_heads * d) : NULL, (__half *)f16);
     return q;
 }
 

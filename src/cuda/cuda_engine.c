@@ -95,6 +95,8 @@ struct cuda_backend {
     int64_t mmq_rows;    /* the most rows of a product that go through ck_mmq_parts */
     const float *xq_of;  /* the x whose 8-bit form gemv_q8 holds, (xq_rows, xq_cols); NULL: none */
     int64_t xq_rows, xq_cols;
+    const float *x16_of; /* the x whose f16 form x16 holds, (x16_rows, x16_cols); NULL: none */
+    int64_t x16_rows, x16_cols;
     float *att_part;     /* the split attention's partial softmaxes (ck_attention) */
     /* f16 copies of the weights the tensor-core products read (weight_f16), by the
      * weight's bytes; the budget left for more (-1: not measured yet) */
@@ -545,6 +547,19 @@ static void q8_holds(cuda_backend *g, const float *x, int64_t n, int64_t cols) {
     g->xq_of = x, g->xq_rows = n, g->xq_cols = cols;
 }
 
+/* g->x16 holds the f16 form of x (n rows of cols), or (x NULL) of nothing to rely on; as
+ * q8_holds, for the products of the steps that go through cuBLAS. */
+static void x16_holds(cuda_backend *g, const float *x, int64_t n, int64_t cols) {
+    g->x16_of = x, g->x16_rows = n, g->x16_cols = cols;
+}
+
+/* Where a kernel whose output is the input of the next product leaves that output's f16
+ * form: g->x16 when the products of a step of n rows go through cuBLAS (more than
+ * mmq_rows, or no ck_mmq_parts), else NULL. */
+static uint16_t *x16_room(const cuda_backend *g, int64_t n) {
+    return n > CK_GEMV_MAX_TOK && (n > g->mmq_rows || !g->mmq_q8) ? g->x16 : NULL;
+}
+
 /* y (n, rows of W) = x (n, W->ne[0]) W^T on the tensor cores (cuBLAS): steps of more than
  * CK_GEMV_MAX_TOK rows. x16_ready: g->x16 holds x in f16 already (the product before had
  * the same x); returns whether it does afterwards. */
@@ -582,11 +597,14 @@ static bool lin_blas(cuda_backend *g, const tensor *W, const float *x, int64_t n
  * (ck_gemv_parts), or two such runs where ck_gemv_parts_mixed takes their pair of types;
  * up to mmq_rows rows go through ck_mmq_parts, more through cuBLAS. same_x: x is the
  * input of the previous product too (unchanged since), or the output of a kernel that
- * left its 8-bit form (q8_holds), so that form, when there is one, is used again. */
+ * left its 8-bit form (q8_holds) or its f16 form (x16_holds), so that form, when there is
+ * one, is used again. */
 static void lin_parts(cuda_backend *g, const tensor *const *W, float *const *ys, int n_w, const float *x, int64_t n,
                       bool same_x) {
     assert(n_w >= 1 && n_w <= CK_GEMV_MAX_PARTS);
-    bool x16 = false; /* g->x16 holds x in f16: converted once for the products of this x */
+    /* g->x16 holds x in f16: left by the kernel that made x, or converted once for the products of this x */
+    bool x16 = same_x && g->x16_of == x && g->x16_rows == n && g->x16_cols == W[0]->ne[0];
+    x16_holds(g, NULL, 0, 0);
     for (int k = 0, e; k < n_w; k = e) {
         const int64_t n_in = W[k]->ne[0];
         const bool ready = (same_x || k > 0) && g->xq_of == x && g->xq_rows == n && g->xq_cols == n_in;
@@ -799,8 +817,10 @@ static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
                 ck_gdn(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta,
                        g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v, map, scale, g->stream);
         });
+        uint16_t *h16 = x16_room(g, n);
         held = ck_gated_rmsnorm(n, n_v, d_v, g->gdn_o, V, norm.z, norm.z_stride, norm.w, norm.eps, g->gdn_o, V,
-                                g->gemv_q8, g->stream);
+                                g->gemv_q8, h16, g->stream);
+        x16_holds(g, h16 ? g->gdn_o : NULL, n, V);
     }
     q8_holds(g, held ? g->gdn_o : NULL, n, V);
     lin_again(g, &l->ssm_out, g->gdn_o, n, g->mix);
@@ -844,8 +864,10 @@ static void swiglu_expert(cuda_backend *g, const tensor *gate, const tensor *up,
     const tensor *const W[2] = {gate, up};
     float *const ys[2] = {g->ff_a, g->ff_b};
     lin_parts(g, W, ys, 2, x, m, true);
-    const int held = ck_swiglu(g->ff_a, g->ff_a, g->ff_b, m, F, g->gemv_q8, g->stream);
+    uint16_t *h16 = x16_room(g, m);
+    const int held = ck_swiglu(g->ff_a, g->ff_a, g->ff_b, m, F, g->gemv_q8, h16, g->stream);
     q8_holds(g, held ? g->ff_a : NULL, m, F);
+    x16_holds(g, h16 ? g->ff_a : NULL, m, F);
     lin_again(g, down, g->ff_a, m, out);
 }
 
@@ -900,9 +922,11 @@ static void layer_ffn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
 static void block_input(engine *c, cuda_backend *g, const tensor *norm, int64_t n, bool *pending) {
     const model_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd;
+    uint16_t *h16 = x16_room(g, n);
     const int held = ck_add_rmsnorm(g->x, *pending ? g->mix : NULL, hp->residual_scale, g->xn, f32(norm), E, n,
-                                    hp->rms_eps, g->gemv_q8, g->stream);
+                                    hp->rms_eps, g->gemv_q8, h16, g->stream);
     q8_holds(g, held ? g->xn : NULL, n, E);
+    x16_holds(g, h16 ? g->xn : NULL, n, E);
     *pending = false;
 }
 

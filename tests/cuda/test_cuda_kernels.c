@@ -382,7 +382,8 @@ TEST(cuda_mmq_matches_ref) {
 
 /* The 8-bit forms that the norms and SwiGLU leave for the next product are ck_gemv's own:
  * a product that takes them (x_ready) equals, bit for bit, one that quantizes the kernel's
- * output itself. Rows over CK_GEMV_MAX_TOK or of a length not a multiple of 32 leave none. */
+ * output itself. Rows over CK_GEMV_MAX_TOK or of a length not a multiple of 32 leave none.
+ * Their f16 forms (for the products through cuBLAS) are ck_f32_to_f16's bits. */
 /* Whether q8 holds the 8-bit form of dx (rows, n) as ck_gemv makes it: a product from it
  * gives the same bits as one that quantizes dx itself. */
 static bool q8_form_matches(test_rng *r, const float *dx, void *q8, int64_t rows, int64_t n) {
@@ -411,19 +412,28 @@ TEST(cuda_fused_8bit_forms_match_gemv) {
         void *q8 = dev(NULL, ck_gemv_scratch_bytes(n, rows));
         float *da = dev(a, (size_t)all * 4), *db = dev(b, (size_t)all * 4), *dwn = dev(wn, (size_t)n * 4);
         float *dy = dev(NULL, (size_t)all * 4);
+        uint16_t *h16 = dev(NULL, (size_t)all * 2), *c16 = dev(NULL, (size_t)all * 2);
+        uint16_t *got16 = malloc((size_t)all * 2), *want16 = malloc((size_t)all * 2);
         static const char *const kinds[] = {"add + rmsnorm", "rmsnorm", "swiglu", "gated rmsnorm (heads of 32)"};
         for (int kind = 0; kind < 4; kind++) {
             int held = 0;
-            if (kind == 0) held = ck_add_rmsnorm(da, db, 0.5f, dy, dwn, n, rows, 1e-6f, q8, NULL);
-            else if (kind == 1) held = ck_add_rmsnorm(da, NULL, 1.0f, dy, dwn, n, rows, 1e-6f, q8, NULL);
-            else if (kind == 2) held = ck_swiglu(dy, da, db, rows, n, q8, NULL);
-            else held = ck_gated_rmsnorm(rows, n / 32, 32, da, n, db, n, dwn, 1e-6f, dy, n, q8, NULL);
+            if (kind == 0) held = ck_add_rmsnorm(da, db, 0.5f, dy, dwn, n, rows, 1e-6f, q8, h16, NULL);
+            else if (kind == 1) held = ck_add_rmsnorm(da, NULL, 1.0f, dy, dwn, n, rows, 1e-6f, q8, h16, NULL);
+            else if (kind == 2) held = ck_swiglu(dy, da, db, rows, n, q8, h16, NULL);
+            else held = ck_gated_rmsnorm(rows, n / 32, 32, da, n, db, n, dwn, 1e-6f, dy, n, q8, h16, NULL);
             CHECKF(ok_cuda(kinds[kind]) && held && q8_form_matches(&r, dy, q8, rows, n), "%s, %lld rows of %lld: %s",
                    kinds[kind], (long long)rows, (long long)n, held ? "the products differ" : "no 8-bit form left");
+            /* the f16 form: the bits of the conversion a product through cuBLAS would make */
+            ck_f32_to_f16(dy, c16, all, NULL);
+            back(got16, h16, (size_t)all * 2);
+            back(want16, c16, (size_t)all * 2);
+            CHECKF(!memcmp(got16, want16, (size_t)all * 2), "%s, %lld rows of %lld: the f16 form differs",
+                   kinds[kind], (long long)rows, (long long)n);
         }
-        CHECK(!ck_swiglu(dy, da, db, CK_GEMV_MAX_TOK + 1, 32, q8, NULL));
-        CHECK(!ck_add_rmsnorm(da, NULL, 1.0f, dy, dwn, 48, 2, 1e-6f, q8, NULL));
-        CHECK(!ck_add_rmsnorm(da, NULL, 1.0f, dy, dwn, n, rows, 1e-6f, NULL, NULL));
+        cudaFree(h16), cudaFree(c16), free(got16), free(want16);
+        CHECK(!ck_swiglu(dy, da, db, CK_GEMV_MAX_TOK + 1, 32, q8, NULL, NULL));
+        CHECK(!ck_add_rmsnorm(da, NULL, 1.0f, dy, dwn, 48, 2, 1e-6f, q8, NULL, NULL));
+        CHECK(!ck_add_rmsnorm(da, NULL, 1.0f, dy, dwn, n, rows, 1e-6f, NULL, NULL, NULL));
         cudaFree(q8), cudaFree(da), cudaFree(db), cudaFree(dwn), cudaFree(dy);
         free(a), free(b), free(wn);
     }
@@ -499,7 +509,7 @@ TEST(cuda_row_ops_match_ref) {
         float *dya = dev(NULL, (size_t)(nr * m) * 4);
         for (int64_t i = 0; i < nr * m; i++) a[i] = rs == 1.0f ? a[i] + b[i] : a[i] + rs * b[i];
         ops_rmsnorm_rows(ya, m, a, m, wm, m, nr, 1e-6f);
-        ck_add_rmsnorm(da, db, rs, dya, dwm, m, nr, 1e-6f, NULL, NULL);
+        ck_add_rmsnorm(da, db, rs, dya, dwm, m, nr, 1e-6f, NULL, NULL, NULL);
         back(xa, da, (size_t)(nr * m) * 4);
         back(yg, dya, (size_t)(nr * m) * 4);
         CHECKF(ok_cuda("add_rmsnorm") && !memcmp(xa, a, (size_t)(nr * m) * 4) && test_nmse(yg, ya, nr * m) < NMSE_MAX,
@@ -512,12 +522,12 @@ TEST(cuda_row_ops_match_ref) {
     }
     /* SwiGLU */
     ops_swiglu(ref, x, z, rows * n);
-    ck_swiglu(dy, dx, dz, rows, n, NULL, NULL);
+    ck_swiglu(dy, dx, dz, rows, n, NULL, NULL, NULL);
     back(got, dy, (size_t)(rows * n) * 4);
     CHECKF(ok_cuda("swiglu") && test_nmse(got, ref, rows * n) < NMSE_MAX, "swiglu");
     /* per-head gated RMSNorm: 3 heads of 100 */
     gated_rmsnorm_ref(rows, 3, 100, x, n, z, n, w, 1e-6f, ref, n);
-    ck_gated_rmsnorm(rows, 3, 100, dx, n, dz, n, dw, 1e-6f, dy, n, NULL, NULL);
+    ck_gated_rmsnorm(rows, 3, 100, dx, n, dz, n, dw, 1e-6f, dy, n, NULL, NULL, NULL);
     back(got, dy, (size_t)(rows * n) * 4);
     CHECKF(ok_cuda("gated_rmsnorm") && test_nmse(got, ref, rows * n) < NMSE_MAX, "gated rmsnorm");
     /* decay gate, qwen3next's interleaved form: 6 heads in groups of 2 */

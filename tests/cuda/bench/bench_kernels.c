@@ -182,7 +182,7 @@ static void run_gdn(void *p, cudaStream_t st) {
     }
     ck_ssm_gate(n, NV, gs.alpha, NV, gs.b, NV, NV, NV, d->a, d->dt, d->g, d->beta, st);
     ck_gdn(d->runs, n, d->ckpts, d->qkv, d->conv_dim, d->g, d->beta, d->o, d->state, NK, NV, DK, DV, 1, 0.088f, st);
-    ck_gated_rmsnorm(n, NV, DV, d->o, V, d->z, V, d->w, 1e-6f, d->o, V, d->q8, st);
+    ck_gated_rmsnorm(n, NV, DV, d->o, V, d->z, V, d->w, 1e-6f, d->o, V, d->q8, NULL, st);
 }
 
 static void bench_gdn(int64_t n_runs, double copy_gbs, cudaStream_t st) {
@@ -255,7 +255,7 @@ typedef struct {
 } norm_arg;
 static void run_norm(void *p, cudaStream_t st) {
     const norm_arg *a = p;
-    ck_add_rmsnorm(a->x, a->mix, 1.0f, a->y, a->w, 2560, 1, 1e-6f, a->q8, st);
+    ck_add_rmsnorm(a->x, a->mix, 1.0f, a->y, a->w, 2560, 1, 1e-6f, a->q8, NULL, st);
 }
 
 int main(int argc, char **argv) {
