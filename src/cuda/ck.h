@@ -203,14 +203,27 @@ void ck_rope_store(const ck_step *s, int64_t n, const ck_rope_pre *pre, float *q
 /* Causal GQA attention (ops_attention_ref) for each row at its position over its
  * sequence's cached keys 0..pos: out (n, n_head, dv), q (n, n_head, hd); with a gate (n,
  * n_head, dv), out times sigmoid(gate) (ck_sigmoid_mul), else NULL. With n_split > 1
- * each (row, head) splits its keys in n_split even ranges, each a block of its own, whose
- * partial softmaxes part (n * n_head * n_split * (dv + 2) floats) holds until a second
- * kernel folds them: for decode over long contexts. That one also leaves out's 8-bit form
- * in q8 where it fits (as ck_add_rmsnorm); returns whether it did. */
-#define CK_ATT_SPLITS 16
+ * each (row, head) may split its keys in up to n_split (at most CK_ATT_SPLITS) even
+ * ranges, each a block of its own, whose partial softmaxes part (n * n_head * n_split *
+ * (dv + 2) floats) holds until a second kernel folds them: for decode over long contexts.
+ * That one also leaves out's 8-bit form in q8 where it fits (as ck_add_rmsnorm); returns
+ * whether it did. The heads that share a KV head go through ck_attention_grouped where it
+ * takes the shape. */
+#define CK_ATT_SPLITS 64
 int ck_attention(const ck_step *s, int64_t n, const float *q, const float *gate, float *out, const void *kc,
                  const void *vc, int kv_f16, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale,
                  int n_split, float *part, void *q8, void *stream);
+/* The same (ck_attn_group.cu) with the G = n_head / n_kv query heads that share a KV head
+ * in one block, each key and value row read once for them: for an f16 cache (kv_f16 3),
+ * hd == dv of 32, 64, 128 or 256 and G of 1, 2, 4 or 8; returns 0 (nothing launched) for
+ * other shapes. n_split: the ranges of each row's keys; 1 writes out (times the gate's
+ * sigmoid), more write part as ck_attention's, for its second kernel. */
+int ck_attention_grouped(const ck_step *s, int64_t n, const float *q, const float *gate, float *out, const void *kc,
+                         const void *vc, int kv_f16, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, float scale,
+                         int n_split, float *part, void *stream);
+/* 0: ck_attention_grouped takes nothing, so ck_attention reads the keys a head at a time
+ * (eddy-cuda-bench's comparison); 1 (the default): it takes what it can. */
+void ck_attention_set_grouped(int on);
 /* The same for a step whose rows are all one sequence's consecutive positions (a
  * prefill): FP32 tiles of 16 queries share each tile of keys and values. Returns 0
  * (nothing launched) for heads over 256 wide. */

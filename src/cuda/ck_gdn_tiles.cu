@@ -155,7 +155,7 @@ __device__ __forceinline__ void put_col4(float *head, int64_t ld, int64_t i, int
  * column x of the block's slice St (kept transposed: a column's d_k floats a row) for
  * rows 4 y.. 4 y + 3, 4 y + 32, ..., and computes rows y, y + 8, ... of each tile's
  * corrections and outputs. */
-__global__ void __launch_bounds__(SCAN_COLS *SCAN_Y)
+__global__ void __launch_bounds__(SCAN_COLS * SCAN_Y)
     gdn_tile_scan_kernel(const ck_run *runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s,
                          const float *work, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v,
                          int head_map, float scale) {

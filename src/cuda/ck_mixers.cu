@@ -102,6 +102,9 @@ __global__ void __launch_bounds__(ROPE_THREADS)
 
 #define ATT_THREADS 128
 #define ATT_MAX_DV 512
+/* the most ranges a head's keys of a row are split in (the blocks of ck_attention_grouped
+ * take G heads, and G times as many) */
+#define ATT_HEAD_SPLITS 16
 
 /* One block per (row, head, split): keys in tiles of ATT_THREADS, one score per thread,
  * an online softmax over the tiles; thread d accumulates output elements d, d + 128, ...
@@ -303,21 +306,23 @@ __global__ void __launch_bounds__(ATT_THREADS)
     attention_merge_kernel(const float *part, int n_split, int64_t dv, const float *gate, float *out, int8_t *oq,
                            q8x *os) {
     ck_pdl_entry();
+    __shared__ float f[CK_ATT_SPLITS]; /* each split's weight, e^(its max - the max); 0: no keys */
     const int64_t rh = blockIdx.x;
     const float *pp = part + rh * n_split * (dv + 2);
     float m = -INFINITY;
     for (int k = 0; k < n_split; k++) m = fmaxf(m, pp[k * (dv + 2)]);
-    float l = 0.0f;
-    for (int k = 0; k < n_split; k++) {
+    for (int k = threadIdx.x; k < n_split; k += blockDim.x) {
         const float mk = pp[k * (dv + 2)];
-        if (mk > -INFINITY) l += pp[k * (dv + 2) + 1] * expf(mk - m);
+        f[k] = mk > -INFINITY ? expf(mk - m) : 0.0f;
     }
+    __syncthreads();
+    float l = 0.0f;
+    for (int k = 0; k < n_split; k++)
+        if (f[k] != 0.0f) l = fmaf(pp[k * (dv + 2) + 1], f[k], l);
     for (int64_t d = threadIdx.x; d < dv; d += blockDim.x) {
         float o = 0.0f;
-        for (int k = 0; k < n_split; k++) {
-            const float mk = pp[k * (dv + 2)];
-            if (mk > -INFINITY) o = fmaf(pp[k * (dv + 2) + 2 + d], expf(mk - m), o);
-        }
+        for (int k = 0; k < n_split; k++)
+            if (f[k] != 0.0f) o = fmaf(pp[k * (dv + 2) + 2 + d], f[k], o);
         float v = o / l;
         if (gate) v *= sigmoid(gate[rh * dv + d]);
         out[rh * dv + d] = v;
@@ -561,8 +566,17 @@ extern "C" int ck_attention(const ck_step *s, int64_t n, const float *q, const f
     if (n <= 0) return 0;
     cudaStream_t st = (cudaStream_t)stream;
     if (n_split < 2 || !part) n_split = 1;
-    CK_LAUNCH(dim3((unsigned)(n * n_head), (unsigned)n_split), ATT_THREADS, 0, st, attention_kernel)
-    (*s, q, gate, out, kc, vc, kv_f16, n_head, n_kv, hd, dv, scale, part);
+    if (n_split > CK_ATT_SPLITS) n_split = CK_ATT_SPLITS;
+    /* up to ATT_HEAD_SPLITS ranges of a row's keys a head, so 16 G a block of G heads */
+    const int64_t G = n_kv > 0 && n_head % n_kv == 0 ? n_head / n_kv : 1;
+    const int grouped = n_split < ATT_HEAD_SPLITS * G ? n_split : (int)(ATT_HEAD_SPLITS * G);
+    if (ck_attention_grouped(s, n, q, gate, out, kc, vc, kv_f16, n_head, n_kv, hd, dv, scale, grouped, part, stream)) {
+        n_split = grouped;
+    } else {
+        if (n_split > ATT_HEAD_SPLITS) n_split = ATT_HEAD_SPLITS;
+        CK_LAUNCH(dim3((unsigned)(n * n_head), (unsigned)n_split), ATT_THREADS, 0, st, attention_kernel)
+        (*s, q, gate, out, kc, vc, kv_f16, n_head, n_kv, hd, dv, scale, part);
+    }
     if (n_split == 1) return 0;
     const bool held = q8_fits(q8, n, n_head * dv) && dv % 32 == 0;
     CK_LAUNCH((unsigned)(n * n_head), ATT_THREADS, 0, st, attention_merge_kernel)

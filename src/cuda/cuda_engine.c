@@ -97,7 +97,9 @@ struct cuda_backend {
     int64_t xq_rows, xq_cols;
     const float *x16_of; /* the x whose f16 form x16 holds, (x16_rows, x16_cols); NULL: none */
     int64_t x16_rows, x16_cols;
-    float *att_part;     /* the split attention's partial softmaxes (ck_attention) */
+    float *att_part;     /* the split attention's partial softmaxes (ck_attention): CK_ATT_SPLITS
+                          * ranges of att_rows rows */
+    int64_t att_rows;
     /* f16 copies of the weights the tensor-core products read (weight_f16), by the
      * weight's bytes; the budget left for more (-1: not measured yet) */
     struct f16_copy {
@@ -418,9 +420,10 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->logit_rows = B < 512 ? B : 512;
     g->logits = dev_rows(g, g->logit_rows, hp->n_vocab, &ok);
     g->ids = (int32_t *)dev_rows(g, g->logit_rows, 1, &ok);
-    if (hp->n_head > 0) /* decode steps split each row's keys in CK_ATT_SPLITS ranges */
-        g->att_part = dev_rows(g, (B < CK_GEMV_MAX_TOK ? B : CK_GEMV_MAX_TOK) * hp->n_head * CK_ATT_SPLITS,
-                               hp->head_dim_v + 2, &ok);
+    if (hp->n_head > 0) { /* decode steps split each row's keys in up to CK_ATT_SPLITS ranges */
+        g->att_rows = B < CK_GEMV_MAX_TOK ? B : CK_GEMV_MAX_TOK;
+        g->att_part = dev_rows(g, g->att_rows * hp->n_head * CK_ATT_SPLITS, hp->head_dim_v + 2, &ok);
+    }
     g->h = dev_rows(g, B, c->mtp ? E : 0, &ok);
     g->mtp_cat = dev_rows(g, B, c->mtp ? 2 * E : 0, &ok);
     /* EDDY_CUDA_DP4A=0: the float products for every type (to measure what the integer ones gain) */
@@ -712,6 +715,14 @@ static void conv_windows(cuda_backend *g, const float *x, int64_t xs, int64_t C,
     ck_conv_window(g->d_plan + g->o_conv + 4 * g->n_conv_ck, g->n_conv - g->n_conv_ck, x, xs, C, K, state, g->stream);
 }
 
+/* The ranges a step of n rows splits each row's keys in: as many as att_part holds for n
+ * rows (CK_ATT_SPLITS up to att_rows rows, then fewer: 16 for a batch of 32 decoding
+ * sequences), none (1) where fewer than 2 fit (prefill) */
+static int att_splits(const cuda_backend *g, int64_t n) {
+    const int64_t fit = g->att_rows * CK_ATT_SPLITS / n;
+    return fit < 2 ? 1 : fit < CK_ATT_SPLITS ? (int)fit : CK_ATT_SPLITS;
+}
+
 /* g->attn = attention of the step's n rows over the layer's cache kc, vc: a step with a
  * prefill in it (a run of more than CK_GEMV_MAX_TOK rows) on the tensor cores where they
  * take it, every run in tiles of queries; else one sequence's prefill in FP32 tiles of
@@ -731,7 +742,7 @@ static int attend(cuda_backend *g, const model_hparams *hp, void *kc, void *vc, 
         ck_attention_prefill(&g->step, n, g->q, g->attn, kc, vc, kv_f16, H, H_kv, hd, dv, scale, g->stream))
         return -1;
     const int held = ck_attention(&g->step, n, g->q, g->fused ? gate : NULL, g->attn, kc, vc, kv_f16, H, H_kv, hd, dv,
-                                  scale, n <= CK_GEMV_MAX_TOK ? CK_ATT_SPLITS : 1, g->att_part,
+                                  scale, att_splits(g, n), g->att_part,
                                   g->fused ? g->gemv_q8 : NULL, g->stream);
     return g->fused ? held : -1;
 }

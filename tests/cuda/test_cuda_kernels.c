@@ -801,6 +801,18 @@ TEST(cuda_gdn_step_matches_refs) {
  * ck_attention_prefill_mma's 64 rows, the second part full), which ck_attention_prefill
  * takes too, or (prefill 3) runs of 1, 70 and 1 rows at 300, 10 and 40: a server's step of
  * two decoding sequences and a prompt (ck_attention and ck_attention_prefill_mma). */
+/* The NMSE of a cache (n elements of e bytes: f16 or f32) against another */
+static double cache_nmse(const uint8_t *got, const uint8_t *want, size_t e, int64_t n) {
+    float *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4);
+    for (int64_t i = 0; i < n; i++) {
+        a[i] = e == 2 ? fp16_to_f32(((const uint16_t *)got)[i]) : ((const float *)got)[i];
+        b[i] = e == 2 ? fp16_to_f32(((const uint16_t *)want)[i]) : ((const float *)want)[i];
+    }
+    const double err = test_nmse(a, b, n);
+    free(a), free(b);
+    return err;
+}
+
 static void attention_case(test_rng *r, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, int64_t n_rot, int neox,
                            int kv_f16, int prefill, bool pre) {
     const int64_t lens[] = {1, 6, 1}, pos0[] = {300, 0, 40}, mixed_lens[] = {1, 70, 1}, mixed_pos0[] = {300, 10, 40};
@@ -861,6 +873,19 @@ static void attention_case(test_rng *r, int64_t n_head, int64_t n_kv, int64_t hd
             if (ev == 2) ((uint16_t *)vc)[at * V + i] = f32_to_fp16(v[t * V + i]);
             else ((float *)vc)[at * V + i] = v[t * V + i];
         }
+    }
+    { /* the cache as the kernel wrote it is the host's, within the rounding to f16 of keys a float
+       * ulp apart; the reference then reads the kernel's, so that a key on a rounding boundary
+       * does not move the attention past the bound */
+        const size_t kb = (size_t)(n_blocks * 256 * K) * ek, vb = (size_t)(n_blocks * 256 * V) * ev;
+        uint8_t *kd = malloc(kb), *vd = malloc(vb);
+        back(kd, dkc, kb);
+        back(vd, dvc, vb);
+        const double e = cache_nmse(kd, kc, ek, n_blocks * 256 * K) + cache_nmse(vd, vc, ev, n_blocks * 256 * V);
+        CHECKF(ok_cuda("kv store") && e < NMSE_MAX, "the KV cache of %lld/%lld heads, %lld/%lld wide, kv %d: nmse %g",
+               (long long)n_head, (long long)n_kv, (long long)hd, (long long)dv, kv_f16, e);
+        memcpy(kc, kd, kb), memcpy(vc, vd, vb);
+        free(kd), free(vd);
     }
     float *out = malloc((size_t)(n * n_head * dv) * 4), *ref = malloc((size_t)(n * n_head * dv) * 4);
     float *scores = malloc((size_t)(400) * 4);
@@ -960,6 +985,12 @@ TEST(cuda_attention_matches_ref) {
         attention_case(&r, 6, 2, 64, 48, 16, 1, 3, prefill, true);  /* partial rotary, f16 cache */
         attention_case(&r, 8, 1, 256, 256, 64, 1, 1, prefill, true); /* Qwen3.5's wide heads */
         attention_case(&r, 3, 3, 24, 40, 0, 0, 2, prefill, true);
+        /* the heads that share a KV head in one block (ck_attention_grouped): Qwen3.5 4B's
+         * 16 / 4 heads of 256, then groups of 8, 1 and 2 heads of 128, 64 and 32 */
+        attention_case(&r, 16, 4, 256, 256, 64, 1, 3, prefill, true);
+        attention_case(&r, 8, 1, 128, 128, 0, 0, 3, prefill, false);
+        attention_case(&r, 3, 3, 64, 64, 32, 0, 3, prefill, false);
+        attention_case(&r, 4, 2, 32, 32, 16, 1, 3, prefill, false);
     }
     /* the tensor cores' prefill: every kernel it has, GQA, keys of another width */
     attention_case(&r, 4, 1, 256, 256, 64, 1, 3, 2, false); /* Qwen3.5's wide heads, 2 tiles */

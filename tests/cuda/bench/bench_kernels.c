@@ -8,8 +8,8 @@
  *
  *   build/cuda/eddy-cuda-bench [REPS [DIV]]  (make CUDA=1 cuda-tests; scripts/device_check.sh)
  *
- * DIV divides the products' rows, the prefills' and the copy (a quick run: the CPU emulator's
- * smoke test).
+ * DIV divides the products' rows, the prefills', the contexts and the copy (a quick run: the
+ * CPU emulator's smoke test).
  * Every figure is the median of REPS (default 50) timings with CUDA events on one stream;
  * "chained" times REPS launches in a row (programmatic dependent launch on, as a decode
  * step's graph runs them: each starts loading its weights while the one before ends) and
@@ -247,6 +247,52 @@ static void bench_prefill(int64_t n, cudaStream_t st) {
     cudaFree(d->ckpts), cudaFree(a.work);
 }
 
+/* ==== Decode attention over a long context: the heads of a KV head in one block, or one at a time ==== */
+
+typedef struct {
+    ck_step s;
+    const float *q;
+    float *out, *part;
+    const void *kc, *vc;
+} attn_arg;
+enum { AH = 16, AKV = 4, AD = 256 };
+static void run_attn(void *p, cudaStream_t st) {
+    const attn_arg *a = p;
+    ck_attention(&a->s, 1, a->q, NULL, a->out, a->kc, a->vc, 3, AH, AKV, AD, AD, 0.0625f, CK_ATT_SPLITS, a->part, NULL,
+                 st);
+}
+
+/* One row at position ctx - 1 of an f16 cache (values do not matter: zeros) */
+static void bench_attention(int64_t ctx, double copy_gbs, cudaStream_t st) {
+    const int64_t n_blocks = (ctx + 255) / 256, rows = n_blocks * 256;
+    int32_t *hb = malloc((size_t)n_blocks * sizeof *hb), pos = (int32_t)(ctx - 1), run_of = 0;
+    if (!hb) die("out of host memory");
+    for (int64_t b = 0; b < n_blocks; b++) hb[b] = (int32_t)(n_blocks - 1 - b); /* blocks in reverse order */
+    const ck_run run = {0, 1, 0, 0, 0, 0, 0};
+    int32_t *dpos = dev_alloc(4), *drun = dev_alloc(4), *dblocks = dev_alloc((size_t)n_blocks * 4);
+    ck_run *druns = dev_alloc(sizeof run);
+    cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice), cudaMemcpy(drun, &run_of, 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(dblocks, hb, (size_t)n_blocks * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(druns, &run, sizeof run, cudaMemcpyHostToDevice);
+    const size_t cache = (size_t)(rows * AKV * AD) * 2;
+    attn_arg a = {{dpos, drun, dblocks, druns}, rand_floats(AH * AD), dev_alloc(AH * AD * 4),
+                  dev_alloc((size_t)(AH * CK_ATT_SPLITS * (AD + 2)) * 4), dev_alloc(cache), dev_alloc(cache)};
+    cudaMemset((void *)a.kc, 0, cache), cudaMemset((void *)a.vc, 0, cache);
+    const double bytes = 2.0 * (double)(ctx * AKV * AD) * 2.0; /* keys and values read once */
+    double us[2];
+    for (int grouped = 1; grouped >= 0; grouped--) {
+        ck_attention_set_grouped(grouped);
+        us[grouped] = time_us(run_attn, &a, st, 1);
+    }
+    ck_attention_set_grouped(1);
+    printf("attention, context %6lld              %8.1f us grouped  %8.1f a head at a time  (%.1fx; grouped reads "
+           "the cache at %.0f GB/s = %.0f%% of the copy's)\n",
+           (long long)ctx, us[1], us[0], us[0] / us[1], bytes / us[1] * 1e-3, 100.0 * bytes / us[1] * 1e-3 / copy_gbs);
+    cudaFree(dpos), cudaFree(drun), cudaFree(dblocks), cudaFree(druns), cudaFree((void *)a.q), cudaFree(a.out);
+    cudaFree(a.part), cudaFree((void *)a.kc), cudaFree((void *)a.vc);
+    free(hb);
+}
+
 /* ==== The residual add and the next norm, a row of 2560 ==== */
 
 typedef struct {
@@ -286,6 +332,8 @@ int main(int argc, char **argv) {
     printf("== a Gated DeltaNet layer's decode (32 heads of 128 x 128)\n");
     bench_gdn(1, copy_gbs, st);
     bench_gdn(32, copy_gbs, st);
+    printf("== decode attention, one row, 16 query heads on 4 KV heads of 256, f16 cache\n");
+    for (int64_t ctx = 2048; ctx <= 32768; ctx *= 4) bench_attention(ctx / div_rows > 1 ? ctx / div_rows : 1, copy_gbs, st);
     printf("== a Gated DeltaNet layer's prefill (one sequence, 32 heads of 128 x 128)\n");
     for (int64_t n = 512; n <= 2048; n *= 4) bench_prefill(n / div_rows > 1 ? n / div_rows : 1, st);
     printf("== residual add + RMSNorm + 8-bit form, one row of 2560\n");
