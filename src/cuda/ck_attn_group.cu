@@ -19,6 +19,7 @@
 
 #include "cuda/ck.h"
 #include "cuda/ck_act.h"
+#include "cuda/ck_block.h"
 #include "cuda/ck_kv.h"
 
 namespace {
@@ -43,12 +44,6 @@ template <int P> __device__ __forceinline__ void halves(const uint16_t *p, float
         f[0] = f16_lo(u.x), f[1] = f16_hi(u.x), f[2] = f16_lo(u.y), f[3] = f16_hi(u.y);
         f[4] = f16_lo(u.z), f[5] = f16_hi(u.z), f[6] = f16_lo(u.w), f[7] = f16_hi(u.w);
     }
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
 }
 
 /* One key (k, v: this lane's P elements of its rows) into the G heads' running softmaxes */

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "cuda/ck.h"
+#include "cuda/ck_block.h"
 #include "cuda/ck_kv.h"
 #include "cuda/ck_mma.h"
 
@@ -119,7 +120,7 @@ __global__ void __launch_bounds__(32 * W)
     float amax = 0.0f;
     for (int64_t e = tid; e < (int64_t)nq * hd; e += 32 * W)
         amax = fmaxf(amax, fabsf(q[((r0 + e / hd) * n_head + h) * hd + e % hd]));
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    amax = warp_max(amax);
     if (lane == 0) red[w] = amax;
     __syncthreads();
     amax = red[0];
@@ -136,7 +137,7 @@ __global__ void __launch_bounds__(32 * W)
     const int ia = 16 * w + g, ib = ia + 8;
     const int64_t pos_a = ia < nq ? s.row_pos[r0 + ia] : -1, pos_b = ib < nq ? s.row_pos[r0 + ib] : -1;
     float w_last = fmaxf((float)pos_a, (float)pos_b); /* the warp's last position (< 2^24: exact) */
-    for (int o = 16; o > 0; o >>= 1) w_last = fmaxf(w_last, __shfl_xor_sync(0xffffffffu, w_last, o));
+    w_last = warp_max(w_last);
     float o[DV / 8][4];
 #pragma unroll
     for (int nt = 0; nt < DV / 8; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;

@@ -43,6 +43,24 @@ namespace {
 /* The tiles of a run of n rows */
 __device__ __forceinline__ int64_t tiles_of(int32_t n) { return (n + TILE - 1) / TILE; }
 
+/* The rows of the run's tile that starts at its row t0: TILE, fewer for the last */
+__device__ __forceinline__ int32_t tile_rows(const ck_run &run, int32_t t0) {
+    return run.n - t0 < TILE ? run.n - t0 : TILE;
+}
+
+/* The tile's keys and scaled queries (key head kh of the rows from row0, nc of them)
+ * into K and Q, rows ks floats apart, zero past the tile's rows; threads tid of nthr */
+__device__ __forceinline__ void tile_keys_queries(float *K, float *Q, int64_t ks, const float *qkv, int64_t qkv_s,
+                                                  int64_t row0, int32_t nc, int64_t kh, int64_t d_k, int64_t key_dim,
+                                                  float scale, int tid, int nthr) {
+    for (int64_t e = tid; e < TILE * d_k; e += nthr) {
+        const int64_t t = e / d_k, i = e % d_k;
+        const float *qr = qkv + (row0 + t) * qkv_s + kh * d_k;
+        K[t * ks + i] = t < nc ? qr[key_dim + i] : 0.0f;
+        Q[t * ks + i] = t < nc ? scale * qr[i] : 0.0f;
+    }
+}
+
 /* The tiles of runs [0, r): where run r's tiles start in the work buffer */
 __device__ __forceinline__ int64_t tiles_before(const ck_run *runs, int64_t r) {
     int64_t first = 0;
@@ -72,14 +90,9 @@ __global__ void __launch_bounds__(PREP_THREADS)
     if (r == n_runs) return;
     const ck_run run = runs[r];
     const int64_t h = blockIdx.y, kh = head_map == 0 ? h % n_k : h / (n_v / n_k), key_dim = n_k * d_k;
-    const int32_t t0 = (int32_t)(blockIdx.x - first) * TILE, nc = run.n - t0 < TILE ? run.n - t0 : TILE;
+    const int32_t t0 = (int32_t)(blockIdx.x - first) * TILE, nc = tile_rows(run, t0);
     const int64_t row0 = run.row0 + t0;
-    for (int64_t e = tid; e < TILE * d_k; e += nthr) {
-        const int64_t t = e / d_k, i = e % d_k;
-        const float *qr = qkv + (row0 + t) * qkv_s + kh * d_k;
-        K[t * ks + i] = t < nc ? qr[key_dim + i] : 0.0f;
-        Q[t * ks + i] = t < nc ? scale * qr[i] : 0.0f;
-    }
+    tile_keys_queries(K, Q, ks, qkv, qkv_s, row0, nc, kh, d_k, key_dim, scale, tid, nthr);
     if (tid < TILE) {
         gr[tid] = tid < nc ? g[(row0 + tid) * n_v + h] : 0.0f;
         bt[tid] = tid < nc ? beta[(row0 + tid) * n_v + h] : 0.0f;
@@ -188,17 +201,12 @@ __global__ void __launch_bounds__(SCAN_COLS * SCAN_Y)
     const int32_t ck_end = run.ck + run.n_ck;
     const int64_t nt = tiles_of(run.n);
     for (int64_t tile = 0; tile < nt; tile++) {
-        const int32_t t0 = (int32_t)tile * TILE, nc = run.n - t0 < TILE ? run.n - t0 : TILE;
+        const int32_t t0 = (int32_t)tile * TILE, nc = tile_rows(run, t0);
         const int64_t row0 = run.row0 + t0;
         const float *Tw = work + ((first + tile) * n_v + h) * CK_GDN_TILE_WORK, *Pw = Tw + TILE * TILE;
         const float *Gw = Pw + TILE * TILE;
         __syncthreads(); /* the last tile's K, U, T and P read by all; St written */
-        for (int64_t e = tid; e < TILE * d_k; e += nthr) {
-            const int64_t t = e / d_k, i = e % d_k;
-            const float *qr = qkv + (row0 + t) * qkv_s + kh * d_k;
-            K[t * ks + i] = t < nc ? qr[key_dim + i] : 0.0f;
-            Q[t * ks + i] = t < nc ? scale * qr[i] : 0.0f;
-        }
+        tile_keys_queries(K, Q, ks, qkv, qkv_s, row0, nc, kh, d_k, key_dim, scale, tid, nthr);
         for (int e = tid; e < TILE * TILE; e += nthr) {
             const int t = e / TILE, s = e % TILE;
             T[t * TILE_STRIDE + s] = Tw[e], P[t * TILE_STRIDE + s] = Pw[e];

@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(ROPE_THREADS)
             if (is_q && pre.qg) pre.gate[r * Q + h * hd + i] = src[hd + i];
         }
         if (nw) { /* as norm_row: x * scale * w */
-            for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+            ss = warp_sum(ss);
             const float scale = rsqrtf(ss / (float)hd + pre.eps);
             for (int64_t i = lane; i < hd; i += 32) buf[i] = buf[i] * scale * nw[i];
         }
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
         }
         /* tile max */
         float mx = sc;
-        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        mx = warp_max(mx);
         if (lane == 0) red[wid] = mx;
         __syncthreads();
         mx = red[0];
@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
         p[tid] = pj;
         __syncthreads(); /* red read by all before it is reused below */
         float sum = pj;
-        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        sum = warp_sum(sum);
         if (lane == 0) red[wid] = sum;
         __syncthreads();
         float tile_sum = 0.0f;
@@ -258,11 +258,11 @@ __global__ void __launch_bounds__(ATT_THREADS)
         for (int i = wid; i < nq; i += ATT_THREADS / 32) { /* row i's online softmax, lanes over the keys */
             const float sc = lane < ATT_KT ? P[i * ATT_KT + lane] : -INFINITY;
             float mx = sc;
-            for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+            mx = warp_max(mx);
             const float m_new = fmaxf(M[i], mx);
             const float pj = sc > -INFINITY ? expf(sc - m_new) : 0.0f;
             float sum = pj;
-            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            sum = warp_sum(sum);
             if (lane < ATT_KT) P[i * ATT_KT + lane] = pj;
             if (lane == 0) {
                 const float corr = expf(M[i] - m_new); /* 0 on the first tile (M = -inf) */
@@ -648,16 +648,16 @@ extern "C" void ck_gdn(const ck_run *runs, int64_t n_runs, const int32_t *ckpts,
     (runs, ckpts, qkv, qkv_s, g, beta, o, state, n_k, n_v, d_k, d_v, head_map, scale);
 }
 
-/* The chunk length and the block of a chunked scan over a head's state of rows x
+/* The chunk length and the block of a Mamba-2 chunked scan over a head's state of rows x
  * cols_total: chunks of CK_SCAN_CHUNK rows (fewer for wide states), up to 32 columns,
  * within 48 KiB of shared floats: the slice (rows, cols), two chunk matrices of
- * CHUNK_STRIDE(rows) floats a row (keys and queries; B and C), n_pair (C, C) score
- * matrices, two (C, cols) and three (C). *C = 0 when none fits, or rows is not a multiple
- * of 4 (the chunk matrices' rows are read 4 elements a load). */
-static dim3 chunk_block(int64_t rows, int64_t cols_total, int n_pair, int64_t n_runs, int *C, size_t *shm) {
+ * CHUNK_STRIDE(rows) floats a row (B and C), the (C, C) scores, two (C, cols) and three
+ * (C). *C = 0 when none fits, or rows is not a multiple of 4 (the chunk matrices' rows are
+ * read 4 elements a load). */
+static dim3 chunk_block(int64_t rows, int64_t cols_total, int64_t n_runs, int *C, size_t *shm) {
     for (*C = rows % 4 ? 0 : CK_SCAN_CHUNK; *C >= 4; *C /= 2)
         for (int cols = cols_total < 32 ? (int)cols_total : 32; cols >= 1; cols /= 2) {
-            *shm = (size_t)(rows * cols + 2 * *C * CHUNK_STRIDE(rows) + n_pair * *C * *C + 2 * *C * cols + 3 * *C) *
+            *shm = (size_t)(rows * cols + 2 * *C * CHUNK_STRIDE(rows) + *C * *C + 2 * *C * cols + 3 * *C) *
                    sizeof(float);
             if (*shm <= 48 * 1024) return dim3((unsigned)cols, (unsigned)scan_groups(rows, n_runs));
         }
@@ -988,7 +988,7 @@ extern "C" int ck_mamba2_chunked(const ck_run *runs, int64_t n_runs, const int32
     if (n_runs <= 0) return 1;
     int C;
     size_t shm;
-    const dim3 block = chunk_block(N, P, 1, n_runs, &C, &shm); /* scores: CB */
+    const dim3 block = chunk_block(N, P, n_runs, &C, &shm);
     if (C == 0) return 0;
     const dim3 grid((unsigned)n_runs, (unsigned)H, (unsigned)((P + block.x - 1) / block.x));
     CK_LAUNCH(grid, block, shm, (cudaStream_t)stream, mamba2_chunk_kernel)

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "cuda/ck.h"
+#include "cuda/ck_block.h"
 #include "cuda/ck_device.h"
 
 struct q8x {
@@ -37,7 +38,7 @@ static inline bool q8_fits(const void *q8, int64_t rows, int64_t n) {
  * levels over elements 0..15 and 16..31. */
 __device__ __forceinline__ int q8_level(float v, float *d, int *x0, int *x1) {
     float amax = fabsf(v);
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    amax = warp_max(amax);
     const float dd = amax / 127.0f, id = dd != 0.0f ? 1.0f / dd : 0.0f;
     const float f = v * id;
     const int q = !(f == f) ? 0 : f >= 127.0f ? 127 : f <= -127.0f ? -127 : (int)roundf(f);

@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "cuda/ck.h"
+#include "cuda/ck_block.h"
 #include "cuda/ck_levels.h"
 #include "cuda/ck_q8.h"
 
@@ -290,7 +291,7 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_kernel(const uint8_t *W,
 #pragma unroll
     for (int t = 0; t < NT; t++) {
         float s = acc[t];
-        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        s = warp_sum(s);
         if (lane == 0) y[(size_t)t * n_out + r] = s;
     }
 }
@@ -371,7 +372,7 @@ template <int NT> __device__ __forceinline__ void gemv_store(const float acc[NT]
 #pragma unroll
     for (int t = 0; t < NT; t++) {
         v[t] = acc[t];
-        for (int o = 16; o > 0; o >>= 1) v[t] += __shfl_xor_sync(0xffffffffu, v[t], o);
+        v[t] = warp_sum(v[t]);
     }
     if (wpr == 1) {
         if (lane == 0 && g.live)

@@ -795,12 +795,6 @@ TEST(cuda_gdn_step_matches_refs) {
     CHECK(ck_gdn_step(NULL, 1, NULL, 0, &gs, &gn, NULL, NULL, NULL, 1, 1, 1024, 256, 0, 1.0f, NULL) == -1);
 }
 
-/* Runs of 1, 6 and 1 rows at positions 300, 0 and 40 (ck_attention, and
- * ck_attention_prefill_mma: a tile a run), or (prefill) one run of 37 rows from position
- * 250 (across a KV block), or (prefill 2) of 100 rows from 210 (two tiles of
- * ck_attention_prefill_mma's 64 rows, the second part full), which ck_attention_prefill
- * takes too, or (prefill 3) runs of 1, 70 and 1 rows at 300, 10 and 40: a server's step of
- * two decoding sequences and a prompt (ck_attention and ck_attention_prefill_mma). */
 /* The NMSE of a cache (n elements of e bytes: f16 or f32) against another */
 static double cache_nmse(const uint8_t *got, const uint8_t *want, size_t e, int64_t n) {
     float *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4);
@@ -813,6 +807,12 @@ static double cache_nmse(const uint8_t *got, const uint8_t *want, size_t e, int6
     return err;
 }
 
+/* Runs of 1, 6 and 1 rows at positions 300, 0 and 40 (ck_attention, and
+ * ck_attention_prefill_mma: a tile a run), or (prefill) one run of 37 rows from position
+ * 250 (across a KV block), or (prefill 2) of 100 rows from 210 (two tiles of
+ * ck_attention_prefill_mma's 64 rows, the second part full), which ck_attention_prefill
+ * takes too, or (prefill 3) runs of 1, 70 and 1 rows at 300, 10 and 40: a server's step of
+ * two decoding sequences and a prompt (ck_attention and ck_attention_prefill_mma). */
 static void attention_case(test_rng *r, int64_t n_head, int64_t n_kv, int64_t hd, int64_t dv, int64_t n_rot, int neox,
                            int kv_f16, int prefill, bool pre) {
     const int64_t lens[] = {1, 6, 1}, pos0[] = {300, 0, 40}, mixed_lens[] = {1, 70, 1}, mixed_pos0[] = {300, 10, 40};

@@ -1,8 +1,8 @@
 /*
- * bench_kernels.c — the CUDA kernels of a decode step, one at a time, and the delta rule of a prefill, at the
- * device check's 4B-parameter-shaped Qwen3.5 (hidden 2560, FFN 9216, 32 Gated DeltaNet value
- * heads of 128 x 128, 16 attention heads of 256, vocabulary 151936), against the device's
- * own read bandwidth measured in the same run. What a step's profile cannot say: each
+ * bench_kernels.c — the CUDA kernels of a decode step, one at a time, and the delta rule of
+ * a prefill, at the device check's 4B-parameter-shaped Qwen3.5 (hidden 2560, FFN 9216, 32
+ * Gated DeltaNet value heads of 128 x 128, 16 attention heads of 256, vocabulary 151936),
+ * against the device's own read bandwidth measured in the same run. What a step's profile cannot say: each
  * kernel's time at the GPU's real clocks, alone and back to back, and what each variant
  * (load depth, early start) does to it.
  *
