@@ -66,6 +66,16 @@ int ck_gemv_parts(uint32_t type, const ck_gemv_part *parts, int n_parts, int64_t
  * scratch, or Q4_K rows not 16-byte aligned; else as ck_gemv_parts. */
 int ck_gemv_parts_mixed(uint32_t type_first, int n_first, uint32_t type_rest, const ck_gemv_part *parts, int n_parts,
                         int64_t n_in, const float *x, int64_t n_tok, void *scratch, int x_ready, void *stream);
+/* The products of a mixture of experts' slots with the routing left on the GPU: for each
+ * slot s < n_slots (sel, device: its expert), y_k row s (rows of n_out_k) = x row
+ * s / (n_slots / n_x) times expert sel[s]'s matrix of part k, which begins n_out_k rows of
+ * row_bytes_k after the previous expert's at W_k (a GGUF tensor of experts); n_slots a
+ * multiple of n_x, up to 65535. One launch on the integer path (x's n_x rows quantized into
+ * scratch, ck_gemv_experts_scratch_bytes, unless x_ready: as ck_gemv's for n_x <=
+ * CK_GEMV_MAX_TOK), else one a part in float. Returns as ck_gemv (-1: shapes refused). */
+int ck_gemv_experts(uint32_t type, const ck_gemv_part *parts, int n_parts, int64_t n_in, const float *x, int64_t n_x,
+                    const int32_t *sel, int64_t n_slots, void *scratch, int x_ready, void *stream);
+size_t ck_gemv_experts_scratch_bytes(int64_t n_in, int64_t n_x);
 /* How many of its items (32-element units; Q4_K's and Q6_K's pieces of a super-block) a
  * lane of the integer products loads before it multiplies the first: 4 (the default: four
  * times the bytes in flight a warp), or 1. Other values are ignored. Every depth gives the
@@ -156,6 +166,13 @@ void ck_gather_rows(float *dst, const float *src, const int32_t *slots, int64_t 
 void ck_scatter_add(float *y, const float *src, const int32_t *slots, int64_t k, const float *w, int64_t m, int64_t E,
                     void *stream);
 void ck_add_gated_rows(float *y, const float *src, const float *gate, int64_t n, int64_t E, void *stream);
+/* The routing of n tokens on the GPU (moe_route's without the host): token t's k experts
+ * of the largest of its X router logits (of equal ones the lower index first) into sel
+ * (n, k), and their probabilities renormalized over the k, the softmax of their logits,
+ * into w (n, k). Then ck_gemv_experts runs the chosen experts' products, and combine
+ * makes y row t = sum over j < k of w[t k + j] out row t k + j (rows of E floats). */
+void ck_moe_route(const float *logits, int64_t n, int64_t X, int64_t k, int32_t *sel, float *w, void *stream);
+void ck_moe_combine(float *y, const float *out, const float *w, int64_t n, int64_t k, int64_t E, void *stream);
 
 /* dst row i (E floats) = rows row src[i] when src[i] >= 0, else the first E floats of
  * slot -src[i] - 1 of slab (slots of slot_floats): the MTP layer's previous hidden state,

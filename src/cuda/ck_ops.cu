@@ -111,6 +111,15 @@ __device__ __forceinline__ arg_best arg_better(arg_best a, arg_best b) {
     return b.v > a.v || (b.v == a.v && b.i < a.i) ? b : a;
 }
 
+/* the best of the warp's candidates, in every lane */
+__device__ __forceinline__ arg_best warp_best(arg_best b) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const arg_best other = {__shfl_xor_sync(0xffffffffu, b.v, o), __shfl_xor_sync(0xffffffffu, b.i, o)};
+        b = arg_better(b, other);
+    }
+    return b;
+}
+
 /* One block per row of x (rows of n < 2^31): out[row] = the first index of its largest
  * element that is neither NaN nor -inf, 0 when there is none */
 __global__ void argmax_rows_kernel(const float *x, int64_t n, int32_t *out) {
@@ -122,10 +131,7 @@ __global__ void argmax_rows_kernel(const float *x, int64_t n, int32_t *out) {
         const float v = r[i];
         if (v == v && v != -INFINITY && (b.i < 0 || v > b.v)) b = arg_best{v, (int)i}; /* indices ascend */
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        const arg_best other = {__shfl_xor_sync(0xffffffffu, b.v, o), __shfl_xor_sync(0xffffffffu, b.i, o)};
-        b = arg_better(b, other);
-    }
+    b = warp_best(b);
     const int w = threadIdx.x >> 5, nw = blockDim.x >> 5;
     if ((threadIdx.x & 31) == 0) part[w] = b;
     __syncthreads();
@@ -238,6 +244,50 @@ __global__ void add_gated_rows_kernel(float *y, const float *src, const float *g
     if (i >= n * E) return;
     const float g = gate ? sigmoid(gate[i / E]) : 1.0f;
     y[i] += g * src[i];
+}
+
+/* A mixture of experts' routing, a warp per token: its j-th expert is the largest logit
+ * of those ordered after the (j-1)-th (the larger value first, of equal ones the lower
+ * index: moe_route's order), so what was taken needs no list; the weights are the softmax
+ * of the k chosen logits, which is the softmax over all renormalized over the k. A token
+ * short of k ordered logits (NaN) takes expert j with a NaN weight, as the CPU's softmax
+ * gives it NaN ones. */
+__global__ void moe_route_kernel(const float *logits, int64_t n, int64_t X, int k, int32_t *sel, float *w) {
+    ck_pdl_entry();
+    const int lane = threadIdx.x & 31;
+    const int64_t t = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (t >= n) return; /* the warp's token: the whole warp leaves */
+    const float *l = logits + t * X;
+    arg_best prev = {INFINITY, -1};
+    float top = 0.0f, sum = 0.0f;
+    for (int j = 0; j < k; j++) {
+        arg_best b = {0.0f, -1};
+        for (int64_t e = lane; e < X; e += 32) { /* a lane's indices ascend: of equal values it keeps the first */
+            const float v = l[e];
+            const bool after = v < prev.v || (v == prev.v && (int)e > prev.i);
+            if (after && (b.i < 0 || v > b.v)) b = arg_best{v, (int)e};
+        }
+        b = warp_best(b);
+        if (b.i < 0) b = arg_best{NAN, j < X ? j : 0};
+        if (j == 0) top = b.v;
+        const float p = expf(b.v - top);
+        sum += p;
+        if (lane == 0) sel[t * k + j] = b.i, w[t * k + j] = p;
+        prev = b;
+    }
+    if (lane == 0)
+        for (int j = 0; j < k; j++) w[t * k + j] /= sum;
+}
+
+/* y row t = sum over j < k of w[t k + j] out row t k + j: one thread per element of y */
+__global__ void moe_combine_kernel(float *y, const float *out, const float *w, int64_t n, int64_t k, int64_t E) {
+    ck_pdl_entry();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * E) return;
+    const int64_t t = i / E, c = i % E;
+    float s = 0.0f;
+    for (int64_t j = 0; j < k; j++) s += w[t * k + j] * out[(t * k + j) * E + c];
+    y[i] = s;
 }
 
 /* Row i of dst = rows row src[i] when src[i] >= 0, else slot -src[i] - 1 of slab */
@@ -356,6 +406,18 @@ extern "C" void ck_scatter_add(float *y, const float *src, const int32_t *slots,
 extern "C" void ck_add_gated_rows(float *y, const float *src, const float *gate, int64_t n, int64_t E, void *stream) {
     if (n * E > 0)
         CK_LAUNCH(blocks_for(n * E, 256), 256, 0, (cudaStream_t)stream, add_gated_rows_kernel)(y, src, gate, n, E);
+}
+
+extern "C" void ck_moe_route(const float *logits, int64_t n, int64_t X, int64_t k, int32_t *sel, float *w,
+                             void *stream) {
+    if (n > 0 && X > 0 && k > 0)
+        CK_LAUNCH(blocks_for(n, 4), 128, 0, (cudaStream_t)stream, moe_route_kernel)(logits, n, X, (int)k, sel, w);
+}
+
+extern "C" void ck_moe_combine(float *y, const float *out, const float *w, int64_t n, int64_t k, int64_t E,
+                               void *stream) {
+    if (n * E > 0)
+        CK_LAUNCH(blocks_for(n * E, 256), 256, 0, (cudaStream_t)stream, moe_combine_kernel)(y, out, w, n, k, E);
 }
 
 extern "C" void ck_gather_h(float *dst, const float *rows, const float *slab, int64_t slot_floats, const int32_t *src,

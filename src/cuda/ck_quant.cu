@@ -250,17 +250,13 @@ template <> __device__ __forceinline__ void unit<T_IQ4_XS>(const uint8_t *row, i
 
 #define GEMV_WARPS 8
 
+/* acc[t] = the lane's share of row . x[t] for the NT rows of x (n_in apart): units lane,
+ * lane + 32, ... dequantized to f32 */
 template <int T, int NT>
-__global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_kernel(const uint8_t *W, size_t row_bytes, int64_t n_in,
-                                                               int64_t n_out, const float *x, float *y) {
-    ck_pdl_entry();
+__device__ __forceinline__ void float_row_products(const uint8_t *row, int64_t n_in, const float *x, float acc[NT]) {
     const int lane = threadIdx.x & 31;
-    const int64_t r = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
-    if (r >= n_out) return;
-    const uint8_t *row = W + (size_t)r * row_bytes;
     const int64_t n_units = (n_in + 31) / 32;
     const bool vec4 = n_in % 4 == 0;
-    float acc[NT];
 #pragma unroll
     for (int t = 0; t < NT; t++) acc[t] = 0.0f;
     for (int64_t u = lane; u < n_units; u += 32) {
@@ -288,12 +284,40 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_kernel(const uint8_t *W,
             acc[t] += s;
         }
     }
+}
+
+template <int T, int NT>
+__global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_kernel(const uint8_t *W, size_t row_bytes, int64_t n_in,
+                                                               int64_t n_out, const float *x, float *y) {
+    ck_pdl_entry();
+    const int lane = threadIdx.x & 31;
+    const int64_t r = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+    if (r >= n_out) return;
+    float acc[NT];
+    float_row_products<T, NT>(W + (size_t)r * row_bytes, n_in, x, acc);
 #pragma unroll
     for (int t = 0; t < NT; t++) {
         float s = acc[t];
         s = warp_sum(s);
         if (lane == 0) y[(size_t)t * n_out + r] = s;
     }
+}
+
+/* The experts' products in float (ck_gemv_experts): blockIdx.y is the slot s, whose row
+ * of x is s / x_div and whose matrix is expert sel[s]'s, n_out rows from the one before */
+template <int T>
+__global__ void __launch_bounds__(32 * GEMV_WARPS)
+    gemv_experts_kernel(const uint8_t *W, size_t row_bytes, int64_t n_in, int64_t n_out, const float *x, float *y,
+                        const int32_t *sel, int x_div) {
+    ck_pdl_entry();
+    const int lane = threadIdx.x & 31, s = blockIdx.y;
+    const int64_t r = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+    if (r >= n_out) return;
+    const uint8_t *row = W + ((size_t)sel[s] * (size_t)n_out + (size_t)r) * row_bytes;
+    float acc[1];
+    float_row_products<T, 1>(row, n_in, x + (size_t)(s / x_div) * n_in, acc);
+    acc[0] = warp_sum(acc[0]);
+    if (lane == 0) y[(size_t)s * n_out + r] = acc[0];
 }
 
 template <int T>
@@ -582,6 +606,30 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS)
     gemv_store<NT>(acc, wpr, gw);
 }
 
+/* The experts' products on 8-bit activations (ck_gemv_experts): gemv_q8_kernel's for one
+ * row of x, that of the slot s = blockIdx.y: x's row s / x_div, each part's matrix of
+ * expert sel[s] (n_out rows after the one before), the outputs' row s. The experts come
+ * from the routing kernel, so the weights are loaded after the wait. */
+template <class I, int D>
+__global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_q8_experts_kernel(const gemv_parts ps, int64_t n_in,
+                                                                          const int8_t *xq, const q8x *xs, int wpr,
+                                                                          const int32_t *sel, int x_div) {
+    ck_pdl_trigger();
+    ck_pdl_wait();
+    const int s = blockIdx.y;
+    gemv_warp gw = gemv_warp_at(wpr, ps);
+    size_t expert_bytes = 0;
+#pragma unroll
+    for (int k = 0; k < CK_GEMV_MAX_PARTS; k++) /* constant indices, as in gemv_warp_at */
+        if (k == gw.part) expert_bytes = (size_t)ps.p[k].n_out * ps.p[k].row_bytes;
+    gw.row += (size_t)sel[s] * expert_bytes;
+    gw.y += (size_t)s * gw.n_out;
+    const size_t xr = (size_t)(s / x_div);
+    float acc[1];
+    row_products<I, 1, D>(gw, n_in, xq + xr * (size_t)n_in, xs + xr * (size_t)(n_in / 32), acc);
+    gemv_store<1>(acc, wpr, gw);
+}
+
 /* Warps per row for a product of n_out rows of n_items items: more while the product
  * has fewer than about two warps per warp slot of a large GPU (132 SMs x 64) and a row's
  * warps would still take more than one round of 32 items each. */
@@ -620,17 +668,31 @@ template <int T, int NT> void gemv_q8_launch(int kind, const launch &l) {
     else gemv_q8_launch_d<T, NT, GEMV_DEPTH>(kind, l);
 }
 
+/* The 8-bit form of x's n rows in scratch: the levels (n, n_in), then each unit's scale
+ * and half sums (n, n_in / 32); quantized now unless x_ready */
+static void x_q8(const float *x, int64_t n, int64_t n_in, void *scratch, bool x_ready, cudaStream_t st, int8_t **xq,
+                 q8x **xs) {
+    *xq = (int8_t *)scratch;
+    *xs = (q8x *)(*xq + (size_t)(n * n_in));
+    const int64_t units = n * n_in / 32;
+    if (!x_ready) CK_LAUNCH(blocks_for(units * 32, 256), 256, 0, st, quantize_q8x_kernel)(x, units, *xq, *xs);
+}
+
+static int64_t parts_rows(const gemv_parts &ps) {
+    int64_t n_out = 0;
+    for (int k = 0; k < ps.n; k++) n_out += ps.p[k].n_out;
+    return n_out;
+}
+
 /* x's 8-bit form into scratch (unless x_ready), then the parts' products in one launch of
  * the given kind (n_tok <= CK_GEMV_MAX_TOK, n_in a multiple of 32) */
 template <int T>
 void gemv_q8_go(const gemv_parts &ps, int kind, int n_first, int64_t n_in, const float *x, int64_t n_tok,
                 void *scratch, bool x_ready, cudaStream_t st) {
-    int8_t *xq = (int8_t *)scratch;
-    q8x *xs = (q8x *)(xq + (size_t)(n_tok * n_in));
-    const int64_t units = n_tok * n_in / 32;
-    if (!x_ready) CK_LAUNCH(blocks_for(units * 32, 256), 256, 0, st, quantize_q8x_kernel)(x, units, xq, xs);
-    int64_t n_out = 0;
-    for (int k = 0; k < ps.n; k++) n_out += ps.p[k].n_out;
+    int8_t *xq;
+    q8x *xs;
+    x_q8(x, n_tok, n_in, scratch, x_ready, st, &xq, &xs);
+    const int64_t n_out = parts_rows(ps);
     /* split rows for one row of x (timed on an H200); batches keep a warp per row */
     const int wpr = n_tok == 1 ? gemv_wpr(n_out, kind ? n_in / 256 * 8 : n_in / 32) : 1;
     const dim3 grid((unsigned)((n_out + GEMV_WARPS / wpr - 1) / (GEMV_WARPS / wpr))), block(32 * GEMV_WARPS);
@@ -670,6 +732,46 @@ template <int T> struct gemv_q8<T, true> {
         return true;
     }
 };
+
+/* The experts' products of ck_gemv_experts: x's n_x rows quantized into scratch (unless
+ * x_ready), then one launch of slots x rows on the integer path, or one launch a part in
+ * float (types without levels, or no scratch). */
+template <int T, bool = has_iunit<T>::V> struct gemv_experts {
+    static bool q8(const gemv_parts &, int64_t, const float *, int64_t, const int32_t *, int64_t, void *, bool,
+                   cudaStream_t) {
+        return false;
+    }
+};
+template <int T> struct gemv_experts<T, true> {
+    static bool q8(const gemv_parts &ps, int64_t n_in, const float *x, int64_t n_x, const int32_t *sel,
+                   int64_t n_slots, void *scratch, bool x_ready, cudaStream_t st) {
+        if (!scratch || n_in % 32) return false;
+        int8_t *xq;
+        q8x *xs;
+        x_q8(x, n_x, n_in, scratch, x_ready, st, &xq, &xs);
+        const int64_t n_out = parts_rows(ps);
+        const bool k4 = T == T_Q4_K && rows_16_aligned(ps, 0, ps.n), k6 = T == T_Q6_K;
+        const int wpr = gemv_wpr(n_out * n_slots, k4 || k6 ? n_in / 256 * 8 : n_in / 32);
+        const dim3 grid(blocks_for(n_out, GEMV_WARPS / wpr), (unsigned)n_slots), block(32 * GEMV_WARPS);
+        const int x_div = (int)(n_slots / n_x);
+#define EXPERTS(I) CK_LAUNCH(grid, block, 0, st, gemv_q8_experts_kernel<I, GEMV_DEPTH>)(ps, n_in, xq, xs, wpr, sel, x_div)
+        if (k4) EXPERTS(q4k_item);
+        else if (k6) EXPERTS(q6k_item);
+        else EXPERTS(unit_item<T>);
+#undef EXPERTS
+        return true;
+    }
+};
+template <int T>
+static void gemv_experts_float(const gemv_parts &ps, int64_t n_in, const float *x, int64_t n_x, const int32_t *sel,
+                               int64_t n_slots, cudaStream_t st) {
+    for (int k = 0; k < ps.n; k++) {
+        const dim3 grid(blocks_for(ps.p[k].n_out, GEMV_WARPS), (unsigned)n_slots), block(32 * GEMV_WARPS);
+        CK_LAUNCH(grid, block, 0, st, gemv_experts_kernel<T>)((const uint8_t *)ps.p[k].W, ps.p[k].row_bytes, n_in,
+                                                              ps.p[k].n_out, x, ps.p[k].y, sel,
+                                                              (int)(n_slots / n_x));
+    }
+}
 
 /* ==== Dequantization and look-up: one thread per unit ==== */
 
@@ -783,6 +885,29 @@ extern "C" int ck_gemv_parts_mixed(uint32_t type_first, int n_first, uint32_t ty
     if (!rows_16_aligned(ps, n_q6, n_parts)) return -1;
     gemv_q8_go<T_Q4_K>(ps, 3, n_q6, n_in, x, n_tok, scratch, x_ready, (cudaStream_t)stream);
     return 1;
+}
+
+extern "C" size_t ck_gemv_experts_scratch_bytes(int64_t n_in, int64_t n_x) {
+    return (size_t)(n_x * n_in) + (size_t)(n_x * ((n_in + 31) / 32)) * sizeof(q8x);
+}
+
+extern "C" int ck_gemv_experts(uint32_t type, const ck_gemv_part *parts, int n_parts, int64_t n_in, const float *x,
+                               int64_t n_x, const int32_t *sel, int64_t n_slots, void *scratch, int x_ready,
+                               void *stream) {
+    if (n_parts <= 0 || n_parts > CK_GEMV_MAX_PARTS || n_x <= 0 || n_slots <= 0 || n_slots % n_x ||
+        n_slots > 65535)
+        return -1;
+    gemv_parts ps = {};
+    ps.n = n_parts;
+    for (int k = 0; k < n_parts; k++) ps.p[k] = parts[k];
+    cudaStream_t st = (cudaStream_t)stream;
+    bool quantized = false;
+#define EXPERTS(T)                                                                                                   \
+    quantized = gemv_experts<T>::q8(ps, n_in, x, n_x, sel, n_slots, scratch, x_ready, st);                           \
+    if (!quantized) gemv_experts_float<T>(ps, n_in, x, n_x, sel, n_slots, st);
+    CK_DISPATCH(type, EXPERTS)
+#undef EXPERTS
+    return quantized;
 }
 
 int ck_pdl_enabled = 0;

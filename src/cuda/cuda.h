@@ -27,6 +27,9 @@ void cuda_backend_free(cuda_backend *g);
 const char *cuda_backend_name(const cuda_backend *g);
 /* Device bytes held by the f16 copies of the weights (cuda_engine.c, weight_f16). */
 size_t cuda_backend_f16_bytes(const cuda_backend *g);
+/* Step graphs held (captured, not yet evicted) for steps of `rows` rows: what a test
+ * checks a kind of step was captured by. */
+int cuda_backend_graphs(const cuda_backend *g, int64_t rows);
 
 /* forward() on the GPU (same contract, engine.h); logits land in host memory, or (logits
  * NULL) each output row's argmax (ck_argmax_rows) in ids, found on the GPU. Fails only

@@ -11,7 +11,8 @@
  * cuBLAS's SGEMM. The f16 copy is made at a weight's first such product and kept while
  * device memory allows (weight_f16), else made again in every product.
  * Layers: what the CPU blocks do (attention, Gated DeltaNet, Mamba-2; SwiGLU, squared
- * ReLU, mixtures of experts routed on the host), each sequence-aware kernel taking all
+ * ReLU, mixtures of experts: routed on the GPU in decode and batched decode steps, on the
+ * host in prefill), each sequence-aware kernel taking all
  * runs of the step at once. The state pool's memory operations (device_mem) let the
  * engine fork, snapshot, restore, cache prefixes and write session files as on the CPU.
  * The MTP layer runs in every step of an engine made with it, and its drafts chain on
@@ -63,7 +64,8 @@ struct cuda_backend {
                           * without checkpoints: fixed by the graph key (n_runs == n, no kept
                           * rows, no checkpoint windows) */
     bool float_products; /* a product's weight lacks the integer path (cuBLAS takes it past 8 rows) */
-    bool moe;            /* the model has mixture-of-experts layers: their routing goes to the host */
+    bool moe;            /* the model has mixture-of-experts layers: steps of more than
+                          * CK_GEMV_MAX_TOK rows route on the host (layer_moe) */
     step_graph graph[GRAPH_CACHE];
     uint64_t graph_clock;
     cublasHandle_t blas;
@@ -84,9 +86,14 @@ struct cuda_backend {
     int64_t gdn_work_tiles;
     float *mb_in; /* (n_batch, mamba2_in_dim) Mamba-2's z | xBC | dt */
     /* mixture of experts: router logits, one expert's input and output rows, the
-     * routing (token slots by expert, their weights) copied from the host's plan */
+     * routing (token slots by expert, their weights) copied from the host's plan; for
+     * steps routed on the GPU, each slot's expert, its gate and up outputs, its output
+     * row, and the 8-bit form of its SwiGLU for the down product */
     float *router, *moe_x, *ff_out, *moe_w, *sh_gate;
-    int32_t *moe_order;
+    int32_t *moe_order, *moe_sel;
+    float *moe_a, *moe_b, *moe_y;
+    void *moe_q8;
+    int64_t moe_rows; /* the most rows of a step whose experts are routed on the GPU (moe_gpu_rows) */
     float *ff_a, *ff_b, *logits;
     int32_t *ids; /* (logit_rows) the argmax of each row of logits (cuda_forward's ids) */
     uint16_t *w16, *x16; /* f16 copies of a weight and of the activations for the tensor cores */
@@ -115,6 +122,19 @@ struct cuda_backend {
     int64_t n_runs, n_conv, n_conv_ck, n_keep;
     ck_step step;
 };
+
+/* The most rows of a step whose experts are routed on the GPU (experts_on_gpu), of a
+ * batch of at most B, for X experts, k a token: every step of up to CK_GEMV_MAX_TOK rows,
+ * and up to 128 while the n k token slots are at most 4 X. Each slot there reads its
+ * expert's rows for itself, so the bytes read grow with n k where the host's routing reads
+ * each expert with tokens once (at most X); but that routing copies the logits to the host
+ * and back in every layer and takes 5 launches per expert with tokens, which cost more
+ * than a few times an expert's bytes until the step is a prefill. */
+static int64_t moe_gpu_rows(int64_t X, int64_t k, int64_t B) {
+    int64_t rows = 4 * X / k < 128 ? 4 * X / k : 128;
+    if (rows < CK_GEMV_MAX_TOK) rows = CK_GEMV_MAX_TOK;
+    return rows < B ? rows : B;
+}
 
 /* ==== Device memory ==== */
 
@@ -207,14 +227,24 @@ static const struct {
 #undef NORM
 #undef PRODUCT
 
-/* Whether some product's weight lacks the integer path (cuBLAS then multiplies it in every
- * step of more than CK_GEMV_MAX_TOK rows) */
+/* A weight without the integer path small enough that a step of up to mmq_rows rows
+ * multiplies it with ck_gemv, in passes of CK_GEMV_MAX_TOK rows that each read it again,
+ * rather than through cuBLAS: the float routers and small gates that files keep beside
+ * quantized weights (a router of 512 experts of 2048 is 4 MiB), so that those steps stay
+ * replayable as graphs. */
+#define SMALL_FLOAT_BYTES ((size_t)16 << 20)
+static bool small_float(const tensor *t) {
+    return !ck_gemv_integer(t->type) && t->row_bytes * (size_t)tensor_rows(t) <= SMALL_FLOAT_BYTES;
+}
+
+/* Whether some product's weight lacks the integer path and is not small_float (cuBLAS then
+ * multiplies it in every step of more than CK_GEMV_MAX_TOK rows) */
 static bool has_float_products(const model *m) {
-    if (m->output.name && !ck_gemv_integer(m->output.type)) return true;
+    if (m->output.name && !ck_gemv_integer(m->output.type) && !small_float(&m->output)) return true;
     for (int64_t il = 0; il < m->hp.n_layer; il++)
         for (size_t i = 0; i < sizeof layer_tensors / sizeof layer_tensors[0]; i++) {
             const tensor *t = (const tensor *)((const char *)&m->layers[il] + layer_tensors[i].at);
-            if (layer_tensors[i].product && t->name && !ck_gemv_integer(t->type)) return true;
+            if (layer_tensors[i].product && t->name && !ck_gemv_integer(t->type) && !small_float(t)) return true;
         }
     return false;
 }
@@ -321,6 +351,12 @@ const char *cuda_backend_name(const cuda_backend *g) { return g->name; }
 
 size_t cuda_backend_f16_bytes(const cuda_backend *g) { return g->f16_bytes; }
 
+int cuda_backend_graphs(const cuda_backend *g, int64_t rows) {
+    int n = 0;
+    for (int i = 0; i < GRAPH_CACHE; i++) n += g->graph[i].n > 0 && g->graph[i].n == rows;
+    return n;
+}
+
 static float *dev_rows(cuda_backend *g, int64_t rows, int64_t cols, bool *ok) {
     if (cols <= 0) return NULL;
     float *p = dev_alloc(g, (size_t)(rows * cols) * sizeof(float));
@@ -415,6 +451,13 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->moe_w = dev_rows(g, B, KX, &ok);
     g->sh_gate = dev_rows(g, B, X ? 1 : 0, &ok);
     g->moe_order = (int32_t *)dev_rows(g, B, KX, &ok);
+    g->moe_rows = X ? moe_gpu_rows(X, KX, B) : 0;
+    const int64_t slots = g->moe_rows * KX;
+    const int64_t F_exp = X ? hp->n_ff_exp : 0;
+    g->moe_sel = (int32_t *)dev_rows(g, slots, X ? 1 : 0, &ok);
+    g->moe_a = dev_rows(g, slots, F_exp, &ok);
+    g->moe_b = dev_rows(g, slots, F_exp, &ok);
+    g->moe_y = dev_rows(g, slots, X ? E : 0, &ok);
     /* logits for at most 512 rows at once (a 2048-row step of a 152k vocabulary would take
      * 1.2 GB for them): more are made and copied out in groups (cuda_forward) */
     g->logit_rows = B < 512 ? B : 512;
@@ -431,6 +474,12 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     if (!(dp4a && !strcmp(dp4a, "0"))) {
         g->gemv_q8 = dev_alloc(g, ck_gemv_scratch_bytes(max_in, B));
         ok = ok && g->gemv_q8;
+        if (X > 0) {
+            const size_t hq = ck_gemv_experts_scratch_bytes(F_exp, slots);
+            const size_t xq = ck_gemv_experts_scratch_bytes(E, g->moe_rows);
+            g->moe_q8 = dev_alloc(g, hq > xq ? hq : xq);
+            ok = ok && g->moe_q8;
+        }
         /* products of 9 to 128 rows (batched decode, verify of long drafts) multiply the
          * quantized weights on the tensor cores (ck_mmq_parts), more rows (prefill) an f16
          * copy through cuBLAS; EDDY_CUDA_MMQ=N moves the bound (0: cuBLAS from 9 rows on) */
@@ -598,7 +647,8 @@ static bool lin_blas(cuda_backend *g, const tensor *W, const float *x, int64_t n
 /* ys[k] = x W[k]^T for n_w <= CK_GEMV_MAX_PARTS weights of one x. A step of up to
  * CK_GEMV_MAX_TOK rows runs each run of consecutive weights of one type in one launch
  * (ck_gemv_parts), or two such runs where ck_gemv_parts_mixed takes their pair of types;
- * up to mmq_rows rows go through ck_mmq_parts, more through cuBLAS. same_x: x is the
+ * up to mmq_rows rows go through ck_mmq_parts (small_float weights: ck_gemv in passes),
+ * more through cuBLAS. same_x: x is the
  * input of the previous product too (unchanged since), or the output of a kernel that
  * left its 8-bit form (q8_holds) or its f16 form (x16_holds), so that form, when there is
  * one, is used again. */
@@ -612,8 +662,9 @@ static void lin_parts(cuda_backend *g, const tensor *const *W, float *const *ys,
         const int64_t n_in = W[k]->ne[0];
         const bool ready = (same_x || k > 0) && g->xq_of == x && g->xq_rows == n && g->xq_cols == n_in;
         q8_holds(g, NULL, 0, 0);
-        const bool mmq = n > CK_GEMV_MAX_TOK && n <= g->mmq_rows && g->mmq_q8 && ck_gemv_integer(W[k]->type);
-        if (n > CK_GEMV_MAX_TOK && !mmq) {
+        const bool mid = n > CK_GEMV_MAX_TOK && n <= g->mmq_rows && g->mmq_q8;
+        const bool mmq = mid && ck_gemv_integer(W[k]->type), passes = mid && small_float(W[k]);
+        if (n > CK_GEMV_MAX_TOK && !mmq && !passes) {
             x16 = lin_blas(g, W[k], x, n, ys[k], x16);
             e = k + 1;
             continue;
@@ -622,6 +673,7 @@ static void lin_parts(cuda_backend *g, const tensor *const *W, float *const *ys,
         for (int i = k; i < n_w; i++)
             parts[i - k] = (ck_gemv_part){W[i]->data, W[i]->row_bytes, tensor_rows(W[i]), ys[i]};
         for (e = k; e < n_w && W[e]->type == W[k]->type && W[e]->ne[0] == n_in; e++) {}
+        if (passes) e = k + 1; /* the next weight of its type need not be small */
         int held = 0;
         if (mmq) {
             PROF(g, PROF_MMQ, ck_mmq_parts(W[k]->type, parts, e - k, n_in, x, n, g->mmq_q8, g->stream));
@@ -882,11 +934,47 @@ static void swiglu_expert(cuda_backend *g, const tensor *gate, const tensor *up,
     lin_again(g, down, g->ff_a, m, out);
 }
 
-/* block_ffn_moe on the GPU: the router's logits come back to the host, which routes
- * (moe_route, the CPU's code) and sends the slots by expert; each expert with tokens
- * then runs over its gathered rows, its outputs added with their weights in expert
- * order, then the shared expert. */
-static void layer_moe(engine *c, cuda_backend *g, const model_layer *l, int64_t n) {
+/* The routed experts of a step of up to moe_rows rows (decode, batches of decoding
+ * sequences, verify) into mix without the host: the routing (ck_moe_route), each token
+ * slot's gate and up products with its expert, SwiGLU and its down product
+ * (ck_gemv_experts, a launch for all the slots), and the slots' outputs weighted and
+ * summed (in the order of the slots, where the CPU adds in the experts' order). Nothing
+ * comes back to the host, so these steps are captured as graphs like the others. */
+static void experts_on_gpu(engine *c, cuda_backend *g, const model_layer *l, int64_t n) {
+    const model_hparams *hp = &c->m->hp;
+    const int64_t E = hp->n_embd, X = hp->n_expert, k = hp->n_expert_used, S = n * k;
+    const int64_t F = l->moe_gate.ne[1];
+    /* gemv_q8 may hold xn's 8-bit form from its norm (a step of up to CK_GEMV_MAX_TOK rows),
+     * which a router in float leaves there; longer steps quantize it into moe_q8 */
+    const bool few = n <= CK_GEMV_MAX_TOK, held = few && g->xq_of == g->xn && g->xq_rows == n && g->xq_cols == E;
+    lin_again(g, &l->moe_router, g->xn, n, g->router);
+    int ready = held || (few && g->xq_of == g->xn && g->xq_rows == n && g->xq_cols == E);
+    ck_moe_route(g->router, n, X, k, g->moe_sel, g->moe_w, g->stream);
+    const tensor *gu[2] = {&l->moe_gate, &l->moe_up};
+    float *const ys[2] = {g->moe_a, g->moe_b};
+    for (int i = 0, e; i < 2; i = e) { /* gate and up in one launch when they share a type */
+        e = i + 1 < 2 && gu[i + 1]->type == gu[i]->type ? 2 : i + 1;
+        ck_gemv_part parts[2];
+        for (int j = i; j < e; j++) parts[j - i] = (ck_gemv_part){gu[j]->data, gu[j]->row_bytes, F, ys[j]};
+        PROF(g, PROF_GEMV,
+             ready = ck_gemv_experts(gu[i]->type, parts, e - i, E, g->xn, n, g->moe_sel, S,
+                                     few ? g->gemv_q8 : g->moe_q8, ready, g->stream) == 1);
+    }
+    if (few) q8_holds(g, ready ? g->xn : NULL, n, E);
+    const int h_ready =
+        ck_swiglu(g->moe_a, g->moe_a, g->moe_b, S, F, S <= CK_GEMV_MAX_TOK ? g->moe_q8 : NULL, NULL, g->stream);
+    const ck_gemv_part down = {l->moe_down.data, l->moe_down.row_bytes, E, g->moe_y};
+    PROF(g, PROF_GEMV,
+         ck_gemv_experts(l->moe_down.type, &down, 1, F, g->moe_a, S, g->moe_sel, S, g->moe_q8, h_ready, g->stream));
+    ck_moe_combine(g->mix, g->moe_y, g->moe_w, n, k, E, g->stream);
+}
+
+/* The routed experts of a longer step into mix (prefill, large batches): the router's
+ * logits come back to the host, which routes (moe_route, the CPU's code) and sends the
+ * slots by expert; each expert with tokens then runs over its gathered rows, so that its
+ * weights are read once for all of them, its outputs added with their weights in expert
+ * order. */
+static void experts_by_host(engine *c, cuda_backend *g, const model_layer *l, int64_t n) {
     const model_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd, X = hp->n_expert, k = hp->n_expert_used;
     lin_again(g, &l->moe_router, g->xn, n, g->router);
@@ -906,6 +994,13 @@ static void layer_moe(engine *c, cuda_backend *g, const model_layer *l, int64_t 
         swiglu_expert(g, &ge, &ue, &de, g->moe_x, m, g->ff_out);
         ck_scatter_add(g->mix, g->ff_out, slots, k, g->moe_w, m, E, g->stream);
     }
+}
+
+/* block_ffn_moe on the GPU: the routed experts, then the shared expert. */
+static void layer_moe(engine *c, cuda_backend *g, const model_layer *l, int64_t n) {
+    const int64_t E = c->m->hp.n_embd;
+    if (n <= g->moe_rows) experts_on_gpu(c, g, l, n);
+    else experts_by_host(c, g, l, n);
     if (l->shexp_gate.name) {
         swiglu_expert(g, &l->shexp_gate, &l->shexp_up, &l->shexp_down, g->xn, n, g->ff_out);
         if (l->shexp_router.name) lin(g, &l->shexp_router, g->xn, n, g->sh_gate);
@@ -1099,12 +1194,13 @@ static bool step_fits_graph(const cuda_backend *g, int64_t n) {
 
 /* The cached graph of a step of this shape, captured now when there is none; NULL when
  * the step runs without one: graphs off, a step that does not fit one (prefill, cuBLAS
- * products: few launches per token anyway), or a model whose steps go back to the host
- * (mixtures of experts, the MTP layer). A capture that fails with programmatic dependent
- * launch is tried again without it (for the process); one that still fails turns graphs
- * off for the engine, with a warning. */
+ * products: few launches per token anyway), or a mixture of experts' step of more than
+ * moe_rows rows (routed on the host). The MTP layer's rows run after the graph,
+ * launched (gpu_block_mtp: its plan is the host's). A capture that fails with
+ * programmatic dependent launch is tried again without it (for the process); one that
+ * still fails turns graphs off for the engine, with a warning. */
 static step_graph *step_graph_for(engine *c, cuda_backend *g, int64_t n, int64_t n_out) {
-    if (!g->graphs || g->moe || c->mtp || !step_fits_graph(g, n)) return NULL;
+    if (!g->graphs || (g->moe && n > g->moe_rows) || !step_fits_graph(g, n)) return NULL;
     const step_graph key = {n, g->n_runs, g->n_conv, g->n_conv_ck, g->n_keep, n_out, NULL, 0};
     step_graph *slot = &g->graph[0];
     for (int i = 0; i < GRAPH_CACHE; i++) {

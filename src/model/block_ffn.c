@@ -32,10 +32,7 @@ void block_ffn_dense(engine *c, const model_layer *l, int64_t n) {
     swiglu_expert(c, &l->ffn_gate, &l->ffn_up, &l->ffn_down, c->xn, n, c->mix);
 }
 
-/* Token t's top-k experts by router probability (ties: lower index) into sel[t*k..],
- * their probabilities renormalized to sum to 1 into w[t*k..]. p: (n_expert) logits,
- * turned into probabilities in place. */
-static void route(float *p, int64_t X, int64_t k, int32_t *sel, float *w) {
+void moe_route_token(float *p, int64_t X, int64_t k, int32_t *sel, float *w) {
     ops_softmax(p, X);
     float wsum = 0;
     for (int64_t j = 0; j < k; j++) {
@@ -55,7 +52,7 @@ static void route(float *p, int64_t X, int64_t k, int32_t *sel, float *w) {
 void moe_route(engine *c, int64_t n) {
     const model_hparams *hp = &c->m->hp;
     const int64_t X = hp->n_expert, k = hp->n_expert_used;
-    for (int64_t t = 0; t < n; t++) route(c->router + t * X, X, k, c->moe_sel + t * k, c->moe_w + t * k);
+    for (int64_t t = 0; t < n; t++) moe_route_token(c->router + t * X, X, k, c->moe_sel + t * k, c->moe_w + t * k);
 
     /* slots (t * k + j) sorted by expert: those of expert e are moe_order[start[e] .. start[e + 1]) */
     int32_t *start = c->moe_start;

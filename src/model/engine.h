@@ -244,6 +244,10 @@ void block_mamba2_accept(engine *c, const model_layer *l, int64_t il, eddy_seq *
 void block_ffn_dense(engine *c, const model_layer *l, int64_t n);
 void block_ffn_moe(engine *c, const model_layer *l, int64_t n);
 void block_ffn_relu2(engine *c, const model_layer *l, int64_t n);
+/* A token's top k experts by router probability (ties: the lower index) into sel (k),
+ * their probabilities renormalized to sum to 1 into w (k). p: (X) logits, turned into
+ * probabilities in place. The oracle of the GPU's routing (ck_moe_route). */
+void moe_route_token(float *p, int64_t X, int64_t k, int32_t *sel, float *w);
 /* The routing of n tokens from their router logits in c->router (n, n_expert), turned
  * into probabilities: each token's experts and weights (moe_sel, moe_w) and the token
  * slots sorted by expert (moe_order, moe_start). */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "cuda/ck.h"
+#include "model/engine.h"
 #include "ops/attention.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
@@ -322,6 +323,135 @@ TEST(cuda_gemv_mixed_parts_match_separate) {
     CHECK(ok_cuda("refused mixed products"));
     cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(q8);
     free(w);
+}
+
+/* ==== Mixtures of experts ==== */
+
+/* The routing on the GPU (ck_moe_route) picks moe_route_token's experts in its order, with
+ * its weights: 1 to 9 tokens, 7 to 300 experts, 1 to 10 a token; equal logits (the lower
+ * index first) and -inf ones (never before a finite one) among them. */
+TEST(cuda_moe_route_matches_ref) {
+    test_rng r = test_rng_new();
+    static const int64_t shapes[][3] = {{1, 7, 1}, {5, 7, 7}, {9, 60, 4}, {3, 300, 10}, {8, 64, 8}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t n = shapes[si][0], X = shapes[si][1], k = shapes[si][2];
+        float *l = rand_floats(&r, n * X, 2.0f), *p = malloc((size_t)(n * X) * sizeof *p);
+        for (int64_t t = 0; t < n; t++) {
+            l[t * X + X - 1] = l[t * X + X / 2]; /* a tie */
+            if (t % 2 && X > k) l[t * X + (t * 7) % X] = -INFINITY;
+        }
+        memcpy(p, l, (size_t)(n * X) * sizeof *p);
+        int32_t *sel = malloc((size_t)(n * k) * sizeof *sel), *gsel = malloc((size_t)(n * k) * sizeof *gsel);
+        float *w = malloc((size_t)(n * k) * sizeof *w), *gw = malloc((size_t)(n * k) * sizeof *gw);
+        for (int64_t t = 0; t < n; t++) moe_route_token(p + t * X, X, k, sel + t * k, w + t * k);
+        float *dl = dev(l, (size_t)(n * X) * sizeof *l), *dw = dev(NULL, (size_t)(n * k) * sizeof *w);
+        int32_t *ds = dev(NULL, (size_t)(n * k) * sizeof *sel);
+        ck_moe_route(dl, n, X, k, ds, dw, NULL);
+        if (ok_cuda("ck_moe_route")) {
+            back(gsel, ds, (size_t)(n * k) * sizeof *gsel), back(gw, dw, (size_t)(n * k) * sizeof *gw);
+            CHECKF(!memcmp(gsel, sel, (size_t)(n * k) * sizeof *sel), "%lld tokens of %lld experts, %lld each: "
+                   "other experts (first %d, the CPU's %d)", (long long)n, (long long)X, (long long)k, gsel[0], sel[0]);
+            const double e = test_nmse(gw, w, n * k);
+            CHECKF(e < NMSE_MAX, "%lld tokens of %lld experts, %lld each: weights nmse %g", (long long)n, (long long)X,
+                   (long long)k, e);
+        }
+        cudaFree(dl), cudaFree(dw), cudaFree(ds);
+        free(l), free(p), free(sel), free(gsel), free(w), free(gw);
+    }
+}
+
+/* The experts' products of each slot (ck_gemv_experts) match x W_e^T for its row of x and
+ * its expert's matrix: gate and up of 3 tokens of 4 slots each (a row of x per 4 slots),
+ * then down of the 12 slots (a row each), two parts in one launch; rows of 9 super-blocks
+ * (several warps share a row) or of 7 units; the integer path (x quantized here, then
+ * again from the form it left) and the float one; shapes that do not divide refused. */
+TEST(cuda_gemv_experts_match_ref) {
+    test_rng r = test_rng_new();
+    static const qtype types[] = {QTYPE_Q4_K, QTYPE_Q6_K, QTYPE_Q8_0, QTYPE_Q4_0, QTYPE_F32, QTYPE_F16};
+    const int64_t X = 5, n_out[2] = {37, 21}, n_tok = 3, k = 4, S = n_tok * k;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const qtype t = types[ti];
+        const int64_t n_in = qtype_info(t)->block_size == 256 ? 256 * 9 : 32 * 7;
+        size_t rb[2];
+        uint8_t *w[2];
+        float *ref[2];
+        void *dwt[2];
+        for (int p = 0; p < 2; p++) { /* X experts of n_out[p] rows each, one after the other */
+            w[p] = rand_weights(&r, t, n_in, X * n_out[p], &rb[p]);
+            ref[p] = malloc((size_t)(X * n_out[p] * n_in) * sizeof *ref[p]);
+            for (int64_t o = 0; o < X * n_out[p]; o++) dequantize_row_ref(t, w[p] + o * rb[p], ref[p] + o * n_in, n_in);
+            dwt[p] = dev(w[p], rb[p] * (size_t)(X * n_out[p]));
+        }
+        int32_t sel[12];
+        for (int64_t s = 0; s < S; s++) sel[s] = (int32_t)test_rng_below(&r, X);
+        sel[1] = sel[0]; /* one token's two slots on one expert */
+        int32_t *dsel = dev(sel, sizeof sel);
+        for (int64_t n_x = n_tok; n_x <= S; n_x += S - n_tok)
+            for (int q8 = 0; q8 < 1 + ck_gemv_integer(t); q8++) {
+                float *x = rand_floats(&r, n_x * n_in, 1.0f);
+                if (q8) as_8bit(x, n_x, n_in);
+                float *dx = dev(x, (size_t)(n_x * n_in) * sizeof *x);
+                void *scratch = q8 ? dev(NULL, ck_gemv_experts_scratch_bytes(n_in, n_x)) : NULL;
+                float *dy[2];
+                ck_gemv_part parts[2];
+                for (int p = 0; p < 2; p++) {
+                    dy[p] = dev(NULL, (size_t)(S * n_out[p]) * sizeof(float));
+                    parts[p] = (ck_gemv_part){dwt[p], rb[p], n_out[p], dy[p]};
+                }
+                for (int again = 0; again < 1 + q8; again++) {
+                    if (again) /* from the 8-bit form the first call left, x itself gone */
+                        cudaMemset(dx, 0xff, (size_t)(n_x * n_in) * sizeof *x);
+                    const int held = ck_gemv_experts(t, parts, 2, n_in, dx, n_x, dsel, S, scratch, again, NULL);
+                    if (!ok_cuda("ck_gemv_experts")) continue;
+                    CHECKF(held == q8, "%s: ck_gemv_experts says the scratch %s x", qtype_name(t),
+                           held ? "holds" : "does not hold");
+                    for (int p = 0; p < 2; p++) {
+                        float *y = malloc((size_t)(S * n_out[p]) * sizeof *y);
+                        float *yr = malloc((size_t)(S * n_out[p]) * sizeof *yr);
+                        back(y, dy[p], (size_t)(S * n_out[p]) * sizeof *y);
+                        for (int64_t s = 0; s < S; s++) {
+                            float *row = product_ref(x + s / (S / n_x) * n_in, ref[p] + sel[s] * n_out[p] * n_in, 1,
+                                                     n_in, n_out[p]);
+                            memcpy(yr + s * n_out[p], row, (size_t)n_out[p] * sizeof *row);
+                            free(row);
+                        }
+                        const double e = test_nmse(y, yr, S * n_out[p]);
+                        CHECKF(e < NMSE_MAX, "%s, %lld rows of x for %lld slots, part %d%s%s: nmse %g", qtype_name(t),
+                               (long long)n_x, (long long)S, p, q8 ? ", 8-bit activations" : "",
+                               again ? ", x ready" : "", e);
+                        free(y), free(yr);
+                    }
+                }
+                for (int p = 0; p < 2; p++) cudaFree(dy[p]);
+                cudaFree(dx), cudaFree(scratch);
+                free(x);
+            }
+        const ck_gemv_part one = {dwt[0], rb[0], n_out[0], NULL};
+        CHECK(ck_gemv_experts(t, &one, 1, n_in, NULL, 5, dsel, S, NULL, 0, NULL) == -1);
+        CHECK(ck_gemv_experts(t, &one, 0, n_in, NULL, n_tok, dsel, S, NULL, 0, NULL) == -1);
+        cudaFree(dsel);
+        for (int p = 0; p < 2; p++) cudaFree(dwt[p]), free(w[p]), free(ref[p]);
+    }
+}
+
+/* ck_moe_combine: each token's slots weighted and summed, in the order of its slots */
+TEST(cuda_moe_combine_matches_ref) {
+    test_rng r = test_rng_new();
+    const int64_t n = 3, k = 5, E = 77;
+    float *out = rand_floats(&r, n * k * E, 1.0f), *w = rand_floats(&r, n * k, 0.5f);
+    float *y = malloc((size_t)(n * E) * sizeof *y), *yr = calloc((size_t)(n * E), sizeof *yr);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t j = 0; j < k; j++)
+            for (int64_t c = 0; c < E; c++) yr[t * E + c] += w[t * k + j] * out[(t * k + j) * E + c];
+    float *dout = dev(out, (size_t)(n * k * E) * sizeof *out), *dw = dev(w, (size_t)(n * k) * sizeof *w);
+    float *dy = dev(NULL, (size_t)(n * E) * sizeof *y);
+    ck_moe_combine(dy, dout, dw, n, k, E, NULL);
+    if (ok_cuda("ck_moe_combine")) {
+        back(y, dy, (size_t)(n * E) * sizeof *y);
+        CHECKF(test_nmse(y, yr, n * E) < NMSE_MAX, "nmse %g", test_nmse(y, yr, n * E));
+    }
+    cudaFree(dout), cudaFree(dw), cudaFree(dy);
+    free(out), free(w), free(y), free(yr);
 }
 
 /* The tensor-core products of 9 rows and more (ck_mmq_parts) match x W^T with x as the

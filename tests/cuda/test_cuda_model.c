@@ -430,6 +430,58 @@ TEST(cuda_graphs_without_early_launches) {
     eddy_model_free(m);
 }
 
+/* A mixture of experts' decode steps route on the GPU (ck_moe_route, ck_gemv_experts), so
+ * they are captured as graphs: one sequence's decode and three decoding together give the
+ * logits of the same steps without graphs (EDDY_CUDA_GRAPHS=0), and the engine holds a
+ * graph for each shape. The routed steps themselves are held to transformers' logits
+ * (cuda_moe_f32_match_transformers) and to the CPU (cuda_quantized_models_match_cpu). */
+TEST(cuda_moe_decode_in_graphs) {
+    eddy_model *m = tseq_load("models/qwen35moe-tiny-q8_0.gguf");
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m), n_pf = 12, n_dec = 4, n_bd = 3;
+    test_rng r = test_rng_new();
+    int32_t ids[3][20];
+    for (int q = 0; q < 3; q++) tseq_rand_ids(&r, ids[q], n_pf + n_dec + n_bd, V);
+    float *logits[2];
+    int graphs[2][2] = {{0, 0}, {0, 0}}; /* [graphs off][one row, three] */
+    for (int off = 0; off < 2; off++) {
+        if (off) setenv("EDDY_CUDA_GRAPHS", "0", 1);
+        logits[off] = calloc((size_t)(3 * 20 * V), sizeof(float));
+        eddy_engine *e = gpu_engine(m, 3, 0, EDDY_KV_F16);
+        REQUIRE(e);
+        eddy_seq *sq[3] = {NULL, NULL, NULL};
+        bool ok = true;
+        for (int q = 0; q < 3; q++) {
+            sq[q] = tseq_new(e);
+            ok = ok && sq[q] && tseq_feed(sq[q], ids[q], n_pf, logits[off] + q * 20 * V);
+        }
+        for (int64_t t = n_pf; ok && t < n_pf + n_dec; t++) ok = tseq_feed(sq[0], ids[0] + t, 1, logits[off] + t * V);
+        float *out = malloc(sizeof(float) * (size_t)(3 * V));
+        for (int64_t i = 0; ok && i < n_bd; i++) {
+            int32_t tok[3];
+            for (int q = 0; q < 3; q++) tok[q] = ids[q][q ? n_pf + i : n_pf + n_dec + i];
+            const eddy_batch b = {3, tok, sq, NULL};
+            ok = eddy_engine_decode(e, &b, out, NULL) == EDDY_OK;
+            for (int q = 0; ok && q < 3; q++)
+                memcpy(logits[off] + (q * 20 + (q ? n_pf + i : n_pf + n_dec + i)) * V, out + q * V,
+                       sizeof(float) * (size_t)V);
+        }
+        free(out);
+        CHECKF(ok, "decoding (graphs %s)", off ? "off" : "on");
+        graphs[off][0] = cuda_backend_graphs(e->gpu, 1), graphs[off][1] = cuda_backend_graphs(e->gpu, 3);
+        for (int q = 0; q < 3; q++) eddy_seq_free(sq[q]);
+        eddy_engine_free(e);
+        unsetenv("EDDY_CUDA_GRAPHS");
+    }
+    CHECKF(graphs[0][0] == 1 && graphs[0][1] == 1 && !graphs[1][0] && !graphs[1][1],
+           "graphs held for steps of one row and of three: %d, %d with graphs; %d, %d without", graphs[0][0],
+           graphs[0][1], graphs[1][0], graphs[1][1]);
+    const double e2 = rel_rms(logits[0], logits[1], 3 * 20 * V);
+    CHECKF(e2 <= 1e-6, "decode in graphs against without: %g", e2);
+    for (int k = 0; k < 2; k++) free(logits[k]);
+    eddy_model_free(m);
+}
+
 /* A device that is not one is refused. */
 TEST(cuda_refuses_unknown_device) {
     eddy_model *m = tseq_load("models/qwen35-mtp-tiny-q8_0.gguf");
@@ -589,7 +641,7 @@ enum { WIDE_N = 12, WIDE_STEPS = 3 };
  * decoding next[k][t] of every sequence in one batch, on a new engine: the logits of
  * sequence k's step t into out row k WIDE_STEPS + t */
 static bool decode_together(const eddy_model *m, int32_t prompt[WIDE_N][8], int32_t next[WIDE_N][WIDE_STEPS],
-                            float *out) {
+                            float *out, int *graphs) {
     const int64_t V = eddy_model_n_vocab(m);
     eddy_engine *e = gpu_engine(m, WIDE_N, 0, EDDY_KV_F16);
     eddy_seq *s[WIDE_N] = {NULL};
@@ -606,6 +658,7 @@ static bool decode_together(const eddy_model *m, int32_t prompt[WIDE_N][8], int3
             memcpy(out + (k * WIDE_STEPS + t) * V, step + k * V, sizeof(float) * (size_t)V);
     }
     free(step);
+    *graphs = e ? cuda_backend_graphs(e->gpu, WIDE_N) : 0;
     for (int k = 0; k < WIDE_N; k++) eddy_seq_free(s[k]);
     eddy_engine_free(e);
     return ok;
@@ -619,7 +672,9 @@ static bool decode_together(const eddy_model *m, int32_t prompt[WIDE_N][8], int3
  * logits by a few 1e-3 (measured 1e-3 to 3e-3 on the emulator; cuBLAS's float
  * activations, EDDY_CUDA_MMQ=0: 8e-3 to 1.4e-2). A wrong scale, min or row of one unit
  * moves them by more than 1e-1. Without graphs (EDDY_CUDA_GRAPHS=0) the batch gives the
- * same bits: the replayed steps read their plan as the launched ones do. */
+ * same bits: the replayed steps read their plan as the launched ones do. The 12-row steps
+ * are replayed: a graph is held for them (the files' float routers and gates take ck_gemv
+ * in passes, not cuBLAS, which a capture cannot hold). */
 static void check_wide_batch(const char *gguf) {
     eddy_model *m = tseq_load(gguf);
     REQUIRE(m);
@@ -639,11 +694,14 @@ static void check_wide_batch(const char *gguf) {
         eddy_seq_free(s);
     }
     eddy_engine_free(e);
-    bool ok = decode_together(m, prompt, next, batched);
+    int graphs[2] = {0, 0};
+    bool ok = decode_together(m, prompt, next, batched, &graphs[0]);
     setenv("EDDY_CUDA_GRAPHS", "0", 1);
-    ok = ok && decode_together(m, prompt, next, plain);
+    ok = ok && decode_together(m, prompt, next, plain, &graphs[1]);
     unsetenv("EDDY_CUDA_GRAPHS");
     if (ok) {
+        CHECKF(graphs[0] >= 1 && graphs[1] == 0, "%s: graphs held: %d with graphs, %d without", gguf, graphs[0],
+               graphs[1]);
         CHECKF(rel_rms(batched, alone, n) <= 1e-2, "%s: a batch of %d against each alone: %g", gguf, WIDE_N,
                rel_rms(batched, alone, n));
         CHECKF(!memcmp(batched, plain, sizeof(float) * (size_t)n), "%s: the batch with and without graphs: %g", gguf,
@@ -656,6 +714,8 @@ static void check_wide_batch(const char *gguf) {
 TEST(cuda_wide_batch_matches_alone) {
     check_wide_batch("models/qwen35-tiny-q4_k_m.gguf");
     check_wide_batch("models/nemotron_h-tiny-q8_0.gguf");
+    /* 8 experts, 2 a token: steps of up to 16 rows route on the GPU, here 24 slots a step */
+    check_wide_batch("models/qwen35moe-tiny-q8_0.gguf");
 }
 
 /* eddy_engine_decode_argmax on the GPU (the argmax found there, only the ids copied back)

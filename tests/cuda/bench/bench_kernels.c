@@ -160,6 +160,60 @@ static void bench_product(const char *name, int type, int64_t n_in, int64_t n_ou
     cudaFree(x), cudaFree(q8), cudaFree(mq);
 }
 
+/* ==== A mixture of experts' routed experts, on the GPU (the decode steps' way) ==== */
+
+typedef struct {
+    const float *router, *x;
+    float *sel_w, *a, *b, *y, *out;
+    int32_t *sel;
+    ck_gemv_part gu[2], down;
+    int64_t n, X, k, E, F;
+    void *xq, *hq;
+} moe_arg;
+static void run_moe(void *p, cudaStream_t st) {
+    const moe_arg *m = p;
+    const int64_t S = m->n * m->k;
+    ck_moe_route(m->router, m->n, m->X, m->k, m->sel, m->sel_w, st);
+    ck_gemv_experts(T_Q4_K, m->gu, 2, m->E, m->x, m->n, m->sel, S, m->xq, m->n <= CK_GEMV_MAX_TOK, st);
+    const int h = ck_swiglu(m->a, m->a, m->b, S, m->F, S <= CK_GEMV_MAX_TOK ? m->hq : NULL, NULL, st);
+    ck_gemv_experts(T_Q6_K, &m->down, 1, m->F, m->a, S, m->sel, S, m->hq, h, st);
+    ck_moe_combine(m->out, m->y, m->sel_w, m->n, m->k, m->E, st);
+}
+
+/* Qwen3.5 35B-A3B's experts: 256 of 512 x 2048 (gate and up Q4_K, down Q6_K), 8 a token;
+ * the bytes counted are the slots' experts' (a slot reads its expert for itself) */
+static void bench_moe(int64_t n, double copy_gbs, cudaStream_t st) {
+    moe_arg m = {.n = n, .X = 256 / div_rows > 8 ? 256 / div_rows : 8, .k = 8};
+    m.E = 2048 / div_rows > 256 ? 2048 / div_rows : 256, m.F = 512 / div_rows > 256 ? 512 / div_rows : 256;
+    const int64_t S = n * m.k;
+    size_t rb = 0, rd = 0;
+    for (int i = 0; i < 2; i++) {
+        m.gu[i].W = rand_weights(T_Q4_K, m.E, m.X * m.F, &rb);
+        m.gu[i].row_bytes = rb, m.gu[i].n_out = m.F;
+    }
+    m.a = dev_alloc((size_t)(S * m.F) * sizeof(float)), m.b = dev_alloc((size_t)(S * m.F) * sizeof(float));
+    m.gu[0].y = m.a, m.gu[1].y = m.b;
+    m.y = dev_alloc((size_t)(S * m.E) * sizeof(float));
+    m.down = (ck_gemv_part){rand_weights(T_Q6_K, m.F, m.X * m.E, &rd), rd, m.E, m.y};
+    float *router = rand_floats(n * m.X), *x = rand_floats(n * m.E);
+    m.router = router, m.x = x;
+    m.sel = dev_alloc((size_t)S * sizeof(int32_t)), m.sel_w = dev_alloc((size_t)S * sizeof(float));
+    m.out = dev_alloc((size_t)(n * m.E) * sizeof(float));
+    m.xq = dev_alloc(ck_gemv_experts_scratch_bytes(m.E, n)), m.hq = dev_alloc(ck_gemv_experts_scratch_bytes(m.F, S));
+    /* the routing, and x's 8-bit form, which the norm before leaves in a decode step */
+    ck_moe_route(m.router, n, m.X, m.k, m.sel, m.sel_w, st);
+    ck_gemv_experts(T_Q4_K, m.gu, 2, m.E, m.x, n, m.sel, S, m.xq, 0, st);
+    const double bytes = (double)S * ((double)(2 * m.F) * (double)rb + (double)m.E * (double)rd);
+    const double alone = time_us(run_moe, &m, st, 0), chained = time_us(run_moe, &m, st, 1);
+    printf("routed experts, %2lld token%s, %3lld slots %8.1f us alone  %8.1f chained  %6.0f GB/s = %3.0f%% of the "
+           "copy's\n",
+           (long long)n, n > 1 ? "s" : " ", (long long)S, alone, chained, bytes / chained * 1e-3,
+           100.0 * bytes / chained * 1e-3 / copy_gbs);
+    cudaFree((void *)m.gu[0].W), cudaFree((void *)m.gu[1].W), cudaFree((void *)m.down.W);
+    cudaFree(m.a), cudaFree(m.b), cudaFree(m.y), cudaFree(router), cudaFree(x), cudaFree(m.sel), cudaFree(m.sel_w);
+    cudaFree(m.out), cudaFree(m.xq), cudaFree(m.hq);
+}
+
 /* ==== A Gated DeltaNet layer's decode: ck_gdn_step against the kernels it fuses ==== */
 
 typedef struct {
@@ -336,6 +390,9 @@ int main(int argc, char **argv) {
     for (int64_t ctx = 2048; ctx <= 32768; ctx *= 4) bench_attention(ctx / div_rows > 1 ? ctx / div_rows : 1, copy_gbs, st);
     printf("== a Gated DeltaNet layer's prefill (one sequence, 32 heads of 128 x 128)\n");
     for (int64_t n = 512; n <= 2048; n *= 4) bench_prefill(n / div_rows > 1 ? n / div_rows : 1, st);
+    printf("== a mixture of experts' routed experts: routing, gate/up, SwiGLU, down, weighted sum\n");
+    static const int64_t moe_toks[] = {1, 8, 32};
+    for (size_t i = 0; i < sizeof moe_toks / sizeof moe_toks[0]; i++) bench_moe(moe_toks[i], copy_gbs, st);
     printf("== residual add + RMSNorm + 8-bit form, one row of 2560\n");
     norm_arg na = {rand_floats(2560), rand_floats(2560), dev_alloc(2560 * 4), rand_floats(2560),
                    dev_alloc(ck_gemv_scratch_bytes(2560, 1))};
