@@ -231,7 +231,7 @@ static const struct {
  * multiplies it with ck_gemv, in passes of CK_GEMV_MAX_TOK rows that each read it again,
  * rather than through cuBLAS: the float routers and small gates that files keep beside
  * quantized weights (a router of 512 experts of 2048 is 4 MiB), so that those steps stay
- * replayable as graphs. */
+ * replayable as graphs: in a model whose other products all take the integer path. */
 #define SMALL_FLOAT_BYTES ((size_t)16 << 20)
 static bool small_float(const tensor *t) {
     return !ck_gemv_integer(t->type) && t->row_bytes * (size_t)tensor_rows(t) <= SMALL_FLOAT_BYTES;
@@ -663,7 +663,9 @@ static void lin_parts(cuda_backend *g, const tensor *const *W, float *const *ys,
         const bool ready = (same_x || k > 0) && g->xq_of == x && g->xq_rows == n && g->xq_cols == n_in;
         q8_holds(g, NULL, 0, 0);
         const bool mid = n > CK_GEMV_MAX_TOK && n <= g->mmq_rows && g->mmq_q8;
-        const bool mmq = mid && ck_gemv_integer(W[k]->type), passes = mid && small_float(W[k]);
+        /* small float weights take ck_gemv's passes only where that keeps the step a graph */
+        const bool mmq = mid && ck_gemv_integer(W[k]->type);
+        const bool passes = mid && !g->float_products && small_float(W[k]);
         if (n > CK_GEMV_MAX_TOK && !mmq && !passes) {
             x16 = lin_blas(g, W[k], x, n, ys[k], x16);
             e = k + 1;
