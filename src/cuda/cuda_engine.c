@@ -65,7 +65,7 @@ struct cuda_backend {
                           * rows, no checkpoint windows) */
     bool float_products; /* a product's weight lacks the integer path (cuBLAS takes it past 8 rows) */
     bool moe;            /* the model has mixture-of-experts layers: steps of more than
-                          * CK_GEMV_MAX_TOK rows route on the host (layer_moe) */
+                          * moe_rows rows route on the host (layer_moe) */
     step_graph graph[GRAPH_CACHE];
     uint64_t graph_clock;
     cublasHandle_t blas;
@@ -648,10 +648,9 @@ static bool lin_blas(cuda_backend *g, const tensor *W, const float *x, int64_t n
  * CK_GEMV_MAX_TOK rows runs each run of consecutive weights of one type in one launch
  * (ck_gemv_parts), or two such runs where ck_gemv_parts_mixed takes their pair of types;
  * up to mmq_rows rows go through ck_mmq_parts (small_float weights: ck_gemv in passes),
- * more through cuBLAS. same_x: x is the
- * input of the previous product too (unchanged since), or the output of a kernel that
- * left its 8-bit form (q8_holds) or its f16 form (x16_holds), so that form, when there is
- * one, is used again. */
+ * more through cuBLAS. same_x: x is the input of the previous product too (unchanged
+ * since), or the output of a kernel that left its 8-bit form (q8_holds) or its f16 form
+ * (x16_holds), so that form, when there is one, is used again. */
 static void lin_parts(cuda_backend *g, const tensor *const *W, float *const *ys, int n_w, const float *x, int64_t n,
                       bool same_x) {
     assert(n_w >= 1 && n_w <= CK_GEMV_MAX_PARTS);
@@ -971,7 +970,7 @@ static void experts_on_gpu(engine *c, cuda_backend *g, const model_layer *l, int
     ck_moe_combine(g->mix, g->moe_y, g->moe_w, n, k, E, g->stream);
 }
 
-/* The routed experts of a longer step into mix (prefill, large batches): the router's
+/* The routed experts of a longer step into mix (a prefill): the router's
  * logits come back to the host, which routes (moe_route, the CPU's code) and sends the
  * slots by expert; each expert with tokens then runs over its gathered rows, so that its
  * weights are read once for all of them, its outputs added with their weights in expert
