@@ -172,7 +172,34 @@ void ck_add_gated_rows(float *y, const float *src, const float *gate, int64_t n,
  * into w (n, k). Then ck_gemv_experts runs the chosen experts' products, and combine
  * makes y row t = sum over j < k of w[t k + j] out row t k + j (rows of E floats). */
 void ck_moe_route(const float *logits, int64_t n, int64_t X, int64_t k, int32_t *sel, float *w, void *stream);
-void ck_moe_combine(float *y, const float *out, const float *w, int64_t n, int64_t k, int64_t E, void *stream);
+/* pos (device, or NULL: slot s is row s): the row of out that holds slot t k + j's output. */
+void ck_moe_combine(float *y, const float *out, const float *w, const int32_t *pos, int64_t n, int64_t k, int64_t E,
+                    void *stream);
+
+/* A prefill's experts grouped on the GPU. ck_moe_group lays the S token slots (sel: each
+ * one's expert, of X <= CK_MOE_GROUP_EXPERTS) out by expert: expert e's slots take rows
+ * from a multiple of 8 on, in some order, of a layout of rows_max = ck_moe_rows(S, X) rows:
+ * pos[s] is slot s's row, src[r] the slot whose row r is (-1: a padding row); and it cuts
+ * each expert's rows into tiles of up to CK_MMQ_TOK (*n_tiles of them, at most
+ * ck_moe_tiles(S, X)). ck_gather_slots fills the layout: dst row r (E floats) = x row
+ * src[r] / k, zeros where src[r] < 0. ck_mmq_experts then multiplies each tile's rows of
+ * x (rows_max rows in the layout, quantized into scratch, ck_mmq_experts_scratch_bytes)
+ * by its expert's matrix of each part (as ck_gemv_experts' parts), into the same rows of
+ * the parts' outputs, on the tensor cores as ck_mmq_parts; returns 0 (nothing launched)
+ * for the types ck_gemv_integer refuses. */
+#define CK_MOE_GROUP_EXPERTS 4096
+typedef struct {
+    int32_t expert, row, n;
+} ck_moe_tile;
+int64_t ck_moe_rows(int64_t S, int64_t X);
+int64_t ck_moe_tiles(int64_t S, int64_t X);
+void ck_moe_group(const int32_t *sel, int64_t S, int64_t X, int32_t *pos, int32_t *src, ck_moe_tile *tiles,
+                  int32_t *n_tiles, void *stream);
+void ck_gather_slots(float *dst, const float *x, const int32_t *src, int64_t k, int64_t rows, int64_t E,
+                     void *stream);
+int ck_mmq_experts(uint32_t type, const ck_gemv_part *parts, int n_parts, int64_t n_in, const float *x, int64_t rows,
+                   const ck_moe_tile *tiles, const int32_t *n_tiles, int64_t tiles_max, void *scratch, void *stream);
+size_t ck_mmq_experts_scratch_bytes(int64_t n_in, int64_t rows);
 
 /* dst row i (E floats) = rows row src[i] when src[i] >= 0, else the first E floats of
  * slot -src[i] - 1 of slab (slots of slot_floats): the MTP layer's previous hidden state,

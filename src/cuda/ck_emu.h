@@ -89,6 +89,12 @@ inline int __shfl_xor_sync(unsigned, int v, int lane_mask) {
     emu_warp_gather(&v, all, sizeof v);
     return all[(threadIdx.x & 31) ^ lane_mask];
 }
+/* A block's threads switch only at barriers and shuffles, so an atomic add is a plain one */
+inline int atomicAdd(int *p, int v) {
+    const int old = *p;
+    *p = old + v;
+    return old;
+}
 void *emu_dynamic_shared();
 #define CK_DYNAMIC_SHARED(type, name) type *name = (type *)emu_dynamic_shared()
 

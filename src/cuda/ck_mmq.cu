@@ -211,11 +211,24 @@ __device__ __forceinline__ void mmq_unit_mul(const mmq_frag &f, int64_t u, int64
     }
 }
 
-/* A block takes MMQ_ROWS rows of one of the parts (gemv_parts, ck_levels.h) */
-template <class P, int NT>
+/* A block takes MMQ_ROWS rows of one of the parts (gemv_parts, ck_levels.h). GROUPED (a
+ * mixture of experts' slots grouped by expert, ck_mmq_experts): blockIdx.y is a tile of
+ * up to CK_MMQ_TOK rows of x of one expert (tiles, of which the first *n_tiles are live),
+ * whose weights begin n_out rows per expert into each part, and whose outputs are rows
+ * tile.row.. of the parts' outputs. */
+template <class P, int NT, bool GROUPED>
 __global__ void __launch_bounds__(32 * MMQ_WARPS)
-    mmq_kernel(const gemv_parts ps, int64_t n_in, const mmq_x x, int64_t n_tok) {
+    mmq_kernel(const gemv_parts ps, int64_t n_in, mmq_x x, int64_t n_tok, const ck_moe_tile *tiles,
+               const int32_t *n_tiles) {
     ck_pdl_trigger();
+    ck_moe_tile tl = {0, 0, 0};
+    if (GROUPED) { /* the tile comes from the grouping kernel: no weight is loaded before the wait */
+        ck_pdl_wait();
+        if ((int)blockIdx.y >= *n_tiles) return; /* the whole block: the tile does not exist */
+        tl = tiles[blockIdx.y];
+        x.q += (size_t)tl.row * (size_t)n_in, x.ds += tl.row, x.dh += tl.row; /* tl.row: a multiple of 8 */
+        n_tok = tl.n;
+    }
     /* the block's part and its first row there */
     int64_t tile = blockIdx.x;
     ck_gemv_part part = ps.p[0];
@@ -227,6 +240,10 @@ __global__ void __launch_bounds__(32 * MMQ_WARPS)
             if (tile < tiles) found = true, part = ps.p[k];
             else tile -= tiles;
         }
+    if (GROUPED) {
+        part.W = (const uint8_t *)part.W + (size_t)tl.expert * (size_t)part.n_out * part.row_bytes;
+        part.y += (size_t)tl.row * (size_t)part.n_out;
+    }
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, w = threadIdx.x >> 5;
     const int64_t r0 = tile * MMQ_ROWS + g, r1 = r0 + 8, last = part.n_out - 1;
     /* rows past the part's end read its last row; their sums are not stored */
@@ -275,35 +292,71 @@ __global__ void __launch_bounds__(32 * MMQ_WARPS)
  * kernel's instances */
 int mmq_tiles(int64_t n) { return n <= 16 ? 2 : n <= 32 ? 4 : 8; }
 
+/* x's n rows quantized into scratch in mmq_x's layout of n8 rows */
+static mmq_x mmq_quantize(const float *x, int64_t n, int64_t n8, int64_t n_in, void *scratch, cudaStream_t st) {
+    const int64_t units = n_in / 32;
+    int8_t *q = (int8_t *)scratch;
+    float2 *ds = (float2 *)(q + n8 * n_in), *dh = ds + n8 * units;
+    CK_LAUNCH(blocks_for(n8 * units, 8), 256, 0, st, mmq_quantize_kernel)(x, n, n8, n_in, q, ds, dh);
+    return mmq_x{q, ds, dh, n8};
+}
+
+/* The blocks of MMQ_ROWS weight rows that cover the parts */
+static int64_t row_tiles(const gemv_parts &ps) {
+    int64_t tiles = 0;
+    for (int k = 0; k < ps.n; k++) tiles += (ps.p[k].n_out + MMQ_ROWS - 1) / MMQ_ROWS;
+    return tiles;
+}
+
 /* One pass: the parts' products with n rows of x (n <= CK_MMQ_TOK), x quantized first */
 template <class P>
 void mmq_pass(const gemv_parts &ps, int64_t n_in, const float *x, int64_t n, void *scratch, cudaStream_t st) {
     const int nt = mmq_tiles(n);
-    const int64_t n8 = 8 * nt, units = n_in / 32;
-    int8_t *q = (int8_t *)scratch;
-    float2 *ds = (float2 *)(q + n8 * n_in), *dh = ds + n8 * units;
-    CK_LAUNCH(blocks_for(n8 * units, 8), 256, 0, st, mmq_quantize_kernel)(x, n, n8, n_in, q, ds, dh);
-    const mmq_x xa = {q, ds, dh, n8};
-    int64_t tiles = 0;
-    for (int k = 0; k < ps.n; k++) tiles += (ps.p[k].n_out + MMQ_ROWS - 1) / MMQ_ROWS;
-    const dim3 grid((unsigned)tiles), block(32 * MMQ_WARPS);
-    if (nt == 2) CK_LAUNCH(grid, block, 0, st, mmq_kernel<P, 2>)(ps, n_in, xa, n);
-    else if (nt == 4) CK_LAUNCH(grid, block, 0, st, mmq_kernel<P, 4>)(ps, n_in, xa, n);
-    else CK_LAUNCH(grid, block, 0, st, mmq_kernel<P, 8>)(ps, n_in, xa, n);
+    const mmq_x xa = mmq_quantize(x, n, 8 * nt, n_in, scratch, st);
+    const dim3 grid((unsigned)row_tiles(ps)), block(32 * MMQ_WARPS);
+    if (nt == 2) CK_LAUNCH(grid, block, 0, st, mmq_kernel<P, 2, false>)(ps, n_in, xa, n, nullptr, nullptr);
+    else if (nt == 4) CK_LAUNCH(grid, block, 0, st, mmq_kernel<P, 4, false>)(ps, n_in, xa, n, nullptr, nullptr);
+    else CK_LAUNCH(grid, block, 0, st, mmq_kernel<P, 8, false>)(ps, n_in, xa, n, nullptr, nullptr);
+}
+
+/* The grouped products (ck_mmq_experts): x's rows (n, a multiple of 8) quantized, then a
+ * block per (MMQ_ROWS weight rows, tile) */
+template <class P>
+void mmq_grouped(const gemv_parts &ps, int64_t n_in, const float *x, int64_t n, const ck_moe_tile *tiles,
+                 const int32_t *n_tiles, int64_t tiles_max, void *scratch, cudaStream_t st) {
+    const mmq_x xa = mmq_quantize(x, n, n, n_in, scratch, st);
+    const dim3 grid((unsigned)row_tiles(ps), (unsigned)tiles_max), block(32 * MMQ_WARPS);
+    CK_LAUNCH(grid, block, 0, st, mmq_kernel<P, CK_MMQ_TOK / 8, true>)(ps, n_in, xa, 0, tiles, n_tiles);
+}
+
+/* Whether Q4_K's own decoder may read the parts (its rows 4-byte aligned) */
+static bool aligned4(const gemv_parts &ps) {
+    uintptr_t align = 0;
+    for (int k = 0; k < ps.n; k++) align |= (uintptr_t)ps.p[k].W | ps.p[k].row_bytes;
+    return align % 4 == 0;
 }
 
 /* The policy for a type: Q4_K's and Q6_K's own, the unit decoder for the other formats
  * that have one; false for the rest (nothing launched) */
 template <int T, bool = has_iunit<T>::V> struct mmq_run {
     static bool run(const gemv_parts &, int64_t, const float *, int64_t, void *, cudaStream_t) { return false; }
+    static bool grouped(const gemv_parts &, int64_t, const float *, int64_t, const ck_moe_tile *, const int32_t *,
+                        int64_t, void *, cudaStream_t) {
+        return false;
+    }
 };
 template <int T> struct mmq_run<T, true> {
     static bool run(const gemv_parts &ps, int64_t n_in, const float *x, int64_t n, void *scratch, cudaStream_t st) {
-        uintptr_t align = 0;
-        for (int k = 0; k < ps.n; k++) align |= (uintptr_t)ps.p[k].W | ps.p[k].row_bytes;
-        if (T == T_Q4_K && align % 4 == 0) mmq_pass<mmq_q4k>(ps, n_in, x, n, scratch, st);
+        if (T == T_Q4_K && aligned4(ps)) mmq_pass<mmq_q4k>(ps, n_in, x, n, scratch, st);
         else if (T == T_Q6_K) mmq_pass<mmq_q6k>(ps, n_in, x, n, scratch, st);
         else mmq_pass<mmq_unit<T> >(ps, n_in, x, n, scratch, st);
+        return true;
+    }
+    static bool grouped(const gemv_parts &ps, int64_t n_in, const float *x, int64_t n, const ck_moe_tile *tiles,
+                        const int32_t *n_tiles, int64_t tiles_max, void *scratch, cudaStream_t st) {
+        if (T == T_Q4_K && aligned4(ps)) mmq_grouped<mmq_q4k>(ps, n_in, x, n, tiles, n_tiles, tiles_max, scratch, st);
+        else if (T == T_Q6_K) mmq_grouped<mmq_q6k>(ps, n_in, x, n, tiles, n_tiles, tiles_max, scratch, st);
+        else mmq_grouped<mmq_unit<T> >(ps, n_in, x, n, tiles, n_tiles, tiles_max, scratch, st);
         return true;
     }
 };
@@ -329,4 +382,24 @@ extern "C" int ck_mmq_parts(uint32_t type, const ck_gemv_part *parts, int n_part
 #undef MMQ
     }
     return 1;
+}
+
+extern "C" size_t ck_mmq_experts_scratch_bytes(int64_t n_in, int64_t rows) {
+    return (size_t)(rows * n_in) + (size_t)(2 * rows * (n_in / 32)) * sizeof(float2);
+}
+
+extern "C" int ck_mmq_experts(uint32_t type, const ck_gemv_part *parts, int n_parts, int64_t n_in, const float *x,
+                              int64_t rows, const ck_moe_tile *tiles, const int32_t *n_tiles, int64_t tiles_max,
+                              void *scratch, void *stream) {
+    if (n_parts <= 0 || n_parts > CK_GEMV_MAX_PARTS || rows <= 0 || rows % 8 || n_in % 32 || !scratch ||
+        tiles_max <= 0 || tiles_max > 65535 || !ck_gemv_integer(type))
+        return 0;
+    gemv_parts ps = {};
+    ps.n = n_parts;
+    for (int k = 0; k < n_parts; k++) ps.p[k] = parts[k];
+    int done = 0;
+#define MMQ(T) done = mmq_run<T>::grouped(ps, n_in, x, rows, tiles, n_tiles, tiles_max, scratch, (cudaStream_t)stream)
+    CK_DISPATCH(type, MMQ)
+#undef MMQ
+    return done;
 }

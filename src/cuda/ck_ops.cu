@@ -279,15 +279,57 @@ __global__ void moe_route_kernel(const float *logits, int64_t n, int64_t X, int 
         for (int j = 0; j < k; j++) w[t * k + j] /= sum;
 }
 
-/* y row t = sum over j < k of w[t k + j] out row t k + j: one thread per element of y */
-__global__ void moe_combine_kernel(float *y, const float *out, const float *w, int64_t n, int64_t k, int64_t E) {
+/* y row t = sum over j < k of w[t k + j] out row pos[t k + j] (pos NULL: t k + j): one
+ * thread per element of y */
+__global__ void moe_combine_kernel(float *y, const float *out, const float *w, const int32_t *pos, int64_t n,
+                                   int64_t k, int64_t E) {
     ck_pdl_entry();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n * E) return;
     const int64_t t = i / E, c = i % E;
     float s = 0.0f;
-    for (int64_t j = 0; j < k; j++) s += w[t * k + j] * out[(t * k + j) * E + c];
+    for (int64_t j = 0; j < k; j++) s += w[t * k + j] * out[(int64_t)(pos ? pos[t * k + j] : t * k + j) * E + c];
     y[i] = s;
+}
+
+/* ck_moe_group in one block: each expert's slots counted, their rows' start (a multiple
+ * of 8) and tiles laid out by the first thread, then each slot given the next row of its
+ * expert (the order within an expert is the atomics'; every row's product is its own, so
+ * the outputs do not depend on it). Shared memory: two counters per expert. */
+__global__ void moe_group_kernel(const int32_t *sel, int64_t S, int64_t X, int64_t rows, int32_t *pos, int32_t *src,
+                                 ck_moe_tile *tiles, int32_t *n_tiles) {
+    ck_pdl_entry();
+    CK_DYNAMIC_SHARED(int, cnt); /* (X) slots, then (X) the next free row of each expert */
+    int *next = cnt + X;
+    for (int64_t e = threadIdx.x; e < X; e += blockDim.x) cnt[e] = 0;
+    for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) src[r] = -1;
+    __syncthreads();
+    for (int64_t s = threadIdx.x; s < S; s += blockDim.x) atomicAdd(&cnt[sel[s]], 1);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int row = 0, nt = 0;
+        for (int64_t e = 0; e < X; e++) {
+            next[e] = row;
+            for (int r = 0; r < cnt[e]; r += CK_MMQ_TOK)
+                tiles[nt++] = ck_moe_tile{(int32_t)e, row + r, cnt[e] - r < CK_MMQ_TOK ? cnt[e] - r : CK_MMQ_TOK};
+            row += (cnt[e] + 7) / 8 * 8;
+        }
+        *n_tiles = nt;
+    }
+    __syncthreads();
+    for (int64_t s = threadIdx.x; s < S; s += blockDim.x) {
+        const int r = atomicAdd(&next[sel[s]], 1);
+        pos[s] = r, src[r] = (int32_t)s;
+    }
+}
+
+__global__ void gather_slots_kernel(float *dst, const float *x, const int32_t *src, int64_t k, int64_t rows,
+                                    int64_t E) {
+    ck_pdl_entry();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * E) return;
+    const int32_t s = src[i / E];
+    dst[i] = s >= 0 ? x[s / k * E + i % E] : 0.0f;
 }
 
 /* Row i of dst = rows row src[i] when src[i] >= 0, else slot -src[i] - 1 of slab */
@@ -414,10 +456,29 @@ extern "C" void ck_moe_route(const float *logits, int64_t n, int64_t X, int64_t 
         CK_LAUNCH(blocks_for(n, 4), 128, 0, (cudaStream_t)stream, moe_route_kernel)(logits, n, X, (int)k, sel, w);
 }
 
-extern "C" void ck_moe_combine(float *y, const float *out, const float *w, int64_t n, int64_t k, int64_t E,
-                               void *stream) {
+extern "C" void ck_moe_combine(float *y, const float *out, const float *w, const int32_t *pos, int64_t n, int64_t k,
+                               int64_t E, void *stream) {
     if (n * E > 0)
-        CK_LAUNCH(blocks_for(n * E, 256), 256, 0, (cudaStream_t)stream, moe_combine_kernel)(y, out, w, n, k, E);
+        CK_LAUNCH(blocks_for(n * E, 256), 256, 0, (cudaStream_t)stream, moe_combine_kernel)(y, out, w, pos, n, k, E);
+}
+
+/* Each expert's rows start at a multiple of 8 (the tensor cores' kernel reads x's scales
+ * two rows at a time), and a tile reads CK_MMQ_TOK rows from its start */
+extern "C" int64_t ck_moe_rows(int64_t S, int64_t X) { return (S + 8 * X + 7) / 8 * 8 + CK_MMQ_TOK; }
+extern "C" int64_t ck_moe_tiles(int64_t S, int64_t X) { return S / CK_MMQ_TOK + X; }
+
+extern "C" void ck_moe_group(const int32_t *sel, int64_t S, int64_t X, int32_t *pos, int32_t *src,
+                             ck_moe_tile *tiles, int32_t *n_tiles, void *stream) {
+    if (S > 0 && X > 0 && X <= CK_MOE_GROUP_EXPERTS)
+        CK_LAUNCH(1, 1024, 2 * X * sizeof(int), (cudaStream_t)stream, moe_group_kernel)
+        (sel, S, X, ck_moe_rows(S, X), pos, src, tiles, n_tiles);
+}
+
+extern "C" void ck_gather_slots(float *dst, const float *x, const int32_t *src, int64_t k, int64_t rows, int64_t E,
+                                void *stream) {
+    if (rows * E > 0)
+        CK_LAUNCH(blocks_for(rows * E, 256), 256, 0, (cudaStream_t)stream, gather_slots_kernel)
+        (dst, x, src, k, rows, E);
 }
 
 extern "C" void ck_gather_h(float *dst, const float *rows, const float *slab, int64_t slot_floats, const int32_t *src,

@@ -754,7 +754,8 @@ template <int T> struct gemv_experts<T, true> {
         const int wpr = gemv_wpr(n_out * n_slots, k4 || k6 ? n_in / 256 * 8 : n_in / 32);
         const dim3 grid(blocks_for(n_out, GEMV_WARPS / wpr), (unsigned)n_slots), block(32 * GEMV_WARPS);
         const int x_div = (int)(n_slots / n_x);
-#define EXPERTS(I) CK_LAUNCH(grid, block, 0, st, gemv_q8_experts_kernel<I, GEMV_DEPTH>)(ps, n_in, xq, xs, wpr, sel, x_div)
+#define EXPERTS(I) \
+    CK_LAUNCH(grid, block, 0, st, gemv_q8_experts_kernel<I, GEMV_DEPTH>)(ps, n_in, xq, xs, wpr, sel, x_div)
         if (k4) EXPERTS(q4k_item);
         else if (k6) EXPERTS(q6k_item);
         else EXPERTS(unit_item<T>);

@@ -94,6 +94,15 @@ struct cuda_backend {
     float *moe_a, *moe_b, *moe_y;
     void *moe_q8;
     int64_t moe_rows; /* the most rows of a step whose experts are routed on the GPU (moe_gpu_rows) */
+    /* longer steps' experts grouped on the GPU (experts_grouped), moe_chunk tokens at a
+     * time: each slot's row in the layout by expert and each row's slot, the tiles, the
+     * layout's inputs, gate and up outputs and outputs, and its 8-bit form */
+    bool moe_grouped;
+    int64_t moe_chunk;
+    int32_t *moe_pos, *moe_src, *moe_n_tiles;
+    ck_moe_tile *moe_tiles;
+    float *moe_gx, *moe_ga, *moe_gb, *moe_gy;
+    void *moe_mq;
     float *ff_a, *ff_b, *logits;
     int32_t *ids; /* (logit_rows) the argmax of each row of logits (cuda_forward's ids) */
     uint16_t *w16, *x16; /* f16 copies of a weight and of the activations for the tensor cores */
@@ -135,6 +144,25 @@ static int64_t moe_gpu_rows(int64_t X, int64_t k, int64_t B) {
     if (rows < CK_GEMV_MAX_TOK) rows = CK_GEMV_MAX_TOK;
     return rows < B ? rows : B;
 }
+
+/* Whether every mixture-of-experts layer's experts take the grouped products
+ * (experts_grouped: ck_mmq_experts' types, rows of a multiple of 32, experts that one
+ * block's shared memory counts) */
+static bool moe_groups(const model *m) {
+    const model_hparams *hp = &m->hp;
+    if (hp->n_expert > CK_MOE_GROUP_EXPERTS || hp->n_embd % 32 || hp->n_ff_exp % 32) return false;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const model_layer *l = &m->layers[il];
+        if (l->ffn == FFN_MOE && !(ck_gemv_integer(l->moe_gate.type) && ck_gemv_integer(l->moe_up.type) &&
+                                   ck_gemv_integer(l->moe_down.type)))
+            return false;
+    }
+    return true;
+}
+
+/* Tokens of a prefill whose experts are grouped at once (the layout's buffers: for 8
+ * experts a token of 2048 inputs, about 100 MB) */
+#define MOE_CHUNK 512
 
 /* ==== Device memory ==== */
 
@@ -452,9 +480,13 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->sh_gate = dev_rows(g, B, X ? 1 : 0, &ok);
     g->moe_order = (int32_t *)dev_rows(g, B, KX, &ok);
     g->moe_rows = X ? moe_gpu_rows(X, KX, B) : 0;
-    const int64_t slots = g->moe_rows * KX;
+    g->moe_chunk = X ? (B < MOE_CHUNK ? B : MOE_CHUNK) : 0;
+    const char *chunk = getenv("EDDY_CUDA_MOE_CHUNK"); /* a test's smaller chunks */
+    if (X && chunk && atoll(chunk) > 0 && atoll(chunk) < g->moe_chunk) g->moe_chunk = atoll(chunk);
+    const int64_t slots = g->moe_rows * KX; /* of the steps routed on the GPU */
     const int64_t F_exp = X ? hp->n_ff_exp : 0;
-    g->moe_sel = (int32_t *)dev_rows(g, slots, X ? 1 : 0, &ok);
+    const int64_t routed = g->moe_rows > g->moe_chunk ? g->moe_rows : g->moe_chunk; /* tokens a routing takes */
+    g->moe_sel = (int32_t *)dev_rows(g, routed * KX, X ? 1 : 0, &ok);
     g->moe_a = dev_rows(g, slots, F_exp, &ok);
     g->moe_b = dev_rows(g, slots, F_exp, &ok);
     g->moe_y = dev_rows(g, slots, X ? E : 0, &ok);
@@ -479,6 +511,22 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
             const size_t xq = ck_gemv_experts_scratch_bytes(E, g->moe_rows);
             g->moe_q8 = dev_alloc(g, hq > xq ? hq : xq);
             ok = ok && g->moe_q8;
+            g->moe_grouped = moe_groups(c->m) && B > g->moe_rows;
+            const char *grouped = getenv("EDDY_CUDA_MOE_GROUPED");
+            if (grouped && !strcmp(grouped, "0")) g->moe_grouped = false;
+        }
+        if (g->moe_grouped) {
+            const int64_t S = g->moe_chunk * KX, rows = ck_moe_rows(S, X), tiles = ck_moe_tiles(S, X);
+            g->moe_pos = (int32_t *)dev_rows(g, S, 1, &ok);
+            g->moe_src = (int32_t *)dev_rows(g, rows, 1, &ok);
+            g->moe_n_tiles = (int32_t *)dev_rows(g, 1, 1, &ok);
+            g->moe_tiles = dev_alloc(g, (size_t)tiles * sizeof(ck_moe_tile));
+            g->moe_gx = dev_rows(g, rows, E, &ok);
+            g->moe_ga = dev_rows(g, rows, F_exp, &ok);
+            g->moe_gb = dev_rows(g, rows, F_exp, &ok);
+            g->moe_gy = dev_rows(g, rows, E, &ok);
+            g->moe_mq = dev_alloc(g, ck_mmq_experts_scratch_bytes(E > F_exp ? E : F_exp, rows));
+            ok = ok && g->moe_tiles && g->moe_mq;
         }
         /* products of 9 to 128 rows (batched decode, verify of long drafts) multiply the
          * quantized weights on the tensor cores (ck_mmq_parts), more rows (prefill) an f16
@@ -935,6 +983,16 @@ static void swiglu_expert(cuda_backend *g, const tensor *gate, const tensor *up,
     lin_again(g, down, g->ff_a, m, out);
 }
 
+/* The experts' gate (part 0, into a) and up (part 1, into b) matrices of F rows as parts
+ * of the experts' products; returns the end of the run of parts from `first` that one
+ * launch takes: both when they share a type. */
+static int gate_up_parts(const model_layer *l, int64_t F, float *a, float *b, ck_gemv_part parts[2], int first) {
+    parts[0] = (ck_gemv_part){l->moe_gate.data, l->moe_gate.row_bytes, F, a};
+    parts[1] = (ck_gemv_part){l->moe_up.data, l->moe_up.row_bytes, F, b};
+    return first == 0 && l->moe_gate.type == l->moe_up.type ? 2 : first + 1;
+}
+static uint32_t gu_type(const model_layer *l, int part) { return part ? l->moe_up.type : l->moe_gate.type; }
+
 /* The routed experts of a step of up to moe_rows rows (decode, batches of decoding
  * sequences, verify) into mix without the host: the routing (ck_moe_route), each token
  * slot's gate and up products with its expert, SwiGLU and its down product
@@ -951,14 +1009,11 @@ static void experts_on_gpu(engine *c, cuda_backend *g, const model_layer *l, int
     lin_again(g, &l->moe_router, g->xn, n, g->router);
     int ready = held || (few && g->xq_of == g->xn && g->xq_rows == n && g->xq_cols == E);
     ck_moe_route(g->router, n, X, k, g->moe_sel, g->moe_w, g->stream);
-    const tensor *gu[2] = {&l->moe_gate, &l->moe_up};
-    float *const ys[2] = {g->moe_a, g->moe_b};
-    for (int i = 0, e; i < 2; i = e) { /* gate and up in one launch when they share a type */
-        e = i + 1 < 2 && gu[i + 1]->type == gu[i]->type ? 2 : i + 1;
-        ck_gemv_part parts[2];
-        for (int j = i; j < e; j++) parts[j - i] = (ck_gemv_part){gu[j]->data, gu[j]->row_bytes, F, ys[j]};
+    ck_gemv_part gu[2];
+    for (int i = 0, e; i < 2; i = e) {
+        e = gate_up_parts(l, F, g->moe_a, g->moe_b, gu, i);
         PROF(g, PROF_GEMV,
-             ready = ck_gemv_experts(gu[i]->type, parts, e - i, E, g->xn, n, g->moe_sel, S,
+             ready = ck_gemv_experts(gu_type(l, i), gu + i, e - i, E, g->xn, n, g->moe_sel, S,
                                      few ? g->gemv_q8 : g->moe_q8, ready, g->stream) == 1);
     }
     if (few) q8_holds(g, ready ? g->xn : NULL, n, E);
@@ -967,7 +1022,7 @@ static void experts_on_gpu(engine *c, cuda_backend *g, const model_layer *l, int
     const ck_gemv_part down = {l->moe_down.data, l->moe_down.row_bytes, E, g->moe_y};
     PROF(g, PROF_GEMV,
          ck_gemv_experts(l->moe_down.type, &down, 1, F, g->moe_a, S, g->moe_sel, S, g->moe_q8, h_ready, g->stream));
-    ck_moe_combine(g->mix, g->moe_y, g->moe_w, n, k, E, g->stream);
+    ck_moe_combine(g->mix, g->moe_y, g->moe_w, NULL, n, k, E, g->stream);
 }
 
 /* The routed experts of a longer step into mix (a prefill): the router's
@@ -997,10 +1052,44 @@ static void experts_by_host(engine *c, cuda_backend *g, const model_layer *l, in
     }
 }
 
+/* The routed experts of a longer step into mix (a prefill) grouped on the GPU, moe_chunk
+ * tokens at a time: the routing (ck_moe_route), the token slots laid out by expert
+ * (ck_moe_group, ck_gather_slots), each expert's rows times its gate and up matrices on the
+ * tensor cores (ck_mmq_experts: the expert's weights read once per 64 of its rows),
+ * SwiGLU, the down products the same way, and each token's slots weighted and summed
+ * (ck_moe_combine). About ten launches a layer and chunk, where routing by the host takes
+ * a copy to the host and back and five launches per expert with tokens. */
+static void experts_grouped(engine *c, cuda_backend *g, const model_layer *l, int64_t n) {
+    const model_hparams *hp = &c->m->hp;
+    const int64_t E = hp->n_embd, X = hp->n_expert, k = hp->n_expert_used, F = l->moe_gate.ne[1];
+    lin_again(g, &l->moe_router, g->xn, n, g->router);
+    for (int64_t t0 = 0; t0 < n; t0 += g->moe_chunk) {
+        const int64_t m = n - t0 < g->moe_chunk ? n - t0 : g->moe_chunk, S = m * k;
+        const int64_t rows = ck_moe_rows(S, X), tiles = ck_moe_tiles(S, X);
+        ck_moe_route(g->router + t0 * X, m, X, k, g->moe_sel, g->moe_w, g->stream);
+        ck_moe_group(g->moe_sel, S, X, g->moe_pos, g->moe_src, g->moe_tiles, g->moe_n_tiles, g->stream);
+        ck_gather_slots(g->moe_gx, g->xn + t0 * E, g->moe_src, k, rows, E, g->stream);
+        ck_gemv_part gu[2];
+        for (int i = 0, e; i < 2; i = e) {
+            e = gate_up_parts(l, F, g->moe_ga, g->moe_gb, gu, i);
+            PROF(g, PROF_MMQ,
+                 ck_mmq_experts(gu_type(l, i), gu + i, e - i, E, g->moe_gx, rows, g->moe_tiles, g->moe_n_tiles, tiles,
+                                g->moe_mq, g->stream));
+        }
+        ck_swiglu(g->moe_ga, g->moe_ga, g->moe_gb, rows, F, NULL, NULL, g->stream);
+        const ck_gemv_part down = {l->moe_down.data, l->moe_down.row_bytes, E, g->moe_gy};
+        PROF(g, PROF_MMQ,
+             ck_mmq_experts(l->moe_down.type, &down, 1, F, g->moe_ga, rows, g->moe_tiles, g->moe_n_tiles, tiles,
+                            g->moe_mq, g->stream));
+        ck_moe_combine(g->mix + t0 * E, g->moe_gy, g->moe_w, g->moe_pos, m, k, E, g->stream);
+    }
+}
+
 /* block_ffn_moe on the GPU: the routed experts, then the shared expert. */
 static void layer_moe(engine *c, cuda_backend *g, const model_layer *l, int64_t n) {
     const int64_t E = c->m->hp.n_embd;
     if (n <= g->moe_rows) experts_on_gpu(c, g, l, n);
+    else if (g->moe_grouped) experts_grouped(c, g, l, n);
     else experts_by_host(c, g, l, n);
     if (l->shexp_gate.name) {
         swiglu_expert(g, &l->shexp_gate, &l->shexp_up, &l->shexp_down, g->xn, n, g->ff_out);
@@ -1201,7 +1290,7 @@ static bool step_fits_graph(const cuda_backend *g, int64_t n) {
  * programmatic dependent launch is tried again without it (for the process); one that
  * still fails turns graphs off for the engine, with a warning. */
 static step_graph *step_graph_for(engine *c, cuda_backend *g, int64_t n, int64_t n_out) {
-    if (!g->graphs || (g->moe && n > g->moe_rows) || !step_fits_graph(g, n)) return NULL;
+    if (!g->graphs || (g->moe && n > g->moe_rows && !g->moe_grouped) || !step_fits_graph(g, n)) return NULL;
     const step_graph key = {n, g->n_runs, g->n_conv, g->n_conv_ck, g->n_keep, n_out, NULL, 0};
     step_graph *slot = &g->graph[0];
     for (int i = 0; i < GRAPH_CACHE; i++) {

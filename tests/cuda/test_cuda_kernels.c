@@ -434,24 +434,121 @@ TEST(cuda_gemv_experts_match_ref) {
     }
 }
 
-/* ck_moe_combine: each token's slots weighted and summed, in the order of its slots */
+/* ck_moe_combine: each token's slots weighted and summed, in the order of its slots, their
+ * outputs in slot order or at the rows pos gives (reversed here) */
 TEST(cuda_moe_combine_matches_ref) {
     test_rng r = test_rng_new();
     const int64_t n = 3, k = 5, E = 77;
     float *out = rand_floats(&r, n * k * E, 1.0f), *w = rand_floats(&r, n * k, 0.5f);
-    float *y = malloc((size_t)(n * E) * sizeof *y), *yr = calloc((size_t)(n * E), sizeof *yr);
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t j = 0; j < k; j++)
-            for (int64_t c = 0; c < E; c++) yr[t * E + c] += w[t * k + j] * out[(t * k + j) * E + c];
+    int32_t pos[15];
+    for (int64_t s = 0; s < n * k; s++) pos[s] = (int32_t)(n * k - 1 - s);
+    int32_t *dpos = dev(pos, sizeof pos);
     float *dout = dev(out, (size_t)(n * k * E) * sizeof *out), *dw = dev(w, (size_t)(n * k) * sizeof *w);
-    float *dy = dev(NULL, (size_t)(n * E) * sizeof *y);
-    ck_moe_combine(dy, dout, dw, n, k, E, NULL);
-    if (ok_cuda("ck_moe_combine")) {
-        back(y, dy, (size_t)(n * E) * sizeof *y);
-        CHECKF(test_nmse(y, yr, n * E) < NMSE_MAX, "nmse %g", test_nmse(y, yr, n * E));
+    float *dy = dev(NULL, (size_t)(n * E) * sizeof(float));
+    for (int perm = 0; perm < 2; perm++) {
+        float *y = malloc((size_t)(n * E) * sizeof *y), *yr = calloc((size_t)(n * E), sizeof *yr);
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t j = 0; j < k; j++)
+                for (int64_t c = 0; c < E; c++)
+                    yr[t * E + c] += w[t * k + j] * out[(perm ? pos[t * k + j] : t * k + j) * E + c];
+        ck_moe_combine(dy, dout, dw, perm ? dpos : NULL, n, k, E, NULL);
+        if (ok_cuda("ck_moe_combine")) {
+            back(y, dy, (size_t)(n * E) * sizeof *y);
+            CHECKF(test_nmse(y, yr, n * E) < NMSE_MAX, "rows %s: nmse %g", perm ? "by pos" : "in slot order",
+                   test_nmse(y, yr, n * E));
+        }
+        free(y), free(yr);
     }
-    cudaFree(dout), cudaFree(dw), cudaFree(dy);
-    free(out), free(w), free(y), free(yr);
+    cudaFree(dout), cudaFree(dw), cudaFree(dy), cudaFree(dpos);
+    free(out), free(w);
+}
+
+/* A prefill's slots grouped by expert on the GPU (ck_moe_group, ck_gather_slots) and their
+ * products on the tensor cores (ck_mmq_experts): every slot has its own row, each expert's
+ * rows start at a multiple of 8 and its tiles cover them (an expert of 70 slots takes two,
+ * one of none takes none), the padding rows are zeros, and each slot's row of each part
+ * is x W_e^T for its token's x (as the integer products see it) and its expert's matrix;
+ * two parts of 37 and 21 rows, rows of 2 super-blocks or 5 units. */
+TEST(cuda_mmq_experts_match_ref) {
+    test_rng r = test_rng_new();
+    static const qtype types[] = {QTYPE_Q4_K, QTYPE_Q6_K, QTYPE_Q8_0, QTYPE_Q4_0};
+    const int64_t X = 6, k = 3, n = 40, S = n * k, n_out[2] = {37, 21};
+    const int64_t rows = ck_moe_rows(S, X), tiles_max = ck_moe_tiles(S, X);
+    int32_t sel[120];
+    for (int64_t s = 0; s < S; s++) sel[s] = s < 70 ? 2 : (int32_t)test_rng_below(&r, X - 1); /* X - 1: none */
+    int32_t *dsel = dev(sel, sizeof sel), *dpos = dev(NULL, sizeof sel), *dsrc = dev(NULL, (size_t)rows * 4);
+    int32_t *dnt = dev(NULL, 4);
+    ck_moe_tile *dtiles = dev(NULL, (size_t)tiles_max * sizeof(ck_moe_tile));
+    ck_moe_group(dsel, S, X, dpos, dsrc, dtiles, dnt, NULL);
+    int32_t pos[120], nt = 0, *src = malloc((size_t)rows * sizeof *src);
+    ck_moe_tile *tiles = malloc((size_t)tiles_max * sizeof *tiles);
+    back(pos, dpos, sizeof pos), back(src, dsrc, (size_t)rows * sizeof *src), back(&nt, dnt, 4);
+    back(tiles, dtiles, (size_t)tiles_max * sizeof *tiles);
+    REQUIRE(ok_cuda("ck_moe_group") && nt > 0 && nt <= tiles_max);
+    int64_t covered[120] = {0}, bad = 0;
+    for (int64_t s = 0; s < S; s++) bad += pos[s] < 0 || pos[s] >= rows || src[pos[s]] != s;
+    for (int32_t t = 0; t < nt; t++) {
+        bad += tiles[t].row % 8 != 0 || tiles[t].n < 1 || tiles[t].n > CK_MMQ_TOK;
+        for (int32_t i = 0; i < tiles[t].n && tiles[t].row + i < rows; i++) {
+            const int32_t s = src[tiles[t].row + i];
+            bad += s < 0 || sel[s] != tiles[t].expert;
+            if (s >= 0) covered[s]++;
+        }
+    }
+    for (int64_t s = 0; s < S; s++) bad += covered[s] != 1;
+    CHECKF(bad == 0 && nt == 1 + (X - 1), "%lld slots misplaced; %d tiles", (long long)bad, nt);
+    float *x = rand_floats(&r, n * 512, 1.0f);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const qtype t = types[ti];
+        const int64_t n_in = qtype_info(t)->block_size == 256 ? 512 : 160;
+        float *xq = malloc((size_t)(n * n_in) * sizeof *xq);
+        memcpy(xq, x, (size_t)(n * n_in) * sizeof *xq);
+        as_8bit(xq, n, n_in);
+        float *dx = dev(x, (size_t)(n * n_in) * sizeof *x), *dg = dev(NULL, (size_t)(rows * n_in) * sizeof(float));
+        ck_gather_slots(dg, dx, dsrc, k, rows, n_in, NULL);
+        float *g = malloc((size_t)(rows * n_in) * sizeof *g);
+        back(g, dg, (size_t)(rows * n_in) * sizeof *g);
+        int64_t wrong = 0;
+        for (int64_t row = 0; row < rows; row++)
+            for (int64_t i = 0; i < n_in; i++)
+                wrong += g[row * n_in + i] != (src[row] >= 0 ? x[src[row] / k * n_in + i] : 0.0f);
+        CHECKF(wrong == 0, "%s: %lld gathered elements wrong", qtype_name(t), (long long)wrong);
+        ck_gemv_part parts[2];
+        uint8_t *w[2];
+        float *ref[2];
+        size_t rb[2];
+        for (int p = 0; p < 2; p++) {
+            w[p] = rand_weights(&r, t, n_in, X * n_out[p], &rb[p]);
+            ref[p] = malloc((size_t)(X * n_out[p] * n_in) * sizeof *ref[p]);
+            for (int64_t o = 0; o < X * n_out[p]; o++) dequantize_row_ref(t, w[p] + o * rb[p], ref[p] + o * n_in, n_in);
+            parts[p] = (ck_gemv_part){dev(w[p], rb[p] * (size_t)(X * n_out[p])), rb[p], n_out[p],
+                                      dev(NULL, (size_t)(rows * n_out[p]) * sizeof(float))};
+        }
+        void *scratch = dev(NULL, ck_mmq_experts_scratch_bytes(n_in, rows));
+        const int done = ck_mmq_experts(t, parts, 2, n_in, dg, rows, dtiles, dnt, tiles_max, scratch, NULL);
+        if (CHECKF(done == 1, "%s: ck_mmq_experts refused", qtype_name(t)) && ok_cuda("ck_mmq_experts"))
+            for (int p = 0; p < 2; p++) {
+                float *y = malloc((size_t)(rows * n_out[p]) * sizeof *y);
+                float *got = malloc((size_t)(S * n_out[p]) * sizeof *got), *want = NULL;
+                back(y, parts[p].y, (size_t)(rows * n_out[p]) * sizeof *y);
+                want = malloc((size_t)(S * n_out[p]) * sizeof *want);
+                for (int64_t s = 0; s < S; s++) {
+                    memcpy(got + s * n_out[p], y + pos[s] * n_out[p], (size_t)n_out[p] * sizeof *got);
+                    float *row = product_ref(xq + s / k * n_in, ref[p] + sel[s] * n_out[p] * n_in, 1, n_in, n_out[p]);
+                    memcpy(want + s * n_out[p], row, (size_t)n_out[p] * sizeof *row);
+                    free(row);
+                }
+                const double e = test_nmse(got, want, S * n_out[p]);
+                CHECKF(e < NMSE_MAX, "%s, part %d: nmse %g", qtype_name(t), p, e);
+                free(y), free(got), free(want);
+            }
+        CHECK(ck_mmq_experts(QTYPE_F32, parts, 2, n_in, dg, rows, dtiles, dnt, tiles_max, scratch, NULL) == 0);
+        for (int p = 0; p < 2; p++) cudaFree((void *)parts[p].W), cudaFree(parts[p].y), free(w[p]), free(ref[p]);
+        cudaFree(dx), cudaFree(dg), cudaFree(scratch);
+        free(xq), free(g);
+    }
+    cudaFree(dsel), cudaFree(dpos), cudaFree(dsrc), cudaFree(dnt), cudaFree(dtiles);
+    free(x), free(src), free(tiles);
 }
 
 /* The tensor-core products of 9 rows and more (ck_mmq_parts) match x W^T with x as the

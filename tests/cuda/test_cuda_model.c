@@ -482,6 +482,43 @@ TEST(cuda_moe_decode_in_graphs) {
     eddy_model_free(m);
 }
 
+/* A mixture of experts' prefill with the slots grouped by expert on the GPU
+ * (experts_grouped) gives the same bits in chunks of 32 tokens (EDDY_CUDA_MOE_CHUNK: each
+ * token's products are its own) as in one, and the logits of routing on the host
+ * (EDDY_CUDA_MOE_GROUPED=0: each expert's rows through ck_mmq_parts, whose sums for a row
+ * are the grouped kernel's) within 1e-6: only the order in which a token's experts are
+ * added differs (with 2 experts a token, not even that: equal on the emulator). A
+ * prefill of 70 rows, then 2 decode steps. */
+TEST(cuda_moe_prefill_grouped) {
+    eddy_model *m = tseq_load("models/qwen35moe-tiny-q8_0.gguf");
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m), n = 72;
+    test_rng r = test_rng_new();
+    int32_t ids[72];
+    tseq_rand_ids(&r, ids, n, V);
+    static const char *const env[3][2] = {{NULL, NULL}, {"EDDY_CUDA_MOE_CHUNK", "32"}, {"EDDY_CUDA_MOE_GROUPED", "0"}};
+    float *logits[3];
+    for (int k = 0; k < 3; k++) {
+        if (env[k][0]) setenv(env[k][0], env[k][1], 1);
+        logits[k] = calloc((size_t)(n * V), sizeof(float));
+        eddy_engine *e = gpu_engine(m, 1, 0, EDDY_KV_F16);
+        eddy_seq *sq = e ? tseq_new(e) : NULL;
+        CHECKF(sq && tseq_feed(sq, ids, 70, logits[k]) && tseq_feed(sq, ids + 70, 1, logits[k] + 70 * V) &&
+                   tseq_feed(sq, ids + 71, 1, logits[k] + 71 * V),
+               "feeding (%s)", env[k][0] ? env[k][0] : "default");
+        eddy_seq_free(sq);
+        eddy_engine_free(e);
+        if (env[k][0]) unsetenv(env[k][0]);
+    }
+    const double e_host = rel_rms(logits[0], logits[2], n * V);
+    if (getenv("EDDY_TEST_VERBOSE")) printf("grouped against routed on the host: %g\n", e_host);
+    CHECKF(!memcmp(logits[0], logits[1], sizeof(float) * (size_t)(n * V)), "chunks of 32 differ: %g",
+           rel_rms(logits[1], logits[0], n * V));
+    CHECKF(e_host <= 1e-6, "grouped against routed on the host: %g", e_host);
+    for (int k = 0; k < 3; k++) free(logits[k]);
+    eddy_model_free(m);
+}
+
 /* A device that is not one is refused. */
 TEST(cuda_refuses_unknown_device) {
     eddy_model *m = tseq_load("models/qwen35-mtp-tiny-q8_0.gguf");

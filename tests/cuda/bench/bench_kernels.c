@@ -160,58 +160,81 @@ static void bench_product(const char *name, int type, int64_t n_in, int64_t n_ou
     cudaFree(x), cudaFree(q8), cudaFree(mq);
 }
 
-/* ==== A mixture of experts' routed experts, on the GPU (the decode steps' way) ==== */
+/* ==== A mixture of experts' routed experts on the GPU: each slot's own products (decode),
+ * or the slots grouped by expert (prefill) ==== */
 
 typedef struct {
     const float *router, *x;
-    float *sel_w, *a, *b, *y, *out;
-    int32_t *sel;
+    float *sel_w, *a, *b, *y, *out, *gx;
+    int32_t *sel, *pos, *src, *n_tiles;
+    ck_moe_tile *tiles;
     ck_gemv_part gu[2], down;
-    int64_t n, X, k, E, F;
+    int64_t n, X, k, E, F, rows, tiles_max;
     void *xq, *hq;
+    int grouped;
 } moe_arg;
 static void run_moe(void *p, cudaStream_t st) {
     const moe_arg *m = p;
     const int64_t S = m->n * m->k;
     ck_moe_route(m->router, m->n, m->X, m->k, m->sel, m->sel_w, st);
+    if (m->grouped) {
+        ck_moe_group(m->sel, S, m->X, m->pos, m->src, m->tiles, m->n_tiles, st);
+        ck_gather_slots(m->gx, m->x, m->src, m->k, m->rows, m->E, st);
+        ck_mmq_experts(T_Q4_K, m->gu, 2, m->E, m->gx, m->rows, m->tiles, m->n_tiles, m->tiles_max, m->xq, st);
+        ck_swiglu(m->a, m->a, m->b, m->rows, m->F, NULL, NULL, st);
+        ck_mmq_experts(T_Q6_K, &m->down, 1, m->F, m->a, m->rows, m->tiles, m->n_tiles, m->tiles_max, m->xq, st);
+        ck_moe_combine(m->out, m->y, m->sel_w, m->pos, m->n, m->k, m->E, st);
+        return;
+    }
     ck_gemv_experts(T_Q4_K, m->gu, 2, m->E, m->x, m->n, m->sel, S, m->xq, m->n <= CK_GEMV_MAX_TOK, st);
     const int h = ck_swiglu(m->a, m->a, m->b, S, m->F, S <= CK_GEMV_MAX_TOK ? m->hq : NULL, NULL, st);
     ck_gemv_experts(T_Q6_K, &m->down, 1, m->F, m->a, S, m->sel, S, m->hq, h, st);
-    ck_moe_combine(m->out, m->y, m->sel_w, m->n, m->k, m->E, st);
+    ck_moe_combine(m->out, m->y, m->sel_w, NULL, m->n, m->k, m->E, st);
 }
 
 /* Qwen3.5 35B-A3B's experts: 256 of 512 x 2048 (gate and up Q4_K, down Q6_K), 8 a token;
- * the bytes counted are the slots' experts' (a slot reads its expert for itself) */
-static void bench_moe(int64_t n, double copy_gbs, cudaStream_t st) {
-    moe_arg m = {.n = n, .X = 256 / div_rows > 8 ? 256 / div_rows : 8, .k = 8};
+ * the bytes counted are the slots' experts' (a slot reads its expert for itself), or
+ * grouped, every expert's once, and the rate the products' multiply-adds */
+static void bench_moe(int64_t n, int grouped, double copy_gbs, cudaStream_t st) {
+    moe_arg m = {.n = n, .X = 256 / div_rows > 8 ? 256 / div_rows : 8, .k = 8, .grouped = grouped};
     m.E = 2048 / div_rows > 256 ? 2048 / div_rows : 256, m.F = 512 / div_rows > 256 ? 512 / div_rows : 256;
-    const int64_t S = n * m.k;
+    const int64_t S = n * m.k, R = grouped ? ck_moe_rows(S, m.X) : S; /* rows of the products' outputs */
+    m.rows = R, m.tiles_max = ck_moe_tiles(S, m.X);
     size_t rb = 0, rd = 0;
     for (int i = 0; i < 2; i++) {
         m.gu[i].W = rand_weights(T_Q4_K, m.E, m.X * m.F, &rb);
         m.gu[i].row_bytes = rb, m.gu[i].n_out = m.F;
     }
-    m.a = dev_alloc((size_t)(S * m.F) * sizeof(float)), m.b = dev_alloc((size_t)(S * m.F) * sizeof(float));
+    m.a = dev_alloc((size_t)(R * m.F) * sizeof(float)), m.b = dev_alloc((size_t)(R * m.F) * sizeof(float));
     m.gu[0].y = m.a, m.gu[1].y = m.b;
-    m.y = dev_alloc((size_t)(S * m.E) * sizeof(float));
+    m.y = dev_alloc((size_t)(R * m.E) * sizeof(float));
     m.down = (ck_gemv_part){rand_weights(T_Q6_K, m.F, m.X * m.E, &rd), rd, m.E, m.y};
     float *router = rand_floats(n * m.X), *x = rand_floats(n * m.E);
     m.router = router, m.x = x;
     m.sel = dev_alloc((size_t)S * sizeof(int32_t)), m.sel_w = dev_alloc((size_t)S * sizeof(float));
     m.out = dev_alloc((size_t)(n * m.E) * sizeof(float));
-    m.xq = dev_alloc(ck_gemv_experts_scratch_bytes(m.E, n)), m.hq = dev_alloc(ck_gemv_experts_scratch_bytes(m.F, S));
-    /* the routing, and x's 8-bit form, which the norm before leaves in a decode step */
-    ck_moe_route(m.router, n, m.X, m.k, m.sel, m.sel_w, st);
-    ck_gemv_experts(T_Q4_K, m.gu, 2, m.E, m.x, n, m.sel, S, m.xq, 0, st);
-    const double bytes = (double)S * ((double)(2 * m.F) * (double)rb + (double)m.E * (double)rd);
+    if (grouped) {
+        m.pos = dev_alloc((size_t)S * sizeof(int32_t)), m.src = dev_alloc((size_t)R * sizeof(int32_t));
+        m.n_tiles = dev_alloc(sizeof(int32_t)), m.tiles = dev_alloc((size_t)m.tiles_max * sizeof(ck_moe_tile));
+        m.gx = dev_alloc((size_t)(R * m.E) * sizeof(float));
+        m.xq = dev_alloc(ck_mmq_experts_scratch_bytes(m.E, R));
+    } else {
+        m.xq = dev_alloc(ck_gemv_experts_scratch_bytes(m.E, n));
+        m.hq = dev_alloc(ck_gemv_experts_scratch_bytes(m.F, S));
+        /* the routing, and x's 8-bit form, which the norm before leaves in a decode step */
+        ck_moe_route(m.router, n, m.X, m.k, m.sel, m.sel_w, st);
+        ck_gemv_experts(T_Q4_K, m.gu, 2, m.E, m.x, n, m.sel, S, m.xq, 0, st);
+    }
+    const double expert = (double)(2 * m.F) * (double)rb + (double)m.E * (double)rd;
+    const double bytes = grouped ? (double)m.X * expert : (double)S * expert;
     const double alone = time_us(run_moe, &m, st, 0), chained = time_us(run_moe, &m, st, 1);
-    printf("routed experts, %2lld token%s, %3lld slots %8.1f us alone  %8.1f chained  %6.0f GB/s = %3.0f%% of the "
-           "copy's\n",
-           (long long)n, n > 1 ? "s" : " ", (long long)S, alone, chained, bytes / chained * 1e-3,
-           100.0 * bytes / chained * 1e-3 / copy_gbs);
+    printf("%s, %4lld tokens %8.1f us alone  %8.1f chained  %6.0f GB/s = %3.0f%% of the copy's, %5.1f TOP/s\n",
+           grouped ? "grouped experts" : "routed experts ", (long long)n, alone, chained, bytes / chained * 1e-3,
+           100.0 * bytes / chained * 1e-3 / copy_gbs, 2.0 * (double)S * 3.0 * (double)(m.E * m.F) / chained * 1e-6);
     cudaFree((void *)m.gu[0].W), cudaFree((void *)m.gu[1].W), cudaFree((void *)m.down.W);
     cudaFree(m.a), cudaFree(m.b), cudaFree(m.y), cudaFree(router), cudaFree(x), cudaFree(m.sel), cudaFree(m.sel_w);
-    cudaFree(m.out), cudaFree(m.xq), cudaFree(m.hq);
+    cudaFree(m.out), cudaFree(m.xq), cudaFree(m.hq), cudaFree(m.pos), cudaFree(m.src), cudaFree(m.n_tiles);
+    cudaFree(m.tiles), cudaFree(m.gx);
 }
 
 /* ==== A Gated DeltaNet layer's decode: ck_gdn_step against the kernels it fuses ==== */
@@ -392,7 +415,8 @@ int main(int argc, char **argv) {
     for (int64_t n = 512; n <= 2048; n *= 4) bench_prefill(n / div_rows > 1 ? n / div_rows : 1, st);
     printf("== a mixture of experts' routed experts: routing, gate/up, SwiGLU, down, weighted sum\n");
     static const int64_t moe_toks[] = {1, 8, 32};
-    for (size_t i = 0; i < sizeof moe_toks / sizeof moe_toks[0]; i++) bench_moe(moe_toks[i], copy_gbs, st);
+    for (size_t i = 0; i < sizeof moe_toks / sizeof moe_toks[0]; i++) bench_moe(moe_toks[i], 0, copy_gbs, st);
+    bench_moe(512 / div_rows > 8 ? 512 / div_rows : 8, 1, copy_gbs, st); /* a prefill's, grouped by expert */
     printf("== residual add + RMSNorm + 8-bit form, one row of 2560\n");
     norm_arg na = {rand_floats(2560), rand_floats(2560), dev_alloc(2560 * 4), rand_floats(2560),
                    dev_alloc(ck_gemv_scratch_bytes(2560, 1))};
