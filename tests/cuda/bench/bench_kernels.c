@@ -382,6 +382,7 @@ static void run_norm(void *p, cudaStream_t st) {
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each line out as it is made: a run cut short by a timeout keeps them */
     if (argc > 1) reps = atoi(argv[1]) > 0 ? atoi(argv[1]) : reps;
     if (argc > 2) div_rows = atoi(argv[2]) > 0 ? atoi(argv[2]) : 1;
     struct cudaDeviceProp prop;
