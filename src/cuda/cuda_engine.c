@@ -11,9 +11,9 @@
  * cuBLAS's SGEMM. The f16 copy is made at a weight's first such product and kept while
  * device memory allows (weight_f16), else made again in every product.
  * Layers: what the CPU blocks do (attention, Gated DeltaNet, Mamba-2; SwiGLU, squared
- * ReLU, mixtures of experts: routed on the GPU in decode and batched decode steps, on the
- * host in prefill), each sequence-aware kernel taking all
- * runs of the step at once. The state pool's memory operations (device_mem) let the
+ * ReLU, mixtures of experts routed on the GPU: each token slot's products in decode and
+ * batched decode, the slots grouped by expert in prefill), each sequence-aware kernel
+ * taking all runs of the step at once. The state pool's memory operations (device_mem) let the
  * engine fork, snapshot, restore, cache prefixes and write session files as on the CPU.
  * The MTP layer runs in every step of an engine made with it, and its drafts chain on
  * the GPU (block_mtp.c keeps the drafting logic; the hooks at its end are here).
@@ -65,7 +65,8 @@ struct cuda_backend {
                           * rows, no checkpoint windows) */
     bool float_products; /* a product's weight lacks the integer path (cuBLAS takes it past 8 rows) */
     bool moe;            /* the model has mixture-of-experts layers: steps of more than
-                          * moe_rows rows route on the host (layer_moe) */
+                          * moe_rows rows group their slots by expert (layer_moe), or
+                          * route on the host where moe_grouped is off */
     step_graph graph[GRAPH_CACHE];
     uint64_t graph_clock;
     cublasHandle_t blas;
@@ -1285,7 +1286,7 @@ static bool step_fits_graph(const cuda_backend *g, int64_t n) {
 /* The cached graph of a step of this shape, captured now when there is none; NULL when
  * the step runs without one: graphs off, a step that does not fit one (prefill, cuBLAS
  * products: few launches per token anyway), or a mixture of experts' step of more than
- * moe_rows rows (routed on the host). The MTP layer's rows run after the graph,
+ * moe_rows rows routed on the host (experts_by_host). The MTP layer's rows run after the graph,
  * launched (gpu_block_mtp: its plan is the host's). A capture that fails with
  * programmatic dependent launch is tried again without it (for the process); one that
  * still fails turns graphs off for the engine, with a warning. */
