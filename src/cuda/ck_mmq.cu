@@ -364,8 +364,7 @@ template <int T> struct mmq_run<T, true> {
 } // namespace
 
 extern "C" size_t ck_mmq_scratch_bytes(int64_t n_in, int64_t n_tok) {
-    const int64_t n8 = 8 * mmq_tiles(n_tok < CK_MMQ_TOK ? n_tok : CK_MMQ_TOK);
-    return (size_t)(n8 * n_in) + (size_t)(2 * n8 * (n_in / 32)) * sizeof(float2);
+    return ck_mmq_experts_scratch_bytes(n_in, 8 * mmq_tiles(n_tok < CK_MMQ_TOK ? n_tok : CK_MMQ_TOK));
 }
 
 extern "C" int ck_mmq_parts(uint32_t type, const ck_gemv_part *parts, int n_parts, int64_t n_in, const float *x,

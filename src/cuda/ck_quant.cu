@@ -717,6 +717,12 @@ static bool rows_16_aligned(const gemv_parts &ps, int k0, int k1) {
     return align % 16 == 0;
 }
 
+/* The items of T's rows for the integer kernels: 1 Q4_K's pieces (rows 16-byte aligned),
+ * 2 Q6_K's, 0 units */
+template <int T> static int item_kind(const gemv_parts &ps) {
+    return T == T_Q4_K && rows_16_aligned(ps, 0, ps.n) ? 1 : T == T_Q6_K ? 2 : 0;
+}
+
 /* The integer path for the block formats with a level decoder (run returns false for
  * the others: the float path). */
 template <int T, bool = has_iunit<T>::V> struct gemv_q8 {
@@ -726,9 +732,7 @@ template <int T> struct gemv_q8<T, true> {
     static bool run(const gemv_parts &ps, int64_t n_in, const float *x, int64_t n_tok, void *scratch, bool x_ready,
                     cudaStream_t st) {
         if (!scratch || n_in % 32) return false;
-        /* the super-block kernels where they apply (Q4_K's need aligned rows) */
-        const int kind = T == T_Q4_K && rows_16_aligned(ps, 0, ps.n) ? 1 : T == T_Q6_K ? 2 : 0;
-        gemv_q8_go<T>(ps, kind, ps.n, n_in, x, n_tok, scratch, x_ready, st);
+        gemv_q8_go<T>(ps, item_kind<T>(ps), ps.n, n_in, x, n_tok, scratch, x_ready, st);
         return true;
     }
 };
@@ -750,14 +754,14 @@ template <int T> struct gemv_experts<T, true> {
         q8x *xs;
         x_q8(x, n_x, n_in, scratch, x_ready, st, &xq, &xs);
         const int64_t n_out = parts_rows(ps);
-        const bool k4 = T == T_Q4_K && rows_16_aligned(ps, 0, ps.n), k6 = T == T_Q6_K;
-        const int wpr = gemv_wpr(n_out * n_slots, k4 || k6 ? n_in / 256 * 8 : n_in / 32);
+        const int kind = item_kind<T>(ps);
+        const int wpr = gemv_wpr(n_out * n_slots, kind ? n_in / 256 * 8 : n_in / 32);
         const dim3 grid(blocks_for(n_out, GEMV_WARPS / wpr), (unsigned)n_slots), block(32 * GEMV_WARPS);
         const int x_div = (int)(n_slots / n_x);
 #define EXPERTS(I) \
     CK_LAUNCH(grid, block, 0, st, gemv_q8_experts_kernel<I, GEMV_DEPTH>)(ps, n_in, xq, xs, wpr, sel, x_div)
-        if (k4) EXPERTS(q4k_item);
-        else if (k6) EXPERTS(q6k_item);
+        if (kind == 1) EXPERTS(q4k_item);
+        else if (kind == 2) EXPERTS(q6k_item);
         else EXPERTS(unit_item<T>);
 #undef EXPERTS
         return true;
@@ -826,8 +830,7 @@ extern "C" int ck_type_supported(uint32_t type, int64_t n_in) {
 }
 
 extern "C" size_t ck_gemv_scratch_bytes(int64_t n_in, int64_t n_tok) {
-    const int64_t nt = n_tok < CK_GEMV_MAX_TOK ? n_tok : CK_GEMV_MAX_TOK;
-    return (size_t)(nt * n_in) + (size_t)(nt * ((n_in + 31) / 32)) * sizeof(q8x);
+    return ck_gemv_experts_scratch_bytes(n_in, n_tok < CK_GEMV_MAX_TOK ? n_tok : CK_GEMV_MAX_TOK);
 }
 
 extern "C" int ck_gemv(uint32_t type, const void *W, size_t row_bytes, int64_t n_in, int64_t n_out, const float *x,

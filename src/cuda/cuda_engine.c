@@ -647,6 +647,9 @@ static const uint16_t *weight_f16(cuda_backend *g, const tensor *W) {
 static void q8_holds(cuda_backend *g, const float *x, int64_t n, int64_t cols) {
     g->xq_of = x, g->xq_rows = n, g->xq_cols = cols;
 }
+static bool q8_held(const cuda_backend *g, const float *x, int64_t n, int64_t cols) {
+    return g->xq_of == x && g->xq_rows == n && g->xq_cols == cols;
+}
 
 /* g->x16 holds the f16 form of x (n rows of cols), or (x NULL) of nothing to rely on; as
  * q8_holds, for the products of the steps that go through cuBLAS. */
@@ -708,7 +711,7 @@ static void lin_parts(cuda_backend *g, const tensor *const *W, float *const *ys,
     x16_holds(g, NULL, 0, 0);
     for (int k = 0, e; k < n_w; k = e) {
         const int64_t n_in = W[k]->ne[0];
-        const bool ready = (same_x || k > 0) && g->xq_of == x && g->xq_rows == n && g->xq_cols == n_in;
+        const bool ready = (same_x || k > 0) && q8_held(g, x, n, n_in);
         q8_holds(g, NULL, 0, 0);
         const bool mid = n > CK_GEMV_MAX_TOK && n <= g->mmq_rows && g->mmq_q8;
         /* small float weights take ck_gemv's passes only where that keeps the step a graph */
@@ -1006,9 +1009,9 @@ static void experts_on_gpu(engine *c, cuda_backend *g, const model_layer *l, int
     const int64_t F = l->moe_gate.ne[1];
     /* gemv_q8 may hold xn's 8-bit form from its norm (a step of up to CK_GEMV_MAX_TOK rows),
      * which a router in float leaves there; longer steps quantize it into moe_q8 */
-    const bool few = n <= CK_GEMV_MAX_TOK, held = few && g->xq_of == g->xn && g->xq_rows == n && g->xq_cols == E;
+    const bool few = n <= CK_GEMV_MAX_TOK, held = few && q8_held(g, g->xn, n, E);
     lin_again(g, &l->moe_router, g->xn, n, g->router);
-    int ready = held || (few && g->xq_of == g->xn && g->xq_rows == n && g->xq_cols == E);
+    int ready = held || (few && q8_held(g, g->xn, n, E));
     ck_moe_route(g->router, n, X, k, g->moe_sel, g->moe_w, g->stream);
     ck_gemv_part gu[2];
     for (int i = 0, e; i < 2; i = e) {

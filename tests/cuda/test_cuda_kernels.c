@@ -360,6 +360,29 @@ TEST(cuda_moe_route_matches_ref) {
     }
 }
 
+/* X experts of n_out rows of type t, n_in wide, one after the other (a GGUF tensor of
+ * experts): on the device, and dequantized into *ref (X n_out, n_in) */
+static void *experts_dev(test_rng *r, qtype t, int64_t n_in, int64_t X, int64_t n_out, size_t *rb, float **ref) {
+    uint8_t *w = rand_weights(r, t, n_in, X * n_out, rb);
+    *ref = malloc((size_t)(X * n_out * n_in) * sizeof **ref);
+    for (int64_t o = 0; o < X * n_out; o++) dequantize_row_ref(t, w + o * *rb, *ref + o * n_in, n_in);
+    void *d = dev(w, *rb * (size_t)(X * n_out));
+    free(w);
+    return d;
+}
+
+/* (S, n_out): slot s's row of x (s / x_div) times its expert's matrix (sel[s]'s in ref) */
+static float *experts_product_ref(const float *x, int64_t x_div, const float *ref, const int32_t *sel, int64_t S,
+                                  int64_t n_in, int64_t n_out) {
+    float *y = malloc((size_t)(S * n_out) * sizeof *y);
+    for (int64_t s = 0; s < S; s++) {
+        float *row = product_ref(x + s / x_div * n_in, ref + sel[s] * n_out * n_in, 1, n_in, n_out);
+        memcpy(y + s * n_out, row, (size_t)n_out * sizeof *row);
+        free(row);
+    }
+    return y;
+}
+
 /* The experts' products of each slot (ck_gemv_experts) match x W_e^T for its row of x and
  * its expert's matrix: gate and up of 3 tokens of 4 slots each (a row of x per 4 slots),
  * then down of the 12 slots (a row each), two parts in one launch; rows of 9 super-blocks
@@ -373,15 +396,9 @@ TEST(cuda_gemv_experts_match_ref) {
         const qtype t = types[ti];
         const int64_t n_in = qtype_info(t)->block_size == 256 ? 256 * 9 : 32 * 7;
         size_t rb[2];
-        uint8_t *w[2];
         float *ref[2];
         void *dwt[2];
-        for (int p = 0; p < 2; p++) { /* X experts of n_out[p] rows each, one after the other */
-            w[p] = rand_weights(&r, t, n_in, X * n_out[p], &rb[p]);
-            ref[p] = malloc((size_t)(X * n_out[p] * n_in) * sizeof *ref[p]);
-            for (int64_t o = 0; o < X * n_out[p]; o++) dequantize_row_ref(t, w[p] + o * rb[p], ref[p] + o * n_in, n_in);
-            dwt[p] = dev(w[p], rb[p] * (size_t)(X * n_out[p]));
-        }
+        for (int p = 0; p < 2; p++) dwt[p] = experts_dev(&r, t, n_in, X, n_out[p], &rb[p], &ref[p]);
         int32_t sel[12];
         for (int64_t s = 0; s < S; s++) sel[s] = (int32_t)test_rng_below(&r, X);
         sel[1] = sel[0]; /* one token's two slots on one expert */
@@ -407,14 +424,8 @@ TEST(cuda_gemv_experts_match_ref) {
                            held ? "holds" : "does not hold");
                     for (int p = 0; p < 2; p++) {
                         float *y = malloc((size_t)(S * n_out[p]) * sizeof *y);
-                        float *yr = malloc((size_t)(S * n_out[p]) * sizeof *yr);
+                        float *yr = experts_product_ref(x, S / n_x, ref[p], sel, S, n_in, n_out[p]);
                         back(y, dy[p], (size_t)(S * n_out[p]) * sizeof *y);
-                        for (int64_t s = 0; s < S; s++) {
-                            float *row = product_ref(x + s / (S / n_x) * n_in, ref[p] + sel[s] * n_out[p] * n_in, 1,
-                                                     n_in, n_out[p]);
-                            memcpy(yr + s * n_out[p], row, (size_t)n_out[p] * sizeof *row);
-                            free(row);
-                        }
                         const double e = test_nmse(y, yr, S * n_out[p]);
                         CHECKF(e < NMSE_MAX, "%s, %lld rows of x for %lld slots, part %d%s%s: nmse %g", qtype_name(t),
                                (long long)n_x, (long long)S, p, q8 ? ", 8-bit activations" : "",
@@ -430,7 +441,7 @@ TEST(cuda_gemv_experts_match_ref) {
         CHECK(ck_gemv_experts(t, &one, 1, n_in, NULL, 5, dsel, S, NULL, 0, NULL) == -1);
         CHECK(ck_gemv_experts(t, &one, 0, n_in, NULL, n_tok, dsel, S, NULL, 0, NULL) == -1);
         cudaFree(dsel);
-        for (int p = 0; p < 2; p++) cudaFree(dwt[p]), free(w[p]), free(ref[p]);
+        for (int p = 0; p < 2; p++) cudaFree(dwt[p]), free(ref[p]);
     }
 }
 
@@ -514,36 +525,28 @@ TEST(cuda_mmq_experts_match_ref) {
                 wrong += g[row * n_in + i] != (src[row] >= 0 ? x[src[row] / k * n_in + i] : 0.0f);
         CHECKF(wrong == 0, "%s: %lld gathered elements wrong", qtype_name(t), (long long)wrong);
         ck_gemv_part parts[2];
-        uint8_t *w[2];
         float *ref[2];
         size_t rb[2];
         for (int p = 0; p < 2; p++) {
-            w[p] = rand_weights(&r, t, n_in, X * n_out[p], &rb[p]);
-            ref[p] = malloc((size_t)(X * n_out[p] * n_in) * sizeof *ref[p]);
-            for (int64_t o = 0; o < X * n_out[p]; o++) dequantize_row_ref(t, w[p] + o * rb[p], ref[p] + o * n_in, n_in);
-            parts[p] = (ck_gemv_part){dev(w[p], rb[p] * (size_t)(X * n_out[p])), rb[p], n_out[p],
-                                      dev(NULL, (size_t)(rows * n_out[p]) * sizeof(float))};
+            void *dw = experts_dev(&r, t, n_in, X, n_out[p], &rb[p], &ref[p]);
+            parts[p] = (ck_gemv_part){dw, rb[p], n_out[p], dev(NULL, (size_t)(rows * n_out[p]) * sizeof(float))};
         }
         void *scratch = dev(NULL, ck_mmq_experts_scratch_bytes(n_in, rows));
         const int done = ck_mmq_experts(t, parts, 2, n_in, dg, rows, dtiles, dnt, tiles_max, scratch, NULL);
         if (CHECKF(done == 1, "%s: ck_mmq_experts refused", qtype_name(t)) && ok_cuda("ck_mmq_experts"))
             for (int p = 0; p < 2; p++) {
                 float *y = malloc((size_t)(rows * n_out[p]) * sizeof *y);
-                float *got = malloc((size_t)(S * n_out[p]) * sizeof *got), *want = NULL;
+                float *got = malloc((size_t)(S * n_out[p]) * sizeof *got);
+                float *want = experts_product_ref(xq, k, ref[p], sel, S, n_in, n_out[p]);
                 back(y, parts[p].y, (size_t)(rows * n_out[p]) * sizeof *y);
-                want = malloc((size_t)(S * n_out[p]) * sizeof *want);
-                for (int64_t s = 0; s < S; s++) {
+                for (int64_t s = 0; s < S; s++)
                     memcpy(got + s * n_out[p], y + pos[s] * n_out[p], (size_t)n_out[p] * sizeof *got);
-                    float *row = product_ref(xq + s / k * n_in, ref[p] + sel[s] * n_out[p] * n_in, 1, n_in, n_out[p]);
-                    memcpy(want + s * n_out[p], row, (size_t)n_out[p] * sizeof *row);
-                    free(row);
-                }
                 const double e = test_nmse(got, want, S * n_out[p]);
                 CHECKF(e < NMSE_MAX, "%s, part %d: nmse %g", qtype_name(t), p, e);
                 free(y), free(got), free(want);
             }
         CHECK(ck_mmq_experts(QTYPE_F32, parts, 2, n_in, dg, rows, dtiles, dnt, tiles_max, scratch, NULL) == 0);
-        for (int p = 0; p < 2; p++) cudaFree((void *)parts[p].W), cudaFree(parts[p].y), free(w[p]), free(ref[p]);
+        for (int p = 0; p < 2; p++) cudaFree((void *)parts[p].W), cudaFree(parts[p].y), free(ref[p]);
         cudaFree(dx), cudaFree(dg), cudaFree(scratch);
         free(xq), free(g);
     }

@@ -322,6 +322,40 @@ TEST(cuda_logits_of_long_steps) {
 /* The emulator's count of kernel launches (tests/cuda/emu_runtime.cpp); absent on a GPU */
 long long emu_launches(void) __attribute__((weak));
 
+/* Three sequences on engine e, the way decoding goes in a server: each prefilled with the
+ * first n_pf of its ids (ids and logits: per_seq = n_pf + n_dec + n_bd rows a sequence,
+ * row r of sequence q's logits at (q per_seq + r) V), then n_dec decode steps of the first
+ * alone, then n_bd steps of the three at once. *launches: the kernels the emulator
+ * launched in the decode steps (0 on a GPU). Returns whether every step ran. */
+static bool three_sequences(eddy_engine *e, const int32_t *ids, int64_t n_pf, int64_t n_dec, int64_t n_bd, int64_t V,
+                            float *logits, long long *launches) {
+    const int64_t per_seq = n_pf + n_dec + n_bd;
+    eddy_seq *sq[3] = {NULL, NULL, NULL};
+    bool ok = true;
+    for (int64_t q = 0; q < 3; q++) {
+        sq[q] = tseq_new(e);
+        ok = ok && sq[q] && tseq_feed(sq[q], ids + q * per_seq, n_pf, logits + q * per_seq * V);
+    }
+    const long long before = emu_launches ? emu_launches() : 0;
+    for (int64_t t = 0; ok && t < n_dec; t++) /* one sequence's decode steps */
+        ok = tseq_feed(sq[0], ids + n_pf + t, 1, logits + (n_pf + t) * V);
+    float *out = malloc(sizeof(float) * (size_t)(3 * V));
+    for (int64_t t = 0; ok && t < n_bd; t++) { /* the three sequences' decode steps together */
+        int32_t tok[3];
+        for (int64_t q = 0; q < 3; q++) tok[q] = ids[q * per_seq + (q ? n_pf + t : n_pf + n_dec + t)];
+        const eddy_batch b = {3, tok, sq, NULL};
+        ok = eddy_engine_decode(e, &b, out, NULL) == EDDY_OK;
+        for (int64_t q = 0; ok && q < 3; q++) {
+            const int64_t at = q ? n_pf + t : n_pf + n_dec + t;
+            memcpy(logits + (q * per_seq + at) * V, out + q * V, sizeof(float) * (size_t)V);
+        }
+    }
+    free(out);
+    *launches = emu_launches ? emu_launches() - before : 0;
+    for (int64_t q = 0; q < 3; q++) eddy_seq_free(sq[q]);
+    return ok;
+}
+
 /* Decode steps through the fused kernels (the conv writing its windows, ck_gdn_step,
  * attention with its gate and 8-bit form) give the logits of the kernels they fuse
  * (EDDY_CUDA_FUSED=0) within 1e-5 relative RMS (sums in another order; measured on the
@@ -351,31 +385,8 @@ static void check_fused(const char *gguf) {
             n_gdn += !k && e->m->layers[il].mixer == MIXER_GDN;
             n_mamba += !k && e->m->layers[il].mixer == MIXER_MAMBA2;
         }
-        eddy_seq *sq[3] = {NULL, NULL, NULL};
-        bool ok = true;
-        for (int64_t q = 0; q < n_seq; q++) {
-            sq[q] = tseq_new(e);
-            float *lq = logits[k] + q * per_seq * V;
-            ok = ok && sq[q] && tseq_feed(sq[q], ids + q * per_seq, n_pf, lq);
-        }
-        const long long before = emu_launches ? emu_launches() : 0;
-        for (int64_t t = 0; ok && t < n_dec; t++) /* one sequence's decode steps */
-            ok = tseq_feed(sq[0], ids + n_pf + t, 1, logits[k] + (n_pf + t) * V);
-        float *out = malloc(sizeof(float) * (size_t)(n_seq * V));
-        for (int64_t t = 0; ok && t < n_bd; t++) { /* the three sequences' decode steps together */
-            int32_t tok[3];
-            for (int64_t q = 0; q < n_seq; q++) tok[q] = ids[q * per_seq + (q ? n_pf + t : n_pf + n_dec + t)];
-            const eddy_batch b = {n_seq, tok, sq, NULL};
-            ok = eddy_engine_decode(e, &b, out, NULL) == EDDY_OK;
-            for (int64_t q = 0; ok && q < n_seq; q++) {
-                const int64_t at = q ? n_pf + t : n_pf + n_dec + t;
-                memcpy(logits[k] + (q * per_seq + at) * V, out + q * V, sizeof(float) * (size_t)V);
-            }
-        }
-        free(out);
-        launches[k] = emu_launches ? emu_launches() - before : 0;
-        CHECKF(ok, "%s: decoding (fused %d)", gguf, !k);
-        for (int64_t q = 0; q < n_seq; q++) eddy_seq_free(sq[q]);
+        CHECKF(three_sequences(e, ids, n_pf, n_dec, n_bd, V, logits[k], &launches[k]), "%s: decoding (fused %d)", gguf,
+               !k);
         eddy_engine_free(e);
     }
     unsetenv("EDDY_CUDA_GRAPHS");
@@ -438,45 +449,28 @@ TEST(cuda_graphs_without_early_launches) {
 TEST(cuda_moe_decode_in_graphs) {
     eddy_model *m = tseq_load("models/qwen35moe-tiny-q8_0.gguf");
     REQUIRE(m);
-    const int64_t V = eddy_model_n_vocab(m), n_pf = 12, n_dec = 4, n_bd = 3;
+    const int64_t V = eddy_model_n_vocab(m), n_pf = 12, n_dec = 4, n_bd = 3, n = 3 * (n_pf + n_dec + n_bd);
     test_rng r = test_rng_new();
-    int32_t ids[3][20];
-    for (int q = 0; q < 3; q++) tseq_rand_ids(&r, ids[q], n_pf + n_dec + n_bd, V);
+    int32_t ids[3 * 19];
+    tseq_rand_ids(&r, ids, n, V);
     float *logits[2];
     int graphs[2][2] = {{0, 0}, {0, 0}}; /* [graphs off][one row, three] */
     for (int off = 0; off < 2; off++) {
         if (off) setenv("EDDY_CUDA_GRAPHS", "0", 1);
-        logits[off] = calloc((size_t)(3 * 20 * V), sizeof(float));
+        logits[off] = calloc((size_t)(n * V), sizeof(float));
         eddy_engine *e = gpu_engine(m, 3, 0, EDDY_KV_F16);
         REQUIRE(e);
-        eddy_seq *sq[3] = {NULL, NULL, NULL};
-        bool ok = true;
-        for (int q = 0; q < 3; q++) {
-            sq[q] = tseq_new(e);
-            ok = ok && sq[q] && tseq_feed(sq[q], ids[q], n_pf, logits[off] + q * 20 * V);
-        }
-        for (int64_t t = n_pf; ok && t < n_pf + n_dec; t++) ok = tseq_feed(sq[0], ids[0] + t, 1, logits[off] + t * V);
-        float *out = malloc(sizeof(float) * (size_t)(3 * V));
-        for (int64_t i = 0; ok && i < n_bd; i++) {
-            int32_t tok[3];
-            for (int q = 0; q < 3; q++) tok[q] = ids[q][q ? n_pf + i : n_pf + n_dec + i];
-            const eddy_batch b = {3, tok, sq, NULL};
-            ok = eddy_engine_decode(e, &b, out, NULL) == EDDY_OK;
-            for (int q = 0; ok && q < 3; q++)
-                memcpy(logits[off] + (q * 20 + (q ? n_pf + i : n_pf + n_dec + i)) * V, out + q * V,
-                       sizeof(float) * (size_t)V);
-        }
-        free(out);
-        CHECKF(ok, "decoding (graphs %s)", off ? "off" : "on");
+        long long launches;
+        CHECKF(three_sequences(e, ids, n_pf, n_dec, n_bd, V, logits[off], &launches), "decoding (graphs %s)",
+               off ? "off" : "on");
         graphs[off][0] = cuda_backend_graphs(e->gpu, 1), graphs[off][1] = cuda_backend_graphs(e->gpu, 3);
-        for (int q = 0; q < 3; q++) eddy_seq_free(sq[q]);
         eddy_engine_free(e);
         unsetenv("EDDY_CUDA_GRAPHS");
     }
     CHECKF(graphs[0][0] == 1 && graphs[0][1] == 1 && !graphs[1][0] && !graphs[1][1],
            "graphs held for steps of one row and of three: %d, %d with graphs; %d, %d without", graphs[0][0],
            graphs[0][1], graphs[1][0], graphs[1][1]);
-    const double e2 = rel_rms(logits[0], logits[1], 3 * 20 * V);
+    const double e2 = rel_rms(logits[0], logits[1], n * V);
     CHECKF(e2 <= 1e-6, "decode in graphs against without: %g", e2);
     for (int k = 0; k < 2; k++) free(logits[k]);
     eddy_model_free(m);
@@ -503,9 +497,8 @@ TEST(cuda_moe_prefill_grouped) {
         logits[k] = calloc((size_t)(n * V), sizeof(float));
         eddy_engine *e = gpu_engine(m, 1, 0, EDDY_KV_F16);
         eddy_seq *sq = e ? tseq_new(e) : NULL;
-        CHECKF(sq && tseq_feed(sq, ids, 70, logits[k]) && tseq_feed(sq, ids + 70, 1, logits[k] + 70 * V) &&
-                   tseq_feed(sq, ids + 71, 1, logits[k] + 71 * V),
-               "feeding (%s)", env[k][0] ? env[k][0] : "default");
+        if (CHECKF(sq, "a sequence (%s)", env[k][0] ? env[k][0] : "default"))
+            prefill_then_decode(sq, ids, 70, n, V, logits[k]);
         eddy_seq_free(sq);
         eddy_engine_free(e);
         if (env[k][0]) unsetenv(env[k][0]);
