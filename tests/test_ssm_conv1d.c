@@ -8,7 +8,12 @@
  * Error bounds:
  *   outputs against conv1d_scan_ref: normalized MSE 1e-12 — at most K+1 products
  *     summed with FMA instead of multiply-add, and the SIMD exp (about 2 ulp) in
- *     SiLU (measured worst 1.3e-14);
+ *     SiLU (measured worst 1.3e-14). The error follows the terms (w of scale 0.5
+ *     times inputs of scale 1-1.5), not their sum, which can cancel to almost
+ *     nothing; with one channel (C=1) a single cancelled output would be the whole
+ *     mean square, so it is normalized by at least OUT_FLOOR² (seed 40039481710081
+ *     gave 9.78080e-05 against 9.78208e-05, error 1.3e-8: nmse 1.7e-8 unfloored,
+ *     6e-14 floored);
  *   states and snapshots: exact — they are copies of raw inputs;
  *   prefill against scan of the same ISA: bit-identical, as the contract says;
  *   golden (torch float32): normalized MSE 1e-12.
@@ -17,6 +22,7 @@
 #include "test_ssm.h"
 
 #define BOUND_OUT 1e-12
+#define OUT_FLOOR 0.05
 
 typedef struct {
     conv1d_params p;
@@ -90,7 +96,7 @@ TEST(conv1d_step_matches_ref) {
             conv1d_step_isa(isas[ii], pool, &c.p, n_seq, c.x, c.x_stride, c.y_got, c.y_stride, sg, slot);
             char what[160];
             describe(what, sizeof what, "step", isas[ii], &c);
-            CLOSE_ROWS(what, c.y_got, c.y_ref, n_seq, c.p.conv_dim, c.y_stride, BOUND_OUT);
+            CLOSE_ROWS_FLOOR(what, c.y_got, c.y_ref, n_seq, c.p.conv_dim, c.y_stride, BOUND_OUT, OUT_FLOOR);
             CHECKF(!memcmp(sg, sr, (size_t)(n_slots * ns) * sizeof(float)), "%s: states differ", what);
         }
         free(s0), free(sr), free(sg);
@@ -125,7 +131,7 @@ TEST(conv1d_scan_and_prefill_match_ref) {
                 memcpy(sg, s0, (size_t)ns * sizeof(float));
                 conv1d_scan_isa(isas[ii], pool, &c.p, T, c.x, c.x_stride, y_scan, c.y_stride, sg);
                 describe(what, sizeof what, "scan", isas[ii], &c);
-                CLOSE_ROWS(what, y_scan, c.y_ref, T, c.p.conv_dim, c.y_stride, BOUND_OUT);
+                CLOSE_ROWS_FLOOR(what, y_scan, c.y_ref, T, c.p.conv_dim, c.y_stride, BOUND_OUT, OUT_FLOOR);
                 CHECKF(!memcmp(sg, sr, (size_t)ns * sizeof(float)), "%s: state differs", what);
 
                 memcpy(sg, s0, (size_t)ns * sizeof(float));
@@ -173,7 +179,7 @@ TEST(conv1d_verify_matches_ref) {
             conv1d_verify_isa(isas[ii], pool, &c.p, n_seq, T, c.x, c.x_stride, c.y_got, c.y_stride, sg, slot, pg);
             char what[160];
             describe(what, sizeof what, "verify", isas[ii], &c);
-            CLOSE_ROWS(what, c.y_got, c.y_ref, n_seq * T, c.p.conv_dim, c.y_stride, BOUND_OUT);
+            CLOSE_ROWS_FLOOR(what, c.y_got, c.y_ref, n_seq * T, c.p.conv_dim, c.y_stride, BOUND_OUT, OUT_FLOOR);
             CHECKF(!memcmp(sg, s0, (size_t)(3 * ns) * sizeof(float)), "%s: the input states changed", what);
             bool same = true;
             for (int64_t i = 0; i < n_snap; i++) same &= !memcmp(pg[i], pr[i], (size_t)ns * sizeof(float));
