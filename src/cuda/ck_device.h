@@ -58,6 +58,12 @@ __device__ __forceinline__ void ck_pdl_entry() {
     ck_pdl_wait();
 }
 
+/* The key head whose q and k the delta rule's value head h reads, for head_map as
+ * gdn_head_map (gdn.h): 0, h mod n_k; 1, h / (n_v / n_k). */
+__device__ __forceinline__ int64_t ck_key_head(int64_t h, int64_t n_k, int64_t n_v, int head_map) {
+    return head_map == 0 ? h % n_k : h / (n_v / n_k);
+}
+
 /* Blocks of `per` threads (or other items) that cover n */
 static inline unsigned blocks_for(int64_t n, int64_t per) { return (unsigned)((n + per - 1) / per); }
 

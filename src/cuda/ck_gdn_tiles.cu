@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(PREP_THREADS)
     }
     if (r == n_runs) return;
     const ck_run run = runs[r];
-    const int64_t h = blockIdx.y, kh = head_map == 0 ? h % n_k : h / (n_v / n_k), key_dim = n_k * d_k;
+    const int64_t h = blockIdx.y, kh = ck_key_head(h, n_k, n_v, head_map), key_dim = n_k * d_k;
     const int32_t t0 = (int32_t)(blockIdx.x - first) * TILE, nc = tile_rows(run, t0);
     const int64_t row0 = run.row0 + t0;
     tile_keys_queries(K, Q, ks, qkv, qkv_s, row0, nc, kh, d_k, key_dim, scale, tid, nthr);
@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(SCAN_COLS * SCAN_Y)
     float *G = P + TILE * TILE_STRIDE; /* (TILE) */
     const ck_run run = runs[blockIdx.x];
     const int64_t first = tiles_before(runs, blockIdx.x);
-    const int64_t h = blockIdx.y, kh = head_map == 0 ? h % n_k : h / (n_v / n_k), key_dim = n_k * d_k;
+    const int64_t h = blockIdx.y, kh = ck_key_head(h, n_k, n_v, head_map), key_dim = n_k * d_k;
     const int64_t j0 = (int64_t)blockIdx.z * cols, j = j0 + x;
     const bool live = j < d_v;
     const int64_t slot_floats = n_v * d_k * d_v;

@@ -487,7 +487,7 @@ __global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float
     const int64_t slot_floats = n_v * d_k * d_v, key_dim = n_k * d_k;
     const scan_thread b = scan_thread_at(runs, d_k, d_v, S, state, slot_floats);
     const ck_run run = b.run;
-    const int64_t h = b.h, kh = head_map == 0 ? h % n_k : h / (n_v / n_k), j = b.j, i0 = b.i0, i1 = b.i1;
+    const int64_t h = b.h, kh = ck_key_head(h, n_k, n_v, head_map), j = b.j, i0 = b.i0, i1 = b.i1;
     const bool live = b.live;
     /* the first row's inputs */
     float pf[SCAN_PF], v_next = 0.0f, g_next = 0.0f, b_next = 0.0f;
@@ -688,7 +688,7 @@ __global__ void __launch_bounds__(512)
     float *kq = sm;            /* k (d_k), then scale q (d_k) */
     float *red = sm + 2 * d_k; /* (2, R, cp): the row groups' partial sums */
     const ck_run run = runs[blockIdx.x];
-    const int64_t h = blockIdx.y, kh = head_map == 0 ? h % n_k : h / (n_v / n_k), row = run.row0;
+    const int64_t h = blockIdx.y, kh = ck_key_head(h, n_k, n_v, head_map), row = run.row0;
     const int64_t key_dim = n_k * d_k, slot_floats = n_v * d_k * d_v, rpg = (d_k + R - 1) / R, i0 = y * rpg;
     const int64_t nr = d_k - i0 < rpg ? d_k - i0 : rpg; /* may be 0 or less: a group past the rows */
     const bool live = x < d_v;

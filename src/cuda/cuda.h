@@ -30,6 +30,11 @@ size_t cuda_backend_f16_bytes(const cuda_backend *g);
 /* Step graphs held (captured, not yet evicted) for steps of `rows` rows: what a test
  * checks a kind of step was captured by. */
 int cuda_backend_graphs(const cuda_backend *g, int64_t rows);
+/* Product inputs the engine quantized to 8 bits (ck_gemv's integer path) and converted to f16
+ * (cuBLAS) since it was made, where no form of them was held: the kernels that write an
+ * input leave its forms, and the products after the first of one input reuse them. What a
+ * test checks that reuse by. */
+void cuda_backend_forms_made(const cuda_backend *g, int64_t *q8, int64_t *f16);
 
 /* forward() on the GPU (same contract, engine.h); logits land in host memory, or (logits
  * NULL) each output row's argmax (ck_argmax_rows) in ids, found on the GPU. Fails only

@@ -114,6 +114,7 @@ struct cuda_backend {
     int64_t xq_rows, xq_cols;
     const float *x16_of; /* the x whose f16 form x16 holds, (x16_rows, x16_cols); NULL: none */
     int64_t x16_rows, x16_cols;
+    int64_t n_q8_made, n_x16_made; /* inputs quantized to 8 bits for ck_gemv, converted to f16 for cuBLAS */
     float *att_part;     /* the split attention's partial softmaxes (ck_attention): CK_ATT_SPLITS
                           * ranges of att_rows rows */
     int64_t att_rows;
@@ -380,6 +381,10 @@ const char *cuda_backend_name(const cuda_backend *g) { return g->name; }
 
 size_t cuda_backend_f16_bytes(const cuda_backend *g) { return g->f16_bytes; }
 
+void cuda_backend_forms_made(const cuda_backend *g, int64_t *q8, int64_t *f16) {
+    *q8 = g->n_q8_made, *f16 = g->n_x16_made;
+}
+
 int cuda_backend_graphs(const cuda_backend *g, int64_t rows) {
     int n = 0;
     for (int i = 0; i < GRAPH_CACHE; i++) n += g->graph[i].n > 0 && g->graph[i].n == rows;
@@ -474,13 +479,20 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->ff_a = dev_rows(g, B, F, &ok);
     g->ff_b = dev_rows(g, B, F, &ok);
     const int64_t X = hp->n_expert, KX = hp->n_expert_used;
+    /* EDDY_CUDA_DP4A=0: the float products for every type (to measure what the integer ones gain) */
+    const char *dp4a = getenv("EDDY_CUDA_DP4A");
+    const bool integer = !(dp4a && !strcmp(dp4a, "0"));
+    g->moe_rows = X ? moe_gpu_rows(X, KX, B) : 0;
+    /* the steps of more rows group their experts' slots on the GPU, or route on the host */
+    const char *grouped = getenv("EDDY_CUDA_MOE_GROUPED");
+    g->moe_grouped = X && integer && moe_groups(c->m) && B > g->moe_rows && !(grouped && !strcmp(grouped, "0"));
+    const bool by_host = X && !g->moe_grouped && B > g->moe_rows;
     g->router = dev_rows(g, B, X, &ok);
-    g->moe_x = dev_rows(g, B, X ? E : 0, &ok);
-    g->ff_out = dev_rows(g, B, X ? E : 0, &ok);
+    g->moe_x = dev_rows(g, B, by_host ? E : 0, &ok);
+    g->ff_out = dev_rows(g, B, X ? E : 0, &ok); /* the shared expert's, and an expert's on the host's route */
     g->moe_w = dev_rows(g, B, KX, &ok);
     g->sh_gate = dev_rows(g, B, X ? 1 : 0, &ok);
-    g->moe_order = (int32_t *)dev_rows(g, B, KX, &ok);
-    g->moe_rows = X ? moe_gpu_rows(X, KX, B) : 0;
+    g->moe_order = (int32_t *)dev_rows(g, B, by_host ? KX : 0, &ok);
     g->moe_chunk = X ? (B < MOE_CHUNK ? B : MOE_CHUNK) : 0;
     const char *chunk = getenv("EDDY_CUDA_MOE_CHUNK"); /* a test's smaller chunks */
     if (X && chunk && atoll(chunk) > 0 && atoll(chunk) < g->moe_chunk) g->moe_chunk = atoll(chunk);
@@ -502,9 +514,7 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     }
     g->h = dev_rows(g, B, c->mtp ? E : 0, &ok);
     g->mtp_cat = dev_rows(g, B, c->mtp ? 2 * E : 0, &ok);
-    /* EDDY_CUDA_DP4A=0: the float products for every type (to measure what the integer ones gain) */
-    const char *dp4a = getenv("EDDY_CUDA_DP4A");
-    if (!(dp4a && !strcmp(dp4a, "0"))) {
+    if (integer) {
         g->gemv_q8 = dev_alloc(g, ck_gemv_scratch_bytes(max_in, B));
         ok = ok && g->gemv_q8;
         if (X > 0) {
@@ -512,9 +522,6 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
             const size_t xq = ck_gemv_experts_scratch_bytes(E, g->moe_rows);
             g->moe_q8 = dev_alloc(g, hq > xq ? hq : xq);
             ok = ok && g->moe_q8;
-            g->moe_grouped = moe_groups(c->m) && B > g->moe_rows;
-            const char *grouped = getenv("EDDY_CUDA_MOE_GROUPED");
-            if (grouped && !strcmp(grouped, "0")) g->moe_grouped = false;
         }
         if (g->moe_grouped) {
             const int64_t S = g->moe_chunk * KX, rows = ck_moe_rows(S, X), tiles = ck_moe_tiles(S, X);
@@ -643,7 +650,7 @@ static const uint16_t *weight_f16(cuda_backend *g, const tensor *W) {
 }
 
 /* ck_gemv's scratch holds the 8-bit form of x (n rows of cols), or (x NULL) of nothing to
- * rely on. Whatever writes x next must say so again (or lin, which does). */
+ * rely on; lin_parts says so of the inputs it quantizes. */
 static void q8_holds(cuda_backend *g, const float *x, int64_t n, int64_t cols) {
     g->xq_of = x, g->xq_rows = n, g->xq_cols = cols;
 }
@@ -655,6 +662,17 @@ static bool q8_held(const cuda_backend *g, const float *x, int64_t n, int64_t co
  * q8_holds, for the products of the steps that go through cuBLAS. */
 static void x16_holds(cuda_backend *g, const float *x, int64_t n, int64_t cols) {
     g->x16_of = x, g->x16_rows = n, g->x16_cols = cols;
+}
+static bool x16_held(const cuda_backend *g, const float *x, int64_t n, int64_t cols) {
+    return g->x16_of == x && g->x16_rows == n && g->x16_cols == cols;
+}
+
+/* A kernel wrote x (n rows of cols), the input of the products after it, and left its
+ * 8-bit form in gemv_q8 (q8) and its f16 form in x16 (f16), or not: every kernel that
+ * writes a product's input says so, since the forms held of the x it overwrote are stale. */
+static void x_written(cuda_backend *g, const float *x, int64_t n, int64_t cols, bool q8, bool f16) {
+    q8_holds(g, q8 ? x : NULL, n, cols);
+    x16_holds(g, f16 ? x : NULL, n, cols);
 }
 
 /* Where a kernel whose output is the input of the next product leaves that output's f16
@@ -687,7 +705,7 @@ static bool lin_blas(cuda_backend *g, const tensor *W, const float *x, int64_t n
             }
         });
         PROF(g, PROF_GEMM, {
-            if (!x16_ready) ck_f32_to_f16(x, g->x16, n * n_in, g->stream);
+            if (!x16_ready) ck_f32_to_f16(x, g->x16, n * n_in, g->stream), g->n_x16_made++;
             st = cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_out, (int)n, (int)n_in, &one, A, CUDA_R_16F,
                               (int)n_in, g->x16, CUDA_R_16F, (int)n_in, &zero, y, CUDA_R_32F, (int)n_out,
                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
@@ -700,25 +718,25 @@ static bool lin_blas(cuda_backend *g, const tensor *W, const float *x, int64_t n
  * CK_GEMV_MAX_TOK rows runs each run of consecutive weights of one type in one launch
  * (ck_gemv_parts), or two such runs where ck_gemv_parts_mixed takes their pair of types;
  * up to mmq_rows rows go through ck_mmq_parts (small_float weights: ck_gemv in passes),
- * more through cuBLAS. same_x: x is the input of the previous product too (unchanged
- * since), or the output of a kernel that left its 8-bit form (q8_holds) or its f16 form
- * (x16_holds), so that form, when there is one, is used again. */
+ * more through cuBLAS. same_x: x is unchanged since the kernel that wrote it said so
+ * (x_written), so the forms of it held since (the writer's, or those made by the products
+ * of it before) are used again; else x is new. The forms made here are held afterwards,
+ * and a product that leaves the scratch alone (a float weight's) keeps what it held. */
 static void lin_parts(cuda_backend *g, const tensor *const *W, float *const *ys, int n_w, const float *x, int64_t n,
                       bool same_x) {
     assert(n_w >= 1 && n_w <= CK_GEMV_MAX_PARTS);
-    /* g->x16 holds x in f16: left by the kernel that made x, or converted once for the products of this x */
-    bool x16 = same_x && g->x16_of == x && g->x16_rows == n && g->x16_cols == W[0]->ne[0];
-    x16_holds(g, NULL, 0, 0);
+    if (!same_x) x_written(g, x, n, W[0]->ne[0], false, false);
+    bool x16 = x16_held(g, x, n, W[0]->ne[0]);
     for (int k = 0, e; k < n_w; k = e) {
         const int64_t n_in = W[k]->ne[0];
-        const bool ready = (same_x || k > 0) && q8_held(g, x, n, n_in);
-        q8_holds(g, NULL, 0, 0);
+        const bool ready = q8_held(g, x, n, n_in);
         const bool mid = n > CK_GEMV_MAX_TOK && n <= g->mmq_rows && g->mmq_q8;
         /* small float weights take ck_gemv's passes only where that keeps the step a graph */
         const bool mmq = mid && ck_gemv_integer(W[k]->type);
         const bool passes = mid && !g->float_products && small_float(W[k]);
         if (n > CK_GEMV_MAX_TOK && !mmq && !passes) {
             x16 = lin_blas(g, W[k], x, n, ys[k], x16);
+            if (x16) x16_holds(g, x, n, n_in);
             e = k + 1;
             continue;
         }
@@ -727,7 +745,7 @@ static void lin_parts(cuda_backend *g, const tensor *const *W, float *const *ys,
             parts[i - k] = (ck_gemv_part){W[i]->data, W[i]->row_bytes, tensor_rows(W[i]), ys[i]};
         for (e = k; e < n_w && W[e]->type == W[k]->type && W[e]->ne[0] == n_in; e++) {}
         if (passes) e = k + 1; /* the next weight of its type need not be small */
-        int held = 0;
+        int held = -1; /* ck_gemv's integer path: whether gemv_q8 holds x's 8-bit form after */
         if (mmq) {
             PROF(g, PROF_MMQ, ck_mmq_parts(W[k]->type, parts, e - k, n_in, x, n, g->mmq_q8, g->stream));
         } else {
@@ -742,16 +760,19 @@ static void lin_parts(cuda_backend *g, const tensor *const *W, float *const *ys,
             else
                 PROF(g, PROF_GEMV,
                      held = ck_gemv_parts(W[k]->type, parts, e - k, n_in, x, n, g->gemv_q8, ready, g->stream));
+            if (!ck_gemv_integer(W[k]->type)) held = -1; /* a float product leaves gemv_q8 alone */
         }
-        if (held) q8_holds(g, x, n, n_in);
+        if (held >= 0) {
+            g->n_q8_made += held && !ready;
+            q8_holds(g, held ? x : NULL, n, n_in);
+        }
     }
 }
 
 static void lin(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y) {
     lin_parts(g, &W, &y, 1, x, n, false);
 }
-/* a product of the same x as the previous product, or of the output of a kernel that left
- * its 8-bit form (q8_holds) */
+/* a product of an x unchanged since its writer's x_written (lin_parts' same_x) */
 static void lin_again(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y) {
     lin_parts(g, &W, &y, 1, x, n, true);
 }
@@ -871,7 +892,7 @@ static void layer_attention(engine *c, cuda_backend *g, const model_layer *l, in
         held = attend(g, hp, sp->k[il], sp->v[il], kv_f16, scale, n, hp->attn_gated ? g->gate : NULL);
     });
     if (held < 0 && hp->attn_gated) ck_sigmoid_mul(g->attn, g->gate, n * O, g->stream);
-    q8_holds(g, held > 0 ? g->attn : NULL, n, O);
+    x_written(g, g->attn, n, O, held > 0, false);
     lin_again(g, &l->wo, g->attn, n, g->mix);
 }
 
@@ -912,6 +933,7 @@ static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
         if (!fused) conv_windows(g, g->conv_in, conv_dim, conv_dim, K, sp->conv[il]);
     });
     int held = -1;
+    uint16_t *h16 = NULL;
     if (fused)
         PROF(g, PROF_GDN, {
             held = ck_gdn_step(g->step.runs, g->n_runs, g->gdn_qkv, conv_dim, &gate, &norm, g->gdn_o, g->gemv_q8,
@@ -933,12 +955,11 @@ static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
                 ck_gdn(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta,
                        g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v, map, scale, g->stream);
         });
-        uint16_t *h16 = x16_room(g, n);
+        h16 = x16_room(g, n);
         held = ck_gated_rmsnorm(n, n_v, d_v, g->gdn_o, V, norm.z, norm.z_stride, norm.w, norm.eps, g->gdn_o, V,
                                 g->gemv_q8, h16, g->stream);
-        x16_holds(g, h16 ? g->gdn_o : NULL, n, V);
     }
-    q8_holds(g, held ? g->gdn_o : NULL, n, V);
+    x_written(g, g->gdn_o, n, V, held, h16);
     lin_again(g, &l->ssm_out, g->gdn_o, n, g->mix);
 }
 
@@ -982,8 +1003,7 @@ static void swiglu_expert(cuda_backend *g, const tensor *gate, const tensor *up,
     lin_parts(g, W, ys, 2, x, m, true);
     uint16_t *h16 = x16_room(g, m);
     const int held = ck_swiglu(g->ff_a, g->ff_a, g->ff_b, m, F, g->gemv_q8, h16, g->stream);
-    q8_holds(g, held ? g->ff_a : NULL, m, F);
-    x16_holds(g, h16 ? g->ff_a : NULL, m, F);
+    x_written(g, g->ff_a, m, F, held, h16);
     lin_again(g, down, g->ff_a, m, out);
 }
 
@@ -1007,25 +1027,30 @@ static void experts_on_gpu(engine *c, cuda_backend *g, const model_layer *l, int
     const model_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd, X = hp->n_expert, k = hp->n_expert_used, S = n * k;
     const int64_t F = l->moe_gate.ne[1];
-    /* gemv_q8 may hold xn's 8-bit form from its norm (a step of up to CK_GEMV_MAX_TOK rows),
-     * which a router in float leaves there; longer steps quantize it into moe_q8 */
-    const bool few = n <= CK_GEMV_MAX_TOK, held = few && q8_held(g, g->xn, n, E);
+    /* in a step of up to CK_GEMV_MAX_TOK rows gemv_q8 may hold xn's 8-bit form (from its norm,
+     * or the router's product); longer steps quantize it into moe_q8 */
+    const bool few = n <= CK_GEMV_MAX_TOK;
     lin_again(g, &l->moe_router, g->xn, n, g->router);
-    int ready = held || (few && q8_held(g, g->xn, n, E));
+    int ready = few && q8_held(g, g->xn, n, E);
     ck_moe_route(g->router, n, X, k, g->moe_sel, g->moe_w, g->stream);
     ck_gemv_part gu[2];
     for (int i = 0, e; i < 2; i = e) {
         e = gate_up_parts(l, F, g->moe_a, g->moe_b, gu, i);
+        const int was = ready;
         PROF(g, PROF_GEMV,
              ready = ck_gemv_experts(gu_type(l, i), gu + i, e - i, E, g->xn, n, g->moe_sel, S,
                                      few ? g->gemv_q8 : g->moe_q8, ready, g->stream) == 1);
+        g->n_q8_made += ready && !was;
     }
     if (few) q8_holds(g, ready ? g->xn : NULL, n, E);
     const int h_ready =
         ck_swiglu(g->moe_a, g->moe_a, g->moe_b, S, F, S <= CK_GEMV_MAX_TOK ? g->moe_q8 : NULL, NULL, g->stream);
     const ck_gemv_part down = {l->moe_down.data, l->moe_down.row_bytes, E, g->moe_y};
+    int h_made = 0;
     PROF(g, PROF_GEMV,
-         ck_gemv_experts(l->moe_down.type, &down, 1, F, g->moe_a, S, g->moe_sel, S, g->moe_q8, h_ready, g->stream));
+         h_made = ck_gemv_experts(l->moe_down.type, &down, 1, F, g->moe_a, S, g->moe_sel, S, g->moe_q8, h_ready,
+                                  g->stream) == 1 && !h_ready);
+    g->n_q8_made += h_made;
     ck_moe_combine(g->mix, g->moe_y, g->moe_w, NULL, n, k, E, g->stream);
 }
 
@@ -1048,7 +1073,7 @@ static void experts_by_host(engine *c, cuda_backend *g, const model_layer *l, in
         if (m == 0) continue;
         const int32_t *slots = g->moe_order + c->moe_start[e];
         ck_gather_rows(g->moe_x, g->xn, slots, k, m, E, g->stream);
-        q8_holds(g, NULL, 0, 0); /* moe_x is new */
+        x_written(g, g->moe_x, m, E, false, false);
         const tensor ge = tensor_expert(&l->moe_gate, e), ue = tensor_expert(&l->moe_up, e);
         const tensor de = tensor_expert(&l->moe_down, e);
         swiglu_expert(g, &ge, &ue, &de, g->moe_x, m, g->ff_out);
@@ -1097,7 +1122,7 @@ static void layer_moe(engine *c, cuda_backend *g, const model_layer *l, int64_t 
     else experts_by_host(c, g, l, n);
     if (l->shexp_gate.name) {
         swiglu_expert(g, &l->shexp_gate, &l->shexp_up, &l->shexp_down, g->xn, n, g->ff_out);
-        if (l->shexp_router.name) lin(g, &l->shexp_router, g->xn, n, g->sh_gate);
+        if (l->shexp_router.name) lin_again(g, &l->shexp_router, g->xn, n, g->sh_gate);
         ck_add_gated_rows(g->mix, g->ff_out, l->shexp_router.name ? g->sh_gate : NULL, n, E, g->stream);
     }
 }
@@ -1125,8 +1150,7 @@ static void block_input(engine *c, cuda_backend *g, const tensor *norm, int64_t 
     uint16_t *h16 = x16_room(g, n);
     const int held = ck_add_rmsnorm(g->x, *pending ? g->mix : NULL, hp->residual_scale, g->xn, f32(norm), E, n,
                                     hp->rms_eps, g->gemv_q8, h16, g->stream);
-    q8_holds(g, held ? g->xn : NULL, n, E);
-    x16_holds(g, h16 ? g->xn : NULL, n, E);
+    x_written(g, g->xn, n, E, held, h16);
     *pending = false;
 }
 
@@ -1169,7 +1193,7 @@ static void mtp_inputs(engine *c, cuda_backend *g, int64_t n) {
     ck_rmsnorm_rows(g->mtp_cat, 2 * E, g->xn, E, f32(&g->mtp_enorm), E, n, hp->rms_eps, g->stream);
     ck_gather_h(g->mix, g->h, sp->conv[il], sp->shape[il].conv_floats, g->d_plan + g->o_ckpt, n, E, g->stream);
     ck_rmsnorm_rows(g->mtp_cat + E, 2 * E, g->mix, E, f32(&g->mtp_hnorm), E, n, hp->rms_eps, g->stream);
-    q8_holds(g, NULL, 0, 0); /* xn was written */
+    x_written(g, g->xn, n, E, false, false);
 }
 
 /* x = eh_proj(mtp_cat), then the layer, over the uploaded plan's n rows. */
@@ -1246,7 +1270,6 @@ static void output_rows(engine *c, cuda_backend *g, int64_t first, int64_t k) {
     const model_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd;
     ck_rmsnorm_gather(g->xn, g->x, g->d_plan + g->o_out + first, f32(&g->output_norm), E, k, hp->rms_eps, g->stream);
-    q8_holds(g, NULL, 0, 0);
     lin(g, &g->output, g->xn, k, g->logits);
     if (hp->logit_scale != 1.0f) ck_scale(g->logits, k * hp->n_vocab, 1.0f / hp->logit_scale, g->stream);
 }
@@ -1256,7 +1279,7 @@ static void output_rows(engine *c, cuda_backend *g, int64_t first, int64_t k) {
 static void step_kernels(engine *c, cuda_backend *g, int64_t n, int64_t n_out) {
     const model_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd;
-    q8_holds(g, NULL, 0, 0);
+    x_written(g, NULL, 0, 0, false, false); /* nothing of the last step is held */
     ck_embed(g->tok_embd.type, g->tok_embd.data, g->tok_embd.row_bytes, E, g->d_plan + g->o_tokens, n,
              hp->embd_scale, g->x, g->stream);
     bool pending = false;

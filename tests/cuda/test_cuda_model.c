@@ -512,6 +512,56 @@ TEST(cuda_moe_prefill_grouped) {
     eddy_model_free(m);
 }
 
+/* The forms of a product's input (its 8-bit rows for ck_gemv, its f16 rows for cuBLAS) are
+ * made once: by the kernel that writes the input (the norms, SwiGLU, the delta rule's gated
+ * norm, the decode attention), else by its first product, and kept through products that
+ * leave them alone (an F32 router's). On the MoE file (3 Gated DeltaNet layers and 1 of
+ * attention; F32 routers and shared-expert gates, the other products integer): a prefill of
+ * 200 rows in one step (cuBLAS) converts only the attention output (no kernel leaves its
+ * f16 form), once per attention layer, where dropping the forms at the router converted
+ * each MoE layer's input again for its shared expert; its last row's logits quantize the
+ * output head's input, and so does each decode step (graphs off: a replay launches nothing
+ * from the host), with each Gated DeltaNet layer's output where its heads are narrower than
+ * the 32 elements of a unit (ck_gdn_step then leaves no 8-bit form: this file's are 16). */
+TEST(cuda_products_reuse_input_forms) {
+    eddy_model *m = tseq_load("models/qwen35moe-tiny-q4_k_m.gguf");
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m), n_pf = 200, n_dec = 3;
+    int64_t n_attn = 0, n_gdn = 0;
+    for (int64_t il = 0; il < m->hp.n_layer; il++)
+        n_attn += m->layers[il].mixer == MIXER_ATTENTION, n_gdn += m->layers[il].mixer == MIXER_GDN;
+    const int64_t q8_step = 1 + (m->hp.ssm_d_v % 32 ? n_gdn : 0);
+    test_rng r = test_rng_new();
+    int32_t ids[203];
+    tseq_rand_ids(&r, ids, n_pf + n_dec, V);
+    setenv("EDDY_CUDA_GRAPHS", "0", 1);
+    eddy_engine *e = gpu_engine(m, 1, 0, EDDY_KV_F16);
+    eddy_seq *sq = e ? tseq_new(e) : NULL;
+    float *logits = calloc((size_t)V, sizeof(float));
+    eddy_error err;
+    if (CHECKF(sq && logits, "a sequence") &&
+        CHECKF(eddy_seq_eval(sq, ids, n_pf, logits, 0, &err) == EDDY_OK, "prefill: %s", err.msg)) {
+        int64_t q8, f16;
+        cuda_backend_forms_made(e->gpu, &q8, &f16);
+        CHECKF(f16 == n_attn && q8 == 1, "a prefill made %lld f16 and %lld 8-bit forms, not %lld and 1",
+               (long long)f16, (long long)q8, (long long)n_attn);
+        for (int64_t t = 0; t < n_dec; t++) {
+            const int64_t q8_before = q8;
+            if (!CHECKF(eddy_seq_eval(sq, ids + n_pf + t, 1, logits, 0, &err) == EDDY_OK, "decode: %s", err.msg))
+                break;
+            cuda_backend_forms_made(e->gpu, &q8, &f16);
+            CHECKF(q8 - q8_before == q8_step && f16 == n_attn,
+                   "decode step %lld made %lld 8-bit forms, not %lld (and %lld f16)", (long long)t,
+                   (long long)(q8 - q8_before), (long long)q8_step, (long long)(f16 - n_attn));
+        }
+    }
+    free(logits);
+    eddy_seq_free(sq);
+    eddy_engine_free(e);
+    unsetenv("EDDY_CUDA_GRAPHS");
+    eddy_model_free(m);
+}
+
 /* A device that is not one is refused. */
 TEST(cuda_refuses_unknown_device) {
     eddy_model *m = tseq_load("models/qwen35-mtp-tiny-q8_0.gguf");
