@@ -16,11 +16,7 @@
 set -u
 cd "$(dirname "$0")/.."
 . scripts/device_env.sh
-SUMMARY="$OUT_DIR/summary.txt"
 : >"$SUMMARY"
-note() { echo "$*" | tee -a "$SUMMARY"; }
-t0=$(date +%s)
-elapsed() { echo $(($(date +%s) - t0))s; }
 
 note "== device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
 note "== cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cores"
@@ -75,14 +71,6 @@ print("f16 tensor-core peak: %.0f TFLOP/s (8192^3, median of 20)" % (2 * 8192**3
 PY
 note "$(tail -1 "$OUT_DIR/peak.log")"
 # the timings, in order of importance, each bounded by what is left of DEADLINE seconds
-DEADLINE=${DEADLINE:-560}
-bounded() { # bounded SECONDS cmd...: cmd for at most SECONDS, fewer when the deadline is nearer
-  local s=$1 l=$((DEADLINE - $(date +%s) + t0))
-  shift
-  if [ "$l" -lt 20 ]; then note "(skipped for time: $*)"; return 1; fi
-  [ "$l" -lt "$s" ] && s=$l
-  timeout "$s" "$@"
-}
 bounded 240 $E bench -m "$M4B" --device cuda -p 2048 -n 128 -r 2 >"$OUT_DIR/bench.log" 2>&1
 note "$(tail -12 "$OUT_DIR/bench.log")"
 note "== single-sequence bench at $(elapsed)"

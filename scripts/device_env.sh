@@ -1,13 +1,30 @@
 # device_env.sh — what scripts/device_check.sh and scripts/device_profile.sh share, sourced
 # from the repository's root with the output folder as $1: OUT_DIR, MODELS and the model's
-# path M4B; device_toolchain, which makes a CUDA build work on a machine without Debian
-# packages; device_model, which generates the model (numpy and `gguf`, its wheel taken from
-# .whl/ when it is not installed).
+# path M4B (and MOE, scripts/device_check_moe.sh's); device_toolchain, which makes a CUDA
+# build work on a machine without Debian packages; device_model and device_moe_model, which
+# generate the models (numpy and `gguf`, its wheel taken from .whl/ when it is not installed).
 OUT_DIR=${1:-${OUT:-/tmp/eddy-device}}
 mkdir -p "$OUT_DIR"
 MODELS=${MODELS:-/tmp/eddy-models}
 mkdir -p "$MODELS"
 M4B="$MODELS/qwen35-4b-Q4_K_M.gguf"
+MOE_LAYERS=${MOE_LAYERS:-40}
+MOE="$MODELS/qwen35moe-35b-a3b-${MOE_LAYERS}l-Q4_K_M.gguf"
+
+# For the checks: note LINE prints LINE and adds it to SUMMARY; elapsed is the time since
+# this file was sourced (t0); bounded SECONDS CMD... runs CMD for at most SECONDS, fewer
+# when DEADLINE seconds from t0 (560 unless set) are nearer, and skips it under 20.
+SUMMARY=${SUMMARY:-$OUT_DIR/summary.txt}
+t0=$(date +%s)
+note() { echo "$*" | tee -a "$SUMMARY"; }
+elapsed() { echo $(($(date +%s) - t0))s; }
+bounded() {
+  local s=$1 l=$((${DEADLINE:-560} - $(date +%s) + t0))
+  shift
+  if [ "$l" -lt 20 ]; then note "(skipped for time: $*)"; return 1; fi
+  [ "$l" -lt "$s" ] && s=$l
+  timeout "$s" "$@"
+}
 
 device_toolchain() {
   # xxhash.h (header-only here) may travel in .deps/include (apt-get download
@@ -25,10 +42,24 @@ device_toolchain() {
   fi
 }
 
-device_model() {
+device_gguf() {
   if ! python3 -c 'import gguf' 2>/dev/null && ls .whl/gguf-*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/gguf-*.whl >/dev/null 2>&1
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
   fi
-  [ -s "$M4B" ] || timeout 300 python3 scripts/gen_random_qwen35.py --shape 4b --type Q4_K_M --out "$M4B"
 }
+
+# generate FILE ARGS...: scripts/gen_random_qwen35.py ARGS into FILE, unless it is there (a
+# generation cut short leaves no FILE)
+generate() {
+  local f=$1
+  shift
+  [ -s "$f" ] && return 0
+  device_gguf
+  timeout 300 python3 scripts/gen_random_qwen35.py "$@" --out "$f.part" && mv "$f.part" "$f"
+}
+
+device_model() { generate "$M4B" --shape 4b --type Q4_K_M; }
+
+# Qwen3.5-35B-A3B's shape, MOE_LAYERS of its 40 layers (about 0.5 GB a layer)
+device_moe_model() { generate "$MOE" --shape 35b-a3b --layers "$MOE_LAYERS" --type Q4_K_M; }

@@ -134,16 +134,19 @@ struct cuda_backend {
     ck_step step;
 };
 
-/* The most rows of a step whose experts are routed on the GPU (experts_on_gpu), of a
- * batch of at most B, for X experts, k a token: every step of up to CK_GEMV_MAX_TOK rows,
- * and up to 128 while the n k token slots are at most 4 X. Each slot there reads its
- * expert's rows for itself, so the bytes read grow with n k where the host's routing reads
- * each expert with tokens once (at most X); but that routing copies the logits to the host
- * and back in every layer and takes 5 launches per expert with tokens, which cost more
- * than a few times an expert's bytes until the step is a prefill. */
+/* The most rows of a step whose experts take a launch for all the token slots
+ * (experts_on_gpu), of a batch of at most B, for X experts, k a token: every step of up to
+ * CK_GEMV_MAX_TOK rows, and up to 128 while the n k token slots are at most 4 X. Each slot
+ * there reads its expert's rows for itself, so the bytes read grow with n k where grouping
+ * the slots by expert (experts_grouped) reads each expert with tokens once (at most X);
+ * but grouping takes twice the launches, a layout made by one block, and products of up to
+ * 64 rows on tiles mostly empty at decode's few slots an expert. The bound is an estimate:
+ * EDDY_CUDA_MOE_ROWS=N sets it (1 to 128), for scripts/device_check_moe.sh to time both. */
 static int64_t moe_gpu_rows(int64_t X, int64_t k, int64_t B) {
     int64_t rows = 4 * X / k < 128 ? 4 * X / k : 128;
     if (rows < CK_GEMV_MAX_TOK) rows = CK_GEMV_MAX_TOK;
+    const char *env = getenv("EDDY_CUDA_MOE_ROWS");
+    if (env && *env) rows = atoll(env) < 1 ? 1 : (atoll(env) > 128 ? 128 : atoll(env));
     return rows < B ? rows : B;
 }
 

@@ -444,8 +444,11 @@ TEST(cuda_graphs_without_early_launches) {
 /* A mixture of experts' decode steps route on the GPU (ck_moe_route, ck_gemv_experts), so
  * they are captured as graphs: one sequence's decode and three decoding together give the
  * logits of the same steps without graphs (EDDY_CUDA_GRAPHS=0), and the engine holds a
- * graph for each shape. The routed steps themselves are held to transformers' logits
- * (cuda_moe_f32_match_transformers) and to the CPU (cuda_quantized_models_match_cpu). */
+ * graph for each shape. With EDDY_CUDA_MOE_ROWS=1 the three rows' steps group their slots
+ * by expert instead (experts_grouped, as a prefill does), in graphs too, within 1e-6 (the
+ * grouped products sum each row as ck_gemv_experts does, in tiles). The routed steps
+ * themselves are held to transformers' logits (cuda_moe_f32_match_transformers) and to the
+ * CPU (cuda_quantized_models_match_cpu). */
 TEST(cuda_moe_decode_in_graphs) {
     eddy_model *m = tseq_load("models/qwen35moe-tiny-q8_0.gguf");
     REQUIRE(m);
@@ -453,26 +456,28 @@ TEST(cuda_moe_decode_in_graphs) {
     test_rng r = test_rng_new();
     int32_t ids[3 * 19];
     tseq_rand_ids(&r, ids, n, V);
-    float *logits[2];
-    int graphs[2][2] = {{0, 0}, {0, 0}}; /* [graphs off][one row, three] */
-    for (int off = 0; off < 2; off++) {
-        if (off) setenv("EDDY_CUDA_GRAPHS", "0", 1);
-        logits[off] = calloc((size_t)(n * V), sizeof(float));
+    static const char *const env[3][2] = {{NULL, NULL}, {"EDDY_CUDA_GRAPHS", "0"}, {"EDDY_CUDA_MOE_ROWS", "1"}};
+    float *logits[3];
+    int graphs[3][2] = {{0, 0}, {0, 0}, {0, 0}}; /* [way][steps of one row, of three] */
+    for (int k = 0; k < 3; k++) {
+        if (env[k][0]) setenv(env[k][0], env[k][1], 1);
+        logits[k] = calloc((size_t)(n * V), sizeof(float));
         eddy_engine *e = gpu_engine(m, 3, 0, EDDY_KV_F16);
         REQUIRE(e);
         long long launches;
-        CHECKF(three_sequences(e, ids, n_pf, n_dec, n_bd, V, logits[off], &launches), "decoding (graphs %s)",
-               off ? "off" : "on");
-        graphs[off][0] = cuda_backend_graphs(e->gpu, 1), graphs[off][1] = cuda_backend_graphs(e->gpu, 3);
+        CHECKF(three_sequences(e, ids, n_pf, n_dec, n_bd, V, logits[k], &launches), "decoding (%s)",
+               env[k][0] ? env[k][0] : "default");
+        graphs[k][0] = cuda_backend_graphs(e->gpu, 1), graphs[k][1] = cuda_backend_graphs(e->gpu, 3);
         eddy_engine_free(e);
-        unsetenv("EDDY_CUDA_GRAPHS");
+        if (env[k][0]) unsetenv(env[k][0]);
     }
-    CHECKF(graphs[0][0] == 1 && graphs[0][1] == 1 && !graphs[1][0] && !graphs[1][1],
-           "graphs held for steps of one row and of three: %d, %d with graphs; %d, %d without", graphs[0][0],
-           graphs[0][1], graphs[1][0], graphs[1][1]);
-    const double e2 = rel_rms(logits[0], logits[1], n * V);
+    CHECKF(graphs[0][0] == 1 && graphs[0][1] == 1 && !graphs[1][0] && !graphs[1][1] && graphs[2][1] == 1,
+           "graphs held for steps of one row and of three: %d, %d with graphs; %d, %d without; %d, %d grouped",
+           graphs[0][0], graphs[0][1], graphs[1][0], graphs[1][1], graphs[2][0], graphs[2][1]);
+    const double e2 = rel_rms(logits[0], logits[1], n * V), e_grouped = rel_rms(logits[2], logits[0], n * V);
     CHECKF(e2 <= 1e-6, "decode in graphs against without: %g", e2);
-    for (int k = 0; k < 2; k++) free(logits[k]);
+    CHECKF(e_grouped <= 1e-6, "steps grouped by expert against routed per slot: %g", e_grouped);
+    for (int k = 0; k < 3; k++) free(logits[k]);
     eddy_model_free(m);
 }
 
