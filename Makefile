@@ -75,7 +75,7 @@ CU_SRCS    := $(sort $(wildcard src/cuda/*.cu)) tests/cuda/emu_runtime.cpp
 CFLAGS_ALL += -isystem $(CUDA_HOME)/include
 LDLIBS_ALL += -lstdc++
 else
-LIB_SRCS   := $(filter-out src/cuda/cuda_engine.c src/cuda/cuda_profile.c,$(LIB_SRCS))
+LIB_SRCS   := $(filter-out $(filter-out src/cuda/cuda_off.c,$(wildcard src/cuda/*.c)),$(LIB_SRCS))
 CU_SRCS    :=
 endif
 NVCC_FLAGS := -std=c++17 -O2 $(CUDA_ARCHS) -Xcompiler -fPIC,-fvisibility=hidden -Werror all-warnings

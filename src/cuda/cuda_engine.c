@@ -2,31 +2,24 @@
  * cuda_engine.c — the forward pass on an NVIDIA GPU (cuda.h): the model's weights
  * uploaded once in their GGUF formats, a step's buffers and the state pool in device
  * memory, and per step one upload of its plan (rows, runs, block tables), then the
- * layers as forward.c runs them, kernel after kernel on the engine's stream.
+ * layers as forward.c runs them, kernel after kernel on the engine's stream; decode steps
+ * captured as CUDA graphs and replayed.
  *
- * Products: up to CK_GEMV_MAX_TOK rows decode the weight on the fly (ck_gemv); up to
- * mmq_rows (batched decode) multiply its 8-bit levels on the tensor cores (ck_mmq_parts);
- * more rows (prefill), or a weight without the integer path, multiply an f16 copy of the
- * weight on the tensor cores through cuBLAS (f32 accumulation), F32 weights through
- * cuBLAS's SGEMM. The f16 copy is made at a weight's first such product and kept while
- * device memory allows (weight_f16), else made again in every product.
- * Layers: what the CPU blocks do (attention, Gated DeltaNet, Mamba-2; SwiGLU, squared
- * ReLU, mixtures of experts routed on the GPU: each token slot's products in decode and
- * batched decode, the slots grouped by expert in prefill), each sequence-aware kernel
- * taking all runs of the step at once. The state pool's memory operations (device_mem) let the
- * engine fork, snapshot, restore, cache prefixes and write session files as on the CPU.
- * The MTP layer runs in every step of an engine made with it, and its drafts chain on
- * the GPU (block_mtp.c keeps the drafting logic; the hooks at its end are here).
- * Prefill runs the scans in tiles and chunks (ck_gdn_chunked, ck_mamba2_chunked) and one sequence's
- * attention in tiles of queries; decode splits attention over the keys. EDDY_CUDA_PROFILE=1
- * times each kind of work (cuda_profile.h).
+ * Here: the backend's making and freeing, the plan, the mixers (attention, Gated
+ * DeltaNet, Mamba-2: each sequence-aware kernel taking all runs of the step at once), the
+ * residual stream, the MTP layer, the logits and the graphs. The products are
+ * cuda_products.c's, the feed-forward blocks (mixtures of experts among them) cuda_ffn.c's.
+ * The state pool's memory operations (device_mem) let the engine fork, snapshot, restore,
+ * cache prefixes and write session files as on the CPU. The MTP layer runs in every step
+ * of an engine made with it, and its drafts chain on the GPU (block_mtp.c keeps the
+ * drafting logic; the hooks at its end are here). Prefill runs the scans in tiles and
+ * chunks (ck_gdn_chunked, ck_mamba2_chunked) and one sequence's attention in tiles of
+ * queries; decode splits attention over the keys. EDDY_CUDA_PROFILE=1 times each kind of
+ * work (cuda_profile.h).
  */
-#include "cuda/cuda.h"
-#include "cuda/cuda_profile.h"
+#include "cuda/cuda_backend.h"
 
 #include <assert.h>
-#include <cublas_v2.h>
-#include <cuda_runtime_api.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
@@ -36,134 +29,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
-#include "cuda/ck.h"
 #include "ssm/mamba2.h"
-
-/* A captured decode step (CUDA graph), replayed by the steps of the same shape: the
- * plan's contents (positions, slots, block tables) are read from device memory by the
- * kernels, so only the counts below fix a step's launches. */
-#define GRAPH_CACHE 8
-typedef struct {
-    int64_t n, n_runs, n_conv, n_conv_ck, n_keep, n_out; /* the key; n 0: an empty entry */
-    cudaGraphExec_t exec;
-    uint64_t last_use;
-} step_graph;
-
-struct cuda_backend {
-    char name[320];
-    cudaStream_t stream; /* every kernel and product of the engine; blocking: ordered with the
-                          * synchronous copies on the legacy stream */
-    bool graphs;         /* decode steps as CUDA graphs (EDDY_CUDA_GRAPHS=0: off; off after a failure) */
-    bool chunked;        /* the scans in tiles or chunks for steps with a run of CK_SCAN_CHUNK rows or more
-                          * (EDDY_CUDA_CHUNKED=0: row by row always) */
-    bool flash;          /* a prefill's attention on the tensor cores where ck_attention_prefill_mma
-                          * can (EDDY_CUDA_FLASH=0: FP32 tiles always) */
-    bool fused;          /* decode steps' fused kernels (EDDY_CUDA_FUSED=0: the kernels they fuse) */
-    int64_t longest_run; /* of the uploaded step */
-    bool decode_step;    /* every run of the uploaded step is one row that updates its own slot,
-                          * without checkpoints: fixed by the graph key (n_runs == n, no kept
-                          * rows, no checkpoint windows) */
-    bool float_products; /* a product's weight lacks the integer path (cuBLAS takes it past 8 rows) */
-    bool moe;            /* the model has mixture-of-experts layers: steps of more than
-                          * moe_rows rows group their slots by expert (layer_moe), or
-                          * route on the host where moe_grouped is off */
-    step_graph graph[GRAPH_CACHE];
-    uint64_t graph_clock;
-    cublasHandle_t blas;
-    cublasStatus_t blas_status; /* the first failure of a step */
-    /* device views of the weights: the model's tensors with data in GPU memory */
-    model_layer *layers; /* (n_layer, and the MTP layer after them in an engine with it) */
-    tensor tok_embd, output, output_norm;
-    tensor mtp_eh_proj, mtp_enorm, mtp_hnorm, mtp_head_norm, mtp_embd, mtp_head;
-    float *h, *mtp_cat; /* the MTP layer's (engine.h's of the same names) */
-    int64_t logit_rows; /* rows of logits the buffer holds: a step with more makes them in groups */
-    void **allocs;
-    int64_t n_allocs, cap_allocs;
-    size_t weight_bytes; /* uploaded so far */
-    /* the step's buffers (device), as engine.h's of the same names */
-    float *x, *xn, *mix, *qg, *q, *k, *v, *attn, *gate;
-    float *conv_in, *gdn_qkv, *gdn_z, *gdn_b, *gdn_a, *gdn_g, *gdn_beta, *gdn_o;
-    float *gdn_work;        /* the delta rule's tiles (ck_gdn_chunked): gdn_work_tiles of them */
-    int64_t gdn_work_tiles;
-    float *mb_in; /* (n_batch, mamba2_in_dim) Mamba-2's z | xBC | dt */
-    /* mixture of experts: router logits, one expert's input and output rows, the
-     * routing (token slots by expert, their weights) copied from the host's plan; for
-     * steps routed on the GPU, each slot's expert, its gate and up outputs, its output
-     * row, and the 8-bit form of its SwiGLU for the down product */
-    float *router, *moe_x, *ff_out, *moe_w, *sh_gate;
-    int32_t *moe_order, *moe_sel;
-    float *moe_a, *moe_b, *moe_y;
-    void *moe_q8;
-    int64_t moe_rows; /* the most rows of a step whose experts are routed on the GPU (moe_gpu_rows) */
-    /* longer steps' experts grouped on the GPU (experts_grouped), moe_chunk tokens at a
-     * time: each slot's row in the layout by expert and each row's slot, the tiles, the
-     * layout's inputs, gate and up outputs and outputs, and its 8-bit form */
-    bool moe_grouped;
-    int64_t moe_chunk;
-    int32_t *moe_pos, *moe_src, *moe_n_tiles;
-    ck_moe_tile *moe_tiles;
-    float *moe_gx, *moe_ga, *moe_gb, *moe_gy;
-    void *moe_mq;
-    float *ff_a, *ff_b, *logits;
-    int32_t *ids; /* (logit_rows) the argmax of each row of logits (cuda_forward's ids) */
-    uint16_t *w16, *x16; /* f16 copies of a weight and of the activations for the tensor cores */
-    void *gemv_q8;       /* ck_gemv's 8-bit activations */
-    void *mmq_q8;        /* ck_mmq_parts' (NULL: products of more rows all go through cuBLAS) */
-    int64_t mmq_rows;    /* the most rows of a product that go through ck_mmq_parts */
-    const float *xq_of;  /* the x whose 8-bit form gemv_q8 holds, (xq_rows, xq_cols); NULL: none */
-    int64_t xq_rows, xq_cols;
-    const float *x16_of; /* the x whose f16 form x16 holds, (x16_rows, x16_cols); NULL: none */
-    int64_t x16_rows, x16_cols;
-    int64_t n_q8_made, n_x16_made; /* inputs quantized to 8 bits for ck_gemv, converted to f16 for cuBLAS */
-    float *att_part;     /* the split attention's partial softmaxes (ck_attention): CK_ATT_SPLITS
-                          * ranges of att_rows rows */
-    int64_t att_rows;
-    /* f16 copies of the weights the tensor-core products read (weight_f16), by the
-     * weight's bytes; the budget left for more (-1: not measured yet) */
-    struct f16_copy {
-        const void *data;
-        uint16_t *f16;
-    } *f16c;
-    int64_t n_f16c, cap_f16c, f16_budget;
-    size_t f16_bytes;
-    cuda_profile *prof; /* EDDY_CUDA_PROFILE=1: the time of each kind of work (cuda_profile.h) */
-    /* the step's plan: built in pinned host memory, copied in one piece */
-    int32_t *h_plan, *d_plan;
-    int64_t o_tokens, o_pos, o_run, o_runs, o_out, o_conv, o_keep, o_ckpt, o_blocks, plan_ints;
-    int64_t n_runs, n_conv, n_conv_ck, n_keep;
-    ck_step step;
-};
-
-/* The most rows of a step whose experts take a launch for all the token slots
- * (experts_on_gpu), of a batch of at most B, for X experts, k a token: every step of up to
- * CK_GEMV_MAX_TOK rows, and up to 128 while the n k token slots are at most 4 X. Each slot
- * there reads its expert's rows for itself, so the bytes read grow with n k where grouping
- * the slots by expert (experts_grouped) reads each expert with tokens once (at most X);
- * but grouping takes twice the launches, a layout made by one block, and products of up to
- * 64 rows on tiles mostly empty at decode's few slots an expert. The bound is an estimate:
- * EDDY_CUDA_MOE_ROWS=N sets it (1 to 128), for scripts/device_check_moe.sh to time both. */
-static int64_t moe_gpu_rows(int64_t X, int64_t k, int64_t B) {
-    int64_t rows = 4 * X / k < 128 ? 4 * X / k : 128;
-    if (rows < CK_GEMV_MAX_TOK) rows = CK_GEMV_MAX_TOK;
-    const char *env = getenv("EDDY_CUDA_MOE_ROWS");
-    if (env && *env) rows = atoll(env) < 1 ? 1 : (atoll(env) > 128 ? 128 : atoll(env));
-    return rows < B ? rows : B;
-}
-
-/* Whether every mixture-of-experts layer's experts take the grouped products
- * (experts_grouped: ck_mmq_experts' types, rows of a multiple of 32, experts that one
- * block's shared memory counts) */
-static bool moe_groups(const model *m) {
-    const model_hparams *hp = &m->hp;
-    if (hp->n_expert > CK_MOE_GROUP_EXPERTS || hp->n_embd % 32 || hp->n_ff_exp % 32) return false;
-    for (int64_t il = 0; il < hp->n_layer; il++) {
-        const model_layer *l = &m->layers[il];
-        if (l->ffn == FFN_MOE && !(ck_gemv_integer(l->moe_gate.type) && ck_gemv_integer(l->moe_up.type) &&
-                                   ck_gemv_integer(l->moe_down.type)))
-            return false;
-    }
-    return true;
-}
 
 /* Tokens of a prefill whose experts are grouped at once (the layout's buffers: for 256
  * experts of 512 x 2048, 8 a token, about 150 MB) */
@@ -171,7 +37,7 @@ static bool moe_groups(const model *m) {
 
 /* ==== Device memory ==== */
 
-static void *dev_alloc(cuda_backend *g, size_t bytes) {
+void *cuda_dev_alloc(cuda_backend *g, size_t bytes) {
     if (bytes == 0) return NULL;
     if (g->n_allocs == g->cap_allocs) {
         const int64_t cap = g->cap_allocs ? 2 * g->cap_allocs : 256;
@@ -212,8 +78,6 @@ static const state_mem device_mem = {state_alloc, state_free,    state_zero, sta
 
 /* ==== Weights ==== */
 
-static int64_t tensor_rows(const tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
-static const float *f32(const tensor *t) { return (const float *)t->data; }
 
 /* out = t with its bytes in GPU memory (a tensor the file lacks stays absent). */
 static bool upload(cuda_backend *g, const tensor *t, tensor *out) {
@@ -222,7 +86,7 @@ static bool upload(cuda_backend *g, const tensor *t, tensor *out) {
     if (!t->name) return true;
     const size_t bytes = t->row_bytes * (size_t)tensor_rows(t);
     g->weight_bytes += bytes;
-    void *d = dev_alloc(g, bytes);
+    void *d = cuda_dev_alloc(g, bytes);
     if (!d || cudaMemcpy(d, t->data, bytes, cudaMemcpyHostToDevice) != cudaSuccess) return false;
     out->data = d;
     return true;
@@ -260,24 +124,14 @@ static const struct {
 #undef NORM
 #undef PRODUCT
 
-/* A weight without the integer path small enough that a step of up to mmq_rows rows
- * multiplies it with ck_gemv, in passes of CK_GEMV_MAX_TOK rows that each read it again,
- * rather than through cuBLAS: the float routers and small gates that files keep beside
- * quantized weights (a router of 512 experts of 2048 is 4 MiB), so that those steps stay
- * replayable as graphs: in a model whose other products all take the integer path. */
-#define SMALL_FLOAT_BYTES ((size_t)16 << 20)
-static bool small_float(const tensor *t) {
-    return !ck_gemv_integer(t->type) && t->row_bytes * (size_t)tensor_rows(t) <= SMALL_FLOAT_BYTES;
-}
-
-/* Whether some product's weight lacks the integer path and is not small_float (cuBLAS then
+/* Whether some product's weight lacks the integer path and is not cuda_small_float (cuBLAS then
  * multiplies it in every step of more than CK_GEMV_MAX_TOK rows) */
 static bool has_float_products(const model *m) {
-    if (m->output.name && !ck_gemv_integer(m->output.type) && !small_float(&m->output)) return true;
+    if (m->output.name && !ck_gemv_integer(m->output.type) && !cuda_small_float(&m->output)) return true;
     for (int64_t il = 0; il < m->hp.n_layer; il++)
         for (size_t i = 0; i < sizeof layer_tensors / sizeof layer_tensors[0]; i++) {
             const tensor *t = (const tensor *)((const char *)&m->layers[il] + layer_tensors[i].at);
-            if (layer_tensors[i].product && t->name && !ck_gemv_integer(t->type) && !small_float(t)) return true;
+            if (layer_tensors[i].product && t->name && !ck_gemv_integer(t->type) && !cuda_small_float(t)) return true;
         }
     return false;
 }
@@ -322,7 +176,7 @@ static eddy_status upload_model(cuda_backend *g, const model *m, bool mtp, int64
         if (ok && (l->mixer == MIXER_GDN || l->mixer == MIXER_MAMBA2)) { /* conv taps, repacked (K, conv_dim) */
             const int64_t cd = l->mixer == MIXER_GDN ? model_gdn_conv_dim(hp) : mamba2_conv_dim(hp);
             const size_t bytes = (size_t)(hp->ssm_d_conv * cd) * sizeof(float);
-            float *w = dev_alloc(g, bytes);
+            float *w = cuda_dev_alloc(g, bytes);
             ok = w && cudaMemcpy(w, l->conv_w, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
             d->conv_w = w;
         }
@@ -396,7 +250,7 @@ int cuda_backend_graphs(const cuda_backend *g, int64_t rows) {
 
 static float *dev_rows(cuda_backend *g, int64_t rows, int64_t cols, bool *ok) {
     if (cols <= 0) return NULL;
-    float *p = dev_alloc(g, (size_t)(rows * cols) * sizeof(float));
+    float *p = cuda_dev_alloc(g, (size_t)(rows * cols) * sizeof(float));
     *ok = *ok && p;
     return p;
 }
@@ -485,10 +339,10 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     /* EDDY_CUDA_DP4A=0: the float products for every type (to measure what the integer ones gain) */
     const char *dp4a = getenv("EDDY_CUDA_DP4A");
     const bool integer = !(dp4a && !strcmp(dp4a, "0"));
-    g->moe_rows = X ? moe_gpu_rows(X, KX, B) : 0;
+    g->moe_rows = X ? cuda_moe_rows(X, KX, B) : 0;
     /* the steps of more rows group their experts' slots on the GPU, or route on the host */
     const char *grouped = getenv("EDDY_CUDA_MOE_GROUPED");
-    g->moe_grouped = X && integer && moe_groups(c->m) && B > g->moe_rows && !(grouped && !strcmp(grouped, "0"));
+    g->moe_grouped = X && integer && cuda_moe_groups(c->m) && B > g->moe_rows && !(grouped && !strcmp(grouped, "0"));
     const bool by_host = X && !g->moe_grouped && B > g->moe_rows;
     g->router = dev_rows(g, B, X, &ok);
     g->moe_x = dev_rows(g, B, by_host ? E : 0, &ok);
@@ -518,12 +372,12 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->h = dev_rows(g, B, c->mtp ? E : 0, &ok);
     g->mtp_cat = dev_rows(g, B, c->mtp ? 2 * E : 0, &ok);
     if (integer) {
-        g->gemv_q8 = dev_alloc(g, ck_gemv_scratch_bytes(max_in, B));
+        g->gemv_q8 = cuda_dev_alloc(g, ck_gemv_scratch_bytes(max_in, B));
         ok = ok && g->gemv_q8;
         if (X > 0) {
             const size_t hq = ck_gemv_experts_scratch_bytes(F_exp, slots);
             const size_t xq = ck_gemv_experts_scratch_bytes(E, g->moe_rows);
-            g->moe_q8 = dev_alloc(g, hq > xq ? hq : xq);
+            g->moe_q8 = cuda_dev_alloc(g, hq > xq ? hq : xq);
             ok = ok && g->moe_q8;
         }
         if (g->moe_grouped) {
@@ -531,12 +385,12 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
             g->moe_pos = (int32_t *)dev_rows(g, S, 1, &ok);
             g->moe_src = (int32_t *)dev_rows(g, rows, 1, &ok);
             g->moe_n_tiles = (int32_t *)dev_rows(g, 1, 1, &ok);
-            g->moe_tiles = dev_alloc(g, (size_t)tiles * sizeof(ck_moe_tile));
+            g->moe_tiles = cuda_dev_alloc(g, (size_t)tiles * sizeof(ck_moe_tile));
             g->moe_gx = dev_rows(g, rows, E, &ok);
             g->moe_ga = dev_rows(g, rows, F_exp, &ok);
             g->moe_gb = dev_rows(g, rows, F_exp, &ok);
             g->moe_gy = dev_rows(g, rows, E, &ok);
-            g->moe_mq = dev_alloc(g, ck_mmq_experts_scratch_bytes(E > F_exp ? E : F_exp, rows));
+            g->moe_mq = cuda_dev_alloc(g, ck_mmq_experts_scratch_bytes(E > F_exp ? E : F_exp, rows));
             ok = ok && g->moe_tiles && g->moe_mq;
         }
         /* products of 9 to 128 rows (batched decode, verify of long drafts) multiply the
@@ -546,13 +400,13 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
         const char *mmq = getenv("EDDY_CUDA_MMQ");
         if (mmq && *mmq) g->mmq_rows = atoll(mmq);
         if (B > CK_GEMV_MAX_TOK && g->mmq_rows > CK_GEMV_MAX_TOK) {
-            g->mmq_q8 = dev_alloc(g, ck_mmq_scratch_bytes(max_in, B < g->mmq_rows ? B : g->mmq_rows));
+            g->mmq_q8 = cuda_dev_alloc(g, ck_mmq_scratch_bytes(max_in, B < g->mmq_rows ? B : g->mmq_rows));
             ok = ok && g->mmq_q8;
         }
     }
     if (B > CK_GEMV_MAX_TOK) {
-        g->w16 = w16 ? dev_alloc(g, (size_t)w16 * 2) : NULL;
-        g->x16 = dev_alloc(g, (size_t)(B * max_in) * 2);
+        g->w16 = w16 ? cuda_dev_alloc(g, (size_t)w16 * 2) : NULL;
+        g->x16 = cuda_dev_alloc(g, (size_t)(B * max_in) * 2);
         ok = ok && (g->w16 || !w16) && g->x16;
     }
     /* the plan: tokens, positions, runs of rows, output rows, conv window items (4 ints:
@@ -568,7 +422,7 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
         g->gdn_work_tiles = ck_gdn_tiles_max(B, runs_max);
         g->gdn_work = dev_rows(g, g->gdn_work_tiles, hp->ssm_n_v * CK_GDN_TILE_WORK, &ok);
     }
-    g->d_plan = dev_alloc(g, (size_t)g->plan_ints * sizeof(int32_t));
+    g->d_plan = cuda_dev_alloc(g, (size_t)g->plan_ints * sizeof(int32_t));
     if (cudaMallocHost((void **)&g->h_plan, (size_t)g->plan_ints * sizeof(int32_t)) != cudaSuccess) g->h_plan = NULL;
     ok = ok && g->d_plan && g->h_plan;
     if (!ok) {
@@ -585,200 +439,7 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
 
 /* ==== A step ==== */
 
-/* The work (statements), timed as kind when profiling */
-#define PROF(g, kind, ...)                                                                                           \
-    do {                                                                                                             \
-        const int mark_ = cuda_profile_begin((g)->prof, (g)->stream);                                                \
-        __VA_ARGS__;                                                                                                 \
-        cuda_profile_end((g)->prof, mark_, kind, (g)->stream);                                                       \
-    } while (0)
 
-/* The bytes the f16 copies of the weights may take: EDDY_CUDA_F16_CACHE MiB (0: none), or
- * by default the device memory free at the first product of more than CK_GEMV_MAX_TOK
- * rows (the state pool and the buffers are made by then) less a quarter of the device's,
- * which stays free for the prefix cache's states, cuBLAS and other processes. */
-static int64_t f16_budget(void) {
-    size_t free_bytes = 0, total = 0;
-    if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    int64_t budget = (int64_t)free_bytes - (int64_t)(total / 4);
-    const char *e = getenv("EDDY_CUDA_F16_CACHE");
-    if (e && *e) {
-        char *end;
-        const double mib = strtod(e, &end);
-        if (*end || !(mib >= 0 && mib <= 1e9))
-            eddy_log(EDDY_LOG_WARN, "EDDY_CUDA_F16_CACHE=%s is not a number of MiB: using the default", e);
-        else {
-            const int64_t want = (int64_t)(mib * (1 << 20)), most = (int64_t)free_bytes - ((int64_t)512 << 20);
-            budget = want < most ? want : most;
-        }
-    }
-    budget = budget > 0 ? budget : 0;
-    eddy_log(EDDY_LOG_DEBUG, "f16 copies of the weights for the tensor-core products: up to %.0f MiB",
-             (double)budget / (1 << 20));
-    return budget;
-}
-
-/* W as f16 for the tensor-core products: a copy made at its first product and kept (keyed
- * by W's bytes, so that a tied output matrix and its embedding share one and each expert
- * of a mixture has its own), or NULL once the copies have used up their budget: then the
- * caller dequantizes W into w16 for this product alone, as every product would without
- * copies. Prefill and batched decode thus read 2 bytes per weight per step instead of
- * writing and reading them. */
-static const uint16_t *weight_f16(cuda_backend *g, const tensor *W) {
-    for (int64_t i = 0; i < g->n_f16c; i++)
-        if (g->f16c[i].data == W->data) return g->f16c[i].f16;
-    if (g->f16_budget < 0) g->f16_budget = f16_budget();
-    const int64_t n_in = W->ne[0], n_out = tensor_rows(W);
-    const size_t bytes = (size_t)(n_in * n_out) * 2;
-    if ((int64_t)bytes > g->f16_budget) return NULL;
-    if (g->n_f16c == g->cap_f16c) {
-        const int64_t cap = g->cap_f16c ? 2 * g->cap_f16c : 64;
-        struct f16_copy *a = eddy_realloc(g->f16c, (size_t)cap * sizeof *a);
-        if (!a) return NULL;
-        g->f16c = a, g->cap_f16c = cap;
-    }
-    uint16_t *p = dev_alloc(g, bytes);
-    if (!p) {
-        g->f16_budget = 0; /* the device is fuller than it said: no more copies */
-        return NULL;
-    }
-    ck_dequant_f16(W->type, W->data, W->row_bytes, n_in, n_out, p, g->stream);
-    g->f16c[g->n_f16c++] = (struct f16_copy){W->data, p};
-    g->f16_budget -= (int64_t)bytes;
-    g->f16_bytes += bytes;
-    return p;
-}
-
-/* ck_gemv's scratch holds the 8-bit form of x (n rows of cols), or (x NULL) of nothing to
- * rely on; lin_parts says so of the inputs it quantizes. */
-static void q8_holds(cuda_backend *g, const float *x, int64_t n, int64_t cols) {
-    g->xq_of = x, g->xq_rows = n, g->xq_cols = cols;
-}
-static bool q8_held(const cuda_backend *g, const float *x, int64_t n, int64_t cols) {
-    return g->xq_of == x && g->xq_rows == n && g->xq_cols == cols;
-}
-
-/* g->x16 holds the f16 form of x (n rows of cols), or (x NULL) of nothing to rely on; as
- * q8_holds, for the products of the steps that go through cuBLAS. */
-static void x16_holds(cuda_backend *g, const float *x, int64_t n, int64_t cols) {
-    g->x16_of = x, g->x16_rows = n, g->x16_cols = cols;
-}
-static bool x16_held(const cuda_backend *g, const float *x, int64_t n, int64_t cols) {
-    return g->x16_of == x && g->x16_rows == n && g->x16_cols == cols;
-}
-
-/* A kernel wrote x (n rows of cols), the input of the products after it, and left its
- * 8-bit form in gemv_q8 (q8) and its f16 form in x16 (f16), or not: every kernel that
- * writes a product's input says so, since the forms held of the x it overwrote are stale. */
-static void x_written(cuda_backend *g, const float *x, int64_t n, int64_t cols, bool q8, bool f16) {
-    q8_holds(g, q8 ? x : NULL, n, cols);
-    x16_holds(g, f16 ? x : NULL, n, cols);
-}
-
-/* Where a kernel whose output is the input of the next product leaves that output's f16
- * form: g->x16 when the products of a step of n rows go through cuBLAS (more than
- * mmq_rows, or no ck_mmq_parts), else NULL. */
-static uint16_t *x16_room(const cuda_backend *g, int64_t n) {
-    return n > CK_GEMV_MAX_TOK && (n > g->mmq_rows || !g->mmq_q8) ? g->x16 : NULL;
-}
-
-/* y (n, rows of W) = x (n, W->ne[0]) W^T on the tensor cores (cuBLAS): steps of more than
- * CK_GEMV_MAX_TOK rows. x16_ready: g->x16 holds x in f16 already (the product before had
- * the same x); returns whether it does afterwards. */
-static bool lin_blas(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y, bool x16_ready) {
-    const int64_t n_in = W->ne[0], n_out = tensor_rows(W);
-    const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t st;
-    /* y^T (n_out, n) = W (n_out, n_in) x^T in cuBLAS's column-major terms: W's rows are
-     * the columns of an (n_in, n_out) matrix, transposed */
-    if (W->type == QTYPE_F32) {
-        PROF(g, PROF_GEMM,
-             st = cublasSgemm(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_out, (int)n, (int)n_in, &one, f32(W),
-                              (int)n_in, x, (int)n_in, &zero, y, (int)n_out));
-    } else {
-        const void *A = NULL;
-        PROF(g, PROF_TO_F16, {
-            A = W->type == QTYPE_F16 ? (const void *)W->data : (const void *)weight_f16(g, W);
-            if (!A) {
-                ck_dequant_f16(W->type, W->data, W->row_bytes, n_in, n_out, g->w16, g->stream);
-                A = g->w16;
-            }
-        });
-        PROF(g, PROF_GEMM, {
-            if (!x16_ready) ck_f32_to_f16(x, g->x16, n * n_in, g->stream), g->n_x16_made++;
-            st = cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_out, (int)n, (int)n_in, &one, A, CUDA_R_16F,
-                              (int)n_in, g->x16, CUDA_R_16F, (int)n_in, &zero, y, CUDA_R_32F, (int)n_out,
-                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-        });
-    }
-    if (st != CUBLAS_STATUS_SUCCESS && g->blas_status == CUBLAS_STATUS_SUCCESS) g->blas_status = st;
-    return W->type != QTYPE_F32 || x16_ready;
-}
-/* ys[k] = x W[k]^T for n_w <= CK_GEMV_MAX_PARTS weights of one x. A step of up to
- * CK_GEMV_MAX_TOK rows runs each run of consecutive weights of one type in one launch
- * (ck_gemv_parts), or two such runs where ck_gemv_parts_mixed takes their pair of types;
- * up to mmq_rows rows go through ck_mmq_parts (small_float weights: ck_gemv in passes),
- * more through cuBLAS. same_x: x is unchanged since the kernel that wrote it said so
- * (x_written), so the forms of it held since (the writer's, or those made by the products
- * of it before) are used again; else x is new. The forms made here are held afterwards,
- * and a product that leaves the scratch alone (a float weight's) keeps what it held. */
-static void lin_parts(cuda_backend *g, const tensor *const *W, float *const *ys, int n_w, const float *x, int64_t n,
-                      bool same_x) {
-    assert(n_w >= 1 && n_w <= CK_GEMV_MAX_PARTS);
-    if (!same_x) x_written(g, x, n, W[0]->ne[0], false, false);
-    bool x16 = x16_held(g, x, n, W[0]->ne[0]);
-    for (int k = 0, e; k < n_w; k = e) {
-        const int64_t n_in = W[k]->ne[0];
-        const bool ready = q8_held(g, x, n, n_in);
-        const bool mid = n > CK_GEMV_MAX_TOK && n <= g->mmq_rows && g->mmq_q8;
-        /* small float weights take ck_gemv's passes only where that keeps the step a graph */
-        const bool mmq = mid && ck_gemv_integer(W[k]->type);
-        const bool passes = mid && !g->float_products && small_float(W[k]);
-        if (n > CK_GEMV_MAX_TOK && !mmq && !passes) {
-            x16 = lin_blas(g, W[k], x, n, ys[k], x16);
-            if (x16) x16_holds(g, x, n, n_in);
-            e = k + 1;
-            continue;
-        }
-        ck_gemv_part parts[CK_GEMV_MAX_PARTS];
-        for (int i = k; i < n_w; i++)
-            parts[i - k] = (ck_gemv_part){W[i]->data, W[i]->row_bytes, tensor_rows(W[i]), ys[i]};
-        for (e = k; e < n_w && W[e]->type == W[k]->type && W[e]->ne[0] == n_in; e++) {}
-        if (passes) e = k + 1; /* the next weight of its type need not be small */
-        int held = -1; /* ck_gemv's integer path: whether gemv_q8 holds x's 8-bit form after */
-        if (mmq) {
-            PROF(g, PROF_MMQ, ck_mmq_parts(W[k]->type, parts, e - k, n_in, x, n, g->mmq_q8, g->stream));
-        } else {
-            /* the weights of the next type too, in one launch where ck_gemv_parts_mixed takes the pair */
-            int e2 = e, mixed = -1;
-            while (e2 < n_w && W[e2]->type == W[e]->type && W[e2]->ne[0] == n_in) e2++;
-            if (e2 > e)
-                PROF(g, PROF_GEMV,
-                     mixed = ck_gemv_parts_mixed(W[k]->type, e - k, W[e]->type, parts, e2 - k, n_in, x, n,
-                                                 g->gemv_q8, ready, g->stream));
-            if (mixed >= 0) held = mixed, e = e2;
-            else
-                PROF(g, PROF_GEMV,
-                     held = ck_gemv_parts(W[k]->type, parts, e - k, n_in, x, n, g->gemv_q8, ready, g->stream));
-            if (!ck_gemv_integer(W[k]->type)) held = -1; /* a float product leaves gemv_q8 alone */
-        }
-        if (held >= 0) {
-            g->n_q8_made += held && !ready;
-            q8_holds(g, held ? x : NULL, n, n_in);
-        }
-    }
-}
-
-static void lin(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y) {
-    lin_parts(g, &W, &y, 1, x, n, false);
-}
-/* a product of an x unchanged since its writer's x_written (lin_parts' same_x) */
-static void lin_again(cuda_backend *g, const tensor *W, const float *x, int64_t n, float *y) {
-    lin_parts(g, &W, &y, 1, x, n, true);
-}
 
 /* A conv window item: the window after row `end` of the run from row0 (its old window in
  * slot src) into slot dst. */
@@ -882,7 +543,7 @@ static void layer_attention(engine *c, cuda_backend *g, const model_layer *l, in
     const int64_t hd = hp->head_dim_k, dv = hp->head_dim_v, O = hp->n_head * dv;
     const tensor *const W[3] = {&l->wq, &l->wk, &l->wv};
     float *const ys[3] = {hp->attn_gated ? g->qg : g->q, g->k, g->v};
-    lin_parts(g, W, ys, 3, g->xn, n, true);
+    cuda_lin_parts(g, W, ys, 3, g->xn, n, true);
     /* the gated q's split and the per-head norms, in the rotation's pass */
     const ck_rope_pre pre = {hp->attn_gated ? g->qg : NULL, g->gate, l->q_norm.name ? f32(&l->q_norm) : NULL,
                              l->q_norm.name ? f32(&l->k_norm) : NULL, hp->rms_eps};
@@ -895,8 +556,8 @@ static void layer_attention(engine *c, cuda_backend *g, const model_layer *l, in
         held = attend(g, hp, sp->k[il], sp->v[il], kv_f16, scale, n, hp->attn_gated ? g->gate : NULL);
     });
     if (held < 0 && hp->attn_gated) ck_sigmoid_mul(g->attn, g->gate, n * O, g->stream);
-    x_written(g, g->attn, n, O, held > 0, false);
-    lin_again(g, &l->wo, g->attn, n, g->mix);
+    cuda_x_written(g, g->attn, n, O, held > 0, false);
+    cuda_lin_again(g, &l->wo, g->attn, n, g->mix);
 }
 
 /* What a GDN verify row keeps for replay: its conv output, g and beta. */
@@ -920,7 +581,7 @@ static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
     /* the four input projections (qwen3next: three, b|a fused) in as few launches as their types allow */
     const tensor *const W[4] = {&l->ssm_qkv, &l->ssm_z, ba ? &l->ssm_ba : &l->ssm_beta, &l->ssm_alpha};
     float *const ys[4] = {g->conv_in, g->gdn_z, g->gdn_b, g->gdn_a};
-    lin_parts(g, W, ys, ba ? 3 : 4, g->xn, n, true);
+    cuda_lin_parts(g, W, ys, ba ? 3 : 4, g->xn, n, true);
     const float *a_log_neg = f32(&l->ssm_a), *dt_bias = f32(&l->ssm_dt_bias);
     /* qwen3next's fused b|a: per key head, b of its r value heads, then a of them */
     const ck_gate_src gate = ba ? (ck_gate_src){g->gdn_b + r, 2 * n_v, g->gdn_b, 2 * n_v, r, 2 * r, a_log_neg, dt_bias}
@@ -958,12 +619,12 @@ static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
                 ck_gdn(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta,
                        g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v, map, scale, g->stream);
         });
-        h16 = x16_room(g, n);
+        h16 = cuda_x16_room(g, n);
         held = ck_gated_rmsnorm(n, n_v, d_v, g->gdn_o, V, norm.z, norm.z_stride, norm.w, norm.eps, g->gdn_o, V,
                                 g->gemv_q8, h16, g->stream);
     }
-    x_written(g, g->gdn_o, n, V, held, h16);
-    lin_again(g, &l->ssm_out, g->gdn_o, n, g->mix);
+    cuda_x_written(g, g->gdn_o, n, V, held, h16);
+    cuda_lin_again(g, &l->ssm_out, g->gdn_o, n, g->mix);
 }
 
 /* block_mamba2.c on the GPU: the conv output goes to gdn_qkv, the scan output to gdn_o */
@@ -972,7 +633,7 @@ static void layer_mamba2(engine *c, cuda_backend *g, const model_layer *l, int64
     const state_pool *sp = c->sp;
     const int64_t DI = hp->ssm_d_inner, CD = mamba2_conv_dim(hp), IN = mamba2_in_dim(hp), H = hp->ssm_n_head;
     const int K = (int)hp->ssm_d_conv;
-    lin_again(g, &l->ssm_in, g->xn, n, g->mb_in);
+    cuda_lin_again(g, &l->ssm_in, g->xn, n, g->mb_in);
     PROF(g, PROF_CONV, {
         const bool fused = g->fused && g->decode_step; /* the conv writes the windows */
         ck_conv1d(&g->step, n, g->mb_in + DI, IN, g->gdn_qkv, CD, l->conv_w, f32(&l->ssm_conv_bias), CD, K,
@@ -994,166 +655,19 @@ static void layer_mamba2(engine *c, cuda_backend *g, const model_layer *l, int64
     });
     ck_gated_rmsnorm_group(n, hp->ssm_n_group, DI / hp->ssm_n_group, g->gdn_o, DI, g->mb_in, IN, f32(&l->ssm_norm),
                            hp->rms_eps, g->gdn_o, DI, g->stream);
-    lin(g, &l->ssm_out, g->gdn_o, n, g->mix);
+    cuda_lin(g, &l->ssm_out, g->gdn_o, n, g->mix);
 }
 
-/* out (m, n_embd) = down(silu(gate x) * up x) for m rows x */
-static void swiglu_expert(cuda_backend *g, const tensor *gate, const tensor *up, const tensor *down, const float *x,
-                          int64_t m, float *out) {
-    const int64_t F = gate->ne[1];
-    const tensor *const W[2] = {gate, up};
-    float *const ys[2] = {g->ff_a, g->ff_b};
-    lin_parts(g, W, ys, 2, x, m, true);
-    uint16_t *h16 = x16_room(g, m);
-    const int held = ck_swiglu(g->ff_a, g->ff_a, g->ff_b, m, F, g->gemv_q8, h16, g->stream);
-    x_written(g, g->ff_a, m, F, held, h16);
-    lin_again(g, down, g->ff_a, m, out);
-}
-
-/* The experts' gate (part 0, into a) and up (part 1, into b) matrices of F rows as parts
- * of the experts' products; returns the end of the run of parts from `first` that one
- * launch takes: both when they share a type. */
-static int gate_up_parts(const model_layer *l, int64_t F, float *a, float *b, ck_gemv_part parts[2], int first) {
-    parts[0] = (ck_gemv_part){l->moe_gate.data, l->moe_gate.row_bytes, F, a};
-    parts[1] = (ck_gemv_part){l->moe_up.data, l->moe_up.row_bytes, F, b};
-    return first == 0 && l->moe_gate.type == l->moe_up.type ? 2 : first + 1;
-}
-static uint32_t gu_type(const model_layer *l, int part) { return part ? l->moe_up.type : l->moe_gate.type; }
-
-/* The routed experts of a step of up to moe_rows rows (decode, batches of decoding
- * sequences, verify) into mix without the host: the routing (ck_moe_route), each token
- * slot's gate and up products with its expert, SwiGLU and its down product
- * (ck_gemv_experts, a launch for all the slots), and the slots' outputs weighted and
- * summed (in the order of the slots, where the CPU adds in the experts' order). Nothing
- * comes back to the host, so these steps are captured as graphs like the others. */
-static void experts_on_gpu(engine *c, cuda_backend *g, const model_layer *l, int64_t n) {
-    const model_hparams *hp = &c->m->hp;
-    const int64_t E = hp->n_embd, X = hp->n_expert, k = hp->n_expert_used, S = n * k;
-    const int64_t F = l->moe_gate.ne[1];
-    /* in a step of up to CK_GEMV_MAX_TOK rows gemv_q8 may hold xn's 8-bit form (from its norm,
-     * or the router's product); longer steps quantize it into moe_q8 */
-    const bool few = n <= CK_GEMV_MAX_TOK;
-    lin_again(g, &l->moe_router, g->xn, n, g->router);
-    int ready = few && q8_held(g, g->xn, n, E);
-    ck_moe_route(g->router, n, X, k, g->moe_sel, g->moe_w, g->stream);
-    ck_gemv_part gu[2];
-    for (int i = 0, e; i < 2; i = e) {
-        e = gate_up_parts(l, F, g->moe_a, g->moe_b, gu, i);
-        const int was = ready;
-        PROF(g, PROF_GEMV,
-             ready = ck_gemv_experts(gu_type(l, i), gu + i, e - i, E, g->xn, n, g->moe_sel, S,
-                                     few ? g->gemv_q8 : g->moe_q8, ready, g->stream) == 1);
-        g->n_q8_made += ready && !was;
-    }
-    if (few) q8_holds(g, ready ? g->xn : NULL, n, E);
-    const int h_ready =
-        ck_swiglu(g->moe_a, g->moe_a, g->moe_b, S, F, S <= CK_GEMV_MAX_TOK ? g->moe_q8 : NULL, NULL, g->stream);
-    const ck_gemv_part down = {l->moe_down.data, l->moe_down.row_bytes, E, g->moe_y};
-    int h_made = 0;
-    PROF(g, PROF_GEMV,
-         h_made = ck_gemv_experts(l->moe_down.type, &down, 1, F, g->moe_a, S, g->moe_sel, S, g->moe_q8, h_ready,
-                                  g->stream) == 1 && !h_ready);
-    g->n_q8_made += h_made;
-    ck_moe_combine(g->mix, g->moe_y, g->moe_w, NULL, n, k, E, g->stream);
-}
-
-/* The routed experts of a longer step into mix (a prefill): the router's
- * logits come back to the host, which routes (moe_route, the CPU's code) and sends the
- * slots by expert; each expert with tokens then runs over its gathered rows, so that its
- * weights are read once for all of them, its outputs added with their weights in expert
- * order. */
-static void experts_by_host(engine *c, cuda_backend *g, const model_layer *l, int64_t n) {
-    const model_hparams *hp = &c->m->hp;
-    const int64_t E = hp->n_embd, X = hp->n_expert, k = hp->n_expert_used;
-    lin_again(g, &l->moe_router, g->xn, n, g->router);
-    cudaMemcpy(c->router, g->router, (size_t)(n * X) * sizeof(float), cudaMemcpyDeviceToHost);
-    moe_route(c, n);
-    cudaMemcpy(g->moe_order, c->moe_order, (size_t)(n * k) * sizeof(int32_t), cudaMemcpyHostToDevice);
-    cudaMemcpy(g->moe_w, c->moe_w, (size_t)(n * k) * sizeof(float), cudaMemcpyHostToDevice);
-    cudaMemset(g->mix, 0, (size_t)(n * E) * sizeof(float));
-    for (int64_t e = 0; e < X; e++) {
-        const int64_t m = c->moe_start[e + 1] - c->moe_start[e];
-        if (m == 0) continue;
-        const int32_t *slots = g->moe_order + c->moe_start[e];
-        ck_gather_rows(g->moe_x, g->xn, slots, k, m, E, g->stream);
-        x_written(g, g->moe_x, m, E, false, false);
-        const tensor ge = tensor_expert(&l->moe_gate, e), ue = tensor_expert(&l->moe_up, e);
-        const tensor de = tensor_expert(&l->moe_down, e);
-        swiglu_expert(g, &ge, &ue, &de, g->moe_x, m, g->ff_out);
-        ck_scatter_add(g->mix, g->ff_out, slots, k, g->moe_w, m, E, g->stream);
-    }
-}
-
-/* The routed experts of a longer step into mix (a prefill) grouped on the GPU, moe_chunk
- * tokens at a time: the routing (ck_moe_route), the token slots laid out by expert
- * (ck_moe_group, ck_gather_slots), each expert's rows times its gate and up matrices on the
- * tensor cores (ck_mmq_experts: the expert's weights read once per 64 of its rows),
- * SwiGLU, the down products the same way, and each token's slots weighted and summed
- * (ck_moe_combine). About ten launches a layer and chunk, where routing by the host takes
- * a copy to the host and back and five launches per expert with tokens. */
-static void experts_grouped(engine *c, cuda_backend *g, const model_layer *l, int64_t n) {
-    const model_hparams *hp = &c->m->hp;
-    const int64_t E = hp->n_embd, X = hp->n_expert, k = hp->n_expert_used, F = l->moe_gate.ne[1];
-    lin_again(g, &l->moe_router, g->xn, n, g->router);
-    for (int64_t t0 = 0; t0 < n; t0 += g->moe_chunk) {
-        const int64_t m = n - t0 < g->moe_chunk ? n - t0 : g->moe_chunk, S = m * k;
-        const int64_t rows = ck_moe_rows(S, X), tiles = ck_moe_tiles(S, X);
-        ck_moe_route(g->router + t0 * X, m, X, k, g->moe_sel, g->moe_w, g->stream);
-        ck_moe_group(g->moe_sel, S, X, g->moe_pos, g->moe_src, g->moe_tiles, g->moe_n_tiles, g->stream);
-        ck_gather_slots(g->moe_gx, g->xn + t0 * E, g->moe_src, k, rows, E, g->stream);
-        ck_gemv_part gu[2];
-        for (int i = 0, e; i < 2; i = e) {
-            e = gate_up_parts(l, F, g->moe_ga, g->moe_gb, gu, i);
-            PROF(g, PROF_MMQ,
-                 ck_mmq_experts(gu_type(l, i), gu + i, e - i, E, g->moe_gx, rows, g->moe_tiles, g->moe_n_tiles, tiles,
-                                g->moe_mq, g->stream));
-        }
-        ck_swiglu(g->moe_ga, g->moe_ga, g->moe_gb, rows, F, NULL, NULL, g->stream);
-        const ck_gemv_part down = {l->moe_down.data, l->moe_down.row_bytes, E, g->moe_gy};
-        PROF(g, PROF_MMQ,
-             ck_mmq_experts(l->moe_down.type, &down, 1, F, g->moe_ga, rows, g->moe_tiles, g->moe_n_tiles, tiles,
-                            g->moe_mq, g->stream));
-        ck_moe_combine(g->mix + t0 * E, g->moe_gy, g->moe_w, g->moe_pos, m, k, E, g->stream);
-    }
-}
-
-/* block_ffn_moe on the GPU: the routed experts, then the shared expert. */
-static void layer_moe(engine *c, cuda_backend *g, const model_layer *l, int64_t n) {
-    const int64_t E = c->m->hp.n_embd;
-    if (n <= g->moe_rows) experts_on_gpu(c, g, l, n);
-    else if (g->moe_grouped) experts_grouped(c, g, l, n);
-    else experts_by_host(c, g, l, n);
-    if (l->shexp_gate.name) {
-        swiglu_expert(g, &l->shexp_gate, &l->shexp_up, &l->shexp_down, g->xn, n, g->ff_out);
-        if (l->shexp_router.name) lin_again(g, &l->shexp_router, g->xn, n, g->sh_gate);
-        ck_add_gated_rows(g->mix, g->ff_out, l->shexp_router.name ? g->sh_gate : NULL, n, E, g->stream);
-    }
-}
-
-static void layer_ffn(engine *c, cuda_backend *g, const model_layer *l, int64_t n) {
-    if (l->ffn == FFN_MOE) {
-        layer_moe(c, g, l, n);
-        return;
-    }
-    if (l->ffn == FFN_RELU2) {
-        const int64_t F = l->ffn_up.ne[1];
-        lin_again(g, &l->ffn_up, g->xn, n, g->ff_a);
-        ck_relu2(g->ff_a, n * F, g->stream);
-        lin(g, &l->ffn_down, g->ff_a, n, g->mix);
-    } else {
-        swiglu_expert(g, &l->ffn_gate, &l->ffn_up, &l->ffn_down, g->xn, n, g->mix);
-    }
-}
 
 /* xn = the block's norm of x, after x += residual_scale * mix when a block's output is
  * still to be added (*pending): the residual and the next norm in one pass. */
 static void block_input(engine *c, cuda_backend *g, const tensor *norm, int64_t n, bool *pending) {
     const model_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd;
-    uint16_t *h16 = x16_room(g, n);
+    uint16_t *h16 = cuda_x16_room(g, n);
     const int held = ck_add_rmsnorm(g->x, *pending ? g->mix : NULL, hp->residual_scale, g->xn, f32(norm), E, n,
                                     hp->rms_eps, g->gemv_q8, h16, g->stream);
-    x_written(g, g->xn, n, E, held, h16);
+    cuda_x_written(g, g->xn, n, E, held, h16);
     *pending = false;
 }
 
@@ -1178,7 +692,7 @@ static void gpu_layer(engine *c, cuda_backend *g, int64_t il, int64_t n, bool *p
     }
     if (l->ffn != FFN_NONE) {
         block_input(c, g, &l->ffn_norm, n, pending);
-        layer_ffn(c, g, l, n);
+        cuda_layer_ffn(c, g, l, n);
         *pending = true;
     }
 }
@@ -1196,12 +710,12 @@ static void mtp_inputs(engine *c, cuda_backend *g, int64_t n) {
     ck_rmsnorm_rows(g->mtp_cat, 2 * E, g->xn, E, f32(&g->mtp_enorm), E, n, hp->rms_eps, g->stream);
     ck_gather_h(g->mix, g->h, sp->conv[il], sp->shape[il].conv_floats, g->d_plan + g->o_ckpt, n, E, g->stream);
     ck_rmsnorm_rows(g->mtp_cat + E, 2 * E, g->mix, E, f32(&g->mtp_hnorm), E, n, hp->rms_eps, g->stream);
-    x_written(g, g->xn, n, E, false, false);
+    cuda_x_written(g, g->xn, n, E, false, false);
 }
 
 /* x = eh_proj(mtp_cat), then the layer, over the uploaded plan's n rows. */
 static void mtp_layer(engine *c, cuda_backend *g, int64_t n) {
-    lin(g, &g->mtp_eh_proj, g->mtp_cat, n, g->x);
+    cuda_lin(g, &g->mtp_eh_proj, g->mtp_cat, n, g->x);
     bool pending = false;
     gpu_layer(c, g, c->mtp_il, n, &pending);
     block_output(c, g, n, &pending);
@@ -1251,7 +765,7 @@ void cuda_mtp_chain_step(engine *c, const step_plan *mp, const int32_t *tok) {
     mtp_inputs(c, g, n);
     mtp_layer(c, g, n);
     ck_rmsnorm_rows(g->h, E, g->x, E, f32(&g->mtp_head_norm), E, n, hp->rms_eps, g->stream); /* the next row's h */
-    lin(g, &g->mtp_head, g->h, n, g->logits);
+    cuda_lin(g, &g->mtp_head, g->h, n, g->logits);
     cudaMemcpy(c->mtp_logits, g->logits, (size_t)(n * hp->n_vocab) * sizeof(float), cudaMemcpyDeviceToHost);
     const char *e = ck_check(1);
     if (e) eddy_log(EDDY_LOG_ERROR, "CUDA error in an MTP draft step: %s", e);
@@ -1273,7 +787,7 @@ static void output_rows(engine *c, cuda_backend *g, int64_t first, int64_t k) {
     const model_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd;
     ck_rmsnorm_gather(g->xn, g->x, g->d_plan + g->o_out + first, f32(&g->output_norm), E, k, hp->rms_eps, g->stream);
-    lin(g, &g->output, g->xn, k, g->logits);
+    cuda_lin(g, &g->output, g->xn, k, g->logits);
     if (hp->logit_scale != 1.0f) ck_scale(g->logits, k * hp->n_vocab, 1.0f / hp->logit_scale, g->stream);
 }
 
@@ -1282,7 +796,7 @@ static void output_rows(engine *c, cuda_backend *g, int64_t first, int64_t k) {
 static void step_kernels(engine *c, cuda_backend *g, int64_t n, int64_t n_out) {
     const model_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd;
-    x_written(g, NULL, 0, 0, false, false); /* nothing of the last step is held */
+    cuda_x_written(g, NULL, 0, 0, false, false); /* nothing of the last step is held */
     ck_embed(g->tok_embd.type, g->tok_embd.data, g->tok_embd.row_bytes, E, g->d_plan + g->o_tokens, n,
              hp->embd_scale, g->x, g->stream);
     bool pending = false;

@@ -444,9 +444,13 @@ TEST(cuda_graphs_without_early_launches) {
 /* A mixture of experts' decode steps route on the GPU (ck_moe_route, ck_gemv_experts), so
  * they are captured as graphs: one sequence's decode and three decoding together give the
  * logits of the same steps without graphs (EDDY_CUDA_GRAPHS=0), and the engine holds a
- * graph for each shape. With EDDY_CUDA_MOE_ROWS=1 the three rows' steps group their slots
- * by expert instead (experts_grouped, as a prefill does), in graphs too, within 1e-6 (the
- * grouped products sum each row as ck_gemv_experts does, in tiles). The routed steps
+ * graph for each shape. With EDDY_CUDA_MOE_ROWS=1 the steps of more than one row (the
+ * prefills of 12 and the steps of three) group their slots by expert instead
+ * (experts_grouped, as a longer prefill does), in graphs too, with the bounds of the
+ * quantized files against the CPU (1e-2 relative RMS a row on average, 0.15 at worst):
+ * the two sum in different orders, and where that moves one of SwiGLU's outputs across an
+ * 8-bit level the expert's output moves by about 1e-3 (seed 39279272503106: 4e-4 in one
+ * row's experts, 4e-3 to 7e-3 in 9 of 57 rows' logits, the others equal). The routed steps
  * themselves are held to transformers' logits (cuda_moe_f32_match_transformers) and to the
  * CPU (cuda_quantized_models_match_cpu). */
 TEST(cuda_moe_decode_in_graphs) {
@@ -474,9 +478,16 @@ TEST(cuda_moe_decode_in_graphs) {
     CHECKF(graphs[0][0] == 1 && graphs[0][1] == 1 && !graphs[1][0] && !graphs[1][1] && graphs[2][1] == 1,
            "graphs held for steps of one row and of three: %d, %d with graphs; %d, %d without; %d, %d grouped",
            graphs[0][0], graphs[0][1], graphs[1][0], graphs[1][1], graphs[2][0], graphs[2][1]);
-    const double e2 = rel_rms(logits[0], logits[1], n * V), e_grouped = rel_rms(logits[2], logits[0], n * V);
+    const double e2 = rel_rms(logits[0], logits[1], n * V);
     CHECKF(e2 <= 1e-6, "decode in graphs against without: %g", e2);
-    CHECKF(e_grouped <= 1e-6, "steps grouped by expert against routed per slot: %g", e_grouped);
+    double mean = 0, worst = 0;
+    for (int64_t row = 0; row < n; row++) {
+        const double e_row = rel_rms(logits[2] + row * V, logits[0] + row * V, V);
+        mean += e_row / (double)n, worst = e_row > worst ? e_row : worst;
+    }
+    if (getenv("EDDY_TEST_VERBOSE")) printf("grouped against per slot: mean %g, worst %g\n", mean, worst);
+    CHECKF(mean <= 1e-2 && worst <= 0.15, "steps grouped by expert against routed per slot: mean %g, worst %g", mean,
+           worst);
     for (int k = 0; k < 3; k++) free(logits[k]);
     eddy_model_free(m);
 }
