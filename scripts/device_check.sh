@@ -27,14 +27,7 @@ GEN=$!
 
 device_toolchain
 note "== C compiler: ${CC:-cc}, extra libraries: ${LDLIBS:-none}"
-# sm_90 only here: the CI build compiles sm_80 and sm_90
-if ! timeout 400 make -j"$(nproc)" CUDA=1 SERVER=0 WERROR=1 CUDA_ARCHS="-gencode arch=compute_90,code=sm_90" build/cuda/eddy cuda-tests \
-    >"$OUT_DIR/build.log" 2>&1; then
-  tail -30 "$OUT_DIR/build.log"
-  note "BUILD FAILED after $(elapsed) (build.log)"
-  exit 1
-fi
-note "== built in $(elapsed)"
+device_build "$OUT_DIR/build.log" build/cuda/eddy cuda-tests
 
 timeout 300 build/cuda/eddy-cuda-tests >"$OUT_DIR/tests.log" 2>&1
 rc=$?
@@ -45,13 +38,7 @@ timeout 120 tests/cuda/cli.sh build/cuda/eddy build/cuda/eddy >"$OUT_DIR/cli.log
 grep -E '^FAIL' "$OUT_DIR/cli.log" | head -10
 note "== CLI tests against the CPU: $(tail -1 "$OUT_DIR/cli.log") at $(elapsed)"
 
-wait $GEN
-if [ ! -s "$M4B" ]; then
-  tail -5 "$OUT_DIR/gen.log"
-  note "MODEL GENERATION FAILED (gen.log)"
-  exit 1
-fi
-note "== model: $(basename "$M4B") $(du -h "$M4B" | cut -f1) at $(elapsed)"
+device_model_ready $GEN "$M4B" "$OUT_DIR/gen.log"
 
 E=build/cuda/eddy
 # the tensor cores' rate for the prefill's products (f16 in, f32 sums, as cuBLAS runs them here),

@@ -25,20 +25,8 @@ note "== device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --for
 device_moe_model >"$OUT_DIR/gen-moe.log" 2>&1 &
 GEN=$!
 device_toolchain
-if ! timeout 400 make -j"$(nproc)" CUDA=1 SERVER=0 WERROR=1 CUDA_ARCHS="-gencode arch=compute_90,code=sm_90" build/cuda/eddy \
-    >"$OUT_DIR/build-moe.log" 2>&1; then
-  tail -30 "$OUT_DIR/build-moe.log"
-  note "BUILD FAILED after $(elapsed) (build-moe.log)"
-  exit 1
-fi
-note "== built at $(elapsed)"
-wait $GEN
-if [ ! -s "$MOE" ]; then
-  tail -5 "$OUT_DIR/gen-moe.log"
-  note "MODEL GENERATION FAILED (gen-moe.log)"
-  exit 1
-fi
-note "== model: $(basename "$MOE") $(du -h "$MOE" | cut -f1) at $(elapsed)"
+device_build "$OUT_DIR/build-moe.log" build/cuda/eddy
+device_model_ready $GEN "$MOE" "$OUT_DIR/gen-moe.log"
 
 E=build/cuda/eddy
 bounded 180 $E bench -m "$MOE" --device cuda -p 2048 -n 128 -r 2 >"$OUT_DIR/moe-bench.log" 2>&1

@@ -1,8 +1,9 @@
-# device_env.sh — what scripts/device_check.sh and scripts/device_profile.sh share, sourced
-# from the repository's root with the output folder as $1: OUT_DIR, MODELS and the model's
-# path M4B (and MOE, scripts/device_check_moe.sh's); device_toolchain, which makes a CUDA
-# build work on a machine without Debian packages; device_model and device_moe_model, which
-# generate the models (numpy and `gguf`, its wheel taken from .whl/ when it is not installed).
+# device_env.sh — what scripts/device_check.sh, device_check_moe.sh and device_profile.sh
+# share, sourced from the repository's root with the output folder as $1: OUT_DIR, MODELS
+# and the models' paths M4B and MOE; the checks' summary (note, elapsed, bounded), their
+# build (device_build) and models (device_model, device_moe_model, device_model_ready:
+# numpy and `gguf`, its wheel taken from .whl/ when it is not installed); device_toolchain,
+# which makes a CUDA build work on a machine without Debian packages.
 OUT_DIR=${1:-${OUT:-/tmp/eddy-device}}
 mkdir -p "$OUT_DIR"
 MODELS=${MODELS:-/tmp/eddy-models}
@@ -24,6 +25,32 @@ bounded() {
   if [ "$l" -lt 20 ]; then note "(skipped for time: $*)"; return 1; fi
   [ "$l" -lt "$s" ] && s=$l
   timeout "$s" "$@"
+}
+
+# device_build LOG TARGETS...: make CUDA=1 TARGETS for sm_90 (the CI build compiles sm_80 and
+# sm_90), at most 400 s; a failed build ends the check with LOG's end and a note.
+device_build() {
+  local log=$1
+  shift
+  if ! timeout 400 make -j"$(nproc)" CUDA=1 SERVER=0 WERROR=1 CUDA_ARCHS="-gencode arch=compute_90,code=sm_90" "$@" \
+      >"$log" 2>&1; then
+    tail -30 "$log"
+    note "BUILD FAILED after $(elapsed) ($(basename "$log"))"
+    exit 1
+  fi
+  note "== built in $(elapsed)"
+}
+
+# device_model_ready PID FILE LOG: waits for the generation PID of FILE; without FILE, ends
+# the check with LOG's end and a note.
+device_model_ready() {
+  wait "$1"
+  if [ ! -s "$2" ]; then
+    tail -5 "$3"
+    note "MODEL GENERATION FAILED ($(basename "$3"))"
+    exit 1
+  fi
+  note "== model: $(basename "$2") $(du -h "$2" | cut -f1) at $(elapsed)"
 }
 
 device_toolchain() {

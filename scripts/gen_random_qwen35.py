@@ -41,7 +41,7 @@ SHAPES = {
                vocab=151936),
     "0.57b": dict(hidden=1024, layers=24, ff=3584, heads=8, kv=2, hd=256, rot=64, nk=16, nv=16, dk=128, dv=128,
                   vocab=65536),
-    "35b-a3b": dict(hidden=2048, layers=40, ff=0, heads=16, kv=2, hd=256, rot=64, nk=16, nv=32, dk=128, dv=128,
+    "35b-a3b": dict(hidden=2048, layers=40, heads=16, kv=2, hd=256, rot=64, nk=16, nv=32, dk=128, dv=128,
                     vocab=151936, experts=256, used=8, ff_exp=512, ff_shexp=512),
 }
 

@@ -158,7 +158,7 @@ static bool lin_blas(cuda_backend *g, const tensor *W, const float *x, int64_t n
  * of it before) are used again; else x is new. The forms made here are held afterwards,
  * and a product that leaves the scratch alone (a float weight's) keeps what it held. */
 void cuda_lin_parts(cuda_backend *g, const tensor *const *W, float *const *ys, int n_w, const float *x, int64_t n,
-                      bool same_x) {
+                    bool same_x) {
     assert(n_w >= 1 && n_w <= CK_GEMV_MAX_PARTS);
     if (!same_x) cuda_x_written(g, x, n, W[0]->ne[0], false, false);
     bool x16 = x16_held(g, x, n, W[0]->ne[0]);
