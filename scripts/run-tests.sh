@@ -13,7 +13,8 @@
 #       libeddy.a and libeddy.so, make install + pkg-config
 #   4c. the CUDA backend's tests on the CPU emulator (build/cuda-emu, made when nvcc is
 #       there): every kernel against its CPU oracle, whole models against transformers
-#       and the CPU engine, sequences, verify and rollback on the GPU path
+#       and the CPU engine, sequences, verify and rollback on the GPU path; then the kernel
+#       tests with the threads in reverse and in random order (races)
 #   5. fuzz smoke: each fuzzer for FUZZ_SMOKE_SECONDS (default 20) from its seeds
 set -u
 B=${1:-build}
@@ -27,7 +28,7 @@ suite() {
   echo "== $name"
   local log
   log=$(mktemp)
-  "$@" 2>&1 | tee "$log" | grep -E '^(FAIL|eddy tests: seed)|passed, .* failed|ERROR|error:' | head -40
+  "$@" 2>&1 | tee "$log" | grep -E '^(FAIL|eddy tests: seed|emu: )|passed, .* failed|ERROR|error:' | head -40
   local rc=${PIPESTATUS[0]}
   local line
   line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
@@ -64,6 +65,12 @@ suite "server tests, ASan+UBSan" tests/server/run.sh "$B/asan/eddy"
 suite "library tests" tests/lib/run.sh "$B"
 if [ -x "$B/cuda-emu/eddy-cuda-tests" ]; then
   suite "CUDA backend tests, emulated on the CPU" "$B/cuda-emu/eddy-cuda-tests"
+  # the kernel tests again with the threads of a block and the blocks of a launch taking
+  # their turns in other orders: a kernel whose result depends on the order has a race
+  suite "CUDA kernel tests, emulated, threads in reverse order" env EDDY_EMU_ORDER=reverse \
+    "$B/cuda-emu/eddy-cuda-tests" test_cuda_kernels
+  suite "CUDA kernel tests, emulated, threads in random order" env EDDY_EMU_ORDER=shuffle \
+    "$B/cuda-emu/eddy-cuda-tests" test_cuda_kernels
   suite "CUDA backend CLI tests, emulated on the CPU" tests/cuda/cli.sh "$B/eddy" "$B/cuda-emu/eddy"
 else
   echo "== CUDA backend tests: not built (no nvcc)"

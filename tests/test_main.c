@@ -167,10 +167,12 @@ static void remove_tmp_dir(void) {
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tmp_dir);
 }
 
-static bool selected(const char *name, int argc, char **argv) {
+/* A test runs when no words are given, or when one of them is part of its name or of its
+ * source file's path (`eddy-cuda-tests test_cuda_kernels`: the kernel tests only). */
+static bool selected(const char *name, const char *file, int argc, char **argv) {
     if (argc <= 1) return true;
     for (int i = 1; i < argc; i++)
-        if (strstr(name, argv[i])) return true;
+        if (strstr(name, argv[i]) || strstr(file, argv[i])) return true;
     return false;
 }
 
@@ -182,7 +184,7 @@ int main(int argc, char **argv) {
     fflush(stdout);
     int passed = 0, failed = 0;
     for (int i = 0; i < n_tests; i++) {
-        if (!selected(tests[i].name, argc, argv)) continue;
+        if (!selected(tests[i].name, tests[i].file, argc, argv)) continue;
         current_name = tests[i].name;
         current_failures = 0;
         tests[i].fn();

@@ -8,9 +8,13 @@
  * such thread of the warp does (each gets its partner's value, or its own when the
  * partner has returned). __shared__ variables are static (one block at a time). A
  * barrier nobody can pass aborts with a message: the emulator finds missing or
- * divergent barriers, wrong indexing and wrong results; it cannot find a host pointer
- * used as a device one (device memory is host memory here), and it says nothing about
- * races between threads that real hardware interleaves, or about speed.
+ * divergent barriers, wrong indexing and wrong results. The threads take their turns, and
+ * the blocks theirs, by index, or in reverse or random order (EDDY_EMU_ORDER, in
+ * emu_runtime.cpp): a result that changes with the order shows a race, a thread reading
+ * what another writes without a barrier or shuffle between them. It cannot find a host
+ * pointer used as a device one (device memory is host memory here), two threads' plain
+ * read-modify-writes of one word between barriers (each turn runs whole, so neither is
+ * lost), or anything about speed.
  */
 #ifndef EDDY_CUDA_CK_EMU_H
 #define EDDY_CUDA_CK_EMU_H

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -182,6 +183,94 @@ size_t shared_most() {
 }
 } // namespace
 
+namespace {
+
+/* The order the threads of a block take their turns between two barriers or shuffles, and
+ * the order of a launch's blocks (EDDY_EMU_ORDER): any order is one a GPU may run, and a
+ * kernel whose result depends on it has a race — a thread reading what another writes
+ * before a barrier between them, a block reading another block's output. `forward`
+ * (the default) runs them by index, `reverse` the other way round, and `shuffle[:SEED]` a
+ * new random order at each turn (the seed is printed once, to replay). */
+enum sched_order { FORWARD, REVERSE, SHUFFLE };
+uint64_t shuffle_state = 0;
+
+sched_order order() {
+    static int how = -1;
+    if (how >= 0) return (sched_order)how;
+    const char *e = getenv("EDDY_EMU_ORDER");
+    how = FORWARD;
+    if (!e || !*e || !strcmp(e, "forward")) return FORWARD;
+    if (!strcmp(e, "reverse")) return (sched_order)(how = REVERSE);
+    if (strncmp(e, "shuffle", 7) || (e[7] && e[7] != ':')) {
+        fprintf(stderr, "emu: EDDY_EMU_ORDER=%s: expected forward, reverse, shuffle or shuffle:SEED\n", e);
+        abort();
+    }
+    shuffle_state = e[7] ? strtoull(e + 8, nullptr, 10) : (uint64_t)time(nullptr) ^ (uint64_t)clock();
+    fprintf(stderr, "emu: threads and blocks shuffled (replay with EDDY_EMU_ORDER=shuffle:%llu)\n",
+            (unsigned long long)shuffle_state);
+    return (sched_order)(how = SHUFFLE);
+}
+
+/* splitmix64: the shuffles' random numbers */
+uint64_t shuffle_next() {
+    uint64_t z = (shuffle_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Puts the indices in v (0..n-1 by index) in the turn order how asks for. */
+void arrange(std::vector<size_t> &v, sched_order how) {
+    if (how == REVERSE) std::reverse(v.begin(), v.end());
+    if (how == SHUFFLE)
+        for (size_t i = v.size(); i > 1; i--) std::swap(v[i - 1], v[shuffle_next() % i]);
+}
+
+/* Runs one block of the launch L describes: its threads as fibers, in turns until all
+ * have returned. */
+void run_block(emu_idx at, dim3 block, sched_order how) {
+    const size_t n = L.n;
+    L.block = at;
+    for (size_t i = 0; i < n; i++) {
+        fiber &f = L.fibers[i];
+        f.state = RUN;
+        f.started = false;
+        f.waited = false;
+        const size_t plane = (size_t)block.x * block.y;
+        f.tid = {(unsigned)(i % block.x), (unsigned)(i / block.x % block.y), (unsigned)(i / plane)};
+        getcontext(&f.ctx);
+        f.ctx.uc_stack.ss_sp = f.stack;
+        f.ctx.uc_stack.ss_size = STACK;
+        f.ctx.uc_link = nullptr;
+        makecontext(&f.ctx, trampoline, 0);
+    }
+    std::vector<size_t> turns(n);
+    for (;;) {
+        for (size_t i = 0; i < n; i++) turns[i] = i;
+        arrange(turns, how);
+        for (size_t i : turns)
+            if (L.fibers[i].state == RUN) resume(i);
+        bool live = false;
+        for (size_t i = 0; i < n && !live; i++) live = L.fibers[i].state != DONE;
+        if (!live) break;
+        if (!release()) {
+            fprintf(stderr, "emu: block (%u, %u, %u) cannot go on: its threads wait at different barriers or "
+                            "shuffles\n", at.x, at.y, at.z);
+            abort();
+        }
+    }
+    /* every launch may start early on a GPU (ck_device.h): a thread that never waited may
+     * have read what the kernel before wrote */
+    for (size_t i = 0; i < n; i++)
+        if (!L.fibers[i].waited) {
+            fprintf(stderr, "emu: thread %zu of block (%u, %u, %u) returned without ck_pdl_wait\n", i, at.x, at.y,
+                    at.z);
+            abort();
+        }
+}
+
+} // namespace
+
 /* Kernel launches run so far: what a test counts to see that a step took its fused kernels */
 static long long launches_run = 0;
 extern "C" long long emu_launches(void) { return launches_run; }
@@ -208,47 +297,13 @@ void emu_run(const void *fn, dim3 grid, dim3 block, size_t shared_bytes, const s
     L.shared.assign(shared_bytes + 16, 0xa5); /* not zero: kernels must write before they read */
     L.n = n, L.body = &body;
     L.bdim = {block.x, block.y, block.z}, L.gdim = {grid.x, grid.y, grid.z};
-    for (unsigned bz = 0; bz < grid.z; bz++)
-        for (unsigned by = 0; by < grid.y; by++)
-            for (unsigned bx = 0; bx < grid.x; bx++) {
-                L.block = {bx, by, bz};
-                for (size_t i = 0; i < n; i++) {
-                    fiber &f = L.fibers[i];
-                    f.state = RUN;
-                    f.started = false;
-                    f.waited = false;
-                    f.tid = {(unsigned)(i % block.x), (unsigned)(i / block.x % block.y),
-                             (unsigned)(i / ((size_t)block.x * block.y))};
-                    getcontext(&f.ctx);
-                    f.ctx.uc_stack.ss_sp = f.stack;
-                    f.ctx.uc_stack.ss_size = STACK;
-                    f.ctx.uc_link = nullptr;
-                    makecontext(&f.ctx, trampoline, 0);
-                }
-                for (;;) {
-                    for (size_t i = 0; i < n; i++) {
-                        if (L.fibers[i].state == RUN) resume(i);
-                    }
-                    bool live = false;
-                    for (size_t i = 0; i < n && !live; i++) live = L.fibers[i].state != DONE;
-                    if (!live) {
-                        /* every launch may start early on a GPU (ck_device.h): a thread
-                         * that never waited may have read what the kernel before wrote */
-                        for (size_t i = 0; i < n; i++)
-                            if (!L.fibers[i].waited) {
-                                fprintf(stderr, "emu: thread %zu of block (%u, %u, %u) returned without "
-                                                "ck_pdl_wait\n", i, bx, by, bz);
-                                abort();
-                            }
-                        break;
-                    }
-                    if (!release()) {
-                        fprintf(stderr, "emu: block (%u, %u, %u) cannot go on: its threads wait at different "
-                                        "barriers or shuffles\n", bx, by, bz);
-                        abort();
-                    }
-                }
-            }
+    const sched_order how = order();
+    std::vector<size_t> blocks((size_t)grid.x * grid.y * grid.z);
+    for (size_t b = 0; b < blocks.size(); b++) blocks[b] = b;
+    arrange(blocks, how);
+    for (size_t b : blocks)
+        run_block({(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y), (unsigned)(b / ((size_t)grid.x * grid.y))},
+                  block, how);
 }
 
 /* ==== Streams and graphs ==== */
