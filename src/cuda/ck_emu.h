@@ -11,10 +11,12 @@
  * divergent barriers, wrong indexing and wrong results. The threads take their turns, and
  * the blocks theirs, by index, or in reverse or random order (EDDY_EMU_ORDER, in
  * emu_runtime.cpp): a result that changes with the order shows a race, a thread reading
- * what another writes without a barrier or shuffle between them. It cannot find a host
- * pointer used as a device one (device memory is host memory here), two threads' plain
- * read-modify-writes of one word between barriers (each turn runs whole, so neither is
- * lost), or anything about speed.
+ * what another writes without a barrier or shuffle between them. A launch's pointer
+ * arguments, the copies' and memsets' device sides and cuBLAS's matrices must be device
+ * memory (kernels may also take pinned host memory), and a copy's host side must not be:
+ * anything else stops the emulator. It cannot find a host pointer inside a struct passed
+ * by value or stored in device memory, two threads' plain read-modify-writes of one word
+ * between barriers (each turn runs whole, so neither is lost), or anything about speed.
  */
 #ifndef EDDY_CUDA_CK_EMU_H
 #define EDDY_CUDA_CK_EMU_H
@@ -27,6 +29,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <type_traits>
 
 
 /* the qualifiers the host headers map to attributes: nothing here, shared is static */
@@ -113,12 +116,25 @@ bool emu_record(const std::function<void()> &launch);
  * being captured stops the emulator (CUDA would fail the capture). */
 bool emu_record_on(const void *stream, const std::function<void()> &launch);
 
+/* Where a kernel's pointer arguments may point on a GPU: into memory from cudaMalloc (or
+ * one past its end), or into pinned host memory from cudaMallocHost, or nowhere (NULL).
+ * A launch with any other pointer — pageable host memory, freed device memory — stops
+ * the emulator, naming the argument: on a GPU it would read garbage or fault. */
+bool emu_device_reachable(const void *p);
+void emu_bad_argument(int i, const char *launcher);
+template <typename A> void emu_check_argument(const A &a, int i, const char *launcher) {
+    if constexpr (std::is_pointer<A>::value)
+        if (!emu_device_reachable((const void *)a)) emu_bad_argument(i, launcher);
+}
+
 template <typename K> struct emu_launcher {
     K kernel;
     dim3 grid, block;
     size_t shared_bytes;
     const void *stream;
     template <typename... A> void operator()(A... args) const {
+        int i = 0;
+        (emu_check_argument(args, i++, __PRETTY_FUNCTION__), ...);
         const K k = kernel;
         const dim3 g = grid, b = block;
         const size_t shm = shared_bytes;

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -348,6 +349,41 @@ bool emu_record_on(const void *stream, const std::function<void()> &launch) {
     return emu_record(launch);
 }
 
+/* Device memory: EDDY_EMU_GPU_MIB (default 16384) of it, counted over the live allocations.
+ * The live allocations of device and of pinned host memory, by address, say where a
+ * pointer points (emu_device_reachable, and the copies' directions). */
+static std::mutex mem_lock;
+static std::map<uintptr_t, size_t> mem_live, pinned_live;
+static size_t mem_used;
+
+/* Whether p is inside (or one past the end of) a live allocation of `live` */
+static bool inside(const std::map<uintptr_t, size_t> &live, const void *p) {
+    auto it = live.upper_bound((uintptr_t)p);
+    if (it == live.begin()) return false;
+    --it;
+    return (uintptr_t)p <= it->first + it->second;
+}
+static bool on_device(const void *p) {
+    std::lock_guard<std::mutex> hold(mem_lock);
+    return inside(mem_live, p);
+}
+bool emu_device_reachable(const void *p) {
+    std::lock_guard<std::mutex> hold(mem_lock);
+    return !p || inside(mem_live, p) || inside(pinned_live, p);
+}
+void emu_bad_argument(int i, const char *launcher) {
+    fprintf(stderr, "emu: argument %d of a kernel launch points neither into device memory nor into pinned "
+                    "host memory (%s)\n", i, launcher);
+    abort();
+}
+/* A copy or memset whose device side is not device memory (or whose host side is) fails
+ * on a GPU, or writes where it should not: the emulator stops. */
+static void check_side(const void *p, bool device, const char *what, const char *side) {
+    if (on_device(p) == device) return;
+    fprintf(stderr, "emu: %s: the %s %p is %s\n", what, side, p,
+            device ? "not in device memory" : "in device memory, where the copy's kind says host");
+    abort();
+}
 /* ==== The CUDA runtime, on host memory ==== */
 
 extern "C" {
@@ -395,10 +431,6 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
     return cudaSuccess;
 }
 
-/* Device memory: EDDY_EMU_GPU_MIB (default 16384) of it, counted over the live allocations. */
-static std::mutex mem_lock;
-static std::unordered_map<void *, size_t> mem_live;
-static size_t mem_used;
 static size_t mem_total() {
     const char *e = getenv("EDDY_EMU_GPU_MIB");
     return (e && atoll(e) > 0 ? (size_t)atoll(e) : (size_t)16384) << 20;
@@ -409,13 +441,13 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     std::lock_guard<std::mutex> hold(mem_lock);
     *p = mem_used + rounded <= mem_total() ? aligned_alloc(256, rounded ? rounded : 256) : NULL;
     if (!*p) return cudaErrorMemoryAllocation;
-    mem_live[*p] = rounded, mem_used += rounded;
+    mem_live[(uintptr_t)*p] = rounded, mem_used += rounded;
     memset(*p, 0xff, bytes); /* uninitialized device memory: NaN floats */
     return cudaSuccess;
 }
 cudaError_t cudaFree(void *p) {
     std::lock_guard<std::mutex> hold(mem_lock);
-    auto it = mem_live.find(p);
+    auto it = mem_live.find((uintptr_t)p);
     if (it != mem_live.end()) mem_used -= it->second, mem_live.erase(it);
     free(p);
     return cudaSuccess;
@@ -428,15 +460,27 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
 }
 cudaError_t cudaMallocHost(void **p, size_t bytes) { /* pinned host memory: not the device's */
     not_while_capturing("cudaMallocHost");
-    *p = aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
-    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+    const size_t rounded = (bytes + 255) / 256 * 256 + 256;
+    *p = aligned_alloc(256, rounded);
+    if (!*p) return cudaErrorMemoryAllocation;
+    std::lock_guard<std::mutex> hold(mem_lock);
+    pinned_live[(uintptr_t)*p] = rounded;
+    return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void *p) {
+    {
+        std::lock_guard<std::mutex> hold(mem_lock);
+        pinned_live.erase((uintptr_t)p);
+    }
     free(p);
     return cudaSuccess;
 }
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind) {
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
     not_while_capturing("cudaMemcpy");
+    if (bytes && kind != cudaMemcpyDefault) {
+        check_side(dst, kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice, "cudaMemcpy", "destination");
+        check_side(src, kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice, "cudaMemcpy", "source");
+    }
     memmove(dst, src, bytes);
     return cudaSuccess;
 }
@@ -445,6 +489,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
 }
 cudaError_t cudaMemset(void *p, int v, size_t bytes) {
     not_while_capturing("cudaMemset");
+    if (bytes) check_side(p, true, "cudaMemset", "destination");
     memset(p, v, bytes);
     return cudaSuccess;
 }
@@ -521,6 +566,9 @@ static cublasStatus_t gemm_now(cublasOperation_t ta, cublasOperation_t tb, int m
 static cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const void *A,
                            cudaDataType at, int lda, const void *B, cudaDataType bt, int ldb, float beta, float *C,
                            int ldc) {
+    check_side(A, true, "a cuBLAS product", "matrix A");
+    check_side(B, true, "a cuBLAS product", "matrix B");
+    check_side(C, true, "a cuBLAS product", "matrix C");
     if (emu_record([=] { gemm_now(ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ldc); }))
         return CUBLAS_STATUS_SUCCESS;
     return gemm_now(ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ldc);
