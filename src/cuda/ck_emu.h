@@ -14,9 +14,12 @@
  * what another writes without a barrier or shuffle between them. A launch's pointer
  * arguments, the copies' and memsets' device sides and cuBLAS's matrices must be device
  * memory (kernels may also take pinned host memory), and a copy's host side must not be:
- * anything else stops the emulator. It cannot find a host pointer inside a struct passed
- * by value or stored in device memory, two threads' plain read-modify-writes of one word
- * between barriers (each turn runs whole, so neither is lost), or anything about speed.
+ * anything else stops the emulator; so does a kernel's access past the end of a device
+ * allocation (an inaccessible page follows each). It cannot find a host pointer inside a
+ * struct passed by value or stored in device memory, an access before an allocation's
+ * start or within the 256 bytes it is rounded up to, two threads' plain read-modify-writes
+ * of one word between barriers (each turn runs whole, so neither is lost), or anything
+ * about speed.
  */
 #ifndef EDDY_CUDA_CK_EMU_H
 #define EDDY_CUDA_CK_EMU_H
@@ -108,7 +111,8 @@ void *emu_dynamic_shared();
 /* Runs body on every thread of every block of the grid (emu_runtime.cpp). A kernel (fn)
  * gets more than 48 KiB of dynamic shared memory only after cudaFuncSetAttribute allowed
  * it, as on the GPU; the emulator stops otherwise. */
-void emu_run(const void *fn, dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()> &body);
+void emu_run(const void *fn, const char *name, dim3 grid, dim3 block, size_t shared_bytes,
+             const std::function<void()> &body);
 /* While a stream is being captured into a graph, launches are recorded (their arguments
  * copied) instead of run: emu_record takes the launch and returns true. */
 bool emu_record(const std::function<void()> &launch);
@@ -121,33 +125,36 @@ bool emu_record_on(const void *stream, const std::function<void()> &launch);
  * A launch with any other pointer — pageable host memory, freed device memory — stops
  * the emulator, naming the argument: on a GPU it would read garbage or fault. */
 bool emu_device_reachable(const void *p);
-void emu_bad_argument(int i, const char *launcher);
-template <typename A> void emu_check_argument(const A &a, int i, const char *launcher) {
+void emu_bad_argument(int i, const char *kernel);
+template <typename A> void emu_check_argument(const A &a, int i, const char *kernel) {
     if constexpr (std::is_pointer<A>::value)
-        if (!emu_device_reachable((const void *)a)) emu_bad_argument(i, launcher);
+        if (!emu_device_reachable((const void *)a)) emu_bad_argument(i, kernel);
 }
 
 template <typename K> struct emu_launcher {
     K kernel;
+    const char *name; /* the kernel as CK_LAUNCH names it, for messages */
     dim3 grid, block;
     size_t shared_bytes;
     const void *stream;
     template <typename... A> void operator()(A... args) const {
         int i = 0;
-        (emu_check_argument(args, i++, __PRETTY_FUNCTION__), ...);
+        (emu_check_argument(args, i++, name), ...);
         const K k = kernel;
+        const char *nm = name;
         const dim3 g = grid, b = block;
         const size_t shm = shared_bytes;
         const void *fn = reinterpret_cast<const void *>(k);
-        if (emu_record_on(stream, [=] { emu_run(fn, g, b, shm, [&] { k(args...); }); })) return;
-        emu_run(fn, grid, block, shared_bytes, [&] { kernel(args...); });
+        if (emu_record_on(stream, [=] { emu_run(fn, nm, g, b, shm, [&] { k(args...); }); })) return;
+        emu_run(fn, name, grid, block, shared_bytes, [&] { kernel(args...); });
     }
 };
 template <typename K>
-emu_launcher<K> emu_launch(dim3 grid, dim3 block, size_t shared_bytes, const void *stream, K kernel) {
-    return emu_launcher<K>{kernel, grid, block, shared_bytes, stream};
+emu_launcher<K> emu_launch(dim3 grid, dim3 block, size_t shared_bytes, const void *stream, const char *name,
+                           K kernel) {
+    return emu_launcher<K>{kernel, name, grid, block, shared_bytes, stream};
 }
 #define CK_LAUNCH(grid, block, shm, stream, ...) \
-    emu_launch(dim3(grid), dim3(block), (size_t)(shm), (const void *)(stream), __VA_ARGS__)
+    emu_launch(dim3(grid), dim3(block), (size_t)(shm), (const void *)(stream), #__VA_ARGS__, __VA_ARGS__)
 
 #endif

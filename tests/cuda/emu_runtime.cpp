@@ -5,8 +5,11 @@
  * `make CUDA_EMU=1`.
  */
 #include <setjmp.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -276,8 +279,13 @@ void run_block(emu_idx at, dim3 block, sched_order how) {
 static long long launches_run = 0;
 extern "C" long long emu_launches(void) { return launches_run; }
 
-void emu_run(const void *fn, dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()> &body) {
+/* The kernel running now, for the message of an access past a device allocation's end */
+static const char *running_kernel = nullptr;
+
+void emu_run(const void *fn, const char *name, dim3 grid, dim3 block, size_t shared_bytes,
+             const std::function<void()> &body) {
     launches_run++;
+    running_kernel = name;
     const size_t n = (size_t)block.x * block.y * block.z;
     if (n == 0 || n > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0) {
         fprintf(stderr, "emu: bad launch: grid %u x %u x %u, block of %zu threads\n", grid.x, grid.y, grid.z, n);
@@ -305,6 +313,7 @@ void emu_run(const void *fn, dim3 grid, dim3 block, size_t shared_bytes, const s
     for (size_t b : blocks)
         run_block({(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y), (unsigned)(b / ((size_t)grid.x * grid.y))},
                   block, how);
+    running_kernel = nullptr;
 }
 
 /* ==== Streams and graphs ==== */
@@ -371,9 +380,9 @@ bool emu_device_reachable(const void *p) {
     std::lock_guard<std::mutex> hold(mem_lock);
     return !p || inside(mem_live, p) || inside(pinned_live, p);
 }
-void emu_bad_argument(int i, const char *launcher) {
-    fprintf(stderr, "emu: argument %d of a kernel launch points neither into device memory nor into pinned "
-                    "host memory (%s)\n", i, launcher);
+void emu_bad_argument(int i, const char *kernel) {
+    fprintf(stderr, "emu: argument %d of a launch of %s points neither into device memory nor into pinned host "
+                    "memory\n", i, kernel);
     abort();
 }
 /* A copy or memset whose device side is not device memory (or whose host side is) fails
@@ -384,6 +393,37 @@ static void check_side(const void *p, bool device, const char *what, const char 
             device ? "not in device memory" : "in device memory, where the copy's kind says host");
     abort();
 }
+static size_t page_bytes() { return (size_t)sysconf(_SC_PAGESIZE); }
+
+/* A kernel that reads or writes past the end of a device allocation touches the page
+ * after it, which cudaMalloc left inaccessible: the fault is reported with the kernel's
+ * name (on a GPU the access would read another buffer's bytes, or fault). */
+static void on_fault(int sig, siginfo_t *info, void *) {
+    const uintptr_t at = (uintptr_t)info->si_addr;
+    auto it = mem_live.upper_bound(at); /* no lock: the process ends here either way */
+    if (it != mem_live.begin()) {
+        --it;
+        const uintptr_t end = it->first + it->second;
+        if (at >= end && at < end + page_bytes()) {
+            fprintf(stderr, "emu: %s touched byte %zu of a device allocation of %zu bytes, past its end\n",
+                    running_kernel ? running_kernel : "the host", (size_t)(at - it->first), it->second);
+            abort();
+        }
+    }
+    signal(sig, SIG_DFL); /* not ours: the fault happens again, as it would have */
+}
+static void catch_overruns() {
+    static bool installed = false;
+    if (installed) return;
+    installed = true;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, nullptr);
+}
+
 /* ==== The CUDA runtime, on host memory ==== */
 
 extern "C" {
@@ -437,10 +477,20 @@ static size_t mem_total() {
 }
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     not_while_capturing("cudaMalloc");
-    const size_t rounded = (bytes + 255) / 256 * 256;
+    const size_t rounded = bytes ? (bytes + 255) / 256 * 256 : 256;
     std::lock_guard<std::mutex> hold(mem_lock);
-    *p = mem_used + rounded <= mem_total() ? aligned_alloc(256, rounded ? rounded : 256) : NULL;
-    if (!*p) return cudaErrorMemoryAllocation;
+    *p = NULL;
+    if (mem_used + rounded > mem_total()) return cudaErrorMemoryAllocation;
+    /* the allocation ends where an inaccessible page begins */
+    const size_t page = page_bytes(), span = (rounded + page - 1) / page * page + page;
+    void *base = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return cudaErrorMemoryAllocation;
+    if (mprotect((char *)base + span - page, page, PROT_NONE) != 0) {
+        munmap(base, span);
+        return cudaErrorMemoryAllocation;
+    }
+    catch_overruns();
+    *p = (char *)base + span - page - rounded;
     mem_live[(uintptr_t)*p] = rounded, mem_used += rounded;
     memset(*p, 0xff, bytes); /* uninitialized device memory: NaN floats */
     return cudaSuccess;
@@ -448,8 +498,10 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
 cudaError_t cudaFree(void *p) {
     std::lock_guard<std::mutex> hold(mem_lock);
     auto it = mem_live.find((uintptr_t)p);
-    if (it != mem_live.end()) mem_used -= it->second, mem_live.erase(it);
-    free(p);
+    if (it == mem_live.end()) return p ? cudaErrorInvalidValue : cudaSuccess;
+    const size_t page = page_bytes(), rounded = it->second, span = (rounded + page - 1) / page * page + page;
+    munmap((char *)p + rounded + page - span, span);
+    mem_used -= rounded, mem_live.erase(it);
     return cudaSuccess;
 }
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
