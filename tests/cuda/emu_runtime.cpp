@@ -530,8 +530,10 @@ cudaError_t cudaFreeHost(void *p) {
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
     not_while_capturing("cudaMemcpy");
     if (bytes && kind != cudaMemcpyDefault) {
-        check_side(dst, kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice, "cudaMemcpy", "destination");
-        check_side(src, kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice, "cudaMemcpy", "source");
+        const bool to_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+        const bool from_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+        check_side(dst, to_device, "cudaMemcpy", "destination");
+        check_side(src, from_device, "cudaMemcpy", "source");
     }
     memmove(dst, src, bytes);
     return cudaSuccess;
