@@ -56,7 +56,8 @@ struct launch {
     jmp_buf sched;
     size_t cur = 0, n = 0;
     emu_idx block{}, bdim{}, gdim{};
-    std::vector<unsigned char> shared;
+    unsigned char *shared = nullptr; /* the launch's dynamic shared memory: it ends at shared_guard */
+    size_t shared_bytes = 0;
     const std::function<void()> *body = nullptr;
 };
 
@@ -152,7 +153,7 @@ const emu_idx &emu_thread_idx() { return L.fibers[L.cur].tid; }
 const emu_idx &emu_block_idx() { return L.block; }
 const emu_idx &emu_block_dim() { return L.bdim; }
 const emu_idx &emu_grid_dim() { return L.gdim; }
-void *emu_dynamic_shared() { return L.shared.data(); }
+void *emu_dynamic_shared() { return L.shared; }
 
 void __syncthreads() { suspend(AT_BARRIER); }
 
@@ -282,13 +283,42 @@ extern "C" long long emu_launches(void) { return launches_run; }
 /* The kernel running now, for the message of an access past a device allocation's end */
 static const char *running_kernel = nullptr;
 
+/* Dynamic shared memory lies at the end of a mapping followed by an inaccessible page
+ * (shared_guard), so that a kernel reading or writing past its end faults (on_fault);
+ * the mapping grows to the largest launch's. Filled with 0xa5, not zero: kernels must
+ * write before they read. */
+static unsigned char *shared_guard = nullptr;
+static size_t shared_room = 0;
+static size_t page_bytes();
+static void catch_overruns();
+static void place_shared(size_t bytes) {
+    const size_t page = page_bytes(), need = (bytes + 15) / 16 * 16;
+    if (need > shared_room || !shared_guard) {
+        if (shared_guard) munmap(shared_guard - shared_room, shared_room + page);
+        const size_t room = (need + page - 1) / page * page + page;
+        unsigned char *base = (unsigned char *)mmap(NULL, room + page, PROT_READ | PROT_WRITE,
+                                                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (base == MAP_FAILED || mprotect(base + room, page, PROT_NONE) != 0) {
+            fprintf(stderr, "emu: no memory for %zu bytes of dynamic shared memory\n", bytes);
+            abort();
+        }
+        catch_overruns();
+        shared_guard = base + room, shared_room = room;
+    }
+    L.shared = shared_guard - need, L.shared_bytes = bytes;
+    memset(L.shared, 0xa5, need);
+}
+
 void emu_run(const void *fn, const char *name, dim3 grid, dim3 block, size_t shared_bytes,
              const std::function<void()> &body) {
     launches_run++;
     running_kernel = name;
     const size_t n = (size_t)block.x * block.y * block.z;
-    if (n == 0 || n > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0) {
-        fprintf(stderr, "emu: bad launch: grid %u x %u x %u, block of %zu threads\n", grid.x, grid.y, grid.z, n);
+    /* CUDA's limits: a GPU refuses the launch beyond them */
+    if (n == 0 || n > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 0x7fffffffu ||
+        grid.y > 65535 || grid.z > 65535) {
+        fprintf(stderr, "emu: bad launch of %s: grid %u x %u x %u, block %u x %u x %u\n", name, grid.x, grid.y, grid.z,
+                block.x, block.y, block.z);
         abort();
     }
     if (shared_bytes > SHARED_DEFAULT) {
@@ -303,7 +333,7 @@ void emu_run(const void *fn, const char *name, dim3 grid, dim3 block, size_t sha
     if (L.fibers.size() < n) L.fibers.resize(n);
     for (size_t i = 0; i < n; i++)
         if (!L.fibers[i].stack) L.fibers[i].stack = (char *)malloc(STACK);
-    L.shared.assign(shared_bytes + 16, 0xa5); /* not zero: kernels must write before they read */
+    place_shared(shared_bytes);
     L.n = n, L.body = &body;
     L.bdim = {block.x, block.y, block.z}, L.gdim = {grid.x, grid.y, grid.z};
     const sched_order how = order();
@@ -409,6 +439,11 @@ static void on_fault(int sig, siginfo_t *info, void *) {
                     running_kernel ? running_kernel : "the host", (size_t)(at - it->first), it->second);
             abort();
         }
+    }
+    if (shared_guard && at >= (uintptr_t)shared_guard && at < (uintptr_t)shared_guard + page_bytes()) {
+        fprintf(stderr, "emu: %s touched byte %zu of its %zu bytes of dynamic shared memory, past their end\n",
+                running_kernel ? running_kernel : "the host", (size_t)(at - (uintptr_t)L.shared), L.shared_bytes);
+        abort();
     }
     signal(sig, SIG_DFL); /* not ours: the fault happens again, as it would have */
 }
