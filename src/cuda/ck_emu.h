@@ -15,11 +15,14 @@
  * arguments, the copies' and memsets' device sides and cuBLAS's matrices must be device
  * memory (kernels may also take pinned host memory), and a copy's host side must not be:
  * anything else stops the emulator; so does a kernel's access past the end of a device
- * allocation (an inaccessible page follows each). It cannot find a host pointer inside a
- * struct passed by value or stored in device memory, an access before an allocation's
- * start or within the 256 bytes it is rounded up to, two threads' plain read-modify-writes
- * of one word between barriers (each turn runs whole, so neither is lost), or anything
- * about speed.
+ * allocation or of its dynamic shared memory (an inaccessible page follows each), a load
+ * or store from an address not aligned to its type (-fsanitize=alignment: a float4 from
+ * one not a multiple of 16 faults on a GPU), and a launch beyond CUDA's limits. It
+ * cannot find a host pointer inside a struct passed by value or stored in device memory,
+ * an access before a buffer's start or within what its size is rounded up to (256 bytes
+ * for device memory, 16 for shared), an overrun of a static __shared__ array, two
+ * threads' plain read-modify-writes of one word between barriers (each turn runs whole,
+ * so neither is lost), or anything about speed.
  */
 #ifndef EDDY_CUDA_CK_EMU_H
 #define EDDY_CUDA_CK_EMU_H
