@@ -23,6 +23,8 @@ typedef struct cuda_backend cuda_backend;
 eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **mem, eddy_error *err);
 void cuda_backend_free(cuda_backend *g);
 
+/* Device memory free now (cudaMemGetInfo), or 0 when it cannot be known. */
+size_t cuda_backend_free_bytes(const cuda_backend *g);
 /* "cuda: <GPU name>" */
 const char *cuda_backend_name(const cuda_backend *g);
 /* Device bytes held by the f16 copies of the weights (cuda_engine.c, weight_f16). */

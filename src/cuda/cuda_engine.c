@@ -238,6 +238,16 @@ const char *cuda_backend_name(const cuda_backend *g) { return g->name; }
 
 size_t cuda_backend_f16_bytes(const cuda_backend *g) { return g->f16_bytes; }
 
+size_t cuda_backend_free_bytes(const cuda_backend *g) {
+    (void)g;
+    size_t free_bytes = 0, total = 0;
+    if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return free_bytes;
+}
+
 void cuda_backend_forms_made(const cuda_backend *g, int64_t *q8, int64_t *f16) {
     *q8 = g->n_q8_made, *f16 = g->n_x16_made;
 }

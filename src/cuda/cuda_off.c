@@ -44,6 +44,10 @@ void cuda_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep) {
 }
 
 double cuda_copy_bandwidth(void) { return 0.0; }
+size_t cuda_backend_free_bytes(const cuda_backend *g) {
+    (void)g;
+    return 0;
+}
 
 void cuda_mtp_h_from_state(engine *c, int64_t row, int64_t slot) { (void)c, (void)row, (void)slot; }
 void cuda_mtp_chain_step(engine *c, const step_plan *mp, const int32_t *tok) { (void)c, (void)mp, (void)tok; }

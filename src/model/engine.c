@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/log.h"
 #include "cuda/cuda.h"
 #include "model/linear.h"
 #include "ops/attention.h"
@@ -197,8 +198,32 @@ static bool alloc_buffers(engine *c) {
 
 /* ==== Engines ==== */
 
+/* The KV blocks of the snapshot states in a pool on the GPU. A snapshot shares its
+ * sequence's blocks and takes blocks of its own only for what is written after the two
+ * parted (the block being written, copied, and what follows), so the CPU's bound — a whole
+ * context each, whose pages cost nothing until they are touched — would commit memory on
+ * the GPU that is almost never used: a server with 4 slots of 32,768 positions and 16
+ * drafts' verify states would hold 24 contexts of keys and values. They get what fits in
+ * half the device memory left once the states and the sequences' and the prefix cache's
+ * blocks are counted, at least one block each, at most a whole context each; a step
+ * that needs more than is free fails with "the KV cache has no free block". */
+static int64_t device_snapshot_blocks(const engine *c, int64_t n_states, int64_t n_own_blocks, size_t slot_bytes,
+                                      size_t block_bytes) {
+    const int64_t most = c->n_snap_max * seq_state_n_blocks(c->n_ctx);
+    const double free_bytes = (double)cuda_backend_free_bytes(c->gpu);
+    const double left = free_bytes - (double)n_states * (double)slot_bytes - (double)n_own_blocks * (double)block_bytes;
+    const double fit = block_bytes && left > 0 ? left / 2 / (double)block_bytes : 0;
+    int64_t n = fit < (double)most ? (int64_t)fit : most;
+    if (n < c->n_snap_max) n = c->n_snap_max;
+    if (n < most)
+        eddy_log(EDDY_LOG_INFO, "GPU: the snapshot states share %" PRId64 " KV blocks of %d positions (%.1f MiB), "
+                 "not %" PRId64 " (a whole context each)", n, STATE_KV_BLOCK, (double)n * (double)block_bytes / (1 << 20),
+                 most);
+    return n;
+}
+
 static eddy_status new_state_pool(engine *c, const state_mem *mem, int64_t n_states, int64_t n_cache_blocks,
-                                  qtype type_k, qtype type_v, eddy_error *err) {
+                                  qtype type_k, qtype type_v, size_t slot_bytes, size_t block_bytes, eddy_error *err) {
     const model_hparams *hp = &c->m->hp;
     const int64_t n_layers = hp->n_layer + (c->mtp ? 1 : 0); /* the MTP layer's state after the others */
     state_layer_shape *shapes = eddy_calloc((size_t)(n_layers > 0 ? n_layers : 1), sizeof *shapes);
@@ -206,12 +231,23 @@ static eddy_status new_state_pool(engine *c, const state_mem *mem, int64_t n_sta
     for (int64_t il = 0; il < n_layers; il++) shapes[il] = model_state_shape(c->m, il);
     /* every sequence and snapshot may hold a whole context of blocks of its own, and
      * the prefix cache as many as its budget pays for: the KV pool never runs out
-     * before the slots or the budget do; pages of blocks never used are never touched */
-    const int64_t n_blocks = (c->n_seq_max + c->n_snap_max) * seq_state_n_blocks(c->n_ctx) + n_cache_blocks;
+     * before the slots or the budget do; pages of blocks never used are never touched
+     * (on the CPU; on a GPU the snapshots' share is bounded: device_snapshot_blocks) */
+    const int64_t own = c->n_seq_max * seq_state_n_blocks(c->n_ctx) + n_cache_blocks;
+    const int64_t n_blocks = own + (c->gpu ? device_snapshot_blocks(c, n_states, own, slot_bytes, block_bytes)
+                                           : c->n_snap_max * seq_state_n_blocks(c->n_ctx));
     eddy_status s = n_blocks > INT32_MAX
                         ? eddy_error_set(err, EDDY_ERR_ARG, "%" PRId64 " states of %" PRId64 " positions are too many",
                                          n_states, c->n_ctx)
                         : state_pool_new_in(&c->sp, mem, shapes, n_layers, n_states, n_blocks, type_k, type_v, err);
+    if (s == EDDY_ERR_NOMEM && c->gpu) {
+        const size_t need = (size_t)n_states * slot_bytes + (size_t)n_blocks * block_bytes;
+        s = eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate %.1f MiB of sequence state on the GPU (%.1f MiB "
+                           "free after the weights and buffers): fewer sequences, a shorter context%s or fewer "
+                           "snapshot states need less", (double)need / (1 << 20),
+                           (double)cuda_backend_free_bytes(c->gpu) / (1 << 20),
+                           n_cache_blocks ? ", a smaller prefix cache (cache_bytes, --cache-ram)" : "");
+    }
     eddy_free(shapes);
     if (s == EDDY_OK && c->n_cache_max) { /* the prefix cache counts the blocks its entries hold */
         c->cache_block_refs = eddy_calloc((size_t)(n_blocks > 0 ? n_blocks : 1), sizeof *c->cache_block_refs);
@@ -305,7 +341,7 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
     if (s == EDDY_OK && p->device == EDDY_DEVICE_CUDA) s = cuda_backend_new(c, &c->gpu, &mem, err);
     if (s == EDDY_OK)
         s = new_state_pool(c, mem, c->n_seq_max + c->n_snap_max + c->n_cache_max, (int64_t)cache_blocks, type_k,
-                           type_v, err);
+                           type_v, slot_bytes, block_bytes, err);
     if (s == EDDY_OK && !alloc_buffers(c))
         s = eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate work buffers for a batch of %" PRId64 " tokens",
                            n_batch);

@@ -388,7 +388,7 @@ bool emu_record_on(const void *stream, const std::function<void()> &launch) {
     return emu_record(launch);
 }
 
-/* Device memory: EDDY_EMU_GPU_MIB (default 16384) of it, counted over the live allocations.
+/* Device memory: EDDY_EMU_GPU_MIB (default 16384; fractions too) of it, counted over the live allocations.
  * The live allocations of device and of pinned host memory, by address, say where a
  * pointer points (emu_device_reachable, and the copies' directions). */
 static std::mutex mem_lock;
@@ -506,9 +506,10 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
     return cudaSuccess;
 }
 
-static size_t mem_total() {
+static size_t mem_total() { /* fractions of a MiB too, for a test to leave a few bytes spare */
     const char *e = getenv("EDDY_EMU_GPU_MIB");
-    return (e && atoll(e) > 0 ? (size_t)atoll(e) : (size_t)16384) << 20;
+    const double mib = e ? strtod(e, nullptr) : 0;
+    return mib > 0 ? (size_t)(mib * (1 << 20)) : (size_t)16384 << 20;
 }
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     not_while_capturing("cudaMalloc");

@@ -598,6 +598,75 @@ TEST(cuda_refuses_unknown_device) {
  * the first one's logits. EDDY_CUDA_MMQ=0: the 40-row step takes cuBLAS's f16 products
  * as the 300-row one does (ck_mmq_parts' 8-bit activations move these tiny models'
  * logits by about 1%). */
+/* On a GPU the snapshot states' KV blocks are bounded by the device memory
+ * (device_snapshot_blocks in engine.c). In a GPU half a block larger than an engine whose
+ * 2 snapshots get one block each, where a whole context each would not fit, the engine is
+ * made with those 2 blocks; a snapshot still rolls back exactly; the sequence, whose 4
+ * blocks a snapshot holds, runs out of blocks at its third when it fills its context
+ * again, with the KV cache's error, and fills it once the snapshot is freed. */
+TEST(cuda_snapshot_blocks_fit_the_gpu) {
+    eddy_model *m = tseq_load("models/qwen35-tiny-f32.gguf");
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m), n_ctx = 4 * STATE_KV_BLOCK, own = 4, most = 2 * 4;
+    const eddy_engine_params p = {.n_ctx = n_ctx, .n_seq_max = 1, .n_snapshots = 2, .n_batch = STATE_KV_BLOCK,
+                                  .type_k = EDDY_KV_F32, .type_v = EDDY_KV_F32, .device = EDDY_DEVICE_CUDA};
+    /* in the emulator's 16 GiB the snapshots get a whole context each */
+    unsetenv("EDDY_EMU_GPU_MIB");
+    eddy_engine *e = tseq_engine(m, p);
+    REQUIRE(e);
+    const size_t free_all = cuda_backend_free_bytes(e->gpu), block = eddy_engine_kv_bytes_per_pos(e) * STATE_KV_BLOCK;
+    CHECK_EQ(e->sp->n_blocks, own + most);
+    eddy_engine_free(e);
+    const size_t used_least = ((size_t)16384 << 20) - free_all - (size_t)(most - 2) * block;
+    char mib[40];
+    snprintf(mib, sizeof mib, "%.6f", (double)(used_least + block / 2) / (1 << 20));
+    setenv("EDDY_EMU_GPU_MIB", mib, 1);
+    e = tseq_engine(m, p);
+    unsetenv("EDDY_EMU_GPU_MIB");
+    REQUIRE(e);
+    CHECKF(e->sp->n_blocks == own + 2, "%lld blocks in %s MiB, expected %lld", (long long)e->sp->n_blocks, mib,
+           (long long)(own + 2));
+    test_rng r = test_rng_new();
+    int32_t ids[4 * STATE_KV_BLOCK];
+    tseq_rand_ids(&r, ids, n_ctx, V);
+    eddy_seq *a = tseq_new(e);
+    eddy_snapshot *snap = NULL;
+    eddy_error err;
+    float x1[1024], x2[1024];
+    REQUIRE(a && V <= 1024);
+    /* a snapshot in the middle of a block, 300 positions on, back, the same 300 again */
+    tseq_feed(a, ids, 300, NULL);
+    REQUIRE(CHECKF(eddy_seq_snapshot(a, &snap, &err) == EDDY_OK, "%s", err.msg));
+    tseq_feed(a, ids + 300, 300, NULL);
+    tseq_feed(a, ids + 600, 1, x1);
+    REQUIRE(CHECKF(eddy_seq_restore(a, snap, &err) == EDDY_OK, "%s", err.msg));
+    tseq_feed(a, ids + 300, 300, NULL);
+    tseq_feed(a, ids + 600, 1, x2);
+    CHECK(!memcmp(x1, x2, sizeof(float) * (size_t)V));
+    eddy_snapshot_free(snap);
+    /* the whole context; a snapshot of it holds its 4 blocks while a starts again */
+    eddy_seq_clear(a);
+    tseq_feed(a, ids, n_ctx - 1, NULL);
+    tseq_feed(a, ids + n_ctx - 1, 1, x1);
+    REQUIRE(CHECKF(eddy_seq_snapshot(a, &snap, &err) == EDDY_OK, "%s", err.msg));
+    eddy_seq_clear(a);
+    int64_t fed = 0;
+    eddy_status st = EDDY_OK;
+    for (; fed < n_ctx && st == EDDY_OK; fed += STATE_KV_BLOCK)
+        st = eddy_seq_eval(a, ids + fed, STATE_KV_BLOCK, NULL, false, &err);
+    CHECKF(st == EDDY_ERR_NOMEM && strstr(err.msg, "no free block") && fed == 3 * STATE_KV_BLOCK,
+           "status %d after %lld positions: %s", (int)st, (long long)fed, st ? err.msg : "");
+    /* without the snapshot the context fits again, to the same logits */
+    eddy_snapshot_free(snap);
+    eddy_seq_clear(a);
+    tseq_feed(a, ids, n_ctx - 1, NULL);
+    tseq_feed(a, ids + n_ctx - 1, 1, x2);
+    CHECKF(rel_rms(x2, x1, V) <= 1e-5, "the context filled again: %g", rel_rms(x2, x1, V));
+    eddy_seq_free(a);
+    eddy_engine_free(e);
+    eddy_model_free(m);
+}
+
 TEST(cuda_prefix_cache) {
     const char *files[] = {"models/qwen35-tiny-q8_0.gguf", "models/nemotron_h-tiny-q8_0.gguf"};
     setenv("EDDY_CUDA_MMQ", "0", 1);
