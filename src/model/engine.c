@@ -217,8 +217,8 @@ static int64_t device_snapshot_blocks(const engine *c, int64_t n_states, int64_t
     if (n < c->n_snap_max) n = c->n_snap_max;
     if (n < most)
         eddy_log(EDDY_LOG_INFO, "GPU: the snapshot states share %" PRId64 " KV blocks of %d positions (%.1f MiB), "
-                 "not %" PRId64 " (a whole context each)", n, STATE_KV_BLOCK, (double)n * (double)block_bytes / (1 << 20),
-                 most);
+                 "not %" PRId64 " (a whole context each)", n, STATE_KV_BLOCK,
+                 (double)n * (double)block_bytes / (1 << 20), most);
     return n;
 }
 
