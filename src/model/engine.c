@@ -198,21 +198,23 @@ static bool alloc_buffers(engine *c) {
 
 /* ==== Engines ==== */
 
-/* The KV blocks of the snapshot states in a pool on the GPU. A snapshot shares its
- * sequence's blocks and takes blocks of its own only for what is written after the two
- * parted (the block being written, copied, and what follows), so the CPU's bound — a whole
- * context each, whose pages cost nothing until they are touched — would commit memory on
- * the GPU that is almost never used: a server with 4 slots of 32,768 positions and 16
- * drafts' verify states would hold 24 contexts of keys and values. They get what fits in
- * half the device memory left once the states and the sequences' and the prefix cache's
- * blocks are counted, at least one block each, at most a whole context each; a step
- * that needs more than is free fails with "the KV cache has no free block". */
+/* The KV blocks of the snapshot states in a pool on the GPU. The CPU's bound — a whole
+ * context each, whose pages cost nothing until they are touched — commits memory on a
+ * GPU, where a snapshot shares its sequence's blocks and takes blocks of its own only for
+ * what is written after the two parted (a verify's states, rarely more than the block
+ * being written; a pinned session, what its sequence wrote since): a server with 4 slots
+ * of 32,768 positions and 16 drafts' verify states would hold 24 contexts of keys and
+ * values. So they get a whole context each where the pool fits in seven eighths of the
+ * free device memory (an eighth stays for the weights' f16 copies and cuBLAS), as before;
+ * else what fits there once the states and the sequences' and the prefix cache's blocks
+ * are counted, one block each at least. A step that needs more than is free fails with
+ * "the KV cache has no free block". */
 static int64_t device_snapshot_blocks(const engine *c, int64_t n_states, int64_t n_own_blocks, size_t slot_bytes,
                                       size_t block_bytes) {
     const int64_t most = c->n_snap_max * seq_state_n_blocks(c->n_ctx);
-    const double free_bytes = (double)cuda_backend_free_bytes(c->gpu);
-    const double left = free_bytes - (double)n_states * (double)slot_bytes - (double)n_own_blocks * (double)block_bytes;
-    const double fit = block_bytes && left > 0 ? left / 2 / (double)block_bytes : 0;
+    const double room = (double)cuda_backend_free_bytes(c->gpu) * 7 / 8;
+    const double left = room - (double)n_states * (double)slot_bytes - (double)n_own_blocks * (double)block_bytes;
+    const double fit = block_bytes && left > 0 ? left / (double)block_bytes : 0;
     int64_t n = fit < (double)most ? (int64_t)fit : most;
     if (n < c->n_snap_max) n = c->n_snap_max;
     if (n < most)

@@ -599,11 +599,12 @@ TEST(cuda_refuses_unknown_device) {
  * as the 300-row one does (ck_mmq_parts' 8-bit activations move these tiny models'
  * logits by about 1%). */
 /* On a GPU the snapshot states' KV blocks are bounded by the device memory
- * (device_snapshot_blocks in engine.c). In a GPU half a block larger than an engine whose
- * 2 snapshots get one block each, where a whole context each would not fit, the engine is
- * made with those 2 blocks; a snapshot still rolls back exactly; the sequence, whose 4
- * blocks a snapshot holds, runs out of blocks at its third when it fills its context
- * again, with the KV cache's error, and fills it once the snapshot is freed. */
+ * (device_snapshot_blocks in engine.c): a whole context each where that fits. In a GPU
+ * half a block larger than an engine whose 2 snapshots get one block each, where a whole
+ * context each would not fit, the engine is made with those 2 blocks; a snapshot still
+ * rolls back exactly; the sequence, whose 4 blocks a snapshot holds, runs out of blocks at
+ * its third when it fills its context again, with the KV cache's error, and fills it once
+ * the snapshot is freed. */
 TEST(cuda_snapshot_blocks_fit_the_gpu) {
     eddy_model *m = tseq_load("models/qwen35-tiny-f32.gguf");
     REQUIRE(m);
