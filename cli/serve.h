@@ -131,6 +131,7 @@ typedef struct {
     int64_t queue, slots_busy, slots_total;
     eddy_cache_stats cache;
     int64_t spec_steps, spec_drafted, spec_accepted; /* speculative decoding of finished requests */
+    int64_t sessions_dropped; /* pinned sessions dropped to make room for a step */
 } srv_metrics;
 
 void srv_metrics_get(srv_sched *s, srv_metrics *out);

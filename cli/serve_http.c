@@ -873,6 +873,8 @@ static enum MHD_Result handle_metrics(server *sv, struct MHD_Connection *c) {
            (long long)m.spec_steps);
     METRIC("spec_drafted_total", "counter", "Draft tokens checked.", "%lld", (long long)m.spec_drafted);
     METRIC("spec_accepted_total", "counter", "Draft tokens accepted.", "%lld", (long long)m.spec_accepted);
+    METRIC("sessions_dropped_total", "counter", "Pinned sessions dropped to make room in the KV cache for a step.",
+           "%lld", (long long)m.sessions_dropped);
     METRIC("cache_entries", "gauge", "States held by the prefix cache.", "%lld", (long long)m.cache.entries);
     METRIC("cache_lookups_total", "counter", "Prefix cache look-ups.", "%lld", (long long)m.cache.lookups);
     METRIC("cache_hits_total", "counter", "Prefix cache look-ups that restored a state.", "%lld",

@@ -372,6 +372,26 @@ static void pin_save(srv_sched *s, slot *sl) {
     p->used = ++s->tick;
 }
 
+/* Drops the least recently used pinned session, to make room for a step the engine
+ * refused for want of memory (EDDY_ERR_NOMEM, which it gives before it changes
+ * anything): on a GPU the snapshot states share a bounded number of KV blocks
+ * (docs/cuda.md), and a pinned session whose slot has moved on holds its conversation's
+ * blocks alone, so running requests go before saved ones. false: the failure was
+ * another, or no session is left to drop. */
+static bool unpin_for_room(srv_sched *s, eddy_status st, const char *why) {
+    if (st != EDDY_ERR_NOMEM) return false;
+    pinned *p = NULL;
+    for (int i = 0; i < s->p.max_sessions; i++)
+        if (s->pins[i].id && (!p || s->pins[i].used < p->used)) p = &s->pins[i];
+    if (!p) return false;
+    eddy_log(EDDY_LOG_INFO, "serve: %s: dropped the pinned session \"%s\" to make room", why, p->id);
+    pin_clear(p);
+    pthread_mutex_lock(&s->mu);
+    s->m.sessions_dropped++;
+    pthread_mutex_unlock(&s->mu);
+    return true;
+}
+
 /* Restores the request's pinned session into the slot's sequence when the session's
  * tokens begin the prompt and go deeper than what the sequence holds. */
 static void pin_restore(srv_sched *s, slot *sl) {
@@ -599,12 +619,17 @@ static int spec_step(srv_sched *s) {
         s->d_out[nd] = s->drafts + nd * (s->k_max + 1);
         sl->draft_j = nd++;
     }
-    if (nd > 0 && eddy_spec_draft_many(s->d_spec, nd, s->d_t, s->d_max, s->d_out, s->d_n, &err) != EDDY_OK)
+    eddy_status st = EDDY_OK;
+    while (nd > 0 && (st = eddy_spec_draft_many(s->d_spec, nd, s->d_t, s->d_max, s->d_out, s->d_n, &err)) != EDDY_OK &&
+           unpin_for_room(s, st, err.msg)) {}
+    if (st != EDDY_OK)
         for (int i = 0; i < s->p.n_slots; i++) {
             slot *sl = &s->slots[i];
             const int64_t j = sl->draft_j;
-            if (j >= 0 && eddy_spec_draft(sl->spec, sl->next, s->d_max[j], s->d_out[j], &s->d_n[j], &err) != EDDY_OK)
-                end_request(s, sl, NULL, 500, err.msg);
+            if (j < 0) continue;
+            while ((st = eddy_spec_draft(sl->spec, sl->next, s->d_max[j], s->d_out[j], &s->d_n[j], &err)) != EDDY_OK &&
+                   unpin_for_room(s, st, err.msg)) {}
+            if (st != EDDY_OK) end_request(s, sl, NULL, 500, err.msg);
         }
     int64_t n = 0;
     for (int i = 0; i < s->p.n_slots; i++) {
@@ -621,7 +646,7 @@ static int spec_step(srv_sched *s) {
     if (n == 0) return 0;
     eddy_batch b = {n, s->b_tok, s->b_seq, s->b_want};
     const double t0 = cli_now_s();
-    const eddy_status st = eddy_engine_verify(s->e, &b, s->logits, &err);
+    while ((st = eddy_engine_verify(s->e, &b, s->logits, &err)) != EDDY_OK && unpin_for_room(s, st, err.msg)) {}
     const double dt = cli_now_s() - t0;
     pthread_mutex_lock(&s->mu);
     s->m.steps++;
@@ -705,8 +730,10 @@ static int step(srv_sched *s) {
     eddy_batch b = {n, s->b_tok, s->b_seq, s->b_want};
     eddy_error err;
     const double t0 = cli_now_s();
-    const eddy_status st = ids ? eddy_engine_decode_argmax(s->e, &b, s->b_ids, &err)
-                               : eddy_engine_decode(s->e, &b, s->logits, &err);
+    eddy_status st;
+    while ((st = ids ? eddy_engine_decode_argmax(s->e, &b, s->b_ids, &err)
+                     : eddy_engine_decode(s->e, &b, s->logits, &err)) != EDDY_OK &&
+           unpin_for_room(s, st, err.msg)) {}
     const double dt = cli_now_s() - t0;
     pthread_mutex_lock(&s->mu);
     s->m.steps++;

@@ -236,8 +236,10 @@ static eddy_status new_state_pool(engine *c, const state_mem *mem, int64_t n_sta
      * before the slots or the budget do; pages of blocks never used are never touched
      * (on the CPU; on a GPU the snapshots' share is bounded: device_snapshot_blocks) */
     const int64_t own = c->n_seq_max * seq_state_n_blocks(c->n_ctx) + n_cache_blocks;
-    const int64_t n_blocks = own + (c->gpu ? device_snapshot_blocks(c, n_states, own, slot_bytes, block_bytes)
-                                           : c->n_snap_max * seq_state_n_blocks(c->n_ctx));
+    const size_t free_before = c->gpu ? cuda_backend_free_bytes(c->gpu) : 0;
+    const int64_t n_snap_blocks = c->gpu ? device_snapshot_blocks(c, n_states, own, slot_bytes, block_bytes)
+                                         : c->n_snap_max * seq_state_n_blocks(c->n_ctx);
+    const int64_t n_blocks = own + n_snap_blocks;
     eddy_status s = n_blocks > INT32_MAX
                         ? eddy_error_set(err, EDDY_ERR_ARG, "%" PRId64 " states of %" PRId64 " positions are too many",
                                          n_states, c->n_ctx)
@@ -251,6 +253,11 @@ static eddy_status new_state_pool(engine *c, const state_mem *mem, int64_t n_sta
                            n_cache_blocks ? ", a smaller prefix cache (cache_bytes, --cache-ram)" : "");
     }
     eddy_free(shapes);
+    if (s == EDDY_OK && c->gpu) /* in bytes: what a test needs to size an emulated GPU */
+        eddy_log(EDDY_LOG_INFO, "GPU: the state pool takes %.1f MiB: %" PRId64 " states of %zu bytes, %" PRId64
+                 " KV blocks of %zu bytes (%" PRId64 " the snapshot states'); %zu bytes were free before it",
+                 ((double)n_states * (double)slot_bytes + (double)n_blocks * (double)block_bytes) / (1 << 20),
+                 n_states, slot_bytes, n_blocks, block_bytes, n_snap_blocks, free_before);
     if (s == EDDY_OK && c->n_cache_max) { /* the prefix cache counts the blocks its entries hold */
         c->cache_block_refs = eddy_calloc((size_t)(n_blocks > 0 ? n_blocks : 1), sizeof *c->cache_block_refs);
         if (!c->cache_block_refs) s = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");

@@ -10,6 +10,10 @@ Parts (all by default):
   hostile   a few hundred malformed and hostile requests, each answered with its status
             (400, 404, 405, 413, ...) and an OpenAI error object; the server stays up
   shutdown  SIGTERM during a stream: the stream ends with [DONE], the process exits 0
+  spec      speculative decoding (prompt lookup, a draft model, MTP): eddy run's answers
+  gpu       (not in the default set; EDDY_BINARY from `make CUDA_EMU=1`) on the emulated GPU,
+            sized so that the snapshot states share 3 KV blocks: eddy run's answers, and
+            pinned sessions dropped, least recently used first, where a step needs their blocks
 
 Every server runs on 127.0.0.1 with a port the kernel picks (--port 0, read from the
 server's first line); every wait is bounded. Prints "N passed, M failed".
@@ -54,10 +58,10 @@ def check(cond, msg):
 # ==== The server process ====
 
 class Server:
-    def __init__(self, model, *args, log_level=None):
+    def __init__(self, model, *args, log_level=None, env=None):
         self.lines = []
         cmd = [EDDY, "serve", "-m", model, "--port", "0", "-t", "2", *args]
-        env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1")
+        env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1", **(env or {}))
         if log_level:
             env["EDDY_LOG_LEVEL"] = log_level
         self.p = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
@@ -873,10 +877,75 @@ def part_spec():
             check(sv.stop() == 0, "exit status with drafts: %s" % sv.lines[-3:])
 
 
+def emulated_gpu_mib(args, snapshot_blocks):
+    """EDDY_EMU_GPU_MIB for a server with args whose snapshot states share snapshot_blocks
+    KV blocks: the pool's sizes and the memory free before it, read off the info line of
+    a server in the emulator's default 16 GiB, and the engine's rule (device_snapshot_blocks:
+    the pool in 7/8 of the free memory) solved for the free memory."""
+    sv = Server(QWEN, *args, log_level="info", env={"EDDY_EMU_GPU_MIB": "16384"})
+    sv.stop()
+    line = next((ln for ln in sv.lines if "the state pool takes" in ln), "")
+    m = re.search(r"(\d+) states of (\d+) bytes, (\d+) KV blocks of (\d+) bytes \((\d+) the snapshot states'\); "
+                  r"(\d+) bytes were free", line)
+    if not m:
+        raise RuntimeError("no state pool line: " + " | ".join(sv.lines[-5:]))
+    states, slot_bytes, blocks, block_bytes, snap, free = map(int, m.groups())
+    free_wanted = (states * slot_bytes + (blocks - snap + snapshot_blocks + 0.5) * block_bytes) * 8 / 7
+    return "%.6f" % (16384 + (free_wanted - free) / (1 << 20))
+
+
+def part_gpu():
+    """Pinned sessions on a GPU whose snapshot states share 3 KV blocks (of 256 positions): one slot of 4 blocks,
+    3 sessions of 3 blocks each. A third conversation finds 1 block free (the first two pinned hold 6): its step
+    drops the least recently used session and goes through; every answer is eddy run's on the CPU."""
+    args = ["-ngl", "99", "-np", "1", "-c", "1024", "--sessions", "3", "--cache-ram", "0"]
+    sv = Server(QWEN, *args, log_level="info", env={"EDDY_EMU_GPU_MIB": emulated_gpu_mib(args, 3)})
+    try:
+        p = sv.port
+        check(any("the snapshot states share 3 KV blocks" in ln for ln in sv.lines),
+              "the emulated GPU's size: %s" % [ln for ln in sv.lines if "GPU" in ln])
+        words = ("river stone light garden window paper silver morning quiet forest letter orange music winter "
+                 "bridge candle mountain yellow harbor pencil").split()
+        prompts = {}
+        for i, sid in enumerate("abc"):
+            rng = random.Random(i)
+            text = " ".join(rng.choice(words) for _ in range(600))
+            _, _, t = post(p, "/tokenize", {"content": text})
+            n = len(t["tokens"])
+            prompts[sid] = text[:int(len(text) * 600 / n)]  # about 600 tokens: 3 blocks with the answer
+
+        def ask(sid, prompt):
+            s, _, j = post(p, "/v1/completions", {"prompt": prompt, "max_tokens": 4, "temperature": 0,
+                                                  "session_id": sid}, timeout=300)
+            want = eddy_run(QWEN, prompt, "-n", "4", "--temp", "0")
+            check(s == 200 and j["choices"][0]["text"] == want, "session %s: %s %r against eddy run's %r" %
+                  (sid, s, j if s != 200 else j["choices"][0]["text"], want))
+            return j if s == 200 else None
+
+        answers = {sid: ask(sid, prompts[sid]) for sid in "abc"}
+        dropped = [ln for ln in sv.lines if "dropped the pinned session" in ln]
+        check(len(dropped) == 1 and '"a"' in dropped[0], "the sessions dropped for c: %s" % dropped)
+        # b goes on from its pinned state; a, dropped, from nothing, and drops c (b was used since)
+        for sid in "ba":
+            if not answers[sid]:
+                continue
+            j = ask(sid, prompts[sid] + answers[sid]["choices"][0]["text"] + " river stone")
+            cached = j["usage"]["prompt_tokens_details"]["cached_tokens"] if j else -1
+            check(cached >= answers[sid]["usage"]["prompt_tokens"] + 3 if sid == "b" else cached == 0,
+                  "session %s's next turn restored %d positions" % (sid, cached))
+        dropped = [ln for ln in sv.lines if "dropped the pinned session" in ln]
+        m = metrics(p)
+        check(len(dropped) == 2 and '"c"' in dropped[1] and m["eddy_sessions_dropped_total"] == 2,
+              "the sessions dropped: %s, /metrics %s" % (dropped, m.get("eddy_sessions_dropped_total")))
+        check(not any("a step failed" in ln for ln in sv.lines), "a step failed: %s" % sv.lines[-3:])
+    finally:
+        check(sv.stop() == 0, "gpu server exit: %s" % sv.lines[-3:])
+
+
 for part in PARTS:
     try:
         {"api": part_api, "load": part_load, "hostile": part_hostile, "shutdown": part_shutdown,
-         "spec": part_spec}[part]()
+         "spec": part_spec, "gpu": part_gpu}[part]()
     except Exception as e:  # noqa: BLE001 - a crash of the test is a failure
         import traceback
         traceback.print_exc()
