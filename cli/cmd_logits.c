@@ -15,8 +15,10 @@
 
 const char usage_logits[] =
     "eddy logits -m MODEL.gguf --ids \"ID ID ...\" --out FILE [-t THREADS] [-c CTX] [-ctk T] [-ctv T]\n"
+    "            [--device cpu|cuda | -ngl N]\n"
     "        runs the ids as one prefill batch and writes float32 logits for every position,\n"
-    "        [n_ids][n_vocab] little-endian; prints \"n_ids n_vocab\". -ctk, -ctv: as for run\n";
+    "        [n_ids][n_vocab] little-endian; prints \"n_ids n_vocab\". -ctk, -ctv, --device,\n"
+    "        -ngl: as for run\n";
 
 /* Parses whitespace-separated integers into a malloc'd array. */
 static int parse_ids(const char *s, int32_t **out, int64_t *n) {
@@ -58,10 +60,12 @@ int cmd_logits(int argc, char **argv) {
     const char *model_path = NULL, *ids_text = NULL, *out_path = NULL;
     long long threads = 0, n_ctx = 0;
     eddy_kv_type type_k = EDDY_KV_DEFAULT, type_v = EDDY_KV_DEFAULT;
+    eddy_device device = EDDY_DEVICE_CPU;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         int kv = cli_parse_kv_flag(a, val, &type_k, &type_v);
+        if (kv < 0) kv = cli_parse_device_flag(a, val, &device);
         if (kv > 0) return 1;
         if (kv == 0) {
             i++;
@@ -100,7 +104,7 @@ int cmd_logits(int argc, char **argv) {
     cli_log_model(model_path, m);
     int64_t n_vocab = eddy_model_n_vocab(m);
     eddy_ctx_params p = {.n_ctx = n_ctx > 0 ? n_ctx : (n > 4096 ? n : 0), .n_threads = (int)threads, .n_batch = n,
-                         .type_k = type_k, .type_v = type_v};
+                         .type_k = type_k, .type_v = type_v, .device = device};
     eddy_ctx *c = NULL;
     float *logits = NULL;
     int rc = 0;

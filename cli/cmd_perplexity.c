@@ -18,16 +18,20 @@
 
 const char usage_perplexity[] =
     "eddy perplexity -m MODEL.gguf -f TEXT [-c CTX] [--chunks N] [-t THREADS] [-ctk T] [-ctv T]\n"
+    "                [--device cpu|cuda | -ngl N]\n"
     "        perplexity of a text, chunked as llama.cpp's perplexity tool does (each chunk of CTX\n"
-    "        tokens from an empty state, its second half scored), so the figures compare\n";
+    "        tokens from an empty state, its second half scored), so the figures compare;\n"
+    "        --device cuda (or -ngl N, N >= 1) runs the model on the GPU (a CUDA build)\n";
 
 int cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *file = NULL;
     long long n_ctx = 512, chunks = -1, threads = 0;
     eddy_kv_type type_k = EDDY_KV_DEFAULT, type_v = EDDY_KV_DEFAULT;
+    eddy_device device = EDDY_DEVICE_CPU;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         int kv = cli_parse_kv_flag(a, val, &type_k, &type_v);
+        if (kv < 0) kv = cli_parse_device_flag(a, val, &device);
         if (kv > 0) return 1;
         if (kv == 0) {
             i++;
@@ -64,7 +68,8 @@ int cmd_perplexity(int argc, char **argv) {
     int64_t n_toks = 0, n_probe = 0;
     float *logits = NULL;
     int rc = 0;
-    eddy_ctx_params cp = {.n_ctx = n_ctx, .n_threads = (int)threads, .n_batch = n_ctx, .type_k = type_k, .type_v = type_v};
+    eddy_ctx_params cp = {.n_ctx = n_ctx, .n_threads = (int)threads, .n_batch = n_ctx, .type_k = type_k,
+                          .type_v = type_v, .device = device};
     if (eddy_model_load(model, &m, &err) != EDDY_OK) {
         rc = cli_error("%s", err.msg);
         goto done;

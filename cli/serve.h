@@ -96,6 +96,7 @@ typedef struct {
     eddy_kv_type type_k, type_v;
     eddy_device device;   /* where the engine runs (--device, -ngl) */
     size_t cache_bytes;   /* the prefix cache's budget */
+    bool cache_default;   /* cache_bytes is the default, not --cache-ram: on a GPU it shrinks to fit */
     int max_queue;        /* requests waiting for a slot before 429 */
     int max_sessions;     /* pinned conversations (session_id) */
     /* speculative decoding (NULL or EDDY_SPEC_NONE: none); a draft model's engine is made

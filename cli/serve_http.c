@@ -1114,6 +1114,7 @@ int cmd_serve(int argc, char **argv) {
                            .n_batch = n_batch, .prefill_chunk = prefill_chunk < n_batch ? prefill_chunk : n_batch,
                            .type_k = o.type_k, .type_v = o.type_v, .device = o.device,
                            .cache_bytes = (size_t)(o.cache_mib >= 0 ? o.cache_mib : 4096) << 20,
+                           .cache_default = o.cache_mib < 0,
                            .max_queue = (int)max_queue, .max_sessions = (int)sessions,
                            .spec = o.spec.type != EDDY_SPEC_NONE ? &g.spec : NULL, .draft_model = g.dm};
     eddy_ctx_free(g.dc); /* the scheduler makes a draft engine of its own */

@@ -6,7 +6,8 @@
  *     the rest, gets the logits of evaluating it all, on every architecture;
  *   - two sequences restored from one checkpoint share its KV blocks;
  *   - a small budget evicts the least recently used states and stays correct; the
- *     budget counts the KV blocks the entries share once;
+ *     budget counts the KV blocks the entries share once; so does the pool's share of
+ *     blocks for the entries;
  *   - long prompts of several sequences in one batch, cut into steps, give each the
  *     logits it gets alone (steps only cut a sequence where a piece ends);
  *   - the disk tier: states evicted from memory, and those cached when the engine is
@@ -203,6 +204,49 @@ TEST(prefix_cache_evicts_under_budget) {
         eddy_seq_clear(ref);
         feed(ref, t[4], 256, NULL);
         feed(ref, t[4] + 256, 44, l2);
+        CHECK(same(l1, l2, 44 * V));
+    }
+    eddy_engine_free(e), eddy_engine_free(plain);
+    eddy_model_free(m);
+    free(l1), free(l2);
+}
+
+/* The entries' KV blocks are bounded by the pool's share (cache_blocks_max), which on a
+ * GPU is the budget less the entries' slots (engine_cache.c), not by the budget alone:
+ * with a share of 3 blocks and a budget far larger, five prompts that each leave a
+ * checkpoint of one block leave three, the most recent, and the count of blocks held
+ * never passes the share; what is kept restores to the logits of evaluating it all. */
+TEST(prefix_cache_evicts_for_its_blocks) {
+    eddy_model *m = NULL;
+    REQUIRE(eddy_model_load(test_data_path("models/qwen35-tiny-f32.gguf"), &m, NULL) == EDDY_OK);
+    const int64_t V = eddy_model_n_vocab(m);
+    eddy_engine *e = new_engine(m, (size_t)64 << 20, 2), *plain = new_engine(m, 0, 1);
+    int32_t t[5][300];
+    for (int k = 0; k < 5; k++)
+        for (int i = 0; i < 300; i++) t[k][i] = (int32_t)((k * 131 + i * 7 + 3) % V);
+    eddy_seq *s = e ? new_seq(e) : NULL, *u = e ? new_seq(e) : NULL, *ref = plain ? new_seq(plain) : NULL;
+    float *l1 = malloc((size_t)(44 * V) * 4), *l2 = malloc((size_t)(44 * V) * 4);
+    eddy_error err;
+    if (s && u && ref && l1 && l2) {
+        e->cache_blocks_max = 3;
+        for (int k = 0; k < 5; k++) { /* each leaves a checkpoint at 256: one block */
+            eddy_seq_clear(s);
+            feed(s, t[k], 300, NULL);
+            CHECKF(e->cache_blocks_held <= 3, "prompt %d: %lld blocks held", k, (long long)e->cache_blocks_held);
+        }
+        eddy_cache_stats st;
+        eddy_engine_cache_stats(e, &st);
+        CHECKF(st.entries == 3 && e->cache_blocks_held == 3, "%lld entries, %lld blocks", (long long)st.entries,
+               (long long)e->cache_blocks_held);
+        int64_t held;
+        for (int k = 0; k < 5; k++) {
+            CHECK(eddy_seq_restore_prefix(u, t[k], 300, &held, &err) == EDDY_OK);
+            CHECKF(held == (k >= 2 ? 256 : 0), "prompt %d: restored %lld", k, (long long)held);
+        }
+        CHECK(eddy_seq_restore_prefix(u, t[2], 300, &held, &err) == EDDY_OK && held == 256);
+        feed(u, t[2] + 256, 44, l1);
+        feed(ref, t[2], 256, NULL);
+        feed(ref, t[2] + 256, 44, l2);
         CHECK(same(l1, l2, 44 * V));
     }
     eddy_engine_free(e), eddy_engine_free(plain);

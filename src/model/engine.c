@@ -337,19 +337,17 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
     size_t slot_bytes = 0, block_bytes = 0;
     if (s == EDDY_OK) {
         cache_sizes(m, hp->n_layer + (c->mtp ? 1 : 0), type_k, type_v, &slot_bytes, &block_bytes);
-        s = cache_init(c, p->cache_bytes, p->cache_every, slot_bytes, block_bytes, err);
+        s = cache_init(c, p->cache_bytes, p->cache_every, slot_bytes, block_bytes, p->device == EDDY_DEVICE_CUDA,
+                       err);
     }
     if (s == EDDY_OK && p->cache_dir)
         s = p->cache_bytes ? cache_disk_init(c, p->cache_dir, p->cache_dir_bytes, err)
                            : eddy_error_set(err, EDDY_ERR_ARG, "a prefix cache directory needs a memory budget too "
                                             "(cache_bytes; --cache-ram)");
-    const uint64_t cache_blocks = c->n_cache_max && block_bytes ? p->cache_bytes / block_bytes + 1 : 0;
-    if (s == EDDY_OK && cache_blocks > INT32_MAX)
-        s = eddy_error_set(err, EDDY_ERR_ARG, "a prefix cache of %zu bytes is too large", p->cache_bytes);
     const state_mem *mem = NULL; /* host memory */
     if (s == EDDY_OK && p->device == EDDY_DEVICE_CUDA) s = cuda_backend_new(c, &c->gpu, &mem, err);
     if (s == EDDY_OK)
-        s = new_state_pool(c, mem, c->n_seq_max + c->n_snap_max + c->n_cache_max, (int64_t)cache_blocks, type_k,
+        s = new_state_pool(c, mem, c->n_seq_max + c->n_snap_max + c->n_cache_max, c->cache_blocks_max, type_k,
                            type_v, slot_bytes, block_bytes, err);
     if (s == EDDY_OK && !alloc_buffers(c))
         s = eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate work buffers for a batch of %" PRId64 " tokens",

@@ -112,6 +112,8 @@ struct eddy_engine {
     size_t cache_budget;  /* 0: no cache */
     size_t cache_used;    /* the entries' slots, and each KV block they hold counted once */
     int32_t *cache_block_refs; /* (sp->n_blocks) entries holding each block */
+    int64_t cache_blocks_max;  /* KV blocks the entries may hold together: the pool's share */
+    int64_t cache_blocks_held; /* blocks with cache_block_refs > 0 */
     int64_t n_cache_max;
     cache_entry *cache;   /* (n_cache_max) */
     uint64_t cache_clock;
@@ -339,10 +341,12 @@ bool cache_disk_spill(engine *c, const seq_state *st, uint64_t hash);
  * that fail to load are forgotten (and removed when damaged). */
 int64_t cache_disk_restore(engine *c, eddy_seq *s, const int32_t *tokens, int64_t limit, int64_t deeper_than);
 void cache_disk_free(engine *c);
-/* Sizes and allocates the cache's entries (at engine creation, c->n_ctx set): as many
- * as the budget holds at the smallest cost, 1..1024; the pool gets a slot for each. */
+/* Sizes and allocates the cache's entries (at engine creation, c->n_ctx set): the pool
+ * gets a slot for each and cache_blocks_max KV blocks for them all. committed: the
+ * pool's memory is committed when it is made (a GPU), so the budget is split between
+ * slots and blocks, not given to each whole (engine_cache.c). */
 eddy_status cache_init(engine *c, size_t budget, int64_t every, size_t slot_bytes, size_t block_bytes,
-                       eddy_error *err);
+                       bool committed, eddy_error *err);
 void cache_free(engine *c);
 /* Plans the checkpoints of run (its tokens already in its sequence): a slot for each
  * multiple of cache_every inside it that is not cached yet. */

@@ -34,17 +34,18 @@ static uint64_t tokens_hash(const int32_t *tokens, int64_t n) {
     return XXH3_64bits(tokens, (size_t)n * sizeof *tokens);
 }
 
-/* What the cache would newly hold for an entry of positions [0, n_pos) whose KV blocks
- * are blocks (NULL or -1: not written yet): its recurrent slot, and each block no entry
- * holds yet. The entries of one conversation share their blocks (a checkpoint every 512
- * positions and the end of each turn hold the same first blocks), so each block counts
- * once, or a 4,000-token hybrid conversation would count eight times its KV cache. */
-static size_t entry_cost(const engine *c, const int32_t *blocks, int64_t n_pos) {
-    size_t cost = state_slot_bytes(c->sp);
+/* The KV blocks the cache would newly hold for an entry of positions [0, n_pos) whose
+ * blocks are blocks (NULL or -1: not written yet): each one no entry holds yet. The
+ * entries of one conversation share their blocks (a checkpoint every 512 positions and
+ * the end of each turn hold the same first blocks), so each block counts once, or a
+ * 4,000-token hybrid conversation would count eight times its KV cache. What the entry
+ * costs is its recurrent slot and these blocks. */
+static int64_t entry_new_blocks(const engine *c, const int32_t *blocks, int64_t n_pos) {
+    int64_t n = 0;
     const int64_t nb = seq_state_n_blocks(n_pos);
     for (int64_t i = 0; i < nb; i++)
-        if (!blocks || blocks[i] < 0 || c->cache_block_refs[blocks[i]] == 0) cost += state_block_bytes(c->sp);
-    return cost;
+        if (!blocks || blocks[i] < 0 || c->cache_block_refs[blocks[i]] == 0) n++;
+    return n;
 }
 
 /* Counts (dir +1) or uncounts (-1) the blocks of e in cache_used. */
@@ -53,8 +54,8 @@ static void entry_count_blocks(engine *c, const cache_entry *e, int dir) {
     for (int64_t i = 0; i < nb; i++) {
         const int32_t b = e->st.blocks[i];
         if (b < 0) continue;
-        if (dir > 0 && c->cache_block_refs[b]++ == 0) c->cache_used += state_block_bytes(c->sp);
-        if (dir < 0 && --c->cache_block_refs[b] == 0) c->cache_used -= state_block_bytes(c->sp);
+        if (dir > 0 && c->cache_block_refs[b]++ == 0) c->cache_used += state_block_bytes(c->sp), c->cache_blocks_held++;
+        if (dir < 0 && --c->cache_block_refs[b] == 0) c->cache_used -= state_block_bytes(c->sp), c->cache_blocks_held--;
     }
 }
 
@@ -80,21 +81,23 @@ static cache_entry *find(engine *c, const int32_t *tokens, int64_t n, uint64_t h
     return NULL;
 }
 
-/* A free entry with a free slot, within the budget for an entry of positions
- * [0, n_pos) with the KV blocks blocks (entry_cost), evicting the least recently used
- * entries (never those with last_use >= keep_from) as needed; NULL when that is not
- * possible. The slot is taken. */
+/* A free entry with a free slot, within the budget and the pool's blocks for an entry of
+ * positions [0, n_pos) with the KV blocks blocks (entry_new_blocks), evicting the least
+ * recently used entries (never those with last_use >= keep_from) as needed; NULL when
+ * that is not possible. The slot is taken. */
 static cache_entry *make_room(engine *c, const int32_t *blocks, int64_t n_pos, uint64_t keep_from) {
     for (;;) {
-        const size_t cost = entry_cost(c, blocks, n_pos); /* an eviction may uncount shared blocks */
-        if (cost > c->cache_budget) return NULL;
+        const int64_t new_blocks = entry_new_blocks(c, blocks, n_pos); /* an eviction may uncount shared ones */
+        const size_t cost = state_slot_bytes(c->sp) + (size_t)new_blocks * state_block_bytes(c->sp);
+        if (cost > c->cache_budget || new_blocks > c->cache_blocks_max) return NULL;
         cache_entry *free_e = NULL, *oldest = NULL;
         for (int64_t i = 0; i < c->n_cache_max; i++) {
             cache_entry *e = &c->cache[i];
             if (e->st.slot < 0) free_e = free_e ? free_e : e;
             else if (e->last_use < keep_from && (!oldest || e->last_use < oldest->last_use)) oldest = e;
         }
-        if (free_e && c->cache_used + cost <= c->cache_budget && c->sp->n_slots_free > 0) {
+        if (free_e && c->cache_used + cost <= c->cache_budget &&
+            c->cache_blocks_held + new_blocks <= c->cache_blocks_max && c->sp->n_slots_free > 0) {
             free_e->st.slot = state_slot_alloc(c->sp, false);
             return free_e;
         }
@@ -128,15 +131,27 @@ static void entry_share_blocks(engine *c, cache_entry *e, const seq_state *s) {
 /* ==== Engine life ==== */
 
 eddy_status cache_init(engine *c, size_t budget, int64_t every, size_t slot_bytes, size_t block_bytes,
-                       eddy_error *err) {
+                       bool committed, eddy_error *err) {
     c->cache_every = every > 0 ? every : 512;
     c->piece = c->cache_every <= c->n_batch ? c->cache_every : c->n_batch;
     c->cache_budget = budget;
     if (budget == 0) return EDDY_OK;
-    /* as many entries as the budget holds at the smallest cost (one slot, one block), 1..1024 */
-    const size_t least = slot_bytes + block_bytes > 0 ? slot_bytes + block_bytes : 1;
-    const size_t n = budget / least;
+    /* In host memory a pool's pages cost nothing until they are touched, so the entries
+     * get as many slots as the budget holds at the smallest cost (one slot, one block)
+     * and as many blocks as it holds alone: whatever mix of the two the entries come to,
+     * the budget binds first. On a GPU that would commit up to twice the budget (for a
+     * hybrid of the 4B shape, a 4 GiB budget would take 7.4 GiB of device memory), so the budget
+     * is split as a conversation's entries split it, each a slot and the cache_every
+     * positions of blocks it adds to the checkpoint before it. 1..1024 entries. */
+    const size_t per_entry = committed ? slot_bytes + (size_t)(c->cache_every / STATE_KV_BLOCK) * block_bytes
+                                       : slot_bytes + block_bytes;
+    const size_t n = budget / (per_entry > 0 ? per_entry : 1);
     c->n_cache_max = n < 1 ? 1 : n > 1024 ? 1024 : (int64_t)n;
+    const size_t slots = committed ? (size_t)c->n_cache_max * slot_bytes : 0;
+    const uint64_t blocks = (budget > slots ? budget - slots : 0) / (block_bytes > 0 ? block_bytes : 1) + 1;
+    if (blocks > INT32_MAX)
+        return eddy_error_set(err, EDDY_ERR_ARG, "a prefix cache of %zu bytes is too large", budget);
+    c->cache_blocks_max = (int64_t)blocks;
     c->cache = eddy_calloc((size_t)c->n_cache_max, sizeof *c->cache);
     if (!c->cache) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     const int64_t nb = seq_state_n_blocks(c->n_ctx);

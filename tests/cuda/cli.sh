@@ -63,6 +63,25 @@ if "$GPU" run -m "$M" -p "Once upon a time" -n 20 --temp 0 -md tests/data/models
 then ok
 else bad "-md on the GPU differs: [$(head -c 80 "$TMP/plain")] [$(head -c 80 "$TMP/spec")] $(tail -1 "$TMP/err")"; fi
 
+# perplexity and logits on the device: the CPU's figures (F32: logits within 1e-4; the
+# perplexity within 1e-3 of itself)
+M=tests/data/models/qwen35-tiny-f32.gguf
+head -c 4000 tests/data/models/tiny-hybrid-heldout.txt >"$TMP/ppl.txt"
+ppl() {
+  "$1" perplexity -m "$M" -f "$TMP/ppl.txt" -c 128 "${@:2}" 2>/dev/null |
+    sed -n 's/^Final estimate: PPL = \([0-9.]*\).*/\1/p'
+}
+a=$(ppl "$CPU" -t 2) b=$(ppl "$GPU" -ngl 99)
+if [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(d * d < 1e-6 * a * a) }'; then ok
+else bad "perplexity -ngl 99: [$b] against the CPU's [$a]"; fi
+ids="1 17 300 42 9 250 77 5 1000 3 64 128 7 19 400 2"
+"$CPU" logits -m "$M" --ids "$ids" --out "$TMP/cpu.f32" -t 2 >/dev/null 2>&1
+if "$GPU" logits -m "$M" --ids "$ids" --out "$TMP/gpu.f32" --device cuda >/dev/null 2>"$TMP/err" &&
+   [ -s "$TMP/cpu.f32" ] && [ "$(wc -c <"$TMP/cpu.f32")" = "$(wc -c <"$TMP/gpu.f32")" ] &&
+   paste <(od -An -v -w4 -f "$TMP/cpu.f32") <(od -An -v -w4 -f "$TMP/gpu.f32") |
+   awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4) bad++ } END { exit bad > 0 }'; then ok
+else bad "logits --device cuda differ from the CPU's by more than 1e-4: $(tail -1 "$TMP/err")"; fi
+
 # EDDY_CUDA_PROFILE=1: the same text, and a table of where the GPU's time went (the
 # prompt's products in ck_mmq, decode in ck_gemv, the delta rule's scan)
 M=tests/data/models/qwen35-tiny-q8_0.gguf

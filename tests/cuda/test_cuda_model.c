@@ -668,6 +668,34 @@ TEST(cuda_snapshot_blocks_fit_the_gpu) {
     eddy_model_free(m);
 }
 
+/* A GPU commits the pool when it is made: the prefix cache's slots and KV blocks there
+ * come to its budget and a block at most, where on the CPU (whose untouched pages cost
+ * nothing) the entries may take the whole budget in slots or in blocks; with a cache
+ * interval of 512 the entries' slots are a third of what they are on the CPU (each pays
+ * for a slot and two blocks, not one). */
+TEST(cuda_prefix_cache_commits_its_budget) {
+    eddy_model *m = tseq_load("models/qwen35-tiny-f32.gguf");
+    REQUIRE(m);
+    const size_t budget = (size_t)64 << 20;
+    eddy_engine_params p = {.n_ctx = 1024, .n_seq_max = 2, .cache_bytes = budget, .cache_every = 512};
+    eddy_engine *cpu = tseq_engine(m, p);
+    p.device = EDDY_DEVICE_CUDA;
+    eddy_engine *gpu = tseq_engine(m, p);
+    if (cpu && gpu) {
+        const size_t slot = eddy_engine_state_bytes(gpu), block = STATE_KV_BLOCK * eddy_engine_kv_bytes_per_pos(gpu);
+        const size_t on_gpu = (size_t)gpu->n_cache_max * slot + (size_t)gpu->cache_blocks_max * block;
+        const size_t on_cpu = (size_t)cpu->n_cache_max * slot + (size_t)cpu->cache_blocks_max * block;
+        CHECKF(on_gpu <= budget + block && on_gpu + slot + block > budget, "the GPU's cache takes %zu bytes of %zu",
+               on_gpu, budget);
+        CHECKF(on_cpu > budget + block, "the CPU's cache: %zu bytes of %zu", on_cpu, budget);
+        CHECKF(gpu->n_cache_max == (int64_t)(budget / (slot + 2 * block)) &&
+               cpu->n_cache_max == (int64_t)(budget / (slot + block)),
+               "%lld entries on the GPU, %lld on the CPU", (long long)gpu->n_cache_max, (long long)cpu->n_cache_max);
+    }
+    eddy_engine_free(cpu), eddy_engine_free(gpu);
+    eddy_model_free(m);
+}
+
 TEST(cuda_prefix_cache) {
     const char *files[] = {"models/qwen35-tiny-q8_0.gguf", "models/nemotron_h-tiny-q8_0.gguf"};
     setenv("EDDY_CUDA_MMQ", "0", 1);

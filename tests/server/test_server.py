@@ -13,7 +13,8 @@ Parts (all by default):
   spec      speculative decoding (prompt lookup, a draft model, MTP): eddy run's answers
   gpu       (not in the default set; EDDY_BINARY from `make CUDA_EMU=1`) on the emulated GPU,
             sized so that the snapshot states share 3 KV blocks: eddy run's answers, and
-            pinned sessions dropped, least recently used first, where a step needs their blocks
+            pinned sessions dropped, least recently used first, where a step needs their blocks;
+            sized so that the default prefix cache does not fit: a smaller one
 
 Every server runs on 127.0.0.1 with a port the kernel picks (--port 0, read from the
 server's first line); every wait is bounded. Prints "N passed, M failed".
@@ -940,6 +941,25 @@ def part_gpu():
         check(not any("a step failed" in ln for ln in sv.lines), "a step failed: %s" % sv.lines[-3:])
     finally:
         check(sv.stop() == 0, "gpu server exit: %s" % sv.lines[-3:])
+
+    # a GPU without room for the default prefix cache (4096 MiB) beside the model: a smaller one; a budget
+    # given with --cache-ram that does not fit is an error naming it
+    sv = Server(QWEN, "-ngl", "99", env={"EDDY_EMU_GPU_MIB": "256"})
+    try:
+        warn = [ln for ln in sv.lines if "prefix cache's default" in ln]
+        check(len(warn) == 1 and "4096 MiB" in warn[0] and "--cache-ram" in warn[0], "the cache made to fit: %s" % warn)
+        s, _, j = post(sv.port, "/v1/completions", {"prompt": "Once upon a time", "max_tokens": 4, "temperature": 0})
+        check(s == 200 and j["choices"][0]["text"] == eddy_run(QWEN, "Once upon a time", "-n", "4", "--temp", "0"),
+              "an answer with the smaller cache: %s %s" % (s, j))
+        m = metrics(sv.port)
+        check(0 < m["eddy_cache_budget_bytes"] < 4096 << 20, "the cache's budget: %s" % m["eddy_cache_budget_bytes"])
+    finally:
+        check(sv.stop() == 0, "gpu server exit: %s" % sv.lines[-3:])
+    r = subprocess.run([EDDY, "serve", "-m", QWEN, "--port", "0", "-ngl", "99", "--cache-ram", "1024"],
+                       env=dict(os.environ, EDDY_EMU_GPU_MIB="256"), capture_output=True, timeout=60)
+    err = r.stderr.decode()
+    check(r.returncode == 1 and "cannot allocate" in err and "--cache-ram" in err, "--cache-ram 1024 in 256 MiB: "
+          "exit %d, %s" % (r.returncode, err[-300:]))
 
 
 for part in PARTS:
