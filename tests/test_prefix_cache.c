@@ -158,6 +158,27 @@ TEST(prefix_cache_counts_shared_blocks_once) {
     eddy_model_free(m);
 }
 
+/* Five prompts of 300 tokens, each of which leaves a checkpoint at 256. */
+static void five_prompts(int32_t t[5][300], int64_t V) {
+    for (int k = 0; k < 5; k++)
+        for (int i = 0; i < 300; i++) t[k][i] = (int32_t)((k * 131 + i * 7 + 3) % V);
+}
+
+/* u restores t's checkpoint at 256 and evaluates the next 44 tokens: the logits of ref
+ * (another engine's sequence) evaluating all 300. */
+static void check_continuation(eddy_seq *u, eddy_seq *ref, const int32_t *t, int64_t V) {
+    float *l1 = malloc((size_t)(44 * V) * 4), *l2 = malloc((size_t)(44 * V) * 4);
+    int64_t held = -1;
+    if (l1 && l2 && CHECK(eddy_seq_restore_prefix(u, t, 300, &held, NULL) == EDDY_OK && held == 256)) {
+        feed(u, t + 256, 44, l1);
+        eddy_seq_clear(ref);
+        feed(ref, t, 256, NULL);
+        feed(ref, t + 256, 44, l2);
+        CHECK(same(l1, l2, 44 * V));
+    }
+    free(l1), free(l2);
+}
+
 /* A budget of about two states: five prompts leave at most two, the most recent;
  * restoring still gives the logits of evaluating everything. */
 TEST(prefix_cache_evicts_under_budget) {
@@ -170,10 +191,8 @@ TEST(prefix_cache_evicts_under_budget) {
     eddy_engine_free(probe);
     eddy_engine *e = new_engine(m, 2 * one + one / 2, 2), *plain = new_engine(m, 0, 1);
     int32_t t[5][300];
-    for (int k = 0; k < 5; k++)
-        for (int i = 0; i < 300; i++) t[k][i] = (int32_t)((k * 131 + i * 7 + 3) % V);
+    five_prompts(t, V);
     eddy_seq *s = e ? new_seq(e) : NULL, *u = e ? new_seq(e) : NULL, *ref = plain ? new_seq(plain) : NULL;
-    float *l1 = malloc((size_t)(44 * V) * 4), *l2 = malloc((size_t)(44 * V) * 4);
     eddy_error err;
     if (s && u && ref) {
         for (int k = 0; k < 5; k++) { /* each leaves a checkpoint at 256 */
@@ -198,17 +217,10 @@ TEST(prefix_cache_evicts_under_budget) {
         CHECK(eddy_seq_restore_prefix(u, t[0], 300, &held, &err) == EDDY_OK && held == 256);
         CHECK(eddy_seq_restore_prefix(u, t[4], 300, &held, &err) == EDDY_OK && held == 0);
         feed(u, t[4], 300, NULL); /* and t[4] back in, evicting t[3] */
-        /* the last one's continuation, restored or not, is the same */
-        CHECK(eddy_seq_restore_prefix(u, t[4], 300, &held, &err) == EDDY_OK && held == 256);
-        feed(u, t[4] + 256, 44, l1);
-        eddy_seq_clear(ref);
-        feed(ref, t[4], 256, NULL);
-        feed(ref, t[4] + 256, 44, l2);
-        CHECK(same(l1, l2, 44 * V));
+        check_continuation(u, ref, t[4], V); /* the last one's continuation, restored or not, is the same */
     }
     eddy_engine_free(e), eddy_engine_free(plain);
     eddy_model_free(m);
-    free(l1), free(l2);
 }
 
 /* The entries' KV blocks are bounded by the pool's share (cache_blocks_max), which on a
@@ -222,12 +234,10 @@ TEST(prefix_cache_evicts_for_its_blocks) {
     const int64_t V = eddy_model_n_vocab(m);
     eddy_engine *e = new_engine(m, (size_t)64 << 20, 2), *plain = new_engine(m, 0, 1);
     int32_t t[5][300];
-    for (int k = 0; k < 5; k++)
-        for (int i = 0; i < 300; i++) t[k][i] = (int32_t)((k * 131 + i * 7 + 3) % V);
+    five_prompts(t, V);
     eddy_seq *s = e ? new_seq(e) : NULL, *u = e ? new_seq(e) : NULL, *ref = plain ? new_seq(plain) : NULL;
-    float *l1 = malloc((size_t)(44 * V) * 4), *l2 = malloc((size_t)(44 * V) * 4);
     eddy_error err;
-    if (s && u && ref && l1 && l2) {
+    if (s && u && ref) {
         e->cache_blocks_max = 3;
         for (int k = 0; k < 5; k++) { /* each leaves a checkpoint at 256: one block */
             eddy_seq_clear(s);
@@ -243,15 +253,10 @@ TEST(prefix_cache_evicts_for_its_blocks) {
             CHECK(eddy_seq_restore_prefix(u, t[k], 300, &held, &err) == EDDY_OK);
             CHECKF(held == (k >= 2 ? 256 : 0), "prompt %d: restored %lld", k, (long long)held);
         }
-        CHECK(eddy_seq_restore_prefix(u, t[2], 300, &held, &err) == EDDY_OK && held == 256);
-        feed(u, t[2] + 256, 44, l1);
-        feed(ref, t[2], 256, NULL);
-        feed(ref, t[2] + 256, 44, l2);
-        CHECK(same(l1, l2, 44 * V));
+        check_continuation(u, ref, t[2], V);
     }
     eddy_engine_free(e), eddy_engine_free(plain);
     eddy_model_free(m);
-    free(l1), free(l2);
 }
 
 /* ==== The disk tier ==== */
