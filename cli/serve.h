@@ -117,6 +117,9 @@ int64_t srv_sched_n_ctx(const srv_sched *s);
 /* Hands r to the scheduler (which takes its own reference): 0, or an HTTP status
  * (429: the queue is full; 503: shutting down). */
 int srv_sched_submit(srv_sched *s, srv_request *r);
+/* Whether a step on the GPU failed, which leaves the engine's states lost: every request
+ * from then on gets 503, and /health too (msg: the failure). */
+bool srv_sched_failed(srv_sched *s, char *msg, size_t cap);
 /* Wakes the scheduler (a request was cancelled). */
 void srv_sched_wake(srv_sched *s);
 

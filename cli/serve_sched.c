@@ -99,6 +99,7 @@ struct srv_sched {
     srv_request **queue; /* (max_queue) a ring */
     int q_head, q_len;
     bool stopping;
+    char failed[512];    /* a GPU step's failure ("" while none): no step runs after it */
     srv_metrics m;
 
     /* the scheduler thread's own */
@@ -589,9 +590,19 @@ static void drop_cancelled(srv_sched *s, bool stopping) {
     }
 }
 
-/* Ends every running request with a 500 (the step could not run); -1. */
-static int fail_all(srv_sched *s, const char *msg) {
+/* Ends every running request with a 500 (the step could not run); -1. A step the engine
+ * failed with EDDY_ERR_IO failed on the GPU, which may have written part of the step's
+ * states and keeps most errors for every later call: the server then answers 503 to what
+ * comes after (the engine refuses every later step too). */
+static int fail_all(srv_sched *s, eddy_status st, const char *msg) {
     eddy_log(EDDY_LOG_ERROR, "serve: a step failed: %s", msg);
+    if (st == EDDY_ERR_IO) {
+        eddy_log(EDDY_LOG_ERROR, "serve: the engine's states are lost: every request from now on gets 503, and "
+                 "/health too; restart eddy serve");
+        pthread_mutex_lock(&s->mu);
+        snprintf(s->failed, sizeof s->failed, "%s", msg);
+        pthread_mutex_unlock(&s->mu);
+    }
     for (int i = 0; i < s->p.n_slots; i++) {
         slot *sl = &s->slots[i];
         if (!sl->r) continue;
@@ -636,7 +647,7 @@ static int spec_step(srv_sched *s) {
         slot *sl = &s->slots[i];
         if (!sl->r || !sl->decoding) continue;
         const int64_t k = sl->draft_j >= 0 ? s->d_n[sl->draft_j] : 0;
-        if (!reserve(s, n + k + 1)) return fail_all(s, "out of memory");
+        if (!reserve(s, n + k + 1)) return fail_all(s, EDDY_ERR_NOMEM, "out of memory");
         s->b_tok[n] = sl->next;
         if (k) memcpy(s->b_tok + n + 1, s->d_out[sl->draft_j], (size_t)k * sizeof *s->b_tok);
         for (int64_t j = 0; j <= k; j++) s->b_seq[n + j] = sl->seq, s->b_want[n + j] = 1;
@@ -653,7 +664,7 @@ static int spec_step(srv_sched *s) {
     s->m.busy_seconds += dt;
     s->m.decode_seconds += dt;
     pthread_mutex_unlock(&s->mu);
-    if (st != EDDY_OK) return fail_all(s, err.msg);
+    if (st != EDDY_OK) return fail_all(s, st, err.msg);
     for (int i = 0; i < s->p.n_slots; i++) {
         slot *sl = &s->slots[i];
         if (!sl->r || !sl->decoding) continue;
@@ -693,7 +704,7 @@ static int step(srv_sched *s) {
     for (int i = 0; i < s->p.n_slots; i++) {
         slot *sl = &s->slots[i];
         if (!sl->r || !sl->decoding) continue;
-        if (!reserve(s, n + 1)) return fail_all(s, "out of memory");
+        if (!reserve(s, n + 1)) return fail_all(s, EDDY_ERR_NOMEM, "out of memory");
         s->b_tok[n] = sl->next, s->b_seq[n] = sl->seq, s->b_want[n] = 1;
         s->b_rows[n_rows++] = sl;
         n++;
@@ -709,7 +720,7 @@ static int step(srv_sched *s) {
         const srv_request *r = sl->r;
         int64_t take = r->n_prompt - sl->n_fed;
         if (take > budget) take = budget;
-        if (!reserve(s, n + take)) return fail_all(s, "out of memory");
+        if (!reserve(s, n + take)) return fail_all(s, EDDY_ERR_NOMEM, "out of memory");
         memcpy(s->b_tok + n, r->prompt + sl->n_fed, (size_t)take * sizeof *s->b_tok);
         for (int64_t k = 0; k < take; k++) s->b_seq[n + k] = sl->seq, s->b_want[n + k] = 0;
         n += take;
@@ -741,7 +752,7 @@ static int step(srv_sched *s) {
     if (any_decoding) s->m.decode_seconds += dt;
     else s->m.prefill_seconds += dt;
     pthread_mutex_unlock(&s->mu);
-    if (st != EDDY_OK) return fail_all(s, err.msg);
+    if (st != EDDY_OK) return fail_all(s, st, err.msg);
     for (int64_t k = 0; k < n_rows; k++) {
         slot *sl = s->b_rows[k];
         if (!sl->decoding) { /* the prompt is in: keep its state for requests that share it */
@@ -951,7 +962,7 @@ int64_t srv_sched_n_ctx(const srv_sched *s) { return s->n_ctx; }
 int srv_sched_submit(srv_sched *s, srv_request *r) {
     pthread_mutex_lock(&s->mu);
     int status = 0;
-    if (s->stopping) status = 503;
+    if (s->stopping || s->failed[0]) status = 503;
     else if (s->q_len >= s->p.max_queue) status = 429, s->m.gen_rejected++;
     if (!status) {
         pthread_mutex_lock(&r->mu);
@@ -966,6 +977,14 @@ int srv_sched_submit(srv_sched *s, srv_request *r) {
     }
     pthread_mutex_unlock(&s->mu);
     return status;
+}
+
+bool srv_sched_failed(srv_sched *s, char *msg, size_t cap) {
+    pthread_mutex_lock(&s->mu);
+    const bool failed = s->failed[0] != '\0';
+    if (failed && cap) snprintf(msg, cap, "%s", s->failed);
+    pthread_mutex_unlock(&s->mu);
+    return failed;
 }
 
 void srv_sched_wake(srv_sched *s) {

@@ -337,7 +337,11 @@ typedef struct {
 
 /* Evaluates the batch in one forward step (split into steps of n_batch tokens when
  * longer). logits receives one row of n_vocab floats per wanted token, in batch
- * order (NULL: none). Checks everything before changing anything. */
+ * order (NULL: none). Checks everything before changing anything: a refusal
+ * (EDDY_ERR_ARG, EDDY_ERR_NOMEM: no free KV block, no memory for the logits) leaves
+ * the engine as it was. On a GPU a step that fails there (EDDY_ERR_IO, the CUDA error)
+ * may leave states half written: the engine refuses every later step (EDDY_ERR_IO)
+ * and a new one is needed. */
 eddy_status eddy_engine_decode(eddy_engine *e, const eddy_batch *b, float *logits, eddy_error *err);
 /* The same, giving each wanted token's most likely next token instead of its logits: ids
  * receives one id per wanted token, in batch order: the first index of the largest logit

@@ -181,6 +181,9 @@ static eddy_status upload_model(cuda_backend *g, const model *m, bool mtp, int64
             d->conv_w = w;
         }
     }
+    const cudaError_t e = ok ? cudaSuccess : cudaGetLastError();
+    if (e != cudaSuccess && e != cudaErrorMemoryAllocation) /* a device that failed, not one that is full */
+        return eddy_error_set(err, EDDY_ERR_IO, "cannot upload the weights to the GPU: %s", cudaGetErrorString(e));
     if (!ok)
         return eddy_error_set(err, EDDY_ERR_NOMEM, "cannot upload the weights to the GPU (out of device memory after "
                               "%.1f MiB)", (double)g->weight_bytes / (1 << 20));

@@ -129,6 +129,10 @@ struct eddy_engine {
     int64_t disk_hits;
     int (*abort_cb)(void *user);
     void *abort_user;
+    /* a GPU step failed (its error; "" while none has): kernels may have written part of
+     * the step's states, and a GPU keeps most errors (an illegal address) for every later
+     * call, so the engine runs no step after it (engine_run) */
+    char gpu_failed[sizeof(((eddy_error *)0)->msg)];
     /* the multi-token-prediction layer (block_mtp.c): run in every step when mtp; its
      * state is the pool's layer mtp_il (= n_layer) */
     bool mtp;

@@ -5,6 +5,7 @@
  * tokens, a verify's pending slots). Also the one-sequence entry eddy_seq_eval.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -158,6 +159,11 @@ static eddy_status argmax_room(engine *c, eddy_seq *const *seqs, int64_t n, cons
 eddy_status engine_run(engine *c, const eddy_token *tokens, eddy_seq *const *seqs, int64_t n, const int8_t *want,
                        float *logits, int32_t *ids, bool verify, eddy_error *err) {
     if (logits) ids = NULL;
+    eddy_error own;
+    if (!err) err = &own; /* a failed GPU step's message is kept */
+    if (c->gpu_failed[0])
+        return eddy_error_set(err, EDDY_ERR_IO, "an earlier step on the GPU failed (%s): the engine's states are "
+                              "lost; a new engine is needed", c->gpu_failed);
     eddy_status st = check_batch(c, tokens, seqs, n, verify, err);
     if (st == EDDY_OK && ids && !c->gpu) st = argmax_room(c, seqs, n, want, err);
     if (st == EDDY_OK) st = reserve_blocks(c, seqs, n, err);
@@ -191,6 +197,7 @@ eddy_status engine_run(engine *c, const eddy_token *tokens, eddy_seq *const *seq
         if (c->gpu) {
             st = cuda_forward(c, tokens + r0, p, step_logits, step_ids, p->out, n_made, err);
             if (st != EDDY_OK) {
+                snprintf(c->gpu_failed, sizeof c->gpu_failed, "%s", err->msg);
                 for (int64_t i = r0; i < n; i++) seq_state_drop_kv(c->sp, &seqs[i]->st, seqs[i]->st.n_pos);
                 return st;
             }

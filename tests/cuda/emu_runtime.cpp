@@ -309,8 +309,25 @@ static void place_shared(size_t bytes) {
     memset(L.shared, 0xa5, need);
 }
 
+/* EDDY_EMU_FAIL_FILE=PATH stands for a GPU that faults: once PATH exists, the next
+ * launch does not run and the device keeps the error, as a GPU keeps a sticky one (an
+ * illegal address): no kernel or copy runs after it, and cudaGetLastError,
+ * cudaDeviceSynchronize and the copies report it. */
+static cudaError_t sticky_error = cudaSuccess;
+/* The device back (a test's stand-in for a new process) */
+extern "C" void emu_clear_fault(void) { sticky_error = cudaSuccess; }
+static bool device_faulted() {
+    const char *path = getenv("EDDY_EMU_FAIL_FILE");
+    if (sticky_error == cudaSuccess && path && access(path, F_OK) == 0) {
+        fprintf(stderr, "emu: %s exists: the device faults from this launch on\n", path);
+        sticky_error = cudaErrorIllegalAddress;
+    }
+    return sticky_error != cudaSuccess;
+}
+
 void emu_run(const void *fn, const char *name, dim3 grid, dim3 block, size_t shared_bytes,
              const std::function<void()> &body) {
+    if (device_faulted()) return;
     launches_run++;
     running_kernel = name;
     const size_t n = (size_t)block.x * block.y * block.z;
@@ -571,6 +588,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpy
         check_side(dst, to_device, "cudaMemcpy", "destination");
         check_side(src, from_device, "cudaMemcpy", "source");
     }
+    if (device_faulted()) return sticky_error;
     memmove(dst, src, bytes);
     return cudaSuccess;
 }
@@ -580,6 +598,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
 cudaError_t cudaMemset(void *p, int v, size_t bytes) {
     not_while_capturing("cudaMemset");
     if (bytes) check_side(p, true, "cudaMemset", "destination");
+    if (device_faulted()) return sticky_error;
     memset(p, v, bytes);
     return cudaSuccess;
 }
@@ -593,7 +612,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int) {
     p->major = 9; /* as the H200 it stands for (its shared memory too) */
     return cudaSuccess;
 }
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaGetLastError(void) { return sticky_error; }
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int) {
     if (attr != cudaDevAttrMaxSharedMemoryPerBlockOptin) return cudaErrorInvalidValue;
     *value = (int)shared_most();
@@ -607,8 +626,11 @@ cudaError_t cudaFuncSetAttribute(const void *fn, enum cudaFuncAttribute attr, in
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) {
-    not_while_capturing("cudaDeviceSynchronize"); return cudaSuccess; }
-const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "emulated error"; }
+    not_while_capturing("cudaDeviceSynchronize"); return sticky_error; }
+const char *cudaGetErrorString(cudaError_t e) {
+    return e == cudaSuccess ? "no error" : e == cudaErrorIllegalAddress ? "an illegal memory access was encountered"
+                                                                          : "emulated error";
+}
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
     *e = (cudaEvent_t)malloc(sizeof(double));
     return cudaSuccess;

@@ -17,8 +17,10 @@
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "eddy.h"
 #include "cuda/ck.h"
@@ -583,6 +585,60 @@ TEST(cuda_products_reuse_input_forms) {
 }
 
 /* A device that is not one is refused. */
+/* A step that fails on the GPU (an emulated fault: EDDY_EMU_FAIL_FILE exists) fails with
+ * the device's error, and the engine runs no step after it, though the device comes back:
+ * kernels may have written part of the step's states. A new engine gives the logits of
+ * one that never failed. Only on the emulator, which can fault on request. */
+void emu_clear_fault(void) __attribute__((weak));
+TEST(cuda_engine_after_a_gpu_fault) {
+    if (!emu_clear_fault) return;
+    eddy_model *m = tseq_load("models/qwen35-tiny-f32.gguf");
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m);
+    char flag[64];
+    snprintf(flag, sizeof flag, "/tmp/eddy-emu-fault-%d", (int)getpid());
+    setenv("EDDY_EMU_FAIL_FILE", flag, 1);
+    const eddy_engine_params p = {.n_ctx = 64, .device = EDDY_DEVICE_CUDA};
+    eddy_engine *e = tseq_engine(m, p);
+    eddy_seq *s = e ? tseq_new(e) : NULL;
+    int32_t ids[12];
+    test_rng r = test_rng_new();
+    tseq_rand_ids(&r, ids, 12, V);
+    float *x1 = malloc(sizeof(float) * (size_t)V), *x2 = malloc(sizeof(float) * (size_t)V);
+    eddy_error err;
+    if (s && x1 && x2 && tseq_feed(s, ids, 8, NULL)) {
+        FILE *f = fopen(flag, "w");
+        REQUIRE(f);
+        fclose(f);
+        eddy_status st = eddy_seq_eval(s, ids + 8, 4, x1, 0, &err);
+        CHECKF(st == EDDY_ERR_IO && strstr(err.msg, "illegal memory access"), "the step the fault hit: %d %s",
+               (int)st, st ? err.msg : "");
+        remove(flag);
+        emu_clear_fault();
+        st = eddy_seq_eval(s, ids + 8, 4, x1, 0, &err);
+        CHECKF(st == EDDY_ERR_IO && strstr(err.msg, "an earlier step on the GPU failed") &&
+               strstr(err.msg, "illegal memory access"), "a step after it: %d %s", (int)st, st ? err.msg : "");
+        eddy_seq_free(s), s = NULL;
+        eddy_engine_free(e);
+        e = tseq_engine(m, p);
+        s = e ? tseq_new(e) : NULL;
+        eddy_engine *cpu = tseq_engine(m, (eddy_engine_params){.n_ctx = 64});
+        eddy_seq *c = cpu ? tseq_new(cpu) : NULL;
+        if (s && c && tseq_feed(s, ids, 11, NULL) && tseq_feed(s, ids + 11, 1, x1) && tseq_feed(c, ids, 11, NULL) &&
+            tseq_feed(c, ids + 11, 1, x2))
+            CHECKF(rel_rms(x1, x2, V) <= 1e-4, "a new engine after the fault: %g", rel_rms(x1, x2, V));
+        eddy_seq_free(c);
+        eddy_engine_free(cpu);
+    }
+    remove(flag);
+    unsetenv("EDDY_EMU_FAIL_FILE");
+    emu_clear_fault();
+    free(x1), free(x2);
+    eddy_seq_free(s);
+    eddy_engine_free(e);
+    eddy_model_free(m);
+}
+
 TEST(cuda_refuses_unknown_device) {
     eddy_model *m = tseq_load("models/qwen35-mtp-tiny-q8_0.gguf");
     REQUIRE(m);

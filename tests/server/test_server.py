@@ -14,7 +14,8 @@ Parts (all by default):
   gpu       (not in the default set; EDDY_BINARY from `make CUDA_EMU=1`) on the emulated GPU,
             sized so that the snapshot states share 3 KV blocks: eddy run's answers, and
             pinned sessions dropped, least recently used first, where a step needs their blocks;
-            sized so that the default prefix cache does not fit: a smaller one
+            sized so that the default prefix cache does not fit: a smaller one; a GPU that
+            faults: 500 for the request it hits, 503 for what comes after and for /health
 
 Every server runs on 127.0.0.1 with a port the kernel picks (--port 0, read from the
 server's first line); every wait is bounded. Prints "N passed, M failed".
@@ -28,6 +29,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -955,6 +957,28 @@ def part_gpu():
         check(0 < m["eddy_cache_budget_bytes"] < 4096 << 20, "the cache's budget: %s" % m["eddy_cache_budget_bytes"])
     finally:
         check(sv.stop() == 0, "gpu server exit: %s" % sv.lines[-3:])
+    # a GPU that faults (the emulator's EDDY_EMU_FAIL_FILE, once the file exists): the running request ends with 500
+    # naming the error; the requests after it get 503, and /health too (the engine's states are lost); tokenizing
+    # still works, and the server stops cleanly
+    flag = os.path.join(tempfile.mkdtemp(), "fault")
+    sv = Server(QWEN, "-ngl", "99", "--cache-ram", "0", env={"EDDY_EMU_FAIL_FILE": flag})
+    try:
+        body = {"prompt": "Once upon a time", "max_tokens": 4, "temperature": 0}
+        s, _, j = post(sv.port, "/v1/completions", body)
+        check(s == 200, "before the fault: %s %s" % (s, j))
+        open(flag, "w").close()
+        s, _, j = post(sv.port, "/v1/completions", body)
+        check(s == 500 and is_error_object(j, 500) and "illegal memory access" in j["error"]["message"],
+              "the request the fault hit: %s %s" % (s, j))
+        s, _, j = post(sv.port, "/v1/completions", body)
+        check(s == 503 and is_error_object(j, 503) and "GPU failed" in j["error"]["message"] and
+              "illegal memory access" in j["error"]["message"], "a request after the fault: %s %s" % (s, j))
+        s, _, b = request(sv.port, "GET", "/health")
+        check(s == 503 and b"GPU failed" in b, "/health after the fault: %s %s" % (s, b[:200]))
+        s, _, j = post(sv.port, "/tokenize", {"content": "Once upon a time"})
+        check(s == 200 and j.get("tokens"), "/tokenize after the fault: %s %s" % (s, j))
+    finally:
+        check(sv.stop() == 0, "exit after the fault: %s" % sv.lines[-3:])
     r = subprocess.run([EDDY, "serve", "-m", QWEN, "--port", "0", "-ngl", "99", "--cache-ram", "1024"],
                        env=dict(os.environ, EDDY_EMU_GPU_MIB="256"), capture_output=True, timeout=60)
     err = r.stderr.decode()
