@@ -17,15 +17,35 @@
 #include "cli.h"
 
 const char usage_perplexity[] =
-    "eddy perplexity -m MODEL.gguf -f TEXT [-c CTX] [--chunks N] [-t THREADS] [-ctk T] [-ctv T]\n"
+    "eddy perplexity -m MODEL.gguf -f TEXT [-c CTX] [--chunks N] [-b N] [-t THREADS] [-ctk T] [-ctv T]\n"
     "                [--device cpu|cuda | -ngl N]\n"
     "        perplexity of a text, chunked as llama.cpp's perplexity tool does (each chunk of CTX\n"
     "        tokens from an empty state, its second half scored), so the figures compare;\n"
-    "        --device cuda (or -ngl N, N >= 1) runs the model on the GPU (a CUDA build)\n";
+    "        --device cuda (or -ngl N, N >= 1) runs the model on the GPU (a CUDA build); -b N\n"
+    "        evaluates N / CTX chunks together in a step, as sequences of one batch (default:\n"
+    "        2048 tokens on a GPU, one chunk on the CPU); the figures are the same either way\n";
+
+/* The negative log-likelihood of each scored token of a chunk: rows holds the logits of
+ * its positions [first, n_ctx - 1), each predicting the token after it. */
+static void score_chunk(const float *rows, const eddy_token *chunk, int64_t first, int64_t n_ctx, int64_t n_vocab,
+                        double *nll, double *nll2, int64_t *count) {
+    for (int64_t p = first; p < n_ctx - 1; p++) {
+        const float *row = rows + (p - first) * n_vocab;
+        float max = row[0];
+        for (int64_t j = 1; j < n_vocab; j++)
+            if (row[j] > max) max = row[j];
+        double sum = 0;
+        for (int64_t j = 0; j < n_vocab; j++) sum += exp((double)row[j] - max);
+        const double lp = (double)row[chunk[p + 1]] - max - log(sum);
+        *nll -= lp;
+        *nll2 += lp * lp;
+        (*count)++;
+    }
+}
 
 int cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *file = NULL;
-    long long n_ctx = 512, chunks = -1, threads = 0;
+    long long n_ctx = 512, chunks = -1, threads = 0, batch = 0;
     eddy_kv_type type_k = EDDY_KV_DEFAULT, type_v = EDDY_KV_DEFAULT;
     eddy_device device = EDDY_DEVICE_CPU;
     for (int i = 1; i < argc; i++) {
@@ -47,6 +67,9 @@ int cmd_perplexity(int argc, char **argv) {
         } else if (!strcmp(a, "--chunks")) {
             if (cli_parse_int(a, val, 1, 1 << 30, &chunks)) return 1;
             i++;
+        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
+            if (cli_parse_int(a, val, 1, 1 << 24, &batch)) return 1;
+            i++;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (cli_parse_int(a, val, 1, 1024, &threads)) return 1;
             i++;
@@ -63,13 +86,13 @@ int cmd_perplexity(int argc, char **argv) {
     eddy_error err;
     eddy_model *m = NULL;
     const eddy_vocab *v = NULL;
-    eddy_ctx *c = NULL;
-    eddy_token *toks = NULL, *probe = NULL;
-    int64_t n_toks = 0, n_probe = 0;
+    eddy_engine *e = NULL;
+    eddy_seq **seqs = NULL, **row_seq = NULL;
+    eddy_token *toks = NULL, *probe = NULL, *tokens = NULL;
+    int8_t *want = NULL;
+    int64_t n_toks = 0, n_probe = 0, per_step = 1;
     float *logits = NULL;
     int rc = 0;
-    eddy_ctx_params cp = {.n_ctx = n_ctx, .n_threads = (int)threads, .n_batch = n_ctx, .type_k = type_k,
-                          .type_v = type_v, .device = device};
     if (eddy_model_load(model, &m, &err) != EDDY_OK) {
         rc = cli_error("%s", err.msg);
         goto done;
@@ -79,14 +102,12 @@ int cmd_perplexity(int argc, char **argv) {
         goto done;
     }
     if (eddy_tokenize(v, text, len, EDDY_TOKENIZE_ADD_SPECIAL, &toks, &n_toks, &err) != EDDY_OK ||
-        eddy_tokenize(v, "", 0, EDDY_TOKENIZE_ADD_SPECIAL, &probe, &n_probe, &err) != EDDY_OK ||
-        eddy_ctx_new(m, &cp, &c, &err) != EDDY_OK) {
+        eddy_tokenize(v, "", 0, EDDY_TOKENIZE_ADD_SPECIAL, &probe, &n_probe, &err) != EDDY_OK) {
         rc = cli_error("%s", err.msg);
         goto done;
     }
     cli_log_model(model, m);
-    cli_log_ctx(c, &cp);
-    const int64_t n_vocab = eddy_model_n_vocab(m), first = n_ctx / 2;
+    const int64_t n_vocab = eddy_model_n_vocab(m), first = n_ctx / 2, scored = n_ctx - 1 - first;
     const bool add_bos = n_probe > 0 && probe[0] == eddy_vocab_bos(v);
     int64_t n_chunk = n_toks / n_ctx;
     if (n_chunk < 2 && n_toks < 2 * n_ctx) {
@@ -95,49 +116,73 @@ int cmd_perplexity(int argc, char **argv) {
         goto done;
     }
     if (chunks > 0 && chunks < n_chunk) n_chunk = chunks;
-    logits = malloc((size_t)(n_ctx * n_vocab) * sizeof(float));
-    if (!logits) {
-        rc = cli_error("cannot allocate logits for a context of %lld", n_ctx);
+    /* chunks a step: sequences of one batch, each from an empty state */
+    if (batch <= 0) batch = device == EDDY_DEVICE_CUDA ? 2048 : n_ctx;
+    per_step = batch / n_ctx < 1 ? 1 : batch / n_ctx < n_chunk ? batch / n_ctx : n_chunk;
+    const eddy_engine_params ep = {.n_ctx = n_ctx, .n_seq_max = (int)per_step, .n_threads = (int)threads,
+                                   .n_batch = per_step * n_ctx, .type_k = type_k, .type_v = type_v,
+                                   .device = device};
+    if (eddy_engine_new(m, &ep, &e, &err) != EDDY_OK) {
+        rc = cli_error("%s", err.msg);
         goto done;
     }
-    fprintf(stderr, "eddy: %lld tokens, %lld chunks of %lld, scoring the second half of each\n", (long long)n_toks,
-            (long long)n_chunk, n_ctx);
-    double nll = 0, nll2 = 0;
-    int64_t count = 0;
-    for (int64_t ch = 0; ch < n_chunk; ch++) {
-        eddy_token *chunk = toks + ch * n_ctx;
-        eddy_token saved = chunk[0];
-        if (add_bos) chunk[0] = eddy_vocab_bos(v);
-        eddy_ctx_reset(c);
-        eddy_status s = eddy_ctx_eval(c, chunk, n_ctx, logits, 1, &err);
-        chunk[0] = saved;
-        if (s != EDDY_OK) {
+    seqs = calloc((size_t)per_step, sizeof *seqs);
+    row_seq = malloc((size_t)(per_step * n_ctx) * sizeof *row_seq);
+    tokens = malloc((size_t)(per_step * n_ctx) * sizeof *tokens);
+    want = calloc((size_t)(per_step * n_ctx), 1);
+    logits = malloc((size_t)(per_step * scored * n_vocab) * sizeof(float));
+    if (!seqs || !row_seq || !tokens || !want || !logits) {
+        rc = cli_error("cannot allocate the logits of %lld chunks of %lld", (long long)per_step, n_ctx);
+        goto done;
+    }
+    for (int64_t k = 0; k < per_step; k++)
+        if (eddy_seq_new(e, &seqs[k], &err) != EDDY_OK) {
             rc = cli_error("%s", err.msg);
             goto done;
         }
-        for (int64_t p = first; p < n_ctx - 1; p++) {
-            const float *row = logits + p * n_vocab;
-            float max = row[0];
-            for (int64_t j = 1; j < n_vocab; j++)
-                if (row[j] > max) max = row[j];
-            double sum = 0;
-            for (int64_t j = 0; j < n_vocab; j++) sum += exp((double)row[j] - max);
-            double lp = (double)row[chunk[p + 1]] - max - log(sum);
-            nll -= lp;
-            nll2 += lp * lp;
-            count++;
+    fprintf(stderr, "eddy: %lld tokens, %lld chunks of %lld, scoring the second half of each; %lld chunk%s a step "
+            "on %s\n", (long long)n_toks, (long long)n_chunk, n_ctx, (long long)per_step, per_step == 1 ? "" : "s",
+            eddy_engine_device_name(e));
+    double nll = 0, nll2 = 0;
+    int64_t count = 0;
+    for (int64_t ch0 = 0; ch0 < n_chunk; ch0 += per_step) {
+        const int64_t k_n = n_chunk - ch0 < per_step ? n_chunk - ch0 : per_step;
+        for (int64_t k = 0; k < k_n; k++) {
+            eddy_token *t = tokens + k * n_ctx;
+            memcpy(t, toks + (ch0 + k) * n_ctx, (size_t)n_ctx * sizeof *t);
+            if (add_bos) t[0] = eddy_vocab_bos(v);
+            eddy_seq_clear(seqs[k]);
+            for (int64_t p = 0; p < n_ctx; p++) {
+                row_seq[k * n_ctx + p] = seqs[k];
+                want[k * n_ctx + p] = p >= first && p < n_ctx - 1;
+            }
         }
-        printf("[%lld]%.4f,", (long long)ch + 1, exp(nll / count));
+        const eddy_batch b = {k_n * n_ctx, tokens, row_seq, want};
+        if (eddy_engine_decode(e, &b, logits, &err) != EDDY_OK) {
+            rc = cli_error("%s", err.msg);
+            goto done;
+        }
+        for (int64_t k = 0; k < k_n; k++) {
+            /* the chunk as the text has it: its first token scores nothing */
+            score_chunk(logits + k * scored * n_vocab, toks + (ch0 + k) * n_ctx, first, n_ctx, n_vocab, &nll, &nll2,
+                        &count);
+            printf("[%lld]%.4f,", (long long)(ch0 + k + 1), exp(nll / count));
+        }
         fflush(stdout);
     }
     double mean = nll / count, var = nll2 / count - mean * mean;
     double ppl = exp(mean), ppl_err = count > 1 && var > 0 ? ppl * sqrt(var / (count - 1)) : 0;
     printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, ppl_err);
 done:
+    for (int64_t k = 0; seqs && k < per_step; k++) eddy_seq_free(seqs[k]);
+    free(seqs);
+    free(row_seq);
+    free(tokens);
+    free(want);
     free(logits);
     eddy_buffer_free(probe);
     eddy_buffer_free(toks);
-    eddy_ctx_free(c);
+    eddy_engine_free(e);
     eddy_model_free(m);
     free(text);
     return rc;

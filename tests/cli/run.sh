@@ -334,6 +334,15 @@ expect_err "perplexity short text" "needs at least" perplexity -m $L -f "$TMP/pp
 expect_err "perplexity no file" "cannot read the text file" perplexity -m $L -f "$TMP/none.txt"
 expect_err "perplexity bad cache type" '-ctk: unsupported cache type "bf16"' perplexity -m $L -f "$TMP/ppl.txt" -ctk bf16
 expect_ok "perplexity f32 cache" "Final estimate: PPL = " -- perplexity -m $L -f "$TMP/ppl.txt" -c 32 --chunks 1 -t 1 -ctk f32 -ctv f32
+# chunks evaluated together (-b: 3 chunks a step, the last step 2) give each chunk's figure
+# and the whole one bit for bit
+for b in 32 96; do
+  "$EDDY" perplexity -m tests/data/models/qwen35-tiny-q8_0.gguf -f "$TMP/ppl.txt" -c 32 --chunks 5 -b $b -t 2 \
+    >"$TMP/ppl-b$b" 2>"$TMP/ppl-b$b.err"
+done
+if grep -q "Final estimate" "$TMP/ppl-b32" && cmp -s "$TMP/ppl-b32" "$TMP/ppl-b96" && grep -q "3 chunks a step" "$TMP/ppl-b96.err"
+then ok
+else bad "perplexity -b 96 differs from -b 32: $(diff "$TMP/ppl-b32" "$TMP/ppl-b96" | head -4) $(tail -1 "$TMP/ppl-b96.err")"; fi
 # the trained hybrid on held-out text: within 0.5% of transformers' perplexity on the same
 # weights (tests/data/models/tiny-hybrid.ppl: perplexity, chunks, chunk size)
 read want_ppl want_chunks ppl_ctx <tests/data/models/tiny-hybrid.ppl
