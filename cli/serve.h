@@ -114,6 +114,8 @@ void srv_sched_stop(srv_sched *s);
 void srv_sched_free(srv_sched *s);
 /* Positions per sequence. */
 int64_t srv_sched_n_ctx(const srv_sched *s);
+/* Where the engine runs: "cpu", or "cuda: " and the GPU's name. */
+const char *srv_sched_device(const srv_sched *s);
 /* Hands r to the scheduler (which takes its own reference): 0, or an HTTP status
  * (429: the queue is full; 503: shutting down). */
 int srv_sched_submit(srv_sched *s, srv_request *r);

@@ -1097,7 +1097,11 @@ int cmd_serve(int argc, char **argv) {
     server sv = {0};
     gen_session g;
     o.n_snapshots = 0;
-    if (gen_session_open(&o, &g)) return 1;
+    /* the session's context (and a draft model's) checks the settings and is freed: on the
+     * CPU, so that a GPU gets the weights once, from the scheduler's engine */
+    gen_opts on_cpu = o;
+    on_cpu.device = EDDY_DEVICE_CPU;
+    if (gen_session_open(&on_cpu, &g)) return 1;
     eddy_ctx_free(g.c); /* its memory goes to the engine's sequences */
     g.c = NULL;
     sv.v = g.v;
@@ -1145,9 +1149,9 @@ int cmd_serve(int argc, char **argv) {
         rc = cli_error("serve: cannot listen on %s port %lld (%s)", host, port, strerror(errno));
     } else {
         const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-        fprintf(stderr, "eddy serve: listening on http://%s%s%s:%u (model %s, %lld slots of %lld positions)\n",
+        fprintf(stderr, "eddy serve: listening on http://%s%s%s:%u (model %s, %lld slots of %lld positions, on %s)\n",
                 v6 ? "[" : "", host, v6 ? "]" : "", di ? (unsigned)di->port : (unsigned)port, sv.model_name, np,
-                (long long)sv.n_ctx);
+                (long long)sv.n_ctx, srv_sched_device(sv.sched));
         int sig = 0;
         sigwait(&sigs, &sig);
         fprintf(stderr, "eddy serve: %s: finishing the running answers and stopping\n",

@@ -958,6 +958,7 @@ void srv_sched_free(srv_sched *s) {
 }
 
 int64_t srv_sched_n_ctx(const srv_sched *s) { return s->n_ctx; }
+const char *srv_sched_device(const srv_sched *s) { return eddy_engine_device_name(s->e); }
 
 int srv_sched_submit(srv_sched *s, srv_request *r) {
     pthread_mutex_lock(&s->mu);

@@ -905,6 +905,8 @@ def part_gpu():
     sv = Server(QWEN, *args, log_level="info", env={"EDDY_EMU_GPU_MIB": emulated_gpu_mib(args, 3)})
     try:
         p = sv.port
+        check(any(re.search(r"listening on .*, on cuda: ", ln) for ln in sv.lines), "the device in the first line: %s"
+              % [ln for ln in sv.lines if "listening" in ln])
         check(any("the snapshot states share 3 KV blocks" in ln for ln in sv.lines),
               "the emulated GPU's size: %s" % [ln for ln in sv.lines if "GPU" in ln])
         words = ("river stone light garden window paper silver morning quiet forest letter orange music winter "
