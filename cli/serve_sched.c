@@ -590,19 +590,22 @@ static void drop_cancelled(srv_sched *s, bool stopping) {
     }
 }
 
-/* Ends every running request with a 500 (the step could not run); -1. A step the engine
- * failed with EDDY_ERR_IO failed on the GPU, which may have written part of the step's
- * states and keeps most errors for every later call: the server then answers 503 to what
- * comes after (the engine refuses every later step too). */
+/* A step or a draft the engine failed with EDDY_ERR_IO failed on the GPU, which may have
+ * written part of the step's states and keeps most errors for every later call: the
+ * server then answers 503 to what comes after (the engine refuses every later step too). */
+static void note_gpu_failure(srv_sched *s, eddy_status st, const char *msg) {
+    if (st != EDDY_ERR_IO) return;
+    eddy_log(EDDY_LOG_ERROR, "serve: the engine's states are lost (%s): every request from now on gets 503, and "
+             "/health too; restart eddy serve", msg);
+    pthread_mutex_lock(&s->mu);
+    if (!s->failed[0]) snprintf(s->failed, sizeof s->failed, "%s", msg);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Ends every running request with a 500 (the step could not run); -1. */
 static int fail_all(srv_sched *s, eddy_status st, const char *msg) {
     eddy_log(EDDY_LOG_ERROR, "serve: a step failed: %s", msg);
-    if (st == EDDY_ERR_IO) {
-        eddy_log(EDDY_LOG_ERROR, "serve: the engine's states are lost: every request from now on gets 503, and "
-                 "/health too; restart eddy serve");
-        pthread_mutex_lock(&s->mu);
-        snprintf(s->failed, sizeof s->failed, "%s", msg);
-        pthread_mutex_unlock(&s->mu);
-    }
+    note_gpu_failure(s, st, msg);
     for (int i = 0; i < s->p.n_slots; i++) {
         slot *sl = &s->slots[i];
         if (!sl->r) continue;
@@ -640,7 +643,7 @@ static int spec_step(srv_sched *s) {
             if (j < 0) continue;
             while ((st = eddy_spec_draft(sl->spec, sl->next, s->d_max[j], s->d_out[j], &s->d_n[j], &err)) != EDDY_OK &&
                    unpin_for_room(s, st, err.msg)) {}
-            if (st != EDDY_OK) end_request(s, sl, NULL, 500, err.msg);
+            if (st != EDDY_OK) note_gpu_failure(s, st, err.msg), end_request(s, sl, NULL, 500, err.msg);
         }
     int64_t n = 0;
     for (int i = 0; i < s->p.n_slots; i++) {

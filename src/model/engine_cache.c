@@ -140,9 +140,10 @@ eddy_status cache_init(engine *c, size_t budget, int64_t every, size_t slot_byte
      * get as many slots as the budget holds at the smallest cost (one slot, one block)
      * and as many blocks as it holds alone: whatever mix of the two the entries come to,
      * the budget binds first. On a GPU that would commit up to twice the budget (for a
-     * hybrid of the 4B shape, a 4 GiB budget would take 7.4 GiB of device memory), so the budget
-     * is split as a conversation's entries split it, each a slot and the cache_every
-     * positions of blocks it adds to the checkpoint before it. 1..1024 entries. */
+     * hybrid of the 4B shape, 7.4 GiB of device memory for a 4 GiB budget), so the
+     * budget is split as a conversation's entries split it, each a slot and the
+     * cache_every positions of blocks it adds to the checkpoint before it. 1..1024
+     * entries. */
     const size_t per_entry = committed ? slot_bytes + (size_t)(c->cache_every / STATE_KV_BLOCK) * block_bytes
                                        : slot_bytes + block_bytes;
     const size_t n = budget / (per_entry > 0 ? per_entry : 1);
