@@ -129,17 +129,22 @@ int cmd_perplexity(int argc, char **argv) {
     seqs = calloc((size_t)per_step, sizeof *seqs);
     row_seq = malloc((size_t)(per_step * n_ctx) * sizeof *row_seq);
     tokens = malloc((size_t)(per_step * n_ctx) * sizeof *tokens);
-    want = calloc((size_t)(per_step * n_ctx), 1);
+    want = malloc((size_t)(per_step * n_ctx));
     logits = malloc((size_t)(per_step * scored * n_vocab) * sizeof(float));
     if (!seqs || !row_seq || !tokens || !want || !logits) {
         rc = cli_error("cannot allocate the logits of %lld chunks of %lld", (long long)per_step, n_ctx);
         goto done;
     }
-    for (int64_t k = 0; k < per_step; k++)
+    for (int64_t k = 0; k < per_step; k++) { /* chunk k of a step: rows [k n_ctx, (k + 1) n_ctx), sequence k */
         if (eddy_seq_new(e, &seqs[k], &err) != EDDY_OK) {
             rc = cli_error("%s", err.msg);
             goto done;
         }
+        for (int64_t p = 0; p < n_ctx; p++) {
+            row_seq[k * n_ctx + p] = seqs[k];
+            want[k * n_ctx + p] = p >= first && p < n_ctx - 1;
+        }
+    }
     fprintf(stderr, "eddy: %lld tokens, %lld chunks of %lld, scoring the second half of each; %lld chunk%s a step "
             "on %s\n", (long long)n_toks, (long long)n_chunk, n_ctx, (long long)per_step, per_step == 1 ? "" : "s",
             eddy_engine_device_name(e));
@@ -152,10 +157,6 @@ int cmd_perplexity(int argc, char **argv) {
             memcpy(t, toks + (ch0 + k) * n_ctx, (size_t)n_ctx * sizeof *t);
             if (add_bos) t[0] = eddy_vocab_bos(v);
             eddy_seq_clear(seqs[k]);
-            for (int64_t p = 0; p < n_ctx; p++) {
-                row_seq[k * n_ctx + p] = seqs[k];
-                want[k * n_ctx + p] = p >= first && p < n_ctx - 1;
-            }
         }
         const eddy_batch b = {k_n * n_ctx, tokens, row_seq, want};
         if (eddy_engine_decode(e, &b, logits, &err) != EDDY_OK) {

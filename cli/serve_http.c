@@ -166,6 +166,14 @@ static enum MHD_Result respond_error(server *sv, struct MHD_Connection *c, unsig
     return respond_json(sv, c, status, j);
 }
 
+/* Whether a step on the GPU failed (srv_sched_failed): then msg is the 503's message. */
+static bool gpu_failed(server *sv, char *msg, size_t cap) {
+    char failed[512];
+    if (!srv_sched_failed(sv->sched, failed, sizeof failed)) return false;
+    snprintf(msg, cap, "the GPU failed (%s); restart the server", failed);
+    return true;
+}
+
 /* ==== Request fields ==== */
 
 /* A field's problem: the message and the field's name, for a 400. */
@@ -725,11 +733,9 @@ static enum MHD_Result handle_gen(server *sv, struct MHD_Connection *c, endpoint
     }
     const int status = srv_sched_submit(sv->sched, g->r);
     if (status) {
-        char failed[512], why[640];
+        char why[640];
         if (status == 429) snprintf(why, sizeof why, "too many requests are waiting; retry later");
-        else if (srv_sched_failed(sv->sched, failed, sizeof failed))
-            snprintf(why, sizeof why, "the GPU failed (%s); restart the server", failed);
-        else snprintf(why, sizeof why, "the server is shutting down");
+        else if (!gpu_failed(sv, why, sizeof why)) snprintf(why, sizeof why, "the server is shutting down");
         enum MHD_Result res = respond_error(sv, c, (unsigned)status, why, NULL, NULL);
         gen_free(g);
         return res;
@@ -969,12 +975,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!strcmp(url, routes[i].path)) route = (int)i;
     if (route < 0) return respond_error(sv, c, 404, "no such endpoint", NULL, "not_found");
     if (routes[route].post ? !post : !get) return respond_error(sv, c, 405, "method not allowed here", NULL, NULL);
-    char failed[512];
-    if (route <= 1 && srv_sched_failed(sv->sched, failed, sizeof failed)) { /* a supervisor restarts it */
-        char why[640];
-        snprintf(why, sizeof why, "the GPU failed: %s; restart the server", failed);
+    char why[640];
+    if (route <= 1 && gpu_failed(sv, why, sizeof why)) /* a supervisor restarts it */
         return respond_error(sv, c, 503, why, NULL, "gpu_failed");
-    }
     if (route <= 1) return respond_json(sv, c, 200, json_pack("{s:s}", "status", "ok"));
     if (!key_ok(sv, c)) return respond_error(sv, c, 401, "a missing or wrong API key", NULL, "invalid_api_key");
     if (route <= 3) return handle_models(sv, c);

@@ -124,6 +124,9 @@ static inline const float *f32(const tensor *t) { return (const float *)t->data;
 
 /* Device memory of size bytes, freed with the backend (NULL: none, or bytes 0) */
 void *cuda_dev_alloc(cuda_backend *g, size_t bytes);
+/* The device's free and total memory (cudaMemGetInfo); false, and both 0, when it cannot
+ * say (the error is cleared) */
+bool cuda_memory_info(size_t *free_bytes, size_t *total);
 
 /* ==== Products (cuda_products.c) ==== */
 

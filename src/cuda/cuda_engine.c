@@ -241,13 +241,17 @@ const char *cuda_backend_name(const cuda_backend *g) { return g->name; }
 
 size_t cuda_backend_f16_bytes(const cuda_backend *g) { return g->f16_bytes; }
 
+bool cuda_memory_info(size_t *free_bytes, size_t *total) {
+    if (cudaMemGetInfo(free_bytes, total) == cudaSuccess) return true;
+    cudaGetLastError();
+    *free_bytes = *total = 0;
+    return false;
+}
+
 size_t cuda_backend_free_bytes(const cuda_backend *g) {
     (void)g;
-    size_t free_bytes = 0, total = 0;
-    if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
+    size_t free_bytes, total;
+    cuda_memory_info(&free_bytes, &total);
     return free_bytes;
 }
 

@@ -30,11 +30,8 @@ bool cuda_small_float(const tensor *t) {
  * rows (the state pool and the buffers are made by then) less a quarter of the device's,
  * which stays free for the prefix cache's states, cuBLAS and other processes. */
 static int64_t f16_budget(void) {
-    size_t free_bytes = 0, total = 0;
-    if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
+    size_t free_bytes, total;
+    if (!cuda_memory_info(&free_bytes, &total)) return 0;
     int64_t budget = (int64_t)free_bytes - (int64_t)(total / 4);
     const char *e = getenv("EDDY_CUDA_F16_CACHE");
     if (e && *e) {

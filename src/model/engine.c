@@ -209,10 +209,10 @@ static bool alloc_buffers(engine *c) {
  * else what fits there once the states and the sequences' and the prefix cache's blocks
  * are counted, one block each at least. A step that needs more than is free fails with
  * "the KV cache has no free block". */
-static int64_t device_snapshot_blocks(const engine *c, int64_t n_states, int64_t n_own_blocks, size_t slot_bytes,
-                                      size_t block_bytes) {
+static int64_t device_snapshot_blocks(const engine *c, size_t free_bytes, int64_t n_states, int64_t n_own_blocks,
+                                      size_t slot_bytes, size_t block_bytes) {
     const int64_t most = c->n_snap_max * seq_state_n_blocks(c->n_ctx);
-    const double room = (double)cuda_backend_free_bytes(c->gpu) * 7 / 8;
+    const double room = (double)free_bytes * 7 / 8;
     const double left = room - (double)n_states * (double)slot_bytes - (double)n_own_blocks * (double)block_bytes;
     const double fit = block_bytes && left > 0 ? left / (double)block_bytes : 0;
     int64_t n = fit < (double)most ? (int64_t)fit : most;
@@ -237,8 +237,9 @@ static eddy_status new_state_pool(engine *c, const state_mem *mem, int64_t n_sta
      * (on the CPU; on a GPU the snapshots' share is bounded: device_snapshot_blocks) */
     const int64_t own = c->n_seq_max * seq_state_n_blocks(c->n_ctx) + n_cache_blocks;
     const size_t free_before = c->gpu ? cuda_backend_free_bytes(c->gpu) : 0;
-    const int64_t n_snap_blocks = c->gpu ? device_snapshot_blocks(c, n_states, own, slot_bytes, block_bytes)
-                                         : c->n_snap_max * seq_state_n_blocks(c->n_ctx);
+    const int64_t n_snap_blocks = c->gpu
+                                      ? device_snapshot_blocks(c, free_before, n_states, own, slot_bytes, block_bytes)
+                                      : c->n_snap_max * seq_state_n_blocks(c->n_ctx);
     const int64_t n_blocks = own + n_snap_blocks;
     eddy_status s = n_blocks > INT32_MAX
                         ? eddy_error_set(err, EDDY_ERR_ARG, "%" PRId64 " states of %" PRId64 " positions are too many",
@@ -249,7 +250,7 @@ static eddy_status new_state_pool(engine *c, const state_mem *mem, int64_t n_sta
         s = eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate %.1f MiB of sequence state on the GPU (%.1f MiB "
                            "free after the weights and buffers): fewer sequences, a shorter context%s or fewer "
                            "snapshot states need less", (double)need / (1 << 20),
-                           (double)cuda_backend_free_bytes(c->gpu) / (1 << 20),
+                           (double)free_before / (1 << 20),
                            n_cache_blocks ? ", a smaller prefix cache (cache_bytes, --cache-ram)" : "");
     }
     eddy_free(shapes);

@@ -584,7 +584,6 @@ TEST(cuda_products_reuse_input_forms) {
     eddy_model_free(m);
 }
 
-/* A device that is not one is refused. */
 /* A step that fails on the GPU (an emulated fault: EDDY_EMU_FAIL_FILE exists) fails with
  * the device's error, and the engine runs no step after it, though the device comes back:
  * kernels may have written part of the step's states. A new engine gives the logits of
@@ -639,6 +638,7 @@ TEST(cuda_engine_after_a_gpu_fault) {
     eddy_model_free(m);
 }
 
+/* A device that is not one is refused. */
 TEST(cuda_refuses_unknown_device) {
     eddy_model *m = tseq_load("models/qwen35-mtp-tiny-q8_0.gguf");
     REQUIRE(m);
@@ -649,11 +649,6 @@ TEST(cuda_refuses_unknown_device) {
     eddy_model_free(m);
 }
 
-/* The prefix cache on the GPU: a sequence's checkpoint at 256 positions (taken inside a
- * longer prefill) serves another sequence with the same first tokens, which then gets
- * the first one's logits. EDDY_CUDA_MMQ=0: the 40-row step takes cuBLAS's f16 products
- * as the 300-row one does (ck_mmq_parts' 8-bit activations move these tiny models'
- * logits by about 1%). */
 /* On a GPU the snapshot states' KV blocks are bounded by the device memory
  * (device_snapshot_blocks in engine.c): a whole context each where that fits. In a GPU
  * half a block larger than an engine whose 2 snapshots get one block each, where a whole
@@ -727,8 +722,8 @@ TEST(cuda_snapshot_blocks_fit_the_gpu) {
 /* A GPU commits the pool when it is made: the prefix cache's slots and KV blocks there
  * come to its budget and a block at most, where on the CPU (whose untouched pages cost
  * nothing) the entries may take the whole budget in slots or in blocks; with a cache
- * interval of 512 the entries' slots are a third of what they are on the CPU (each pays
- * for a slot and two blocks, not one). */
+ * interval of 512 the GPU's entries are fewer than the CPU's (each pays for a slot and
+ * two blocks, not one). */
 TEST(cuda_prefix_cache_commits_its_budget) {
     eddy_model *m = tseq_load("models/qwen35-tiny-f32.gguf");
     REQUIRE(m);
@@ -752,6 +747,11 @@ TEST(cuda_prefix_cache_commits_its_budget) {
     eddy_model_free(m);
 }
 
+/* The prefix cache on the GPU: a sequence's checkpoint at 256 positions (taken inside a
+ * longer prefill) serves another sequence with the same first tokens, which then gets
+ * the first one's logits. EDDY_CUDA_MMQ=0: the 40-row step takes cuBLAS's f16 products
+ * as the 300-row one does (ck_mmq_parts' 8-bit activations move these tiny models'
+ * logits by about 1%). */
 TEST(cuda_prefix_cache) {
     const char *files[] = {"models/qwen35-tiny-q8_0.gguf", "models/nemotron_h-tiny-q8_0.gguf"};
     setenv("EDDY_CUDA_MMQ", "0", 1);
