@@ -399,7 +399,7 @@ int cmd_batch(int argc, char **argv) {
         sc.draft_max = o.spec.type != EDDY_SPEC_NONE ? gen_draft_max(&o.spec) : 0;
         eddy_engine_params ep = {.n_ctx = o.n_ctx, .n_seq_max = (int)np, .n_threads = (int)o.threads,
                                  .type_k = o.type_k, .type_v = o.type_v,
-                                 .n_snapshots = (int)(np * (sc.draft_max ? sc.draft_max + 1 : 0)),
+                                 .n_verify = (int)(np * (sc.draft_max ? sc.draft_max + 1 : 0)),
                                  .n_batch = sc.draft_max ? np * (sc.draft_max + 1) > 512 ? np * (sc.draft_max + 1) : 512
                                                          : 0,
                                  .mtp = o.spec.type == EDDY_SPEC_MTP, .device = o.device};

@@ -219,7 +219,7 @@ int gen_session_open(const gen_opts *o, gen_session *g) {
     const int spec_states = o->spec.type != EDDY_SPEC_NONE ? gen_draft_max(&o->spec) + 1 : 0;
     eddy_ctx_params cp = {.n_ctx = o->n_ctx, .n_threads = (int)o->threads,
                           .n_batch = o->n_ubatch > 0 ? o->n_ubatch : o->n_batch, .type_k = o->type_k,
-                          .type_v = o->type_v, .n_snapshots = o->n_snapshots + spec_states,
+                          .type_v = o->type_v, .n_snapshots = o->n_snapshots, .n_verify = spec_states,
                           .cache_bytes = o->cache_mib > 0 ? (size_t)o->cache_mib << 20 : 0,
                           .cache_dir = o->cache_dir, .cache_dir_bytes = (size_t)o->cache_dir_mib << 20,
                           .mtp = o->spec.type == EDDY_SPEC_MTP, .device = o->device};

@@ -91,6 +91,9 @@ void cli_log_ctx(eddy_ctx *c, const eddy_ctx_params *p) {
              kv_name(p->type_k), kv_name(p->type_v));
     eddy_log(EDDY_LOG_INFO, "memory: sequence state %s = recurrent state %s + KV cache %s for %" PRId64 " positions",
              mib(b0, sizeof b0, state + kv), mib(b1, sizeof b1, state), mib(b2, sizeof b2, kv), n_ctx);
+    if (p->n_verify > 0) /* speculative decoding: what a verify keeps of each token */
+        eddy_log(EDDY_LOG_INFO, "memory: %d verify states of %s each", p->n_verify,
+                 mib(b0, sizeof b0, (double)eddy_engine_row_bytes(e)));
 }
 
 /* ==== --mlock ==== */

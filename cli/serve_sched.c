@@ -872,20 +872,18 @@ int srv_sched_start(const srv_sched_params *p, srv_sched **out) {
             eddy_log(EDDY_LOG_WARN, "serve: %d slots leave no room for drafts: no speculative decoding", p->n_slots);
     }
     const int spec_states = s->spec_on ? p->n_slots * (int)(s->k_max + 1) : 0;
-    eddy_engine_params ep = {.n_ctx = p->n_ctx, .n_seq_max = p->n_slots, .n_snapshots = p->max_sessions + spec_states,
-                             .n_threads = p->n_threads, .type_k = p->type_k, .type_v = p->type_v,
-                             .cache_bytes = p->cache_bytes, .mtp = s->spec_on && s->spec.type == EDDY_SPEC_MTP,
-                             .device = p->device};
     /* GPU memory is committed when the pool is made: where the default prefix cache does
      * not fit beside the model, a smaller one does (a budget given by --cache-ram stays) */
-    eddy_status made;
-    while ((made = eddy_engine_new(p->m, &ep, &s->e, &err)) == EDDY_ERR_NOMEM && p->device == EDDY_DEVICE_CUDA &&
-           p->cache_default && ep.cache_bytes > 0)
-        ep.cache_bytes = ep.cache_bytes > ((size_t)64 << 20) ? ep.cache_bytes / 2 : 0;
-    if (made != EDDY_OK) return cli_error("%s", err.msg);
-    if (ep.cache_bytes < p->cache_bytes)
+    eddy_engine_params ep = {.n_ctx = p->n_ctx, .n_seq_max = p->n_slots, .n_snapshots = p->max_sessions,
+                             .n_verify = spec_states, .n_threads = p->n_threads, .type_k = p->type_k, .type_v = p->type_v,
+                             .cache_bytes = p->cache_bytes, .mtp = s->spec_on && s->spec.type == EDDY_SPEC_MTP,
+                             .device = p->device, .cache_fit = p->cache_default};
+    if (eddy_engine_new(p->m, &ep, &s->e, &err) != EDDY_OK) return cli_error("%s", err.msg);
+    eddy_cache_stats cs;
+    eddy_engine_cache_stats(s->e, &cs);
+    if (cs.budget < p->cache_bytes)
         eddy_log(EDDY_LOG_WARN, "serve: the GPU has no room for the prefix cache's default %zu MiB beside the model and "
-                 "the slots: %zu MiB (--cache-ram sets it)", p->cache_bytes >> 20, ep.cache_bytes >> 20);
+                 "the slots: %zu MiB (--cache-ram sets it)", p->cache_bytes >> 20, cs.budget >> 20);
     if (s->spec_on && s->spec.type == EDDY_SPEC_DRAFT) { /* a draft sequence and its snapshot per slot */
         eddy_engine_params dp = {.n_ctx = eddy_engine_n_ctx(s->e), .n_seq_max = p->n_slots,
                                  .n_snapshots = p->n_slots, .n_threads = p->n_threads, .device = p->device};

@@ -176,6 +176,7 @@ typedef struct {
     size_t cache_dir_bytes;
     bool mtp;           /* run the multi-token-prediction layer (eddy_engine_params) */
     eddy_device device; /* where it runs (eddy_engine_params) */
+    int n_verify;       /* tokens of verifies awaiting accept at once (eddy_engine_params; 0: none) */
 } eddy_ctx_params;
 
 eddy_status eddy_model_load(const char *path, eddy_model **out, eddy_error *err);
@@ -205,8 +206,8 @@ void eddy_ctx_reset(eddy_ctx *c);           /* back to an empty sequence */
 /* ==== Engines and sequences ====
  *
  * An engine holds one model, a thread pool and a state pool sized once: slots for
- * n_seq_max sequences of up to n_ctx positions each, and for n_snapshots further
- * states (snapshots, and the positions of a verify awaiting accept). Sequences
+ * n_seq_max sequences of up to n_ctx positions each, for n_snapshots further states
+ * (snapshots), and for n_verify tokens of verifies awaiting accept. Sequences
  * advance together: one forward step evaluates the tokens of many sequences,
  * reading each weight once for all of them. A sequence's state can be forked,
  * snapshotted, restored and rolled back (docs/sequences.md).
@@ -225,8 +226,7 @@ typedef struct eddy_snapshot eddy_snapshot;
 typedef struct {
     int64_t n_ctx;       /* positions each sequence can hold (0: the model's training context, at most 4096) */
     int n_seq_max;       /* sequences at once (0: 1) */
-    int n_snapshots;     /* states beyond one per sequence: each snapshot takes one, and so does each
-                          * position of a verify until it is accepted (0: none) */
+    int n_snapshots;     /* states beyond one per sequence: each snapshot takes one (0: none) */
     int n_threads;       /* 0: the CPUs this process may run on */
     int64_t n_batch;     /* tokens per forward step (0: 512, 2048 on a GPU); longer batches are split */
     eddy_kv_type type_k, type_v; /* key / value cache elements (0: F16) */
@@ -252,6 +252,18 @@ typedef struct {
      * naming the reason, in a build without CUDA, without a GPU, or for what the GPU
      * backend does not run yet (docs/cuda.md). */
     eddy_device device;
+    /* Tokens of verifies awaiting eddy_seq_accept at once, over all sequences (speculative
+     * decoding: each sequence's t and drafts; 0: none, eddy_engine_verify refuses). Each
+     * holds a row state until then: the conv windows after the token and the recurrent
+     * layers' inputs to replay it from, a small part of a sequence's state
+     * (eddy_engine_row_bytes; nothing for a model without recurrent layers). */
+    int n_verify;
+    /* On a GPU, whose memory the state pool commits when the engine is made: a prefix cache
+     * of cache_bytes that does not fit beside the weights and the states is halved until it
+     * does (none below 64 MiB, unless cache_dir needs one), the weights uploaded once;
+     * eddy_engine_cache_stats' budget says what it got. false: the engine is refused
+     * (EDDY_ERR_NOMEM, naming the cache). */
+    bool cache_fit;
 } eddy_engine_params;
 
 eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, eddy_engine **out, eddy_error *err);
@@ -264,9 +276,11 @@ int eddy_engine_n_threads(const eddy_engine *e);
 int64_t eddy_engine_n_batch(const eddy_engine *e);
 /* "cpu", or "cuda: " and the GPU's name. */
 const char *eddy_engine_device_name(const eddy_engine *e);
-/* Bytes of one sequence's recurrent state and of its KV cache per position (all layers). */
+/* Bytes of one sequence's recurrent state, of its KV cache per position, and of one row
+ * state of a verify (all layers each). */
 size_t eddy_engine_state_bytes(const eddy_engine *e);
 size_t eddy_engine_kv_bytes_per_pos(const eddy_engine *e);
+size_t eddy_engine_row_bytes(const eddy_engine *e);
 
 /* Called between forward steps of a long evaluation; non-zero stops it with
  * EDDY_ERR_CANCELLED (the sequences keep the steps already done). NULL: none. */
@@ -353,7 +367,8 @@ eddy_status eddy_engine_decode_argmax(eddy_engine *e, const eddy_batch *b, eddy_
 
 /* Speculative verification: like eddy_engine_decode (at most n_batch tokens), but
  * every sequence of the batch keeps the state after each of its tokens until
- * eddy_seq_accept says how many to keep. Each token takes a state slot meanwhile. */
+ * eddy_seq_accept says how many to keep. Each token takes one of the engine's n_verify
+ * row states meanwhile (EDDY_ERR_NOMEM when too few are free). */
 eddy_status eddy_engine_verify(eddy_engine *e, const eddy_batch *b, float *logits, eddy_error *err);
 /* Keeps the first n_keep tokens of the sequence's last verify (0 <= n_keep <= their
  * count): exactly the state that feeding those n_keep tokens would have given. */
@@ -796,7 +811,7 @@ typedef struct {
      * --ignore-eos). */
     bool ignore_eog;
     /* Speculative decoding (NULL or EDDY_SPEC_NONE: none). The context needs
-     * n_snapshots >= draft_max + 1 (a verify holds the state after each of its tokens);
+     * n_verify >= draft_max + 1 (a verify holds a row state for each of its tokens);
      * a draft model's vocabulary must be the model's, token for token. */
     const eddy_spec_params *spec;
 } eddy_gen_params;

@@ -43,8 +43,10 @@ static const char *const quantized[] = {
 
 static eddy_model *load(const char *file) { return tseq_load(file); }
 
-static eddy_engine *new_engine(const eddy_model *m, int n_seq, int n_snap, int64_t n_ctx) {
-    return tseq_engine(m, (eddy_engine_params){.n_ctx = n_ctx, .n_seq_max = n_seq, .n_snapshots = n_snap});
+/* n_states snapshot states and as many verify states */
+static eddy_engine *new_engine(const eddy_model *m, int n_seq, int n_states, int64_t n_ctx) {
+    return tseq_engine(m, (eddy_engine_params){.n_ctx = n_ctx, .n_seq_max = n_seq, .n_snapshots = n_states,
+                                               .n_verify = n_states});
 }
 
 #define new_seq tseq_new
@@ -331,9 +333,13 @@ TEST(engine_verify_two_sequences) {
         eddy_seq *owner[6] = {a, a, a, b, b, b};
         eddy_batch batch = {6, d, owner, NULL}; /* each sequence's last token's logits */
         REQUIRE(eddy_engine_verify(e, &batch, lv, &err) == EDDY_OK);
-        /* a state slot per verified position is taken: the engine has 6, a seventh is refused */
+        /* a verify state per verified position is taken: the engine has 6, a seventh is
+         * refused; the snapshot states are the verify's no more */
+        eddy_batch one = {1, d, &ref, NULL};
+        CHECK_EQ(eddy_engine_verify(e, &one, NULL, &err), EDDY_ERR_NOMEM);
         eddy_snapshot *snap = NULL;
-        CHECK_EQ(eddy_seq_snapshot(ref, &snap, &err), EDDY_ERR_NOMEM);
+        CHECK(eddy_seq_snapshot(ref, &snap, &err) == EDDY_OK);
+        eddy_snapshot_free(snap);
         CHECK(eddy_seq_accept(a, 1, &err) == EDDY_OK && eddy_seq_accept(b, 3, &err) == EDDY_OK);
         const int32_t next = 5;
         for (int k = 0; k < 2; k++) {
@@ -456,14 +462,19 @@ TEST(engine_refuses_bad_use) {
     CHECK_CONTAINS(err.msg, "snapshot states of the engine are in use");
     CHECK_EQ(eddy_seq_restore(x, s1, &err), EDDY_ERR_ARG);
     CHECK_CONTAINS(err.msg, "another engine");
-    eddy_snapshot_free(s1);
-    /* a verify needs a free state per token, and a pending verify blocks the sequence */
+    /* a verify needs a free verify state per token (a snapshot held takes none of them),
+     * and a pending verify blocks the sequence */
     eddy_seq *owner2[2] = {a, a};
     eddy_batch vb = {2, ids, owner2, NULL};
     CHECK_EQ(eddy_engine_verify(e, &vb, NULL, &err), EDDY_ERR_NOMEM);
-    CHECK_CONTAINS(err.msg, "needs as many free states");
+    CHECK_CONTAINS(err.msg, "needs as many free verify states; 1 of the engine's 1 are free");
+    eddy_batch xb = {1, ids, &x, NULL};
+    CHECK_EQ(eddy_engine_verify(other, &xb, NULL, &err), EDDY_ERR_NOMEM);
+    CHECK_CONTAINS(err.msg, "0 of the engine's 0 are free (n_verify)");
+    CHECK_EQ(eddy_seq_n_pos(x), 0);
     vb.n_tokens = 1;
     CHECK(eddy_engine_verify(e, &vb, NULL, &err) == EDDY_OK);
+    eddy_snapshot_free(s1);
     CHECK_EQ(eddy_seq_eval(a, ids, 1, NULL, 0, &err), EDDY_ERR_ARG);
     CHECK_CONTAINS(err.msg, "awaiting eddy_seq_accept");
     CHECK_EQ(eddy_seq_accept(a, 2, &err), EDDY_ERR_ARG);
@@ -488,6 +499,9 @@ TEST(engine_refuses_bad_params) {
     CHECK_CONTAINS(err.msg, "sequences out of range");
     p = (eddy_engine_params){.n_snapshots = 1 << 20};
     CHECK_EQ(eddy_engine_new(m, &p, &e, &err), EDDY_ERR_ARG);
+    p = (eddy_engine_params){.n_verify = -1};
+    CHECK_EQ(eddy_engine_new(m, &p, &e, &err), EDDY_ERR_ARG);
+    CHECK_CONTAINS(err.msg, "verify states out of range");
     p = (eddy_engine_params){.n_ctx = -5};
     CHECK_EQ(eddy_engine_new(m, &p, &e, &err), EDDY_ERR_ARG);
     CHECK(e == NULL);
@@ -495,6 +509,7 @@ TEST(engine_refuses_bad_params) {
     p = (eddy_engine_params){.n_ctx = 32, .n_threads = 1};
     REQUIRE(eddy_engine_new(m, &p, &e, &err) == EDDY_OK);
     CHECK_EQ(eddy_engine_state_bytes(e), 0); /* attention only: no recurrent state */
+    CHECK_EQ(eddy_engine_row_bytes(e), 0);
     CHECK(eddy_engine_kv_bytes_per_pos(e) > 0);
     eddy_engine_free(e);
     eddy_model_free(m);

@@ -2,7 +2,8 @@
  * test_kv_cache.c — the attention layers' key/value cache in f16 (the default) and
  * f32: rows stored with round-to-nearest-even (as llama.cpp's F16 cache), half the
  * memory, bad types refused, and on the tiny models the f16 cache's logits against
- * the f32 cache's and transformers' (float32) within a stated bound.
+ * the f32 cache's and transformers' (float32) within a stated bound. Also the state
+ * pool's row slots (a verify's per-token states) beside its recurrent slots.
  */
 #include "test.h"
 
@@ -24,7 +25,7 @@
  * goes to the even 1; 1 + 3 * 2^-11 goes up to 1 + 2^-9; in subnormals (units of
  * 2^-24) 2^-25 goes to 0 and 3 * 2^-25 to 2 units. */
 TEST(kv_cache_stores_rounded_rows) {
-    const state_layer_shape shapes[2] = {{8, 8, 0, 0}, {0, 0, 3, 5}};
+    const state_layer_shape shapes[2] = {{8, 8, 0, 0, 0}, {0, 0, 3, 5, 2}};
     const float k[8] = {1.0f + 0x1p-11f, 1.0f + 0x3p-11f, -2.5f, 65519.0f, 65520.0f, 0x1p-25f, 0x3p-25f, 0.1f};
     const uint16_t want[8] = {0x3c00, 0x3c02, 0xc100, 0x7bff, 0x7c00, 0x0000, 0x0002, 0x2e66};
     float v[8];
@@ -89,7 +90,7 @@ static void vm_flags(const void *addr, char *out, size_t n) {
  * emulator's, at host addresses). */
 TEST(kv_cache_recurrent_slabs_stay_in_small_pages) {
     if (getenv("EDDY_TEST_EMULATED") || access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0) return;
-    const state_layer_shape shapes[2] = {{256, 256, 0, 0}, {0, 0, 4096, 1 << 20}};
+    const state_layer_shape shapes[2] = {{256, 256, 0, 0, 0}, {0, 0, 4096, 1 << 20, 4096}};
     state_pool *p;
     REQUIRE(state_pool_new(&p, shapes, 2, 3, 64, QTYPE_F16, QTYPE_F16, NULL) == EDDY_OK);
     char rec[512], k[512];
@@ -101,6 +102,46 @@ TEST(kv_cache_recurrent_slabs_stay_in_small_pages) {
     }
     CHECKF(strstr(rec, " nh") != NULL, "recurrent slab's VmFlags:%s", rec);
     if (!env_flag("EDDY_NO_HUGEPAGES")) CHECKF(strstr(k, " hg") != NULL, "key slab's VmFlags:%s", k);
+    state_pool_free(p);
+}
+
+/* Row slots: indices after the recurrent slots, counted apart from them, their conv
+ * windows in the conv slab after the slots' and their kept inputs in a slab of their
+ * own sized keep_floats each: every float of every slot written with its own value
+ * reads back (under ASan a region too small fails here). */
+TEST(state_pool_row_slots) {
+    const state_layer_shape shapes[2] = {{8, 8, 0, 0, 0}, {0, 0, 6, 20, 5}};
+    state_pool *p;
+    REQUIRE(state_pool_new_in(&p, NULL, shapes, 2, 2, 3, 1, QTYPE_F32, QTYPE_F32, NULL) == EDDY_OK);
+    CHECK_EQ(state_slot_bytes(p), (6 + 20) * sizeof(float));
+    CHECK_EQ(state_row_bytes(p), (6 + 5) * sizeof(float));
+    CHECK(p->conv[0] == NULL && p->keep[0] == NULL && p->keep[1] != NULL);
+    CHECK_EQ(state_row_alloc(p), 2);
+    CHECK_EQ(state_row_alloc(p), 3);
+    CHECK_EQ(state_row_alloc(p), 4);
+    CHECK_EQ(state_row_alloc(p), -1);
+    CHECK_EQ(p->n_rows_free, 0);
+    CHECK_EQ(p->n_slots_free, 2); /* rows take no recurrent slot */
+    CHECK_EQ(state_slot_alloc(p, true), 0);
+    CHECK_EQ(state_slot_alloc(p, true), 1);
+    CHECK_EQ(state_slot_alloc(p, true), -1);
+    for (int64_t s = 0; s < 5; s++) {
+        for (int64_t i = 0; i < 6; i++) state_conv(p, 1, s)[i] = (float)(100 * s + i);
+        for (int64_t i = 0; s < 2 && i < 20; i++) state_rec(p, 1, s)[i] = (float)(1000 + 100 * s + i);
+        for (int64_t i = 0; s >= 2 && i < 5; i++) state_keep(p, 1, s)[i] = (float)(2000 + 100 * s + i);
+    }
+    for (int64_t s = 0; s < 5; s++) {
+        for (int64_t i = 0; i < 6; i++) CHECK_EQ(state_conv(p, 1, s)[i], (float)(100 * s + i));
+        for (int64_t i = 0; s < 2 && i < 20; i++) CHECK_EQ(state_rec(p, 1, s)[i], (float)(1000 + 100 * s + i));
+        for (int64_t i = 0; s >= 2 && i < 5; i++) CHECK_EQ(state_keep(p, 1, s)[i], (float)(2000 + 100 * s + i));
+    }
+    state_slot_free(p, 3);
+    CHECK_EQ(p->n_rows_free, 1);
+    CHECK_EQ(p->n_slots_free, 0);
+    CHECK_EQ(state_row_alloc(p), 3);
+    state_slot_free(p, 1);
+    CHECK_EQ(p->n_slots_free, 1);
+    CHECK_EQ(p->n_rows_free, 0);
     state_pool_free(p);
 }
 

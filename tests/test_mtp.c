@@ -56,8 +56,9 @@ static mtp_ref *read_ref(const char *arch) {
 static double rel_rms(const float *a, const float *ref) { return sqrt(test_nmse(a, ref, V)); }
 
 static eddy_engine *mtp_engine(const eddy_model *m) {
-    return tseq_engine(m, (eddy_engine_params){.n_ctx = 128, .n_seq_max = 4, .n_snapshots = 8, .n_batch = 64, .mtp = true,
-                                               .type_k = EDDY_KV_F32, .type_v = EDDY_KV_F32});
+    return tseq_engine(m, (eddy_engine_params){.n_ctx = 128, .n_seq_max = 4, .n_snapshots = 8, .n_verify = 8,
+                                               .n_batch = 64, .mtp = true, .type_k = EDDY_KV_F32,
+                                               .type_v = EDDY_KV_F32});
 }
 
 static bool draft(eddy_seq *s, int32_t t, int64_t max, int32_t *out, float *logits) {
@@ -263,7 +264,7 @@ TEST(mtp_refusals) {
     eddy_error err;
     CHECK_EQ(eddy_engine_new(plain, &(eddy_engine_params){.mtp = true, .n_threads = 1}, &e, &err), EDDY_ERR_ARG);
     CHECK_CONTAINS(err.msg, "no multi-token-prediction layer");
-    eddy_engine *no_mtp = tseq_engine(m, (eddy_engine_params){.n_ctx = 64, .n_snapshots = 4});
+    eddy_engine *no_mtp = tseq_engine(m, (eddy_engine_params){.n_ctx = 64, .n_snapshots = 4, .n_verify = 4});
     eddy_seq *s = no_mtp ? tseq_new(no_mtp) : NULL;
     if (s) {
         eddy_sampler *smp;

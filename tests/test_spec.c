@@ -260,7 +260,7 @@ static bool gen(eddy_model *m, const eddy_spec_params *spec, float temp, uint64_
     r->out.stop_after = stop_after;
     eddy_error err;
     eddy_ctx *c = NULL;
-    eddy_ctx_params cp = {.n_ctx = n_ctx, .n_threads = 2, .n_snapshots = 17,
+    eddy_ctx_params cp = {.n_ctx = n_ctx, .n_threads = 2, .n_verify = 17,
                           .mtp = spec && spec->type == EDDY_SPEC_MTP};
     if (!CHECKF(eddy_ctx_new(m, &cp, &c, &err) == EDDY_OK, "%s", err.msg)) return false;
     eddy_sampler_params sp = eddy_sampler_default_params();
@@ -402,7 +402,7 @@ TEST(spec_mtp_generation_equals_plain) {
 TEST(spec_sampled_drafts_keep_the_distribution) {
     eddy_model *m = tseq_load("models/qwen35-tiny-f32.gguf"), *dm = tseq_load("models/qwen35-tiny-q4_k_m.gguf");
     eddy_ctx *c = NULL, *dc = NULL, *ref = NULL;
-    eddy_ctx_params cp = {.n_ctx = 64, .n_threads = 1, .n_snapshots = 4};
+    eddy_ctx_params cp = {.n_ctx = 64, .n_threads = 1, .n_snapshots = 4, .n_verify = 5};
     if (!m || !dm || !CHECK(eddy_ctx_new(m, &cp, &c, NULL) == EDDY_OK) ||
         !CHECK(eddy_ctx_new(m, &cp, &ref, NULL) == EDDY_OK) || !CHECK(eddy_ctx_new(dm, &cp, &dc, NULL) == EDDY_OK))
         goto done;
@@ -482,7 +482,7 @@ static bool draft_rounds(eddy_model *m, eddy_model *dm, bool many, bool shared_c
     memset(log, 0, sizeof *log);
     const int64_t V = eddy_model_n_vocab(m);
     eddy_engine *e = tseq_engine(m, (eddy_engine_params){.n_ctx = 128, .n_seq_max = MN,
-                                                         .n_snapshots = MN * (MK + 1), .n_batch = 64});
+                                                         .n_verify = MN * (MK + 1), .n_batch = 64});
     eddy_engine *de = tseq_engine(dm, (eddy_engine_params){.n_ctx = 128, .n_seq_max = MN, .n_snapshots = MN});
     eddy_ctx *dc = NULL;
     eddy_ctx_params dcp = {.n_ctx = 128, .n_threads = 2, .n_snapshots = 2};
@@ -593,7 +593,7 @@ TEST(spec_draft_model_drafts_of_many_sequences_are_each_ones_own) {
 TEST(spec_refuses_bad_setups) {
     eddy_model *m = tseq_load("models/qwen35-tiny-f32.gguf"), *other = tseq_load("models/llama-tiny-f32.gguf");
     eddy_ctx *c = NULL, *small = NULL, *dc = NULL;
-    eddy_ctx_params cp = {.n_ctx = 64, .n_threads = 1, .n_snapshots = 9}, sp0 = {.n_ctx = 64, .n_threads = 1};
+    eddy_ctx_params cp = {.n_ctx = 64, .n_threads = 1, .n_snapshots = 1, .n_verify = 9}, sp0 = {.n_ctx = 64, .n_threads = 1};
     if (!m || !other || !CHECK(eddy_ctx_new(m, &cp, &c, NULL) == EDDY_OK) ||
         !CHECK(eddy_ctx_new(m, &sp0, &small, NULL) == EDDY_OK) || !CHECK(eddy_ctx_new(other, &cp, &dc, NULL) == EDDY_OK))
         goto done;
@@ -614,12 +614,12 @@ TEST(spec_refuses_bad_setups) {
     spec = (eddy_spec_params){.type = EDDY_SPEC_NGRAM, .draft_max = 1000};
     CHECK(eddy_generate_ex(c, NULL, s, prompt, 4, &gp, NULL, NULL, NULL, &err) == EDDY_ERR_ARG);
     CHECK_CONTAINS(err.msg, "draft-max");
-    /* a context without states for a verify generates plainly: every step is a plain one */
+    /* a context without states for a verify: refused, naming the setting, before anything runs */
     spec = (eddy_spec_params){.type = EDDY_SPEC_NGRAM};
-    eddy_gen_stats st;
-    CHECK(eddy_generate_ex(small, NULL, s, prompt, 4, &gp, NULL, NULL, &st, &err) == EDDY_OK);
-    CHECK_EQ(st.n_spec_steps, 0);
-    CHECK_EQ(st.n_generated, 8);
+    CHECK(eddy_generate_ex(small, NULL, s, prompt, 4, &gp, NULL, NULL, NULL, &err) == EDDY_ERR_ARG);
+    CHECK_CONTAINS(err.msg, "speculative decoding needs verify states");
+    CHECK_CONTAINS(err.msg, "the engine has 0 (n_verify)");
+    CHECK_EQ(eddy_ctx_n_pos(small), 0);
     eddy_sampler_free(s);
 done:
     eddy_ctx_free(c), eddy_ctx_free(small), eddy_ctx_free(dc);

@@ -69,7 +69,7 @@ eddy_status eddy_bench_verify(const eddy_model *m, const eddy_bench_params *p, c
     const int64_t steps = p->n_gen > 0 ? p->n_gen : 32, depth = p->n_prompt > 0 ? p->n_prompt : 1;
     /* every repetition of every test advances the sequence by `steps` */
     const int64_t n_ctx = depth + steps * (int64_t)(n_k + 1) * (reps + 1) + k_max + 1;
-    eddy_engine_params ep = {.n_ctx = n_ctx, .n_seq_max = 1, .n_snapshots = (int)k_max + 1,
+    eddy_engine_params ep = {.n_ctx = n_ctx, .n_seq_max = 1, .n_verify = (int)k_max + 1,
                              .n_threads = p->n_threads, .device = p->device, .n_batch = p->n_batch};
     eddy_engine *e = NULL;
     eddy_status st = eddy_engine_new(m, &ep, &e, err);

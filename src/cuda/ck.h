@@ -353,19 +353,20 @@ int ck_gdn_step(const ck_run *runs, int64_t n_runs, const float *qkv, int64_t qk
                 const ck_gated_norm *norm, float *o, void *q8, float *state, int64_t n_k, int64_t n_v, int64_t d_k,
                 int64_t d_v, int head_map, float scale, void *stream);
 
-/* A verify's rows kept for replay in its pending slots. A row's kept floats are up to
+/* A verify's rows kept for replay in its row slots. A row's kept floats are up to
  * CK_MAX_SEGMENTS segments of step buffers (width[k] floats at base[k] + row stride[k]),
- * one after another in the slot's recurrent matrix (`rec`, slots of rec_floats).
- * items: n_items pairs (row, slot). gather 0: rows into their slots; gather 1: item i's
- * slot back into row i of the segments. */
+ * one after another in the item's slot of `slab` (slots of slot_floats each: the pool's
+ * keep slab, or its conv slab for the MTP layer's h). items: n_items pairs (row, slot).
+ * gather 0: rows into their slots; gather 1: item i's slot back into row i of the
+ * segments. */
 #define CK_MAX_SEGMENTS 3
 typedef struct {
     int n;
     float *base[CK_MAX_SEGMENTS];
     int64_t stride[CK_MAX_SEGMENTS], width[CK_MAX_SEGMENTS];
 } ck_segments;
-void ck_keep_rows(const int32_t *items, int64_t n_items, int gather, const ck_segments *seg, float *rec,
-                  int64_t rec_floats, void *stream);
+void ck_keep_rows(const int32_t *items, int64_t n_items, int gather, const ck_segments *seg, float *slab,
+                  int64_t slot_floats, void *stream);
 
 /* The Mamba-2 scan (mamba2.h mamba2_scan_ref) over each run's rows, from slot slot_in of
  * `state` ((H, N, P) per slot) to slot_out (-1: not written) and the checkpoints. xbc rows (the conv output,

@@ -764,8 +764,8 @@ namespace {
 /* One thread per (item, float of the kept row): segment k of a row is seg.width[k]
  * floats at seg.base[k] + row * seg.stride[k], the segments one after another in the
  * slot. */
-__global__ void keep_kernel(const int32_t *items, int64_t n_items, int gather, ck_segments seg, int64_t per, float *rec,
-                            int64_t rec_floats) {
+__global__ void keep_kernel(const int32_t *items, int64_t n_items, int gather, ck_segments seg, int64_t per,
+                            float *slab, int64_t slot_floats) {
     ck_pdl_entry();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_items * per) return;
@@ -773,7 +773,7 @@ __global__ void keep_kernel(const int32_t *items, int64_t n_items, int gather, c
     int64_t e = i % per, k = 0;
     while (e >= seg.width[k]) e -= seg.width[k++];
     const int64_t row = gather ? it : items[2 * it];
-    float *keep = rec + (int64_t)items[2 * it + 1] * rec_floats + (i % per);
+    float *keep = slab + (int64_t)items[2 * it + 1] * slot_floats + (i % per);
     float *at = seg.base[k] + row * seg.stride[k] + e;
     if (gather)
         *at = *keep;
@@ -783,15 +783,15 @@ __global__ void keep_kernel(const int32_t *items, int64_t n_items, int gather, c
 
 } // namespace
 
-extern "C" void ck_keep_rows(const int32_t *items, int64_t n_items, int gather, const ck_segments *seg, float *rec,
-                             int64_t rec_floats, void *stream) {
+extern "C" void ck_keep_rows(const int32_t *items, int64_t n_items, int gather, const ck_segments *seg, float *slab,
+                             int64_t slot_floats, void *stream) {
     int64_t per = 0;
     for (int k = 0; k < seg->n; k++) per += seg->width[k];
     ck_segments s = *seg;
     for (int k = seg->n; k < CK_MAX_SEGMENTS; k++) s.width[k] = 1; /* never reached: per stops first */
     if (n_items * per > 0)
         CK_LAUNCH(blocks_for(n_items * per, 256), 256, 0, (cudaStream_t)stream, keep_kernel)
-        (items, n_items, gather, s, per, rec, rec_floats);
+        (items, n_items, gather, s, per, slab, slot_floats);
 }
 
 /* ==== Mamba-2 ==== */

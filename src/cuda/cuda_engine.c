@@ -467,8 +467,8 @@ static void conv_item(int32_t *it, int64_t end, int64_t row0, int64_t src, int64
 /* The plan of the step into pinned memory, then to the GPU in one copy. The conv
  * windows of checkpoints come first: they are written by a launch of their own, before
  * the runs' slots (which they may read) change. */
-static void upload_plan(cuda_backend *g, const int32_t *tokens, const step_plan *plan, const int64_t *out_rows,
-                        int64_t n_out) {
+static void upload_plan(cuda_backend *g, const state_pool *sp, const int32_t *tokens, const step_plan *plan,
+                        const int64_t *out_rows, int64_t n_out) {
     int32_t *h = g->h_plan;
     const int64_t n = plan->n;
     for (int64_t t = 0; t < n; t++) h[g->o_tokens + t] = tokens[t], h[g->o_pos + t] = (int32_t)plan->pos[t];
@@ -492,10 +492,10 @@ static void upload_plan(cuda_backend *g, const int32_t *tokens, const step_plan 
         memcpy(h + g->o_blocks + nb, run->seq->st.blocks, (size_t)need * sizeof(int32_t));
         nb += need;
         for (int64_t t = 0; t < run->n; t++) h[g->o_run + run->row0 + t] = (int32_t)r;
-        if (run->snap) { /* a verify: the window after each row and its inputs go to its pending slot */
+        if (run->snap) { /* a verify: the window after each row and its inputs go to its row slot */
             for (int64_t t = 0; t < run->n; t++) {
                 conv_item(conv + 4 * nc++, run->row0 + t, run->row0, run->slot, run->snap[t]);
-                keep[2 * nk] = (int32_t)(run->row0 + t), keep[2 * nk + 1] = (int32_t)run->snap[t];
+                keep[2 * nk] = (int32_t)(run->row0 + t), keep[2 * nk + 1] = (int32_t)(run->snap[t] - sp->n_slots);
                 nk++;
             }
             continue;
@@ -625,7 +625,7 @@ static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
                     a_log_neg, dt_bias, g->gdn_g, g->gdn_beta, g->stream);
         const ck_segments keep = gdn_kept(g, conv_dim, n_v);
         if (g->n_keep)
-            ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->rec[il], sp->shape[il].rec_floats,
+            ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->keep[il], sp->shape[il].keep_floats,
                          g->stream);
         PROF(g, PROF_GDN, {
             /* a prefill in tiles; decode and verify rows (and shapes a tile does not take) row by row */
@@ -659,7 +659,7 @@ static void layer_mamba2(engine *c, cuda_backend *g, const model_layer *l, int64
     });
     const ck_segments keep = mamba2_kept(g, hp);
     if (g->n_keep)
-        ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->rec[il], sp->shape[il].rec_floats, g->stream);
+        ck_keep_rows(g->d_plan + g->o_keep, g->n_keep, 0, &keep, sp->keep[il], sp->shape[il].keep_floats, g->stream);
     PROF(g, PROF_MAMBA2, {
         /* a prefill in chunks */
         if (!(g->chunked && g->longest_run >= CK_SCAN_CHUNK &&
@@ -747,7 +747,7 @@ static void gpu_block_mtp(engine *c, cuda_backend *g, const int32_t *tokens, con
     state_pool *sp = c->sp;
     const step_plan *mp = &c->mtp_plan;
     mtp_plan_rows(c, tokens, plan);
-    if (mp->n > 0) upload_plan(g, c->mtp_tok, mp, NULL, 0);
+    if (mp->n > 0) upload_plan(g, c->sp, c->mtp_tok, mp, NULL, 0);
     /* the state writes (row, slot) and the h sources go in the plan's keep and checkpoint areas */
     const int64_t ni = mtp_state_rows(plan, g->h_plan + g->o_keep);
     memcpy(g->h_plan + g->o_ckpt, c->mtp_src, (size_t)mp->n * sizeof(int32_t));
@@ -776,7 +776,7 @@ void cuda_mtp_chain_step(engine *c, const step_plan *mp, const int32_t *tok) {
     cuda_backend *g = c->gpu;
     const model_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd, n = mp->n;
-    upload_plan(g, tok, mp, NULL, 0);
+    upload_plan(g, c->sp, tok, mp, NULL, 0);
     for (int64_t j = 0; j < n; j++) g->h_plan[g->o_ckpt + j] = (int32_t)j; /* row j reads h row j */
     cudaMemcpy(g->d_plan + g->o_ckpt, g->h_plan + g->o_ckpt, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice);
     mtp_inputs(c, g, n);
@@ -891,7 +891,7 @@ eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan
     const model_hparams *hp = &c->m->hp;
     const int64_t n = plan->n;
     if (!logits && !ids) n_out = 0;
-    upload_plan(g, tokens, plan, out_rows, n_out);
+    upload_plan(g, c->sp, tokens, plan, out_rows, n_out);
     step_graph *sg = step_graph_for(c, g, n, n_out);
     if (sg) cudaGraphLaunch(sg->exec, g->stream);
     else PROF(g, PROF_STEP, step_kernels(c, g, n, n_out));
@@ -920,7 +920,7 @@ void cuda_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep) {
     /* the kept rows' inputs gathered into rows 0.. of the step's buffers, replayed on the slot */
     int32_t *h = g->h_plan;
     for (int64_t t = 0; t < n_keep; t++)
-        h[g->o_keep + 2 * t] = (int32_t)t, h[g->o_keep + 2 * t + 1] = (int32_t)s->pending[t];
+        h[g->o_keep + 2 * t] = (int32_t)t, h[g->o_keep + 2 * t + 1] = (int32_t)(s->pending[t] - sp->n_slots);
     ck_run *run = (ck_run *)(h + g->o_runs);
     *run = (ck_run){0, (int32_t)n_keep, (int32_t)s->st.slot, (int32_t)s->st.slot, 0, 0, 0};
     cudaMemcpy(g->d_plan, h, (size_t)g->o_blocks * sizeof(int32_t), cudaMemcpyHostToDevice);
@@ -928,14 +928,14 @@ void cuda_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep) {
         const int64_t n_k = hp->ssm_n_k, n_v = hp->ssm_n_v, d_k = hp->ssm_d_k, d_v = hp->ssm_d_v;
         const int64_t conv_dim = model_gdn_conv_dim(hp);
         const ck_segments keep = gdn_kept(g, conv_dim, n_v);
-        ck_keep_rows(g->d_plan + g->o_keep, n_keep, 1, &keep, sp->rec[il], sp->shape[il].rec_floats, g->stream);
+        ck_keep_rows(g->d_plan + g->o_keep, n_keep, 1, &keep, sp->keep[il], sp->shape[il].keep_floats, g->stream);
         ck_gdn(g->step.runs, 1, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta, g->gdn_o,
                sp->rec[il], n_k, n_v, d_k, d_v, hp->ssm_head_map == GDN_KHEAD_MOD ? 0 : 1, 1.0f / sqrtf((float)d_k),
                g->stream);
     } else {
         const int64_t DI = hp->ssm_d_inner, CD = mamba2_conv_dim(hp), IN = mamba2_in_dim(hp), H = hp->ssm_n_head;
         const ck_segments keep = mamba2_kept(g, hp);
-        ck_keep_rows(g->d_plan + g->o_keep, n_keep, 1, &keep, sp->rec[il], sp->shape[il].rec_floats, g->stream);
+        ck_keep_rows(g->d_plan + g->o_keep, n_keep, 1, &keep, sp->keep[il], sp->shape[il].keep_floats, g->stream);
         ck_mamba2(g->step.runs, 1, g->d_plan + g->o_ckpt, g->gdn_qkv, CD, g->mb_in + DI + CD, IN, g->gdn_o,
                   sp->rec[il], H, DI / H, hp->ssm_n_group, hp->ssm_d_state, f32(&l->ssm_a), f32(&l->ssm_dt_bias),
                   f32(&l->ssm_d), g->stream);

@@ -79,6 +79,10 @@ eddy_status eddy_generate_ex(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, 
     if (n_prompt == 0 && !held)
         return eddy_error_set(err, EDDY_ERR_ARG, "eddy_generate: no prompt tokens, and the sequence holds no logits "
                               "to go on from");
+    if (p && p->spec && p->spec->type != EDDY_SPEC_NONE) {
+        const eddy_status ready = spec_check_engine(eddy_ctx_engine(c), err);
+        if (ready != EDDY_OK) return ready;
+    }
     const int64_t n_predict = p ? p->n_predict : -1;
     int64_t n_eog = 0;
     float *logits = eddy_malloc((size_t)n_vocab * sizeof(float));

@@ -103,6 +103,10 @@ typedef enum {
 eddy_status spec_walk(eddy_spec *sp, float *rows, int64_t max_emit, const eddy_token *eog_mask, int64_t n_eog,
                       spec_emit_fn emit, void *user, spec_walk_end *end, eddy_error *err);
 
+/* EDDY_ERR_ARG, naming n_verify, when engine e has too few verify states for a step of t
+ * and one draft (eddy_spec_new; eddy_generate_ex before the prompt). */
+eddy_status spec_check_engine(const eddy_engine *e, eddy_error *err);
+
 /* The generation loop with drafts: eddy_generate_ex's contract (the prompt already
  * fed: logits holds the row after it, the sampler has seen it), n_predict and the
  * end-of-generation masks as there. Fills the decode part of *st. */

@@ -67,6 +67,12 @@ struct eddy_spec {
     int64_t steps, drafted, accepted;
 };
 
+eddy_status spec_check_engine(const eddy_engine *e, eddy_error *err) {
+    if (e->n_verify_max >= 2) return EDDY_OK;
+    return eddy_error_set(err, EDDY_ERR_ARG, "speculative decoding needs verify states (a step of t and k drafts "
+                          "takes k + 1): the engine has %lld (n_verify)", (long long)e->n_verify_max);
+}
+
 eddy_status eddy_spec_new(eddy_seq *s, eddy_sampler *smp, const eddy_spec_params *p, eddy_spec **out,
                           eddy_error *err) {
     if (!out) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_spec_new: NULL argument");
@@ -74,12 +80,14 @@ eddy_status eddy_spec_new(eddy_seq *s, eddy_sampler *smp, const eddy_spec_params
     if (!s || !smp || !p) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_spec_new: NULL argument");
     eddy_engine *e = s->e;
     const eddy_model *m = eddy_engine_model(e);
+    eddy_status rc = spec_check_engine(e, err);
+    if (rc != EDDY_OK) return rc;
     if (sampler_n_vocab(smp) != eddy_model_n_vocab(m))
         return eddy_error_set(err, EDDY_ERR_ARG, "speculative decoding: the sampler is for %lld tokens, the model has %lld",
                               (long long)sampler_n_vocab(smp), (long long)eddy_model_n_vocab(m));
     eddy_spec *sp = eddy_calloc(1, sizeof *sp);
     if (!sp) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
-    eddy_status rc = drafter_new(p, m, sampler_params(smp), s, &sp->d, err);
+    rc = drafter_new(p, m, sampler_params(smp), s, &sp->d, err);
     if (rc != EDDY_OK) {
         eddy_free(sp);
         return rc;

@@ -15,7 +15,7 @@
  * over their slots, a longer run as one sequence's prefill (in pieces that end at the
  * multiples of cache_every, where the prefix cache may copy the state), a verify run
  * from its slot, keeping per row the conv window and the delta rule's inputs in the
- * row's pending slot; accepting k rows replays the first k on the slot
+ * row's row slot (state.h); accepting k rows replays the first k on the slot
  * (block_gdn_accept).
  */
 #include <math.h>
@@ -74,16 +74,16 @@ void block_gdn(engine *c, const model_layer *l, int64_t il, const step_plan *pla
             continue;
         }
         if (run->snap) {
-            /* verify: the slot is only read. The conv window after each row goes to the row's
-             * pending slot; the delta rule keeps its outputs only (a state per row would be
-             * n_v d_k d_v floats each), and the row's pending slot keeps what replaying it
+            /* verify: the slot is only read. The conv window after each row goes to its
+             * row slot; the delta rule keeps its outputs only (a state per row would be
+             * n_v d_k d_v floats each), and the row slot keeps what replaying it
              * takes, its q, k, v, g and beta, for block_gdn_accept */
-            float **conv_snap, **rec_snap;
-            step_snap_ptrs(c, run, il, &conv_snap, &rec_snap);
-            EDDY_ASSERT(sp->shape[il].rec_floats >= conv_dim + 2 * n_v);
+            float **conv_snap, **keep_snap;
+            step_snap_ptrs(c, run, il, &conv_snap, &keep_snap);
+            EDDY_ASSERT(sp->shape[il].keep_floats == conv_dim + 2 * n_v);
             conv1d_verify(c->pool, &cp, 1, run->n, x, conv_dim, y, conv_dim, sp->conv[il], &run->slot, conv_snap);
             for (int64_t t = 0; t < run->n; t++) {
-                float *keep = rec_snap[t];
+                float *keep = keep_snap[t];
                 memcpy(keep, y + t * conv_dim, (size_t)conv_dim * sizeof(float));
                 memcpy(keep + conv_dim, rows.g + t * n_v, (size_t)n_v * sizeof(float));
                 memcpy(keep + conv_dim + n_v, rows.beta + t * n_v, (size_t)n_v * sizeof(float));
@@ -119,7 +119,7 @@ void block_gdn_accept(engine *c, const model_layer *l, int64_t il, eddy_seq *s, 
     EDDY_ASSERT(n_keep >= 1 && n_keep <= s->n_pending && n_keep <= c->n_batch);
     /* the kept rows' inputs, gathered into the step's buffers (free between steps) */
     for (int64_t t = 0; t < n_keep; t++) {
-        const float *keep = state_rec(sp, il, s->pending[t]);
+        const float *keep = state_keep(sp, il, s->pending[t]);
         memcpy(c->gdn_qkv + t * conv_dim, keep, (size_t)conv_dim * sizeof(float));
         memcpy(c->gdn_g + t * n_v, keep + conv_dim, (size_t)n_v * sizeof(float));
         memcpy(c->gdn_beta + t * n_v, keep + conv_dim + n_v, (size_t)n_v * sizeof(float));

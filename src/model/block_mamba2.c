@@ -10,7 +10,7 @@
  * (d_conv - 1, conv_dim), oldest row first, and the scan state (n_head, d_state,
  * d_head). The products run over all rows of the step; the conv and the scan go by
  * the plan's runs, as in block_gdn.c: a verify run keeps per row the conv window and
- * the scan's inputs (the conv output x|B|C and the raw dt) in the row's pending slot,
+ * the scan's inputs (the conv output x|B|C and the raw dt) in the row's row slot,
  * and accepting k rows replays the first k on the slot (block_mamba2_accept).
  */
 #include <math.h>
@@ -66,17 +66,17 @@ void block_mamba2(engine *c, const model_layer *l, int64_t il, const step_plan *
             continue;
         }
         if (run->snap) {
-            /* verify: the slot is only read. The conv window after each row goes to the row's
-             * pending slot; the scan keeps its outputs only (a state per row would be
-             * n_head d_state d_head floats each), and the row's pending slot keeps what
+            /* verify: the slot is only read. The conv window after each row goes to its
+             * row slot; the scan keeps its outputs only (a state per row would be
+             * n_head d_state d_head floats each), and the row slot keeps what
              * replaying it takes, its x|B|C and raw dt, for block_mamba2_accept */
-            float **conv_snap, **rec_snap;
-            step_snap_ptrs(c, run, il, &conv_snap, &rec_snap);
-            EDDY_ASSERT(sp->shape[il].rec_floats >= CD + H);
+            float **conv_snap, **keep_snap;
+            step_snap_ptrs(c, run, il, &conv_snap, &keep_snap);
+            EDDY_ASSERT(sp->shape[il].keep_floats == CD + H);
             conv1d_verify(c->pool, &cp, 1, run->n, x, IN, y, CD, sp->conv[il], &run->slot, conv_snap);
             for (int64_t t = 0; t < run->n; t++) {
-                memcpy(rec_snap[t], y + t * CD, (size_t)CD * sizeof(float));
-                memcpy(rec_snap[t] + CD, io.dt + t * IN, (size_t)H * sizeof(float));
+                memcpy(keep_snap[t], y + t * CD, (size_t)CD * sizeof(float));
+                memcpy(keep_snap[t] + CD, io.dt + t * IN, (size_t)H * sizeof(float));
             }
             const float *from[1] = {state_rec(sp, il, run->slot)};
             mamba2_verify_outputs(&p, &io, from, 1, run->n, c->pool, NULL);
@@ -111,7 +111,7 @@ void block_mamba2_accept(engine *c, const model_layer *l, int64_t il, eddy_seq *
     /* the kept rows' inputs, gathered into the step's buffers (free between steps) */
     const mamba2_io io = io_at(c, 0);
     for (int64_t t = 0; t < n_keep; t++) {
-        const float *keep = state_rec(sp, il, s->pending[t]);
+        const float *keep = state_keep(sp, il, s->pending[t]);
         memcpy(c->gdn_qkv + t * CD, keep, (size_t)CD * sizeof(float));
         memcpy((float *)io.dt + t * IN, keep + CD, (size_t)H * sizeof(float));
     }

@@ -201,19 +201,19 @@ static bool alloc_buffers(engine *c) {
 /* The KV blocks of the snapshot states in a pool on the GPU. The CPU's bound — a whole
  * context each, whose pages cost nothing until they are touched — commits memory on a
  * GPU, where a snapshot shares its sequence's blocks and takes blocks of its own only for
- * what is written after the two parted (a verify's states, rarely more than the block
- * being written; a pinned session, what its sequence wrote since): a server with 4 slots
- * of 32,768 positions and 16 drafts' verify states would hold 24 contexts of keys and
- * values. So they get a whole context each where the pool fits in seven eighths of the
- * free device memory (an eighth stays for the weights' f16 copies and cuBLAS), as before;
- * else what fits there once the states and the sequences' and the prefix cache's blocks
- * are counted, one block each at least. A step that needs more than is free fails with
- * "the KV cache has no free block". */
-static int64_t device_snapshot_blocks(const engine *c, size_t free_bytes, int64_t n_states, int64_t n_own_blocks,
-                                      size_t slot_bytes, size_t block_bytes) {
+ * what is written after the two parted (a pinned session: what its sequence wrote since):
+ * a server with 4 slots of 32,768 positions and 16 pinned sessions would hold 20
+ * contexts of keys and values. So they get a whole context each where the pool fits in
+ * seven eighths of the free device memory (an eighth stays for the weights' f16 copies
+ * and cuBLAS); else what fits there once the slots (slots_bytes: recurrent and row
+ * slots) and the sequences' and the prefix cache's blocks are counted, one block each at
+ * least. A step that needs more than is free fails with "the KV cache has no free
+ * block". */
+static int64_t device_snapshot_blocks(const engine *c, size_t free_bytes, double slots_bytes, int64_t n_own_blocks,
+                                      size_t block_bytes) {
     const int64_t most = c->n_snap_max * seq_state_n_blocks(c->n_ctx);
     const double room = (double)free_bytes * 7 / 8;
-    const double left = room - (double)n_states * (double)slot_bytes - (double)n_own_blocks * (double)block_bytes;
+    const double left = room - slots_bytes - (double)n_own_blocks * (double)block_bytes;
     const double fit = block_bytes && left > 0 ? left / (double)block_bytes : 0;
     int64_t n = fit < (double)most ? (int64_t)fit : most;
     if (n < c->n_snap_max) n = c->n_snap_max;
@@ -226,39 +226,45 @@ static int64_t device_snapshot_blocks(const engine *c, size_t free_bytes, int64_
 
 static eddy_status new_state_pool(engine *c, const state_mem *mem, int64_t n_states, int64_t n_cache_blocks,
                                   qtype type_k, qtype type_v, size_t slot_bytes, size_t block_bytes, eddy_error *err) {
+    size_t row_bytes = 0;
     const model_hparams *hp = &c->m->hp;
     const int64_t n_layers = hp->n_layer + (c->mtp ? 1 : 0); /* the MTP layer's state after the others */
     state_layer_shape *shapes = eddy_calloc((size_t)(n_layers > 0 ? n_layers : 1), sizeof *shapes);
     if (!shapes) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
-    for (int64_t il = 0; il < n_layers; il++) shapes[il] = model_state_shape(c->m, il);
+    for (int64_t il = 0; il < n_layers; il++) {
+        shapes[il] = model_state_shape(c->m, il);
+        row_bytes += (size_t)(shapes[il].conv_floats + shapes[il].keep_floats) * sizeof(float);
+    }
+    const int64_t n_rows = c->n_verify_max;
     /* every sequence and snapshot may hold a whole context of blocks of its own, and
      * the prefix cache as many as its budget pays for: the KV pool never runs out
      * before the slots or the budget do; pages of blocks never used are never touched
      * (on the CPU; on a GPU the snapshots' share is bounded: device_snapshot_blocks) */
     const int64_t own = c->n_seq_max * seq_state_n_blocks(c->n_ctx) + n_cache_blocks;
     const size_t free_before = c->gpu ? cuda_backend_free_bytes(c->gpu) : 0;
-    const int64_t n_snap_blocks = c->gpu
-                                      ? device_snapshot_blocks(c, free_before, n_states, own, slot_bytes, block_bytes)
-                                      : c->n_snap_max * seq_state_n_blocks(c->n_ctx);
+    const double slots_bytes = (double)n_states * (double)slot_bytes + (double)n_rows * (double)row_bytes;
+    const int64_t n_snap_blocks = c->gpu ? device_snapshot_blocks(c, free_before, slots_bytes, own, block_bytes)
+                                         : c->n_snap_max * seq_state_n_blocks(c->n_ctx);
     const int64_t n_blocks = own + n_snap_blocks;
     eddy_status s = n_blocks > INT32_MAX
                         ? eddy_error_set(err, EDDY_ERR_ARG, "%" PRId64 " states of %" PRId64 " positions are too many",
                                          n_states, c->n_ctx)
-                        : state_pool_new_in(&c->sp, mem, shapes, n_layers, n_states, n_blocks, type_k, type_v, err);
+                        : state_pool_new_in(&c->sp, mem, shapes, n_layers, n_states, n_rows, n_blocks, type_k, type_v,
+                                            err);
+    const double pool_bytes = slots_bytes + (double)n_blocks * (double)block_bytes;
     if (s == EDDY_ERR_NOMEM && c->gpu) {
-        const size_t need = (size_t)n_states * slot_bytes + (size_t)n_blocks * block_bytes;
         s = eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate %.1f MiB of sequence state on the GPU (%.1f MiB "
                            "free after the weights and buffers): fewer sequences, a shorter context%s or fewer "
-                           "snapshot states need less", (double)need / (1 << 20),
+                           "snapshot or verify states need less", pool_bytes / (1 << 20),
                            (double)free_before / (1 << 20),
                            n_cache_blocks ? ", a smaller prefix cache (cache_bytes, --cache-ram)" : "");
     }
     eddy_free(shapes);
     if (s == EDDY_OK && c->gpu) /* in bytes: what a test needs to size an emulated GPU */
         eddy_log(EDDY_LOG_INFO, "GPU: the state pool takes %.1f MiB: %" PRId64 " states of %zu bytes, %" PRId64
-                 " KV blocks of %zu bytes (%" PRId64 " the snapshot states'); %zu bytes were free before it",
-                 ((double)n_states * (double)slot_bytes + (double)n_blocks * (double)block_bytes) / (1 << 20),
-                 n_states, slot_bytes, n_blocks, block_bytes, n_snap_blocks, free_before);
+                 " verify row states of %zu bytes, %" PRId64 " KV blocks of %zu bytes (%" PRId64
+                 " the snapshot states'); %zu bytes were free before it", pool_bytes / (1 << 20), n_states, slot_bytes,
+                 n_rows, row_bytes, n_blocks, block_bytes, n_snap_blocks, free_before);
     if (s == EDDY_OK && c->n_cache_max) { /* the prefix cache counts the blocks its entries hold */
         c->cache_block_refs = eddy_calloc((size_t)(n_blocks > 0 ? n_blocks : 1), sizeof *c->cache_block_refs);
         if (!c->cache_block_refs) s = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
@@ -305,6 +311,8 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
         return eddy_error_set(err, EDDY_ERR_ARG, "%d sequences out of range 1..65536", p->n_seq_max);
     if (p->n_snapshots < 0 || p->n_snapshots > 65536)
         return eddy_error_set(err, EDDY_ERR_ARG, "%d snapshot states out of range 0..65536", p->n_snapshots);
+    if (p->n_verify < 0 || p->n_verify > 65536)
+        return eddy_error_set(err, EDDY_ERR_ARG, "%d verify states out of range 0..65536", p->n_verify);
     if (p->cache_every < 0 || p->cache_every % STATE_KV_BLOCK != 0 || p->cache_every > ((int64_t)1 << 24))
         return eddy_error_set(err, EDDY_ERR_ARG, "cache interval %" PRId64 " is not a multiple of %d in 0..%d",
                               p->cache_every, STATE_KV_BLOCK, 1 << 24);
@@ -328,6 +336,7 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
     c->n_batch = n_batch;
     c->n_seq_max = p->n_seq_max > 0 ? p->n_seq_max : 1;
     c->n_snap_max = p->n_snapshots;
+    c->n_verify_max = p->n_verify;
     c->mtp = p->mtp;
     c->mtp_il = hp->n_layer;
     c->seqs = eddy_calloc((size_t)c->n_seq_max, sizeof *c->seqs);
@@ -347,9 +356,17 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
                                             "(cache_bytes; --cache-ram)");
     const state_mem *mem = NULL; /* host memory */
     if (s == EDDY_OK && p->device == EDDY_DEVICE_CUDA) s = cuda_backend_new(c, &c->gpu, &mem, err);
-    if (s == EDDY_OK)
+    for (size_t budget = c->cache_budget; s == EDDY_OK;) {
         s = new_state_pool(c, mem, c->n_seq_max + c->n_snap_max + c->n_cache_max, c->cache_blocks_max, type_k,
                            type_v, slot_bytes, block_bytes, err);
+        /* cache_fit: a smaller cache where the pool does not fit on the GPU (the weights
+         * stay uploaded); none below 64 MiB, unless a disk tier needs one */
+        if (s != EDDY_ERR_NOMEM || !c->gpu || !p->cache_fit || budget == 0) break;
+        budget = budget > ((size_t)64 << 20) ? budget / 2 : 0;
+        if (budget == 0 && c->cache_dir) break;
+        cache_entries_free(c);
+        s = cache_init(c, budget, p->cache_every, slot_bytes, block_bytes, true, err);
+    }
     if (s == EDDY_OK && !alloc_buffers(c))
         s = eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate work buffers for a batch of %" PRId64 " tokens",
                            n_batch);
@@ -368,6 +385,7 @@ int64_t eddy_engine_n_batch(const eddy_engine *c) { return c->n_batch; }
 const char *eddy_engine_device_name(const eddy_engine *c) { return c->gpu ? cuda_backend_name(c->gpu) : "cpu"; }
 size_t eddy_engine_state_bytes(const eddy_engine *c) { return state_slot_bytes(c->sp); }
 size_t eddy_engine_kv_bytes_per_pos(const eddy_engine *c) { return state_block_bytes(c->sp) / STATE_KV_BLOCK; }
+size_t eddy_engine_row_bytes(const eddy_engine *c) { return state_row_bytes(c->sp); }
 
 void eddy_engine_set_abort(eddy_engine *c, int (*cb)(void *user), void *user) {
     pthread_mutex_lock(&c->lock);

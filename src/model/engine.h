@@ -27,7 +27,7 @@ struct eddy_seq {
     int64_t index;        /* in e->seqs */
     seq_state st;
     int64_t n_pending;    /* positions of a verify awaiting eddy_seq_accept; 0: none */
-    int64_t *pending;     /* (n_batch) slot holding the state after each pending position */
+    int64_t *pending;     /* (n_batch) row slot holding what each pending position keeps */
     uint64_t stamp;       /* the engine's batch stamp when last seen in a batch being checked */
     float *logits;        /* (n_vocab) after the last token, when has_logits */
     bool has_logits;
@@ -41,7 +41,7 @@ struct eddy_snapshot {
 
 /* One sequence's tokens in a forward step: rows [row0, row0 + n) at positions
  * pos0 .. pos0 + n - 1, starting from recurrent slot `slot`. With `snap` (a verify),
- * the slot is only read and the state after row row0 + t goes to slot snap[t]. */
+ * the slot is only read and what row row0 + t keeps goes to row slot snap[t]. */
 typedef struct {
     eddy_seq *seq;
     int64_t row0, n, pos0;
@@ -94,6 +94,7 @@ struct eddy_engine {
     int64_t n_batch;      /* rows per forward step; longer batches are split */
     int64_t n_seq_max;    /* sequences at once */
     int64_t n_snap_max;   /* snapshots at once */
+    int64_t n_verify_max; /* verified tokens awaiting accept at once: the pool's row slots */
     eddy_seq **seqs;      /* (n_seq_max) NULL: free */
     eddy_snapshot **snaps; /* (n_snap_max) NULL: free */
     step_plan plan;
@@ -300,13 +301,13 @@ static inline int64_t step_piece_end(const engine *c, int64_t pos, int64_t end) 
     return next < end ? next : end;
 }
 
-/* A verify run's snapshot slots in layer il as pointers: conv windows in
- * plan->ptrs[0, n), recurrent matrices in plan->ptrs[n, 2n). */
-static inline void step_snap_ptrs(const engine *c, const step_run *run, int64_t il, float ***conv, float ***rec) {
-    *conv = c->plan.ptrs, *rec = c->plan.ptrs + run->n;
+/* A verify run's row slots in layer il as pointers: conv windows in plan->ptrs[0, n),
+ * kept inputs in plan->ptrs[n, 2n). */
+static inline void step_snap_ptrs(const engine *c, const step_run *run, int64_t il, float ***conv, float ***keep) {
+    *conv = c->plan.ptrs, *keep = c->plan.ptrs + run->n;
     for (int64_t t = 0; t < run->n; t++) {
         (*conv)[t] = state_conv(c->sp, il, run->snap[t]);
-        (*rec)[t] = state_rec(c->sp, il, run->snap[t]);
+        (*keep)[t] = state_keep(c->sp, il, run->snap[t]);
     }
 }
 
@@ -352,6 +353,9 @@ void cache_disk_free(engine *c);
 eddy_status cache_init(engine *c, size_t budget, int64_t every, size_t slot_bytes, size_t block_bytes,
                        bool committed, eddy_error *err);
 void cache_free(engine *c);
+/* The entries alone (cache_free's last part; the disk tier stays): before the pool is
+ * made, for cache_init to size them again. */
+void cache_entries_free(engine *c);
 /* Plans the checkpoints of run (its tokens already in its sequence): a slot for each
  * multiple of cache_every inside it that is not cached yet. */
 void cache_plan_run(engine *c, step_run *run);
@@ -359,7 +363,7 @@ void cache_plan_run(engine *c, step_run *run);
  * cache_every, the state at its end become cache entries. */
 void cache_commit_run(engine *c, const step_run *run);
 
-/* Gives back the slots of a pending verify; keep_slot (or -1) is kept. */
-void engine_release_pending(engine *c, eddy_seq *s, int64_t keep_slot);
+/* Gives back the row slots of a pending verify. */
+void engine_release_pending(engine *c, eddy_seq *s);
 
 #endif

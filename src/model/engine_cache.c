@@ -182,6 +182,10 @@ void cache_free(engine *c) {
         }
     }
     cache_disk_free(c);
+    cache_entries_free(c);
+}
+
+void cache_entries_free(engine *c) {
     for (int64_t i = 0; c->cache && i < c->n_cache_max; i++) {
         if (c->sp) entry_drop(c, &c->cache[i]);
         eddy_free(c->cache[i].st.tokens);
@@ -191,6 +195,7 @@ void cache_free(engine *c) {
     eddy_free(c->cache_block_refs);
     c->cache = NULL;
     c->cache_block_refs = NULL;
+    c->n_cache_max = c->cache_blocks_max = 0;
 }
 
 /* ==== Checkpoints of a step ==== */
@@ -270,7 +275,7 @@ eddy_status eddy_seq_restore_prefix(eddy_seq *s, const eddy_token *tokens, int64
         return eddy_error_set(err, EDDY_ERR_ARG, "eddy_seq_restore_prefix: bad argument");
     engine *c = s->e;
     pthread_mutex_lock(&c->lock);
-    engine_release_pending(c, s, -1);
+    engine_release_pending(c, s);
     c->cache_lookups++;
     seq_state *q = &s->st;
     /* at most n - 1 positions: the last token is evaluated, for its logits */

@@ -57,9 +57,8 @@ eddy_status eddy_seq_new(eddy_engine *c, eddy_seq **out, eddy_error *err) {
     return s;
 }
 
-void engine_release_pending(engine *c, eddy_seq *s, int64_t keep_slot) {
-    for (int64_t i = 0; i < s->n_pending; i++)
-        if (s->pending[i] != keep_slot) state_slot_free(c->sp, s->pending[i]);
+void engine_release_pending(engine *c, eddy_seq *s) {
+    for (int64_t i = 0; i < s->n_pending; i++) state_slot_free(c->sp, s->pending[i]);
     s->n_pending = 0;
 }
 
@@ -67,7 +66,7 @@ void eddy_seq_free(eddy_seq *s) {
     if (!s) return;
     engine *c = s->e;
     pthread_mutex_lock(&c->lock);
-    engine_release_pending(c, s, -1);
+    engine_release_pending(c, s);
     seq_state_release(c->sp, &s->st);
     c->seqs[s->index] = NULL;
     eddy_free(s->pending);
@@ -95,7 +94,7 @@ eddy_status eddy_seq_fork(eddy_seq *src, eddy_seq **out, eddy_error *err) {
 void eddy_seq_clear(eddy_seq *s) {
     engine *c = s->e;
     pthread_mutex_lock(&c->lock);
-    engine_release_pending(c, s, -1);
+    engine_release_pending(c, s);
     seq_state_clear(c->sp, &s->st);
     s->has_logits = false;
     pthread_mutex_unlock(&c->lock);
@@ -151,7 +150,7 @@ eddy_status eddy_seq_restore(eddy_seq *s, const eddy_snapshot *snap, eddy_error 
     engine *c = s->e;
     if (snap->e != c) return eddy_error_set(err, EDDY_ERR_ARG, "the snapshot belongs to another engine");
     pthread_mutex_lock(&c->lock);
-    engine_release_pending(c, s, -1);
+    engine_release_pending(c, s);
     seq_state_copy(c->sp, &s->st, &snap->st);
     s->has_logits = false;
     pthread_mutex_unlock(&c->lock);
@@ -180,7 +179,7 @@ static const eddy_snapshot *latest_on_path(const engine *c, const eddy_seq *s, i
 }
 
 eddy_status engine_truncate(engine *c, eddy_seq *s, int64_t n_pos, eddy_error *err) {
-    engine_release_pending(c, s, -1);
+    engine_release_pending(c, s);
     if (n_pos == s->st.n_pos) return EDDY_OK;
     s->has_logits = false;
     if (!has_recurrent(c)) {
@@ -235,10 +234,10 @@ eddy_status eddy_seq_accept(eddy_seq *s, int64_t n_keep, eddy_error *err) {
         st = eddy_error_set(err, EDDY_ERR_ARG, "cannot keep %" PRId64 " tokens: the sequence's verify holds %" PRId64,
                             n_keep, s->n_pending);
     } else if (n_keep == 0) {
-        engine_release_pending(c, s, -1);
-    } else if (c->m->hp.ssm_n_v > 0 || c->m->hp.ssm_n_head > 0) {
+        engine_release_pending(c, s);
+    } else {
         /* the recurrent layers kept the inputs, not the states: they replay the kept rows
-         * on the sequence's slot */
+         * on the sequence's slot (attention layers hold the rows in the KV cache already) */
         for (int64_t il = 0; il < c->m->hp.n_layer; il++) {
             const model_layer *l = &c->m->layers[il];
             if (c->gpu && (l->mixer == MIXER_GDN || l->mixer == MIXER_MAMBA2)) cuda_accept(c, il, s, n_keep);
@@ -249,15 +248,7 @@ eddy_status eddy_seq_accept(eddy_seq *s, int64_t n_keep, eddy_error *err) {
         if (c->mtp) /* the MTP layer's h: the last kept row's */
             c->sp->mem->copy(state_conv(c->sp, c->mtp_il, s->st.slot),
                              state_conv(c->sp, c->mtp_il, s->pending[n_keep - 1]), (size_t)c->m->hp.n_embd * sizeof(float));
-        engine_release_pending(c, s, -1);
-        s->st.n_pos += n_keep;
-    } else {
-        /* no recurrent layer: the pending slot of the n_keep-th token becomes the
-         * sequence's, a slot swap */
-        const int64_t keep = s->pending[n_keep - 1], old = s->st.slot;
-        engine_release_pending(c, s, keep);
-        state_slot_free(c->sp, old);
-        s->st.slot = keep;
+        engine_release_pending(c, s);
         s->st.n_pos += n_keep;
     }
     if (st == EDDY_OK) {

@@ -53,9 +53,10 @@ static eddy_status check_batch(engine *c, const eddy_token *tokens, eddy_seq *co
                                   ": it holds %" PRId64 " of %" PRId64 " positions", len, s->index, s->st.n_pos,
                                   c->n_ctx);
     }
-    if (verify && n > c->sp->n_slots_free)
-        return eddy_error_set(err, EDDY_ERR_NOMEM, "a verify of %" PRId64 " tokens needs as many free states; the "
-                              "engine has %" PRId64 " (raise its snapshot states)", n, c->sp->n_slots_free);
+    if (verify && n > c->sp->n_rows_free)
+        return eddy_error_set(err, EDDY_ERR_NOMEM, "a verify of %" PRId64 " tokens needs as many free verify states; "
+                              "%" PRId64 " of the engine's %" PRId64 " are free (n_verify)", n, c->sp->n_rows_free,
+                              c->sp->n_rows);
     return EDDY_OK;
 }
 
@@ -168,10 +169,10 @@ eddy_status engine_run(engine *c, const eddy_token *tokens, eddy_seq *const *seq
     if (st == EDDY_OK && ids && !c->gpu) st = argmax_room(c, seqs, n, want, err);
     if (st == EDDY_OK) st = reserve_blocks(c, seqs, n, err);
     if (st != EDDY_OK) return st;
-    if (verify) /* every token's state gets a slot (counted free above); one step holds the batch */
+    if (verify) /* every token gets a row slot (counted free above); one step holds the batch */
         for (int64_t i = 0; i < n; i++) {
             eddy_seq *s = seqs[i];
-            s->pending[s->n_pending++] = state_slot_alloc(c->sp, false);
+            s->pending[s->n_pending++] = state_row_alloc(c->sp);
         }
     const int64_t n_vocab = c->m->hp.n_vocab;
     int64_t done_out = 0;
@@ -292,7 +293,7 @@ eddy_status eddy_engine_decode_argmax(eddy_engine *c, const eddy_batch *b, eddy_
 
 int64_t engine_verify_room(engine *c) {
     pthread_mutex_lock(&c->lock);
-    const int64_t room = c->sp->n_slots_free < c->n_batch ? c->sp->n_slots_free : c->n_batch;
+    const int64_t room = c->sp->n_rows_free < c->n_batch ? c->sp->n_rows_free : c->n_batch;
     pthread_mutex_unlock(&c->lock);
     return room;
 }

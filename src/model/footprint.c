@@ -17,10 +17,10 @@
 
 state_layer_shape model_state_shape(const model *m, int64_t il) {
     const model_hparams *hp = &m->hp;
-    state_layer_shape s = {0, 0, 0, 0};
+    state_layer_shape s = {0, 0, 0, 0, 0};
     if (il == hp->n_layer) { /* the MTP layer */
         EDDY_ASSERT(m->mtp);
-        return (state_layer_shape){hp->n_head_kv * hp->head_dim_k, hp->n_head_kv * hp->head_dim_v, hp->n_embd, 0};
+        return (state_layer_shape){hp->n_head_kv * hp->head_dim_k, hp->n_head_kv * hp->head_dim_v, hp->n_embd, 0, 0};
     }
     switch (m->layers[il].mixer) {
     case MIXER_ATTENTION:
@@ -30,10 +30,12 @@ state_layer_shape model_state_shape(const model *m, int64_t il) {
     case MIXER_GDN:
         s.conv_floats = (hp->ssm_d_conv - 1) * model_gdn_conv_dim(hp);
         s.rec_floats = hp->ssm_n_v * hp->ssm_d_k * hp->ssm_d_v;
+        s.keep_floats = model_gdn_conv_dim(hp) + 2 * hp->ssm_n_v; /* q|k|v after the conv, g, beta */
         break;
     case MIXER_MAMBA2:
         s.conv_floats = (hp->ssm_d_conv - 1) * mamba2_conv_dim(hp);
         s.rec_floats = hp->ssm_n_head * hp->ssm_d_state * (hp->ssm_d_inner / hp->ssm_n_head);
+        s.keep_floats = mamba2_conv_dim(hp) + hp->ssm_n_head; /* x|B|C after the conv, raw dt */
         break;
     case MIXER_NONE: break;
     }

@@ -169,8 +169,9 @@ int64_t mamba2_in_dim(const model_hparams *hp);
 
 /* What layer il keeps per sequence (footprint.c): key/value row sizes for attention;
  * for Gated DeltaNet and Mamba-2 the conv window (d_conv - 1, conv_dim) and the
- * recurrent matrices (GDN: (n_v, d_k, d_v); Mamba-2: (n_head, d_state, d_head));
- * zeros for a layer with no mixer. il == n_layer is the MTP layer: its keys and
+ * recurrent matrices (GDN: (n_v, d_k, d_v); Mamba-2: (n_head, d_state, d_head)), and
+ * what a verified row keeps to be replayed (GDN: conv_dim + 2 n_v; Mamba-2: conv_dim +
+ * n_head); zeros for a layer with no mixer. il == n_layer is the MTP layer: its keys and
  * values, and as its "conv window" the one row it reads next, h of the last position. */
 state_layer_shape model_state_shape(const model *m, int64_t il);
 

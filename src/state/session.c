@@ -391,7 +391,7 @@ static eddy_status check_file(const engine *c, const char *what, const uint8_t *
 static eddy_status apply(engine *c, eddy_seq *s, sampler *smp, const parsed *p, seq_state *stage, eddy_error *err) {
     state_pool *sp = c->sp;
     seq_state *st = &s->st;
-    engine_release_pending(c, s, -1);
+    engine_release_pending(c, s);
     if (stage) { /* every recurrent section is present, so the slot needs no zeroing */
         seq_state_drop_kv(sp, st, 0);
         for (int64_t i = 0; i < seq_state_n_blocks(st->n_ctx); i++) st->blocks[i] = stage->blocks[i], stage->blocks[i] = -1;

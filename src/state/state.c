@@ -22,13 +22,15 @@ static bool region_bytes(int64_t rows, int64_t n, size_t elem, size_t *out) {
     return true;
 }
 
-/* Bytes of layer il's four regions (conv, rec, k, v); false on overflow. */
-static bool layer_bytes(const state_layer_shape *sh, int64_t n_slots, int64_t n_blocks, qtype tk, qtype tv,
-                        size_t out[4]) {
-    return region_bytes(n_slots, sh->conv_floats, sizeof(float), &out[0]) &&
+/* Bytes of layer il's five regions (conv, rec, keep, k, v); false on overflow. */
+#define STATE_REGIONS 5
+static bool layer_bytes(const state_layer_shape *sh, int64_t n_slots, int64_t n_rows, int64_t n_blocks, qtype tk,
+                        qtype tv, size_t out[STATE_REGIONS]) {
+    return region_bytes(n_slots + n_rows, sh->conv_floats, sizeof(float), &out[0]) &&
            region_bytes(n_slots, sh->rec_floats, sizeof(float), &out[1]) &&
-           region_bytes(n_blocks * STATE_KV_BLOCK, sh->kv_k, state_elem_bytes(tk), &out[2]) &&
-           region_bytes(n_blocks * STATE_KV_BLOCK, sh->kv_v, state_elem_bytes(tv), &out[3]);
+           region_bytes(n_rows, sh->keep_floats, sizeof(float), &out[2]) &&
+           region_bytes(n_blocks * STATE_KV_BLOCK, sh->kv_k, state_elem_bytes(tk), &out[3]) &&
+           region_bytes(n_blocks * STATE_KV_BLOCK, sh->kv_v, state_elem_bytes(tv), &out[4]);
 }
 
 /* ==== Host memory ==== */
@@ -37,24 +39,24 @@ static void *host_alloc(size_t bytes) { return eddy_malloc_big(bytes); }
 static void host_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
 static void host_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 
-/* A verify's pending slots (engine_seq.c) write a few KiB of each layer's recurrent
- * slot (the rows' inputs, block_gdn.c): in huge pages the first use of each would
- * zero 2 MiB per layer (a 17-token verify of a 0.5B hybrid: 150 MB, 230 ms on a VM),
- * while the recurrent slabs, read a state (hundreds of KiB) at a time, gain little
- * from them. KV blocks and weights keep huge pages. */
+/* The recurrent slabs are read a state (hundreds of KiB) at a time and gain little from
+ * huge pages, in which a row slot's first use would zero 2 MiB per layer for the few
+ * KiB it writes (a 17-token verify of a 0.5B hybrid: 150 MB, 230 ms on a VM). KV blocks
+ * and weights keep huge pages. */
 static const state_mem host_mem = {host_alloc, eddy_free_aligned, host_zero, host_copy, host_copy, host_copy, true,
                                    eddy_malloc_small_pages};
 
 void state_pool_free(state_pool *p) {
     if (!p) return;
     for (int64_t il = 0; il < p->n_layer; il++) {
-        void *slabs[4] = {p->conv ? p->conv[il] : NULL, p->rec ? p->rec[il] : NULL, p->k ? p->k[il] : NULL,
-                          p->v ? p->v[il] : NULL};
-        for (int i = 0; i < 4; i++)
+        void *slabs[STATE_REGIONS] = {p->conv ? p->conv[il] : NULL, p->rec ? p->rec[il] : NULL,
+                                      p->keep ? p->keep[il] : NULL, p->k ? p->k[il] : NULL, p->v ? p->v[il] : NULL};
+        for (int i = 0; i < STATE_REGIONS; i++)
             if (slabs[i]) p->mem->free(slabs[i]);
     }
     eddy_free(p->conv);
     eddy_free(p->rec);
+    eddy_free(p->keep);
     eddy_free(p->k);
     eddy_free(p->v);
     eddy_free(p->shape);
@@ -65,23 +67,24 @@ void state_pool_free(state_pool *p) {
 
 eddy_status state_pool_new(state_pool **out, const state_layer_shape *shapes, int64_t n_layer, int64_t n_slots,
                            int64_t n_blocks, qtype type_k, qtype type_v, eddy_error *err) {
-    return state_pool_new_in(out, NULL, shapes, n_layer, n_slots, n_blocks, type_k, type_v, err);
+    return state_pool_new_in(out, NULL, shapes, n_layer, n_slots, 0, n_blocks, type_k, type_v, err);
 }
 
 eddy_status state_pool_new_in(state_pool **out, const state_mem *mem, const state_layer_shape *shapes, int64_t n_layer,
-                              int64_t n_slots, int64_t n_blocks, qtype type_k, qtype type_v, eddy_error *err) {
+                              int64_t n_slots, int64_t n_rows, int64_t n_blocks, qtype type_k, qtype type_v,
+                              eddy_error *err) {
     *out = NULL;
     EDDY_ASSERT((type_k == QTYPE_F32 || type_k == QTYPE_F16) && (type_v == QTYPE_F32 || type_v == QTYPE_F16));
-    EDDY_ASSERT(n_layer >= 0 && n_slots >= 1 && n_blocks >= 0 && n_blocks <= INT32_MAX);
+    EDDY_ASSERT(n_layer >= 0 && n_slots >= 1 && n_rows >= 0 && n_blocks >= 0 && n_blocks <= INT32_MAX);
     bool any_kv = false;
     for (int64_t il = 0; il < n_layer; il++) any_kv |= shapes[il].kv_k > 0 || shapes[il].kv_v > 0;
     if (!any_kv) n_blocks = 0;
     size_t total = 0;
     for (int64_t il = 0; il < n_layer; il++) {
-        size_t b[4];
-        if (!layer_bytes(&shapes[il], n_slots, n_blocks, type_k, type_v, b))
+        size_t b[STATE_REGIONS];
+        if (!layer_bytes(&shapes[il], n_slots, n_rows, n_blocks, type_k, type_v, b))
             return eddy_error_set(err, EDDY_ERR_NOMEM, "the state of %lld sequences is too large", (long long)n_slots);
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < STATE_REGIONS; i++) {
             if (total > SIZE_MAX - b[i])
                 return eddy_error_set(err, EDDY_ERR_NOMEM, "the state of %lld sequences is too large",
                                       (long long)n_slots);
@@ -94,6 +97,7 @@ eddy_status state_pool_new_in(state_pool **out, const state_mem *mem, const stat
     p->n_layer = n_layer;
     p->type_k = type_k, p->type_v = type_v;
     p->n_slots = p->n_slots_free = n_slots;
+    p->n_rows = p->n_rows_free = n_rows;
     p->n_blocks = p->n_blocks_free = n_blocks;
     p->bytes = total;
     p->k_tiled = p->mem->host;
@@ -101,18 +105,20 @@ eddy_status state_pool_new_in(state_pool **out, const state_mem *mem, const stat
     p->shape = eddy_calloc(nl, sizeof *p->shape);
     p->conv = eddy_calloc(nl, sizeof *p->conv);
     p->rec = eddy_calloc(nl, sizeof *p->rec);
+    p->keep = eddy_calloc(nl, sizeof *p->keep);
     p->k = eddy_calloc(nl, sizeof *p->k);
     p->v = eddy_calloc(nl, sizeof *p->v);
-    p->slot_used = eddy_calloc((size_t)n_slots, 1);
+    p->slot_used = eddy_calloc((size_t)(n_slots + n_rows), 1);
     p->block_refs = eddy_calloc((size_t)(n_blocks > 0 ? n_blocks : 1), sizeof *p->block_refs);
-    bool ok = p->shape && p->conv && p->rec && p->k && p->v && p->slot_used && p->block_refs;
+    bool ok = p->shape && p->conv && p->rec && p->keep && p->k && p->v && p->slot_used && p->block_refs;
     for (int64_t il = 0; ok && il < n_layer; il++) {
         p->shape[il] = shapes[il];
-        size_t b[4];
-        layer_bytes(&shapes[il], n_slots, n_blocks, type_k, type_v, b); /* checked above */
-        void **dst[4] = {(void **)&p->conv[il], (void **)&p->rec[il], &p->k[il], &p->v[il]};
-        for (int i = 0; i < 4 && ok; i++) {
-            void *(*alloc)(size_t) = i < 2 && p->mem->alloc_rec ? p->mem->alloc_rec : p->mem->alloc;
+        size_t b[STATE_REGIONS];
+        layer_bytes(&shapes[il], n_slots, n_rows, n_blocks, type_k, type_v, b); /* checked above */
+        void **dst[STATE_REGIONS] = {(void **)&p->conv[il], (void **)&p->rec[il], (void **)&p->keep[il], &p->k[il],
+                                     &p->v[il]};
+        for (int i = 0; i < STATE_REGIONS && ok; i++) {
+            void *(*alloc)(size_t) = i < 3 && p->mem->alloc_rec ? p->mem->alloc_rec : p->mem->alloc;
             if (b[i]) ok = (*dst[i] = alloc(b[i])) != NULL;
         }
     }
@@ -129,6 +135,13 @@ size_t state_slot_bytes(const state_pool *p) {
     size_t b = 0;
     for (int64_t il = 0; il < p->n_layer; il++)
         b += (size_t)(p->shape[il].conv_floats + p->shape[il].rec_floats) * sizeof(float);
+    return b;
+}
+
+size_t state_row_bytes(const state_pool *p) {
+    size_t b = 0;
+    for (int64_t il = 0; il < p->n_layer; il++)
+        b += (size_t)(p->shape[il].conv_floats + p->shape[il].keep_floats) * sizeof(float);
     return b;
 }
 
@@ -156,10 +169,21 @@ int64_t state_slot_alloc(state_pool *p, bool zero) {
     return -1;
 }
 
+int64_t state_row_alloc(state_pool *p) {
+    for (int64_t s = p->n_slots; s < p->n_slots + p->n_rows; s++) {
+        if (p->slot_used[s]) continue;
+        p->slot_used[s] = 1;
+        p->n_rows_free--;
+        return s;
+    }
+    return -1;
+}
+
 void state_slot_free(state_pool *p, int64_t slot) {
-    EDDY_ASSERT(slot >= 0 && slot < p->n_slots && p->slot_used[slot]);
+    EDDY_ASSERT(slot >= 0 && slot < p->n_slots + p->n_rows && p->slot_used[slot]);
     p->slot_used[slot] = 0;
-    p->n_slots_free++;
+    if (slot < p->n_slots) p->n_slots_free++;
+    else p->n_rows_free++;
 }
 
 void state_slot_copy_layer(state_pool *p, int64_t il, int64_t dst, int64_t src) {

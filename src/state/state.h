@@ -2,12 +2,18 @@
  * state.h — the state pool: the memory of everything an engine's sequences carry
  * from one call to the next, and the sequence states that index it.
  *
- * Owns: two kinds of storage, both sized once when the engine is made.
+ * Owns: three kinds of storage, all sized once when the engine is made.
  *   recurrent slots  per layer with a recurrent mixer, two slabs indexed by slot:
- *                    conv (n_slots, conv_floats) — the conv window — and
+ *                    conv (n_slots + n_rows, conv_floats) — the conv window — and
  *                    rec (n_slots, rec_floats) — the delta-rule / SSM matrices;
  *                    their layouts belong to the layer's kernels (src/ssm). A slot
  *                    index means the same slot in every layer.
+ *   row slots        what a verify keeps of one token until it is accepted: the
+ *                    conv window after it (in the conv slab, after the recurrent
+ *                    slots) and the inputs the layer replays it from, keep
+ *                    (n_rows, keep_floats) — a few KiB a layer where a recurrent
+ *                    slot holds MiBs. Their indices follow the recurrent slots':
+ *                    row slot r is index n_slots + r.
  *   KV blocks        per attention layer, key rows (n_blocks, STATE_KV_BLOCK, kv_k)
  *                    in type_k and value rows (n_blocks, STATE_KV_BLOCK, kv_v) in
  *                    type_v (f32, or f16 rounded to nearest even as llama.cpp stores
@@ -49,6 +55,7 @@ typedef struct {
     int64_t kv_k, kv_v;    /* elements per key / value row; 0 for a layer without attention */
     int64_t conv_floats;   /* conv window floats; 0 for a layer without recurrence */
     int64_t rec_floats;    /* recurrent matrix floats; 0 for a layer without recurrence */
+    int64_t keep_floats;   /* a verified row's kept inputs (row slots); 0 for a layer without recurrence */
 } state_layer_shape;
 
 /* Where a pool's slabs live: host memory (the default) or a device's (the CUDA
@@ -69,12 +76,14 @@ typedef struct {
     int64_t n_layer;
     state_layer_shape *shape; /* (n_layer) */
     qtype type_k, type_v;     /* QTYPE_F32 or QTYPE_F16 */
-    int64_t n_slots, n_blocks;
-    float **conv, **rec;      /* (n_layer) each (n_slots, conv_floats / rec_floats), or NULL */
+    int64_t n_slots, n_rows, n_blocks;
+    float **conv;             /* (n_layer) each (n_slots + n_rows, conv_floats), or NULL */
+    float **rec;              /* (n_layer) each (n_slots, rec_floats), or NULL */
+    float **keep;             /* (n_layer) each (n_rows, keep_floats), or NULL */
     void **k, **v;            /* (n_layer) each (n_blocks, STATE_KV_BLOCK, kv_k / kv_v), or NULL */
-    uint8_t *slot_used;       /* (n_slots) */
+    uint8_t *slot_used;       /* (n_slots + n_rows) */
     int32_t *block_refs;      /* (n_blocks) holders of each block; 0: free */
-    int64_t n_slots_free, n_blocks_free;
+    int64_t n_slots_free, n_rows_free, n_blocks_free;
     size_t bytes;             /* of every slab and block together */
     bool k_tiled;             /* keys in transposed tiles (STATE_KV_TILE rows); host pools */
 } state_pool;
@@ -83,13 +92,15 @@ typedef struct {
  * reaches cost address space only. Fails with NOMEM naming the bytes. */
 eddy_status state_pool_new(state_pool **out, const state_layer_shape *shapes, int64_t n_layer, int64_t n_slots,
                            int64_t n_blocks, qtype type_k, qtype type_v, eddy_error *err);
-/* The same with slabs from mem (NULL: host memory). */
+/* The same with n_rows row slots and slabs from mem (NULL: host memory). */
 eddy_status state_pool_new_in(state_pool **out, const state_mem *mem, const state_layer_shape *shapes, int64_t n_layer,
-                              int64_t n_slots, int64_t n_blocks, qtype type_k, qtype type_v, eddy_error *err);
+                              int64_t n_slots, int64_t n_rows, int64_t n_blocks, qtype type_k, qtype type_v,
+                              eddy_error *err);
 void state_pool_free(state_pool *p);
 
-/* Bytes of one recurrent slot (all layers) and one KV block (all layers). */
+/* Bytes of one recurrent slot, one row slot and one KV block (all layers each). */
 size_t state_slot_bytes(const state_pool *p);
+size_t state_row_bytes(const state_pool *p);
 size_t state_block_bytes(const state_pool *p);
 
 /* ==== Recurrent slots ==== */
@@ -97,6 +108,10 @@ size_t state_block_bytes(const state_pool *p);
 /* A free slot, zeroed when asked (a slot about to be overwritten need not be); -1
  * when none is free. */
 int64_t state_slot_alloc(state_pool *p, bool zero);
+/* A free row slot's index (n_slots + r; its contents as the last holder left them); -1
+ * when none is free. */
+int64_t state_row_alloc(state_pool *p);
+/* Gives back a recurrent slot or a row slot. */
 void state_slot_free(state_pool *p, int64_t slot);
 void state_slot_copy(state_pool *p, int64_t dst, int64_t src);
 /* The same for layer il only (its conv window and recurrent matrices). */
@@ -107,6 +122,10 @@ static inline float *state_conv(const state_pool *p, int64_t il, int64_t slot) {
 }
 static inline float *state_rec(const state_pool *p, int64_t il, int64_t slot) {
     return p->rec[il] + slot * p->shape[il].rec_floats;
+}
+/* Row slot `slot`'s (n_slots + r) kept inputs in layer il. */
+static inline float *state_keep(const state_pool *p, int64_t il, int64_t slot) {
+    return p->keep[il] + (slot - p->n_slots) * p->shape[il].keep_floats;
 }
 
 /* ==== KV blocks ==== */

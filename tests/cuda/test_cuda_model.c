@@ -63,9 +63,10 @@ static int64_t read_ids(const char *file, int32_t *ids, int64_t max) {
     return count;
 }
 
-static eddy_engine *gpu_engine(const eddy_model *m, int n_seq, int n_snap, eddy_kv_type kv) {
-    eddy_engine_params p = {.n_seq_max = n_seq, .n_snapshots = n_snap, .device = EDDY_DEVICE_CUDA, .n_ctx = 512,
-                            .type_k = kv, .type_v = kv};
+/* n_states snapshot states and as many verify states */
+static eddy_engine *gpu_engine(const eddy_model *m, int n_seq, int n_states, eddy_kv_type kv) {
+    eddy_engine_params p = {.n_seq_max = n_seq, .n_snapshots = n_states, .n_verify = n_states,
+                            .device = EDDY_DEVICE_CUDA, .n_ctx = 512, .type_k = kv, .type_v = kv};
     return tseq_engine(m, p);
 }
 
@@ -747,6 +748,101 @@ TEST(cuda_prefix_cache_commits_its_budget) {
     eddy_model_free(m);
 }
 
+/* cache_fit on a GPU with 100 MiB free beside an engine without a cache: a budget of
+ * 256 MiB is halved to the 64 MiB that fit (128 do not) and the engine runs; without
+ * cache_fit the engine is refused, naming the cache. */
+TEST(cuda_prefix_cache_fits_the_gpu) {
+    eddy_model *m = tseq_load("models/qwen35-tiny-f32.gguf");
+    REQUIRE(m);
+    eddy_engine_params p = {.n_ctx = 512, .device = EDDY_DEVICE_CUDA};
+    unsetenv("EDDY_EMU_GPU_MIB");
+    eddy_engine *e = tseq_engine(m, p);
+    REQUIRE(e);
+    const size_t used = ((size_t)16384 << 20) - cuda_backend_free_bytes(e->gpu);
+    eddy_engine_free(e);
+    char mib[40];
+    snprintf(mib, sizeof mib, "%.6f", (double)(used + ((size_t)100 << 20)) / (1 << 20));
+    setenv("EDDY_EMU_GPU_MIB", mib, 1);
+    p.cache_bytes = (size_t)256 << 20;
+    eddy_error err;
+    e = NULL;
+    CHECK_EQ(eddy_engine_new(m, &p, &e, &err), EDDY_ERR_NOMEM);
+    CHECK_CONTAINS(err.msg, "a smaller prefix cache");
+    p.cache_fit = true;
+    e = tseq_engine(m, p);
+    unsetenv("EDDY_EMU_GPU_MIB");
+    if (e) {
+        eddy_cache_stats cs;
+        eddy_engine_cache_stats(e, &cs);
+        CHECKF(cs.budget == (size_t)64 << 20, "a budget of %zu MiB in %s MiB", cs.budget >> 20, mib);
+        eddy_seq *s = tseq_new(e);
+        const int32_t ids[3] = {1, 2, 3};
+        float l[1024];
+        REQUIRE(s && eddy_model_n_vocab(m) <= 1024);
+        CHECK(eddy_seq_eval(s, ids, 3, l, false, &err) == EDDY_OK);
+    }
+    eddy_engine_free(e);
+    eddy_model_free(m);
+}
+
+/* A verify's tokens take row slots on the GPU, not states: an engine with 32 verify
+ * states commits 32 row slots' bytes more device memory than one with none (within the
+ * slabs' 64-byte rounding), a fraction of 32 recurrent slots; and a verify on it of 2
+ * sequences' 16 tokens each, accepted in part, leaves each sequence with the logits of
+ * feeding the kept tokens on the CPU. */
+TEST(cuda_verify_states_are_row_states) {
+    eddy_model *m = tseq_load("models/qwen35-tiny-f32.gguf");
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m);
+    eddy_engine_params p = {.n_ctx = 256, .n_seq_max = 2, .device = EDDY_DEVICE_CUDA, .type_k = EDDY_KV_F32,
+                            .type_v = EDDY_KV_F32};
+    eddy_engine *e = tseq_engine(m, p);
+    REQUIRE(e);
+    const size_t free_none = cuda_backend_free_bytes(e->gpu), bytes_none = e->sp->bytes;
+    eddy_engine_free(e);
+    p.n_verify = 32;
+    e = tseq_engine(m, p);
+    REQUIRE(e);
+    const size_t row = eddy_engine_row_bytes(e), slot = eddy_engine_state_bytes(e);
+    const size_t slack = (size_t)e->sp->n_layer * 3 * 64;
+    CHECKF(row > 0 && 2 * row < slot, "a row slot takes %zu bytes, a recurrent slot %zu", row, slot);
+    CHECKF(e->sp->bytes - bytes_none >= 32 * row && e->sp->bytes - bytes_none <= 32 * row + slack,
+           "the pool grew by %zu bytes for 32 row slots of %zu", e->sp->bytes - bytes_none, row);
+    CHECKF(free_none - cuda_backend_free_bytes(e->gpu) <= 32 * row + slack + ((size_t)1 << 16),
+           "the device lost %zu bytes for 32 row slots of %zu", free_none - cuda_backend_free_bytes(e->gpu), row);
+    eddy_engine *cpu = tseq_engine(m, (eddy_engine_params){.n_ctx = 256, .type_k = EDDY_KV_F32,
+                                                           .type_v = EDDY_KV_F32});
+    eddy_seq *s[2] = {tseq_new(e), tseq_new(e)}, *ref = cpu ? tseq_new(cpu) : NULL;
+    test_rng r = test_rng_new();
+    int32_t ids[2][40];
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 40; i++) ids[k][i] = (int32_t)(test_rng_u64(&r) % (uint64_t)V);
+    float *lg = malloc((size_t)V * sizeof(float)), *lc = malloc((size_t)V * sizeof(float));
+    eddy_error err;
+    if (s[0] && s[1] && ref && lg && lc) {
+        tseq_feed(s[0], ids[0], 20, NULL), tseq_feed(s[1], ids[1], 20, NULL);
+        eddy_seq *owner[32];
+        int32_t toks[32];
+        for (int i = 0; i < 32; i++) owner[i] = s[i / 16], toks[i] = ids[i / 16][20 + i % 16];
+        REQUIRE(CHECKF(eddy_engine_verify(e, &(eddy_batch){32, toks, owner, NULL}, NULL, &err) == EDDY_OK, "%s",
+                       err.msg));
+        const int64_t keep[2] = {5, 16};
+        for (int k = 0; k < 2; k++) {
+            REQUIRE(eddy_seq_accept(s[k], keep[k], &err) == EDDY_OK);
+            const int32_t next = 7;
+            tseq_feed(s[k], &next, 1, lg);
+            eddy_seq_clear(ref);
+            tseq_feed(ref, ids[k], 20 + keep[k], NULL);
+            tseq_feed(ref, &next, 1, lc);
+            CHECKF(rel_rms(lg, lc, V) <= 1e-4, "sequence %d after accepting %lld of 16: %g", k,
+                   (long long)keep[k], rel_rms(lg, lc, V));
+        }
+    }
+    free(lg), free(lc);
+    eddy_engine_free(e), eddy_engine_free(cpu);
+    eddy_model_free(m);
+}
+
 /* The prefix cache on the GPU: a sequence's checkpoint at 256 positions (taken inside a
  * longer prefill) serves another sequence with the same first tokens, which then gets
  * the first one's logits. EDDY_CUDA_MMQ=0: the 40-row step takes cuBLAS's f16 products
@@ -1013,8 +1109,8 @@ static void check_mtp(const char *arch) {
         eddy_model_free(m);
         return;
     }
-    eddy_engine *e = tseq_engine(m, (eddy_engine_params){.n_ctx = 128, .n_seq_max = 4, .n_snapshots = 8, .n_batch = 64,
-                                                         .mtp = true, .type_k = EDDY_KV_F32, .type_v = EDDY_KV_F32,
+    eddy_engine *e = tseq_engine(m, (eddy_engine_params){.n_ctx = 128, .n_seq_max = 4, .n_snapshots = 8,
+                                                         .n_verify = 8, .n_batch = 64, .mtp = true, .type_k = EDDY_KV_F32, .type_v = EDDY_KV_F32,
                                                          .device = EDDY_DEVICE_CUDA});
     eddy_seq *s = e ? tseq_new(e) : NULL, *t = e ? tseq_new(e) : NULL;
     float *l = malloc(sizeof(float) * 1024 * 40);

@@ -888,12 +888,13 @@ def emulated_gpu_mib(args, snapshot_blocks):
     sv = Server(QWEN, *args, log_level="info", env={"EDDY_EMU_GPU_MIB": "16384"})
     sv.stop()
     line = next((ln for ln in sv.lines if "the state pool takes" in ln), "")
-    m = re.search(r"(\d+) states of (\d+) bytes, (\d+) KV blocks of (\d+) bytes \((\d+) the snapshot states'\); "
-                  r"(\d+) bytes were free", line)
+    m = re.search(r"(\d+) states of (\d+) bytes, (\d+) verify row states of (\d+) bytes, (\d+) KV blocks of (\d+) "
+                  r"bytes \((\d+) the snapshot states'\); (\d+) bytes were free", line)
     if not m:
         raise RuntimeError("no state pool line: " + " | ".join(sv.lines[-5:]))
-    states, slot_bytes, blocks, block_bytes, snap, free = map(int, m.groups())
-    free_wanted = (states * slot_bytes + (blocks - snap + snapshot_blocks + 0.5) * block_bytes) * 8 / 7
+    states, slot_bytes, rows, row_bytes, blocks, block_bytes, snap, free = map(int, m.groups())
+    slots = states * slot_bytes + rows * row_bytes
+    free_wanted = (slots + (blocks - snap + snapshot_blocks + 0.5) * block_bytes) * 8 / 7
     return "%.6f" % (16384 + (free_wanted - free) / (1 << 20))
 
 
