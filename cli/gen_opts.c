@@ -215,14 +215,15 @@ int gen_session_open(const gen_opts *o, gen_session *g) {
     eddy_error err;
     /* llama.cpp's -b is the logical batch and -ub the physical one; eddy's n_batch is
      * the tokens of one forward step, the physical one */
-    /* a verify holds a state per token: the draft and the token before it */
+    /* a verify holds a state per token: the draft and the token before it; the snapshots
+     * (chat's undo stack) are kept long and restored now and then: in host memory on a GPU */
     const int spec_states = o->spec.type != EDDY_SPEC_NONE ? gen_draft_max(&o->spec) + 1 : 0;
     eddy_ctx_params cp = {.n_ctx = o->n_ctx, .n_threads = (int)o->threads,
                           .n_batch = o->n_ubatch > 0 ? o->n_ubatch : o->n_batch, .type_k = o->type_k,
                           .type_v = o->type_v, .n_snapshots = o->n_snapshots, .n_verify = spec_states,
                           .cache_bytes = o->cache_mib > 0 ? (size_t)o->cache_mib << 20 : 0,
                           .cache_dir = o->cache_dir, .cache_dir_bytes = (size_t)o->cache_dir_mib << 20,
-                          .mtp = o->spec.type == EDDY_SPEC_MTP, .device = o->device};
+                          .mtp = o->spec.type == EDDY_SPEC_MTP, .device = o->device, .host_snapshots = true};
     /* the disk tier stages its states in memory: 256 MiB unless --cache-ram says */
     if (o->cache_dir && o->cache_mib < 0) cp.cache_bytes = (size_t)256 << 20;
     if (o->cache_dir && o->cache_mib == 0) {

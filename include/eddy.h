@@ -177,6 +177,7 @@ typedef struct {
     bool mtp;           /* run the multi-token-prediction layer (eddy_engine_params) */
     eddy_device device; /* where it runs (eddy_engine_params) */
     int n_verify;       /* tokens of verifies awaiting accept at once (eddy_engine_params; 0: none) */
+    bool host_snapshots; /* on a GPU, the snapshots' state in host memory (eddy_engine_params) */
 } eddy_ctx_params;
 
 eddy_status eddy_model_load(const char *path, eddy_model **out, eddy_error *err);
@@ -264,6 +265,13 @@ typedef struct {
      * eddy_engine_cache_stats' budget says what it got. false: the engine is refused
      * (EDDY_ERR_NOMEM, naming the cache). */
     bool cache_fit;
+    /* On a GPU: the snapshot states' recurrent state lives in pinned host memory, not the
+     * GPU's (their KV rows stay there, shared with their sequences). Taking or restoring a
+     * snapshot then copies the state across the bus (eddy_engine_state_bytes: 50 MiB for
+     * the 4B Qwen3.5 shape) instead of within the GPU: for snapshots kept long and used
+     * now and then (a server's pinned sessions, a chat's undo), not a rollback every
+     * step. The CPU ignores it. */
+    bool host_snapshots;
 } eddy_engine_params;
 
 eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, eddy_engine **out, eddy_error *err);

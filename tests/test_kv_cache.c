@@ -34,8 +34,8 @@ TEST(kv_cache_stores_rounded_rows) {
     REQUIRE(state_pool_new(&p16, shapes, 2, 1, 2, QTYPE_F16, QTYPE_F16, NULL) == EDDY_OK);
     REQUIRE(state_pool_new(&p32, shapes, 2, 1, 2, QTYPE_F32, QTYPE_F32, NULL) == EDDY_OK);
     seq_state s16, s32;
-    REQUIRE(seq_state_init(p16, &s16, 4, "sequence", NULL) == EDDY_OK);
-    REQUIRE(seq_state_init(p32, &s32, 4, "sequence", NULL) == EDDY_OK);
+    REQUIRE(seq_state_init(p16, &s16, 4, false, "sequence", NULL) == EDDY_OK);
+    REQUIRE(seq_state_init(p32, &s32, 4, false, "sequence", NULL) == EDDY_OK);
     REQUIRE(seq_state_reserve_kv(p16, &s16, 0, 4) && seq_state_reserve_kv(p32, &s32, 0, 4));
     state_store_kv(p16, 0, s16.blocks[0], 3, k, v);
     state_store_kv(p32, 0, s32.blocks[0], 3, k, v);
@@ -112,7 +112,8 @@ TEST(kv_cache_recurrent_slabs_stay_in_small_pages) {
 TEST(state_pool_row_slots) {
     const state_layer_shape shapes[2] = {{8, 8, 0, 0, 0}, {0, 0, 6, 20, 5}};
     state_pool *p;
-    REQUIRE(state_pool_new_in(&p, NULL, shapes, 2, 2, 3, 1, QTYPE_F32, QTYPE_F32, NULL) == EDDY_OK);
+    REQUIRE(state_pool_new_in(&p, NULL, shapes, 2, &(state_pool_size){2, 3, 0, 1}, QTYPE_F32, QTYPE_F32, NULL) ==
+            EDDY_OK);
     CHECK_EQ(state_slot_bytes(p), (6 + 20) * sizeof(float));
     CHECK_EQ(state_row_bytes(p), (6 + 5) * sizeof(float));
     CHECK(p->conv[0] == NULL && p->keep[0] == NULL && p->keep[1] != NULL);
@@ -142,6 +143,61 @@ TEST(state_pool_row_slots) {
     state_slot_free(p, 1);
     CHECK_EQ(p->n_slots_free, 1);
     CHECK_EQ(p->n_rows_free, 0);
+    state_pool_free(p);
+}
+
+/* Host slots in a pool whose memory functions count their calls: a copy from a
+ * recurrent slot to a host slot goes through to_host, back through from_host, between
+ * host slots through neither; the state comes back whole; clearing a host slot zeroes
+ * it without the pool's zero. */
+static int host_test_calls[4]; /* copy, to_host, from_host, zero */
+static void *host_test_alloc(size_t bytes) { return calloc(1, bytes); }
+static void host_test_copy(void *d, const void *s, size_t n) { host_test_calls[0]++, memcpy(d, s, n); }
+static void host_test_to(void *d, const void *s, size_t n) { host_test_calls[1]++, memcpy(d, s, n); }
+static void host_test_from(void *d, const void *s, size_t n) { host_test_calls[2]++, memcpy(d, s, n); }
+static void host_test_zero(void *d, size_t n) { host_test_calls[3]++, memset(d, 0, n); }
+
+TEST(state_pool_host_slots) {
+    const state_mem mem = {.alloc = host_test_alloc, .free = free, .zero = host_test_zero, .copy = host_test_copy,
+                           .to_host = host_test_to, .from_host = host_test_from, .alloc_host = host_test_alloc,
+                           .free_host = free};
+    const state_layer_shape shapes[2] = {{8, 8, 0, 0, 0}, {0, 0, 6, 20, 5}};
+    state_pool *p;
+    REQUIRE(state_pool_new_in(&p, &mem, shapes, 2, &(state_pool_size){2, 1, 2, 1}, QTYPE_F32, QTYPE_F32, NULL) ==
+            EDDY_OK);
+    CHECK_EQ(p->host_bytes, 64 + 192); /* (2, 6) and (2, 20) floats, each rounded up to 64 bytes */
+    seq_state a, h1, h2;
+    REQUIRE(seq_state_init(p, &a, 4, false, "sequence", NULL) == EDDY_OK);
+    REQUIRE(seq_state_init(p, &h1, 4, true, "snapshot", NULL) == EDDY_OK);
+    REQUIRE(seq_state_init(p, &h2, 4, true, "snapshot", NULL) == EDDY_OK);
+    CHECK(h1.slot == 3 && h2.slot == 4 && state_slot_on_host(p, h1.slot) && !state_slot_on_host(p, a.slot));
+    CHECK_EQ(p->n_host_free, 0);
+    CHECK_EQ(p->n_slots_free, 1);
+    seq_state x;
+    eddy_error err;
+    CHECK_EQ(seq_state_init(p, &x, 4, true, "snapshot", &err), EDDY_ERR_NOMEM);
+    CHECK_CONTAINS(err.msg, "all 2 hold");
+    for (int i = 0; i < 6; i++) state_conv(p, 1, a.slot)[i] = (float)(i + 1);
+    for (int i = 0; i < 20; i++) state_rec(p, 1, a.slot)[i] = (float)(100 + i);
+    memset(host_test_calls, 0, sizeof host_test_calls);
+    seq_state_copy(p, &h1, &a);
+    CHECK(host_test_calls[1] == 2 && host_test_calls[0] == 0 && host_test_calls[2] == 0);
+    seq_state_copy(p, &h2, &h1);
+    CHECK(host_test_calls[1] == 2 && host_test_calls[0] == 0 && host_test_calls[2] == 0);
+    seq_state_clear(p, &a);
+    CHECK_EQ(state_conv(p, 1, a.slot)[0], 0.0f);
+    seq_state_copy(p, &a, &h2);
+    CHECK_EQ(host_test_calls[2], 2);
+    for (int i = 0; i < 6; i++) CHECK_EQ(state_conv(p, 1, a.slot)[i], (float)(i + 1));
+    for (int i = 0; i < 20; i++) CHECK_EQ(state_rec(p, 1, a.slot)[i], (float)(100 + i));
+    const int zeros = host_test_calls[3];
+    seq_state_clear(p, &h1);
+    CHECK_EQ(host_test_calls[3], zeros);
+    seq_state_copy(p, &a, &h1);
+    CHECK_EQ(state_rec(p, 1, a.slot)[7], 0.0f);
+    seq_state_release(p, &h1);
+    CHECK_EQ(p->n_host_free, 1);
+    seq_state_release(p, &h2), seq_state_release(p, &a);
     state_pool_free(p);
 }
 

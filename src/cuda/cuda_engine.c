@@ -73,8 +73,21 @@ static void state_to_host(void *dst, const void *src, size_t bytes) {
 static void state_from_host(void *dst, const void *src, size_t bytes) {
     cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
 }
-static const state_mem device_mem = {state_alloc, state_free,    state_zero, state_copy,
-                                     state_to_host, state_from_host, false, NULL};
+/* host slots (snapshots kept off the GPU): pinned, so copies to and from them run at the
+ * bus's speed */
+static void *state_alloc_host(size_t bytes) {
+    void *p = NULL;
+    if (cudaMallocHost(&p, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    memset(p, 0, bytes);
+    return p;
+}
+static void state_free_host(void *p) { cudaFreeHost(p); }
+static const state_mem device_mem = {.alloc = state_alloc, .free = state_free, .zero = state_zero,
+                                     .copy = state_copy, .to_host = state_to_host, .from_host = state_from_host,
+                                     .alloc_host = state_alloc_host, .free_host = state_free_host};
 
 /* ==== Weights ==== */
 

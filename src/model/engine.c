@@ -224,8 +224,12 @@ static int64_t device_snapshot_blocks(const engine *c, size_t free_bytes, double
     return n;
 }
 
-static eddy_status new_state_pool(engine *c, const state_mem *mem, int64_t n_states, int64_t n_cache_blocks,
-                                  qtype type_k, qtype type_v, size_t slot_bytes, size_t block_bytes, eddy_error *err) {
+static eddy_status new_state_pool(engine *c, const state_mem *mem, int64_t n_cache_blocks, qtype type_k,
+                                  qtype type_v, size_t slot_bytes, size_t block_bytes, eddy_error *err) {
+    /* recurrent slots for the sequences, the snapshots (unless host slots hold them) and
+     * the prefix cache's entries */
+    const int64_t n_host = c->host_snapshots ? c->n_snap_max : 0;
+    const int64_t n_states = c->n_seq_max + c->n_snap_max - n_host + c->n_cache_max;
     size_t row_bytes = 0;
     const model_hparams *hp = &c->m->hp;
     const int64_t n_layers = hp->n_layer + (c->mtp ? 1 : 0); /* the MTP layer's state after the others */
@@ -249,7 +253,8 @@ static eddy_status new_state_pool(engine *c, const state_mem *mem, int64_t n_sta
     eddy_status s = n_blocks > INT32_MAX
                         ? eddy_error_set(err, EDDY_ERR_ARG, "%" PRId64 " states of %" PRId64 " positions are too many",
                                          n_states, c->n_ctx)
-                        : state_pool_new_in(&c->sp, mem, shapes, n_layers, n_states, n_rows, n_blocks, type_k, type_v,
+                        : state_pool_new_in(&c->sp, mem, shapes, n_layers,
+                                            &(state_pool_size){n_states, n_rows, n_host, n_blocks}, type_k, type_v,
                                             err);
     const double pool_bytes = slots_bytes + (double)n_blocks * (double)block_bytes;
     if (s == EDDY_ERR_NOMEM && c->gpu) {
@@ -263,8 +268,9 @@ static eddy_status new_state_pool(engine *c, const state_mem *mem, int64_t n_sta
     if (s == EDDY_OK && c->gpu) /* in bytes: what a test needs to size an emulated GPU */
         eddy_log(EDDY_LOG_INFO, "GPU: the state pool takes %.1f MiB: %" PRId64 " states of %zu bytes, %" PRId64
                  " verify row states of %zu bytes, %" PRId64 " KV blocks of %zu bytes (%" PRId64
-                 " the snapshot states'); %zu bytes were free before it", pool_bytes / (1 << 20), n_states, slot_bytes,
-                 n_rows, row_bytes, n_blocks, block_bytes, n_snap_blocks, free_before);
+                 " the snapshot states'); %zu bytes were free before it; %" PRId64 " snapshot states in host memory "
+                 "(%.1f MiB pinned)", pool_bytes / (1 << 20), n_states, slot_bytes, n_rows, row_bytes, n_blocks,
+                 block_bytes, n_snap_blocks, free_before, n_host, (double)c->sp->host_bytes / (1 << 20));
     if (s == EDDY_OK && c->n_cache_max) { /* the prefix cache counts the blocks its entries hold */
         c->cache_block_refs = eddy_calloc((size_t)(n_blocks > 0 ? n_blocks : 1), sizeof *c->cache_block_refs);
         if (!c->cache_block_refs) s = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
@@ -337,6 +343,7 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
     c->n_seq_max = p->n_seq_max > 0 ? p->n_seq_max : 1;
     c->n_snap_max = p->n_snapshots;
     c->n_verify_max = p->n_verify;
+    c->host_snapshots = p->host_snapshots && p->device == EDDY_DEVICE_CUDA;
     c->mtp = p->mtp;
     c->mtp_il = hp->n_layer;
     c->seqs = eddy_calloc((size_t)c->n_seq_max, sizeof *c->seqs);
@@ -357,8 +364,7 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
     const state_mem *mem = NULL; /* host memory */
     if (s == EDDY_OK && p->device == EDDY_DEVICE_CUDA) s = cuda_backend_new(c, &c->gpu, &mem, err);
     for (size_t budget = c->cache_budget; s == EDDY_OK;) {
-        s = new_state_pool(c, mem, c->n_seq_max + c->n_snap_max + c->n_cache_max, c->cache_blocks_max, type_k,
-                           type_v, slot_bytes, block_bytes, err);
+        s = new_state_pool(c, mem, c->cache_blocks_max, type_k, type_v, slot_bytes, block_bytes, err);
         /* cache_fit: a smaller cache where the pool does not fit on the GPU (the weights
          * stay uploaded); none below 64 MiB, unless a disk tier needs one */
         if (s != EDDY_ERR_NOMEM || !c->gpu || !p->cache_fit || budget == 0) break;

@@ -95,6 +95,7 @@ struct eddy_engine {
     int64_t n_seq_max;    /* sequences at once */
     int64_t n_snap_max;   /* snapshots at once */
     int64_t n_verify_max; /* verified tokens awaiting accept at once: the pool's row slots */
+    bool host_snapshots;  /* the snapshots' recurrent slots are host slots (a GPU engine) */
     eddy_seq **seqs;      /* (n_seq_max) NULL: free */
     eddy_snapshot **snaps; /* (n_snap_max) NULL: free */
     step_plan plan;

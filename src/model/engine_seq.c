@@ -34,7 +34,7 @@ static eddy_status seq_alloc(engine *c, eddy_seq **out, eddy_error *err) {
     if (!s) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     s->pending = eddy_malloc((size_t)c->n_batch * sizeof *s->pending);
     s->logits = eddy_malloc((size_t)c->m->hp.n_vocab * sizeof *s->logits);
-    eddy_status st = s->pending && s->logits ? seq_state_init(c->sp, &s->st, c->n_ctx, "sequence", err)
+    eddy_status st = s->pending && s->logits ? seq_state_init(c->sp, &s->st, c->n_ctx, false, "sequence", err)
                                              : eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     if (st != EDDY_OK) {
         eddy_free(s->logits);
@@ -119,7 +119,7 @@ eddy_status eddy_seq_snapshot(eddy_seq *s, eddy_snapshot **out, eddy_error *err)
     else if (!(snap = eddy_calloc(1, sizeof *snap)))
         st = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     else
-        st = seq_state_init(c->sp, &snap->st, c->n_ctx, "snapshot", err);
+        st = seq_state_init(c->sp, &snap->st, c->n_ctx, c->host_snapshots, "snapshot", err);
     if (st == EDDY_OK) {
         seq_state_copy(c->sp, &snap->st, &s->st);
         snap->e = c;

@@ -22,15 +22,32 @@ static bool region_bytes(int64_t rows, int64_t n, size_t elem, size_t *out) {
     return true;
 }
 
-/* Bytes of layer il's five regions (conv, rec, keep, k, v); false on overflow. */
-#define STATE_REGIONS 5
-static bool layer_bytes(const state_layer_shape *sh, int64_t n_slots, int64_t n_rows, int64_t n_blocks, qtype tk,
-                        qtype tv, size_t out[STATE_REGIONS]) {
-    return region_bytes(n_slots + n_rows, sh->conv_floats, sizeof(float), &out[0]) &&
-           region_bytes(n_slots, sh->rec_floats, sizeof(float), &out[1]) &&
-           region_bytes(n_rows, sh->keep_floats, sizeof(float), &out[2]) &&
-           region_bytes(n_blocks * STATE_KV_BLOCK, sh->kv_k, state_elem_bytes(tk), &out[3]) &&
-           region_bytes(n_blocks * STATE_KV_BLOCK, sh->kv_v, state_elem_bytes(tv), &out[4]);
+/* Bytes of layer il's regions (rounded up each); false on overflow. The first
+ * STATE_MEM_REGIONS are in the pool's memory, the others in pinned host memory. */
+enum { R_CONV, R_REC, R_KEEP, R_K, R_V, R_CONV_HOST, R_REC_HOST, STATE_REGIONS };
+#define STATE_MEM_REGIONS R_CONV_HOST
+static bool layer_bytes(const state_layer_shape *sh, const state_pool_size *z, qtype tk, qtype tv,
+                        size_t out[STATE_REGIONS]) {
+    return region_bytes(z->n_slots + z->n_rows, sh->conv_floats, sizeof(float), &out[R_CONV]) &&
+           region_bytes(z->n_slots, sh->rec_floats, sizeof(float), &out[R_REC]) &&
+           region_bytes(z->n_rows, sh->keep_floats, sizeof(float), &out[R_KEEP]) &&
+           region_bytes(z->n_blocks * STATE_KV_BLOCK, sh->kv_k, state_elem_bytes(tk), &out[R_K]) &&
+           region_bytes(z->n_blocks * STATE_KV_BLOCK, sh->kv_v, state_elem_bytes(tv), &out[R_V]) &&
+           region_bytes(z->n_host, sh->conv_floats, sizeof(float), &out[R_CONV_HOST]) &&
+           region_bytes(z->n_host, sh->rec_floats, sizeof(float), &out[R_REC_HOST]);
+}
+
+/* The slab of region r of layer il (its address in the pool's arrays). */
+static void **region_slab(state_pool *p, int r, int64_t il) {
+    switch (r) {
+    case R_CONV: return (void **)&p->conv[il];
+    case R_REC: return (void **)&p->rec[il];
+    case R_KEEP: return (void **)&p->keep[il];
+    case R_K: return &p->k[il];
+    case R_V: return &p->v[il];
+    case R_CONV_HOST: return (void **)&p->conv_host[il];
+    default: return (void **)&p->rec_host[il];
+    }
 }
 
 /* ==== Host memory ==== */
@@ -43,20 +60,24 @@ static void host_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, sr
  * huge pages, in which a row slot's first use would zero 2 MiB per layer for the few
  * KiB it writes (a 17-token verify of a 0.5B hybrid: 150 MB, 230 ms on a VM). KV blocks
  * and weights keep huge pages. */
-static const state_mem host_mem = {host_alloc, eddy_free_aligned, host_zero, host_copy, host_copy, host_copy, true,
-                                   eddy_malloc_small_pages};
+static const state_mem host_mem = {.alloc = host_alloc, .free = eddy_free_aligned, .zero = host_zero,
+                                   .copy = host_copy, .to_host = host_copy, .from_host = host_copy, .host = true,
+                                   .alloc_rec = eddy_malloc_small_pages};
 
 void state_pool_free(state_pool *p) {
     if (!p) return;
-    for (int64_t il = 0; il < p->n_layer; il++) {
-        void *slabs[STATE_REGIONS] = {p->conv ? p->conv[il] : NULL, p->rec ? p->rec[il] : NULL,
-                                      p->keep ? p->keep[il] : NULL, p->k ? p->k[il] : NULL, p->v ? p->v[il] : NULL};
-        for (int i = 0; i < STATE_REGIONS; i++)
-            if (slabs[i]) p->mem->free(slabs[i]);
-    }
+    const bool arrays = p->conv && p->rec && p->keep && p->k && p->v && p->conv_host && p->rec_host;
+    for (int64_t il = 0; arrays && il < p->n_layer; il++)
+        for (int r = 0; r < STATE_REGIONS; r++) {
+            void *slab = *region_slab(p, r, il);
+            if (slab && r < STATE_MEM_REGIONS) p->mem->free(slab);
+            else if (slab) p->mem->free_host(slab);
+        }
     eddy_free(p->conv);
     eddy_free(p->rec);
     eddy_free(p->keep);
+    eddy_free(p->conv_host);
+    eddy_free(p->rec_host);
     eddy_free(p->k);
     eddy_free(p->v);
     eddy_free(p->shape);
@@ -67,65 +88,74 @@ void state_pool_free(state_pool *p) {
 
 eddy_status state_pool_new(state_pool **out, const state_layer_shape *shapes, int64_t n_layer, int64_t n_slots,
                            int64_t n_blocks, qtype type_k, qtype type_v, eddy_error *err) {
-    return state_pool_new_in(out, NULL, shapes, n_layer, n_slots, 0, n_blocks, type_k, type_v, err);
+    const state_pool_size size = {.n_slots = n_slots, .n_blocks = n_blocks};
+    return state_pool_new_in(out, NULL, shapes, n_layer, &size, type_k, type_v, err);
 }
 
 eddy_status state_pool_new_in(state_pool **out, const state_mem *mem, const state_layer_shape *shapes, int64_t n_layer,
-                              int64_t n_slots, int64_t n_rows, int64_t n_blocks, qtype type_k, qtype type_v,
-                              eddy_error *err) {
+                              const state_pool_size *size, qtype type_k, qtype type_v, eddy_error *err) {
     *out = NULL;
+    if (!mem) mem = &host_mem;
+    state_pool_size z = *size;
     EDDY_ASSERT((type_k == QTYPE_F32 || type_k == QTYPE_F16) && (type_v == QTYPE_F32 || type_v == QTYPE_F16));
-    EDDY_ASSERT(n_layer >= 0 && n_slots >= 1 && n_rows >= 0 && n_blocks >= 0 && n_blocks <= INT32_MAX);
+    EDDY_ASSERT(n_layer >= 0 && z.n_slots >= 1 && z.n_rows >= 0 && z.n_blocks >= 0 && z.n_blocks <= INT32_MAX);
+    EDDY_ASSERT(z.n_host == 0 || (z.n_host > 0 && mem->alloc_host));
     bool any_kv = false;
     for (int64_t il = 0; il < n_layer; il++) any_kv |= shapes[il].kv_k > 0 || shapes[il].kv_v > 0;
-    if (!any_kv) n_blocks = 0;
-    size_t total = 0;
+    if (!any_kv) z.n_blocks = 0;
+    size_t total[2] = {0, 0}; /* the pool's memory, pinned host memory */
     for (int64_t il = 0; il < n_layer; il++) {
         size_t b[STATE_REGIONS];
-        if (!layer_bytes(&shapes[il], n_slots, n_rows, n_blocks, type_k, type_v, b))
-            return eddy_error_set(err, EDDY_ERR_NOMEM, "the state of %lld sequences is too large", (long long)n_slots);
-        for (int i = 0; i < STATE_REGIONS; i++) {
-            if (total > SIZE_MAX - b[i])
-                return eddy_error_set(err, EDDY_ERR_NOMEM, "the state of %lld sequences is too large",
-                                      (long long)n_slots);
-            total += b[i];
+        bool fits = layer_bytes(&shapes[il], &z, type_k, type_v, b);
+        for (int r = 0; fits && r < STATE_REGIONS; r++) {
+            size_t *t = &total[r >= STATE_MEM_REGIONS];
+            fits = *t <= SIZE_MAX - b[r];
+            if (fits) *t += b[r];
         }
+        if (!fits)
+            return eddy_error_set(err, EDDY_ERR_NOMEM, "the state of %lld sequences is too large",
+                                  (long long)z.n_slots);
     }
     state_pool *p = eddy_calloc(1, sizeof *p);
     if (!p) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
-    p->mem = mem ? mem : &host_mem;
+    p->mem = mem;
     p->n_layer = n_layer;
     p->type_k = type_k, p->type_v = type_v;
-    p->n_slots = p->n_slots_free = n_slots;
-    p->n_rows = p->n_rows_free = n_rows;
-    p->n_blocks = p->n_blocks_free = n_blocks;
-    p->bytes = total;
+    p->n_slots = p->n_slots_free = z.n_slots;
+    p->n_rows = p->n_rows_free = z.n_rows;
+    p->n_host = p->n_host_free = z.n_host;
+    p->n_blocks = p->n_blocks_free = z.n_blocks;
+    p->bytes = total[0], p->host_bytes = total[1];
     p->k_tiled = p->mem->host;
     const size_t nl = (size_t)(n_layer > 0 ? n_layer : 1);
     p->shape = eddy_calloc(nl, sizeof *p->shape);
     p->conv = eddy_calloc(nl, sizeof *p->conv);
     p->rec = eddy_calloc(nl, sizeof *p->rec);
     p->keep = eddy_calloc(nl, sizeof *p->keep);
+    p->conv_host = eddy_calloc(nl, sizeof *p->conv_host);
+    p->rec_host = eddy_calloc(nl, sizeof *p->rec_host);
     p->k = eddy_calloc(nl, sizeof *p->k);
     p->v = eddy_calloc(nl, sizeof *p->v);
-    p->slot_used = eddy_calloc((size_t)(n_slots + n_rows), 1);
-    p->block_refs = eddy_calloc((size_t)(n_blocks > 0 ? n_blocks : 1), sizeof *p->block_refs);
-    bool ok = p->shape && p->conv && p->rec && p->keep && p->k && p->v && p->slot_used && p->block_refs;
+    p->slot_used = eddy_calloc((size_t)(z.n_slots + z.n_rows + z.n_host), 1);
+    p->block_refs = eddy_calloc((size_t)(z.n_blocks > 0 ? z.n_blocks : 1), sizeof *p->block_refs);
+    bool ok = p->shape && p->conv && p->rec && p->keep && p->conv_host && p->rec_host && p->k && p->v &&
+              p->slot_used && p->block_refs;
     for (int64_t il = 0; ok && il < n_layer; il++) {
         p->shape[il] = shapes[il];
         size_t b[STATE_REGIONS];
-        layer_bytes(&shapes[il], n_slots, n_rows, n_blocks, type_k, type_v, b); /* checked above */
-        void **dst[STATE_REGIONS] = {(void **)&p->conv[il], (void **)&p->rec[il], (void **)&p->keep[il], &p->k[il],
-                                     &p->v[il]};
-        for (int i = 0; i < STATE_REGIONS && ok; i++) {
-            void *(*alloc)(size_t) = i < 3 && p->mem->alloc_rec ? p->mem->alloc_rec : p->mem->alloc;
-            if (b[i]) ok = (*dst[i] = alloc(b[i])) != NULL;
+        layer_bytes(&shapes[il], &z, type_k, type_v, b); /* checked above */
+        for (int r = 0; r < STATE_REGIONS && ok; r++) {
+            void *(*alloc)(size_t) = mem->alloc;
+            if (r >= STATE_MEM_REGIONS) alloc = mem->alloc_host;
+            else if (r <= R_KEEP && mem->alloc_rec) alloc = mem->alloc_rec;
+            if (b[r]) ok = (*region_slab(p, r, il) = alloc(b[r])) != NULL;
         }
     }
     if (!ok) {
         state_pool_free(p);
-        return eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate %.1f MiB of sequence state",
-                              (double)total / (1 << 20));
+        return eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate %.1f MiB of sequence state%s",
+                              (double)total[0] / (1 << 20),
+                              total[1] ? " (and its host slots' pinned memory)" : "");
     }
     *out = p;
     return EDDY_OK;
@@ -179,19 +209,46 @@ int64_t state_row_alloc(state_pool *p) {
     return -1;
 }
 
+int64_t state_host_alloc(state_pool *p) {
+    const int64_t first = p->n_slots + p->n_rows;
+    for (int64_t s = first; s < first + p->n_host; s++) {
+        if (p->slot_used[s]) continue;
+        p->slot_used[s] = 1;
+        p->n_host_free--;
+        return s;
+    }
+    return -1;
+}
+
 void state_slot_free(state_pool *p, int64_t slot) {
-    EDDY_ASSERT(slot >= 0 && slot < p->n_slots + p->n_rows && p->slot_used[slot]);
+    EDDY_ASSERT(slot >= 0 && slot < p->n_slots + p->n_rows + p->n_host && p->slot_used[slot]);
     p->slot_used[slot] = 0;
     if (slot < p->n_slots) p->n_slots_free++;
-    else p->n_rows_free++;
+    else if (slot < p->n_slots + p->n_rows) p->n_rows_free++;
+    else p->n_host_free++;
+}
+
+/* Where layer il's conv window (rec false) or recurrent matrices (rec true) of a
+ * recurrent or host slot are, and (*host) whether in host memory. */
+static float *slot_part(const state_pool *p, int64_t il, int64_t slot, bool rec, bool *host) {
+    *host = state_slot_on_host(p, slot);
+    if (!*host) return rec ? state_rec(p, il, slot) : state_conv(p, il, slot);
+    const int64_t h = slot - p->n_slots - p->n_rows;
+    return rec ? p->rec_host[il] + h * p->shape[il].rec_floats : p->conv_host[il] + h * p->shape[il].conv_floats;
 }
 
 void state_slot_copy_layer(state_pool *p, int64_t il, int64_t dst, int64_t src) {
     if (dst == src) return;
-    if (p->conv[il])
-        p->mem->copy(state_conv(p, il, dst), state_conv(p, il, src), (size_t)p->shape[il].conv_floats * sizeof(float));
-    if (p->rec[il])
-        p->mem->copy(state_rec(p, il, dst), state_rec(p, il, src), (size_t)p->shape[il].rec_floats * sizeof(float));
+    for (int rec = 0; rec < 2; rec++) {
+        const size_t bytes = (size_t)(rec ? p->shape[il].rec_floats : p->shape[il].conv_floats) * sizeof(float);
+        if (!bytes) continue;
+        bool dst_host, src_host;
+        float *d = slot_part(p, il, dst, rec, &dst_host), *s = slot_part(p, il, src, rec, &src_host);
+        if (dst_host && src_host) memcpy(d, s, bytes);
+        else if (dst_host) p->mem->to_host(d, s, bytes);
+        else if (src_host) p->mem->from_host(d, s, bytes);
+        else p->mem->copy(d, s, bytes);
+    }
 }
 
 void state_slot_copy(state_pool *p, int64_t dst, int64_t src) {
@@ -286,7 +343,8 @@ void state_store_kv(state_pool *p, int64_t il, int32_t block, int64_t row, const
 
 /* ==== Sequence states ==== */
 
-eddy_status seq_state_init(state_pool *p, seq_state *s, int64_t n_ctx, const char *what, eddy_error *err) {
+eddy_status seq_state_init(state_pool *p, seq_state *s, int64_t n_ctx, bool host, const char *what,
+                           eddy_error *err) {
     memset(s, 0, sizeof *s);
     s->slot = -1;
     const int64_t nb = seq_state_n_blocks(n_ctx);
@@ -296,13 +354,13 @@ eddy_status seq_state_init(state_pool *p, seq_state *s, int64_t n_ctx, const cha
         seq_state_release(p, s);
         return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     }
-    s->slot = state_slot_alloc(p, true);
+    s->slot = host ? state_host_alloc(p) : state_slot_alloc(p, true);
     if (s->slot < 0) {
         seq_state_release(p, s);
         return eddy_error_set(err, EDDY_ERR_NOMEM,
                               "no free state slot for a new %s: all %lld hold sequences, snapshots or "
-                              "verified positions (free one, or make the engine with more)",
-                              what, (long long)p->n_slots);
+                              "cached states (free one, or make the engine with more)",
+                              what, (long long)(host ? p->n_host : p->n_slots));
     }
     s->n_ctx = n_ctx;
     for (int64_t i = 0; i < nb; i++) s->blocks[i] = -1;
@@ -334,10 +392,14 @@ void seq_state_copy(state_pool *p, seq_state *dst, const seq_state *src) {
 
 void seq_state_clear(state_pool *p, seq_state *s) {
     seq_state_drop_kv(p, s, 0);
-    for (int64_t il = 0; il < p->n_layer; il++) {
-        if (p->conv[il]) p->mem->zero(state_conv(p, il, s->slot), (size_t)p->shape[il].conv_floats * sizeof(float));
-        if (p->rec[il]) p->mem->zero(state_rec(p, il, s->slot), (size_t)p->shape[il].rec_floats * sizeof(float));
-    }
+    for (int64_t il = 0; il < p->n_layer; il++)
+        for (int rec = 0; rec < 2; rec++) {
+            const size_t bytes = (size_t)(rec ? p->shape[il].rec_floats : p->shape[il].conv_floats) * sizeof(float);
+            bool host;
+            float *at = bytes ? slot_part(p, il, s->slot, rec, &host) : NULL;
+            if (at && host) memset(at, 0, bytes);
+            else if (at) p->mem->zero(at, bytes);
+        }
 }
 
 void seq_state_drop_kv(state_pool *p, seq_state *s, int64_t n_pos) {

@@ -2,7 +2,7 @@
  * state.h — the state pool: the memory of everything an engine's sequences carry
  * from one call to the next, and the sequence states that index it.
  *
- * Owns: three kinds of storage, all sized once when the engine is made.
+ * Owns: four kinds of storage, all sized once when the engine is made.
  *   recurrent slots  per layer with a recurrent mixer, two slabs indexed by slot:
  *                    conv (n_slots + n_rows, conv_floats) — the conv window — and
  *                    rec (n_slots, rec_floats) — the delta-rule / SSM matrices;
@@ -14,6 +14,11 @@
  *                    (n_rows, keep_floats) — a few KiB a layer where a recurrent
  *                    slot holds MiBs. Their indices follow the recurrent slots':
  *                    row slot r is index n_slots + r.
+ *   host slots       recurrent slots in host memory for states no kernel reads (a
+ *                    GPU engine's snapshots): conv_host (n_host, conv_floats) and
+ *                    rec_host (n_host, rec_floats), pinned (mem->alloc_host), taken
+ *                    and given back by copies across the bus. Host slot h is index
+ *                    n_slots + n_rows + h.
  *   KV blocks        per attention layer, key rows (n_blocks, STATE_KV_BLOCK, kv_k)
  *                    in type_k and value rows (n_blocks, STATE_KV_BLOCK, kv_v) in
  *                    type_v (f32, or f16 rounded to nearest even as llama.cpp stores
@@ -69,22 +74,34 @@ typedef struct {
     void (*from_host)(void *dst, const void *host_src, size_t bytes);
     bool host;                    /* the slabs are host memory: the CPU may read them */
     void *(*alloc_rec)(size_t bytes); /* the recurrent slabs' (NULL: alloc's) */
+    void *(*alloc_host)(size_t bytes); /* the host slots' slabs, zeroed (NULL: the pool has none) */
+    void (*free_host)(void *p);
 } state_mem;
+
+/* The slots and blocks of a pool. */
+typedef struct {
+    int64_t n_slots;  /* recurrent slots, >= 1 */
+    int64_t n_rows;   /* row slots */
+    int64_t n_host;   /* host slots (0 unless mem->alloc_host) */
+    int64_t n_blocks; /* KV blocks */
+} state_pool_size;
 
 typedef struct {
     const state_mem *mem;
     int64_t n_layer;
     state_layer_shape *shape; /* (n_layer) */
     qtype type_k, type_v;     /* QTYPE_F32 or QTYPE_F16 */
-    int64_t n_slots, n_rows, n_blocks;
+    int64_t n_slots, n_rows, n_host, n_blocks;
     float **conv;             /* (n_layer) each (n_slots + n_rows, conv_floats), or NULL */
     float **rec;              /* (n_layer) each (n_slots, rec_floats), or NULL */
     float **keep;             /* (n_layer) each (n_rows, keep_floats), or NULL */
+    float **conv_host, **rec_host; /* (n_layer) each (n_host, conv_floats / rec_floats), or NULL */
     void **k, **v;            /* (n_layer) each (n_blocks, STATE_KV_BLOCK, kv_k / kv_v), or NULL */
-    uint8_t *slot_used;       /* (n_slots + n_rows) */
+    uint8_t *slot_used;       /* (n_slots + n_rows + n_host) */
     int32_t *block_refs;      /* (n_blocks) holders of each block; 0: free */
-    int64_t n_slots_free, n_rows_free, n_blocks_free;
-    size_t bytes;             /* of every slab and block together */
+    int64_t n_slots_free, n_rows_free, n_host_free, n_blocks_free;
+    size_t bytes;             /* of every slab and block in mem's memory together */
+    size_t host_bytes;        /* of the host slots' slabs */
     bool k_tiled;             /* keys in transposed tiles (STATE_KV_TILE rows); host pools */
 } state_pool;
 
@@ -92,10 +109,9 @@ typedef struct {
  * reaches cost address space only. Fails with NOMEM naming the bytes. */
 eddy_status state_pool_new(state_pool **out, const state_layer_shape *shapes, int64_t n_layer, int64_t n_slots,
                            int64_t n_blocks, qtype type_k, qtype type_v, eddy_error *err);
-/* The same with n_rows row slots and slabs from mem (NULL: host memory). */
+/* The same with row and host slots, the slabs from mem (NULL: host memory). */
 eddy_status state_pool_new_in(state_pool **out, const state_mem *mem, const state_layer_shape *shapes, int64_t n_layer,
-                              int64_t n_slots, int64_t n_rows, int64_t n_blocks, qtype type_k, qtype type_v,
-                              eddy_error *err);
+                              const state_pool_size *size, qtype type_k, qtype type_v, eddy_error *err);
 void state_pool_free(state_pool *p);
 
 /* Bytes of one recurrent slot, one row slot and one KV block (all layers each). */
@@ -111,8 +127,14 @@ int64_t state_slot_alloc(state_pool *p, bool zero);
 /* A free row slot's index (n_slots + r; its contents as the last holder left them); -1
  * when none is free. */
 int64_t state_row_alloc(state_pool *p);
-/* Gives back a recurrent slot or a row slot. */
+/* A free host slot's index (n_slots + n_rows + h; contents as left); -1 when none is. */
+int64_t state_host_alloc(state_pool *p);
+/* Gives back a recurrent, row or host slot. */
 void state_slot_free(state_pool *p, int64_t slot);
+/* Whether slot is a host slot: state_conv and state_rec do not address it, copies do. */
+static inline bool state_slot_on_host(const state_pool *p, int64_t slot) { return slot >= p->n_slots + p->n_rows; }
+/* Copies a recurrent or host slot's state to another (across the bus where one is a host
+ * slot of a device pool). */
 void state_slot_copy(state_pool *p, int64_t dst, int64_t src);
 /* The same for layer il only (its conv window and recurrent matrices). */
 void state_slot_copy_layer(state_pool *p, int64_t il, int64_t dst, int64_t src);
@@ -166,9 +188,12 @@ typedef struct {
 
 static inline int64_t seq_state_n_blocks(int64_t n_ctx) { return (n_ctx + STATE_KV_BLOCK - 1) / STATE_KV_BLOCK; }
 
-/* An empty state on a fresh (zeroed) slot. Fails with EDDY_ERR_NOMEM when the pool
- * has no free slot or memory runs out; `what` names the holder in the message. */
-eddy_status seq_state_init(state_pool *p, seq_state *s, int64_t n_ctx, const char *what, eddy_error *err);
+/* An empty state on a fresh (zeroed) recurrent slot, or (host) on a host slot as its
+ * last holder left it, for a state copied into at once. Fails with EDDY_ERR_NOMEM when
+ * the pool has no such slot free or memory runs out; `what` names the holder in the
+ * message. */
+eddy_status seq_state_init(state_pool *p, seq_state *s, int64_t n_ctx, bool host, const char *what,
+                           eddy_error *err);
 /* Gives back the slot and the block references. */
 void seq_state_release(state_pool *p, seq_state *s);
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/cuda/cli.sh CPU_EDDY GPU_EDDY — the eddy command with --device cuda / -ngl against
 # the CPU: greedy text from F32 tiny models is the CPU's (the logits agree within 1e-4,
-# far inside the gaps between the top tokens here), for run, batch and a session file
+# far inside the gaps between the top tokens here), for run, batch, chat's /undo and a session file
 # made on one device and resumed on the other; bench runs on the device. GPU_EDDY is a
 # `make CUDA=1` binary on a GPU machine, or the `make CUDA_EMU=1` one on the CPU emulator.
 # Prints "N passed, M failed".
@@ -43,6 +43,15 @@ else bad "a GPU session resumed on the CPU: [$(head -c 80 "$TMP/whole")] [$(head
   >"$TMP/resumed" 2>/dev/null
 if [ -s "$TMP/c.eddy" ] && cmp -s "$TMP/whole" "$TMP/resumed"; then ok
 else bad "a CPU session resumed on the GPU: [$(head -c 80 "$TMP/whole")] [$(head -c 80 "$TMP/resumed")]"; fi
+
+# chat's /undo and /regen restore snapshots kept in host memory on the GPU: the CPU's replies
+C="chat -m tests/data/models/mamba2-tiny-f32.gguf --chat-template chatml --temp 0 -n 8"
+# shellcheck disable=SC2086
+printf 'hello there\nwhat now\n/undo\nwhat now\n/regen\nand then\n' | "$CPU" $C -t 2 >"$TMP/cpu" 2>/dev/null
+# shellcheck disable=SC2086
+if printf 'hello there\nwhat now\n/undo\nwhat now\n/regen\nand then\n' | "$GPU" $C --device cuda >"$TMP/gpu" 2>"$TMP/err" &&
+   [ "$(wc -l <"$TMP/cpu")" -eq 5 ] && cmp -s "$TMP/cpu" "$TMP/gpu"; then ok
+else bad "chat /undo /regen on the GPU differs from the CPU: $(diff "$TMP/cpu" "$TMP/gpu" | head -4) $(tail -1 "$TMP/err")"; fi
 
 # bench on the device: a prefill and a decode rate, and the GPU's bandwidth
 if "$GPU" bench -m "$M" --device cuda -p 16 -n 4 -r 1 --json >"$TMP/bench" 2>"$TMP/err" &&

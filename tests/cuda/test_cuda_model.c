@@ -748,6 +748,64 @@ TEST(cuda_prefix_cache_commits_its_budget) {
     eddy_model_free(m);
 }
 
+/* The device memory left free with an engine of p made (0 when it could not be), and its
+ * pool's bytes into *pool (NULL: not wanted); the engine is freed again. */
+static size_t free_beside(const eddy_model *m, eddy_engine_params p, size_t *pool) {
+    eddy_engine *e = tseq_engine(m, p);
+    const size_t free_bytes = e ? cuda_backend_free_bytes(e->gpu) : 0;
+    if (pool) *pool = e ? e->sp->bytes : 0;
+    eddy_engine_free(e);
+    return free_bytes;
+}
+
+/* host_snapshots: 4 snapshot states take their recurrent slots' bytes in host memory, not
+ * the GPU's (the device keeps 4 slots more free than without it, within the slabs'
+ * rounding); a snapshot restored gives the bits the sequence had, and a rollback past
+ * it (restore, then the tokens after it again) the CPU's logits. */
+TEST(cuda_snapshots_in_host_memory) {
+    eddy_model *m = tseq_load("models/qwen35-tiny-f32.gguf");
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m);
+    eddy_engine_params p = {.n_ctx = 256, .n_snapshots = 4, .device = EDDY_DEVICE_CUDA, .type_k = EDDY_KV_F32,
+                            .type_v = EDDY_KV_F32};
+    const size_t free_device = free_beside(m, p, NULL);
+    p.host_snapshots = true;
+    eddy_engine *e = tseq_engine(m, p);
+    REQUIRE(e);
+    const size_t slot = eddy_engine_state_bytes(e), slack = (size_t)e->sp->n_layer * 2 * 64 + ((size_t)1 << 16);
+    const size_t gained = cuda_backend_free_bytes(e->gpu) - free_device;
+    CHECKF(e->sp->n_host == 4 && gained + slack >= 4 * slot && gained <= 4 * slot + slack,
+           "%lld host slots; the device kept %zu bytes more free for 4 slots of %zu", (long long)e->sp->n_host, gained,
+           slot);
+    eddy_engine *cpu = tseq_engine(m, (eddy_engine_params){.n_ctx = 256, .type_k = EDDY_KV_F32,
+                                                           .type_v = EDDY_KV_F32});
+    eddy_seq *s = tseq_new(e), *ref = cpu ? tseq_new(cpu) : NULL;
+    test_rng r = test_rng_new();
+    int32_t ids[40];
+    tseq_rand_ids(&r, ids, 40, V);
+    float *l1 = malloc((size_t)V * sizeof(float)), *l2 = malloc((size_t)V * sizeof(float)),
+          *lc = malloc((size_t)V * sizeof(float));
+    eddy_snapshot *snap = NULL;
+    eddy_error err;
+    if (s && ref && l1 && l2 && lc) {
+        tseq_feed(s, ids, 30, NULL);
+        REQUIRE(CHECKF(eddy_seq_snapshot(s, &snap, &err) == EDDY_OK, "%s", err.msg));
+        CHECK(eddy_seq_eval(s, ids + 30, 10, l1, false, &err) == EDDY_OK);
+        REQUIRE(eddy_seq_restore(s, snap, &err) == EDDY_OK);
+        CHECK_EQ(eddy_seq_n_pos(s), 30);
+        CHECK(eddy_seq_eval(s, ids + 30, 10, l2, false, &err) == EDDY_OK);
+        CHECK(memcmp(l1, l2, (size_t)V * sizeof(float)) == 0);
+        REQUIRE(eddy_seq_truncate(s, 35, &err) == EDDY_OK);
+        CHECK(eddy_seq_eval(s, ids + 35, 5, l2, false, &err) == EDDY_OK);
+        CHECK(eddy_seq_eval(ref, ids, 40, lc, false, &err) == EDDY_OK);
+        CHECKF(rel_rms(l2, lc, V) <= 1e-4, "after a rollback through the host snapshot: %g", rel_rms(l2, lc, V));
+    }
+    eddy_snapshot_free(snap);
+    free(l1), free(l2), free(lc);
+    eddy_engine_free(e), eddy_engine_free(cpu);
+    eddy_model_free(m);
+}
+
 /* cache_fit on a GPU with 100 MiB free beside an engine without a cache: a budget of
  * 256 MiB is halved to the 64 MiB that fit (128 do not) and the engine runs; without
  * cache_fit the engine is refused, naming the cache. */
@@ -756,16 +814,15 @@ TEST(cuda_prefix_cache_fits_the_gpu) {
     REQUIRE(m);
     eddy_engine_params p = {.n_ctx = 512, .device = EDDY_DEVICE_CUDA};
     unsetenv("EDDY_EMU_GPU_MIB");
-    eddy_engine *e = tseq_engine(m, p);
-    REQUIRE(e);
-    const size_t used = ((size_t)16384 << 20) - cuda_backend_free_bytes(e->gpu);
-    eddy_engine_free(e);
+    const size_t free_bytes = free_beside(m, p, NULL);
+    REQUIRE(free_bytes > 0);
+    const size_t used = ((size_t)16384 << 20) - free_bytes;
     char mib[40];
     snprintf(mib, sizeof mib, "%.6f", (double)(used + ((size_t)100 << 20)) / (1 << 20));
     setenv("EDDY_EMU_GPU_MIB", mib, 1);
     p.cache_bytes = (size_t)256 << 20;
     eddy_error err;
-    e = NULL;
+    eddy_engine *e = NULL;
     CHECK_EQ(eddy_engine_new(m, &p, &e, &err), EDDY_ERR_NOMEM);
     CHECK_CONTAINS(err.msg, "a smaller prefix cache");
     p.cache_fit = true;
@@ -796,12 +853,10 @@ TEST(cuda_verify_states_are_row_states) {
     const int64_t V = eddy_model_n_vocab(m);
     eddy_engine_params p = {.n_ctx = 256, .n_seq_max = 2, .device = EDDY_DEVICE_CUDA, .type_k = EDDY_KV_F32,
                             .type_v = EDDY_KV_F32};
-    eddy_engine *e = tseq_engine(m, p);
-    REQUIRE(e);
-    const size_t free_none = cuda_backend_free_bytes(e->gpu), bytes_none = e->sp->bytes;
-    eddy_engine_free(e);
+    size_t bytes_none;
+    const size_t free_none = free_beside(m, p, &bytes_none);
     p.n_verify = 32;
-    e = tseq_engine(m, p);
+    eddy_engine *e = tseq_engine(m, p);
     REQUIRE(e);
     const size_t row = eddy_engine_row_bytes(e), slot = eddy_engine_state_bytes(e);
     const size_t slack = (size_t)e->sp->n_layer * 3 * 64;
