@@ -64,6 +64,11 @@ note "== single-sequence bench at $(elapsed)"
 grep -q 'graphs are off' "$OUT_DIR/bench.log" && note "WARNING: $(grep -m1 'graphs are off' "$OUT_DIR/bench.log")"
 bounded 180 $E bench -m "$M4B" --device cuda --npl 1,8,32 -p 128 -n 32 -r 1 >"$OUT_DIR/batched.log" 2>&1
 note "$(tail -8 "$OUT_DIR/batched.log")"
+# what the state pool commits on the device for speculative decoding (17 verify row states)
+# and chat's undo stack (snapshots in host memory): its info line
+EDDY_LOG_LEVEL=info bounded 60 $E chat -m "$M4B" --device cuda --spec-type ngram -n 4 --chat-template chatml \
+  </dev/null >"$OUT_DIR/pool.log" 2>&1
+note "$(grep -m1 'state pool takes' "$OUT_DIR/pool.log")"
 # each decode kernel alone and back to back at the model's shapes, against the copy bandwidth
 bounded 120 build/cuda/eddy-cuda-bench 30 >"$OUT_DIR/kernel-bench.log" 2>&1
 note "$(cat "$OUT_DIR/kernel-bench.log")"

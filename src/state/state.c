@@ -185,40 +185,30 @@ size_t state_block_bytes(const state_pool *p) {
 
 /* ==== Recurrent slots ==== */
 
+/* The first free index of [first, first + n), marked used and counted off *n_free; -1
+ * when all are used. */
+static int64_t take_slot(state_pool *p, int64_t first, int64_t n, int64_t *n_free) {
+    for (int64_t s = first; s < first + n; s++) {
+        if (p->slot_used[s]) continue;
+        p->slot_used[s] = 1;
+        (*n_free)--;
+        return s;
+    }
+    return -1;
+}
+
 int64_t state_slot_alloc(state_pool *p, bool zero) {
-    for (int64_t s = 0; s < p->n_slots; s++) {
-        if (p->slot_used[s]) continue;
-        p->slot_used[s] = 1;
-        p->n_slots_free--;
-        for (int64_t il = 0; zero && il < p->n_layer; il++) {
-            if (p->conv[il]) p->mem->zero(state_conv(p, il, s), (size_t)p->shape[il].conv_floats * sizeof(float));
-            if (p->rec[il]) p->mem->zero(state_rec(p, il, s), (size_t)p->shape[il].rec_floats * sizeof(float));
-        }
-        return s;
+    const int64_t s = take_slot(p, 0, p->n_slots, &p->n_slots_free);
+    for (int64_t il = 0; s >= 0 && zero && il < p->n_layer; il++) {
+        if (p->conv[il]) p->mem->zero(state_conv(p, il, s), (size_t)p->shape[il].conv_floats * sizeof(float));
+        if (p->rec[il]) p->mem->zero(state_rec(p, il, s), (size_t)p->shape[il].rec_floats * sizeof(float));
     }
-    return -1;
+    return s;
 }
 
-int64_t state_row_alloc(state_pool *p) {
-    for (int64_t s = p->n_slots; s < p->n_slots + p->n_rows; s++) {
-        if (p->slot_used[s]) continue;
-        p->slot_used[s] = 1;
-        p->n_rows_free--;
-        return s;
-    }
-    return -1;
-}
+int64_t state_row_alloc(state_pool *p) { return take_slot(p, p->n_slots, p->n_rows, &p->n_rows_free); }
 
-int64_t state_host_alloc(state_pool *p) {
-    const int64_t first = p->n_slots + p->n_rows;
-    for (int64_t s = first; s < first + p->n_host; s++) {
-        if (p->slot_used[s]) continue;
-        p->slot_used[s] = 1;
-        p->n_host_free--;
-        return s;
-    }
-    return -1;
-}
+int64_t state_host_alloc(state_pool *p) { return take_slot(p, p->n_slots + p->n_rows, p->n_host, &p->n_host_free); }
 
 void state_slot_free(state_pool *p, int64_t slot) {
     EDDY_ASSERT(slot >= 0 && slot < p->n_slots + p->n_rows + p->n_host && p->slot_used[slot]);
