@@ -123,6 +123,7 @@ typedef struct {
     bool ignore_eos, escape, no_mmap, mlock, chat;
     int n_snapshots;     /* the context's snapshots (chat: its /undo depth) */
     long long cache_mib; /* --cache-ram MiB: the prefix cache's budget (-1: the command's default) */
+    bool cache_fit;      /* cache_mib is the command's default: on a GPU it shrinks to fit */
     const char *cache_dir;   /* --cache-dir DIR: its disk tier (NULL: none) */
     long long cache_dir_mib; /* --cache-dir-mib MiB: the disk tier's budget (0: no limit) */
     const char *prompt, *prompt_file, *system; /* as given (-p, -f, --system) */

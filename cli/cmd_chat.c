@@ -25,7 +25,8 @@ const char usage_chat[] =
     "        an interactive chat: each line is a user message (-p or -f: the first one); the\n"
     "        sequence's state carries the conversation, so each turn feeds only its new\n"
     "        tokens, and a template that re-renders history restores the deepest state of it\n"
-    "        the prefix cache holds (--cache-ram, default 256 MiB). /undo drops the last\n"
+    "        the prefix cache holds (--cache-ram; default 256 MiB, halved until it fits on a\n"
+    "        GPU). /undo drops the last\n"
     "        exchange and /regen regenerates the last reply, both from a snapshot, with no\n"
     "        reprocessing; /save FILE and /load FILE keep and resume a conversation (state\n"
     "        and messages); --session FILE resumes FILE's conversation and saves it after\n"
@@ -264,7 +265,7 @@ int cmd_chat(int argc, char **argv) {
         if (strcmp(a, "-cnv") && strcmp(a, "--conversation") && strcmp(a, "--chat")) return cli_bad_arg("chat", a);
     }
     o.n_snapshots = UNDO_DEPTH + 1; /* the undo stack, and one for /load to fall back on */
-    if (o.cache_mib < 0) o.cache_mib = 256;
+    if (o.cache_mib < 0) o.cache_mib = 256, o.cache_fit = true;
     if (!o.model) return cli_error("chat: no model given (-m MODEL.gguf)");
     if (o.prompt && o.prompt_file) return cli_error("chat: give -p or -f, not both");
     o.chat = true;

@@ -223,7 +223,8 @@ int gen_session_open(const gen_opts *o, gen_session *g) {
                           .type_v = o->type_v, .n_snapshots = o->n_snapshots, .n_verify = spec_states,
                           .cache_bytes = o->cache_mib > 0 ? (size_t)o->cache_mib << 20 : 0,
                           .cache_dir = o->cache_dir, .cache_dir_bytes = (size_t)o->cache_dir_mib << 20,
-                          .mtp = o->spec.type == EDDY_SPEC_MTP, .device = o->device, .host_snapshots = true};
+                          .mtp = o->spec.type == EDDY_SPEC_MTP, .device = o->device, .host_snapshots = true,
+                          .cache_fit = o->cache_fit || o->cache_mib < 0};
     /* the disk tier stages its states in memory: 256 MiB unless --cache-ram says */
     if (o->cache_dir && o->cache_mib < 0) cp.cache_bytes = (size_t)256 << 20;
     if (o->cache_dir && o->cache_mib == 0) {
@@ -256,6 +257,11 @@ int gen_session_open(const gen_opts *o, gen_session *g) {
     }
     if (eddy_ctx_new(g->m, &cp, &g->c, &err) != EDDY_OK) goto fail;
     cli_log_ctx(g->c, &cp);
+    eddy_cache_stats cs;
+    eddy_engine_cache_stats(eddy_ctx_engine(g->c), &cs);
+    if (cs.budget < cp.cache_bytes)
+        eddy_log(EDDY_LOG_WARN, "the GPU has no room for the prefix cache's default %zu MiB beside the model: %zu MiB "
+                 "(--cache-ram sets it)", cp.cache_bytes >> 20, cs.budget >> 20);
     if (o->spec.type != EDDY_SPEC_NONE) {
         g->spec = o->spec;
         g->gp.spec = &g->spec;

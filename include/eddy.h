@@ -178,6 +178,7 @@ typedef struct {
     eddy_device device; /* where it runs (eddy_engine_params) */
     int n_verify;       /* tokens of verifies awaiting accept at once (eddy_engine_params; 0: none) */
     bool host_snapshots; /* on a GPU, the snapshots' state in host memory (eddy_engine_params) */
+    bool cache_fit;      /* on a GPU, a cache_bytes that does not fit is halved (eddy_engine_params) */
 } eddy_ctx_params;
 
 eddy_status eddy_model_load(const char *path, eddy_model **out, eddy_error *err);

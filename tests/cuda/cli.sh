@@ -53,6 +53,21 @@ if printf 'hello there\nwhat now\n/undo\nwhat now\n/regen\nand then\n' | "$GPU" 
    [ "$(wc -l <"$TMP/cpu")" -eq 5 ] && cmp -s "$TMP/cpu" "$TMP/gpu"; then ok
 else bad "chat /undo /regen on the GPU differs from the CPU: $(diff "$TMP/cpu" "$TMP/gpu" | head -4) $(tail -1 "$TMP/err")"; fi
 
+# chat's default prefix cache (256 MiB) on a GPU of 200 MiB: halved to fit, with a warning; the same
+# budget given with --cache-ram stops it with the error naming the option. Only the emulator's GPU
+# takes its size from EDDY_EMU_GPU_MIB: the pool's line says which this is.
+M=tests/data/models/qwen35-tiny-f32.gguf
+printf 'hello there\n' | EDDY_LOG_LEVEL=info EDDY_EMU_GPU_MIB=200 "$GPU" chat -m "$M" --device cuda \
+  --chat-template chatml -n 4 >/dev/null 2>"$TMP/err"; rc=$?
+free=$(sed -n 's/.* \([0-9]*\) bytes were free before it.*/\1/p' "$TMP/err" | head -1)
+if [ -n "$free" ] && [ "$free" -lt $((200 << 20)) ]; then
+  if [ $rc -eq 0 ] && grep -q "no room for the prefix cache's default 256 MiB beside the model: 128 MiB" "$TMP/err"
+  then ok; else bad "chat's default cache on a small GPU: $(tail -1 "$TMP/err")"; fi
+  if ! printf 'hello there\n' | EDDY_EMU_GPU_MIB=200 "$GPU" chat -m "$M" --device cuda --chat-template chatml -n 4 \
+       --cache-ram 256 >/dev/null 2>"$TMP/err" && grep -q "a smaller prefix cache (cache_bytes, --cache-ram)" "$TMP/err"
+  then ok; else bad "chat --cache-ram 256 on a small GPU: $(tail -1 "$TMP/err")"; fi
+fi
+
 # bench on the device: a prefill and a decode rate, and the GPU's bandwidth
 if "$GPU" bench -m "$M" --device cuda -p 16 -n 4 -r 1 --json >"$TMP/bench" 2>"$TMP/err" &&
    grep -q '"pp_tps"\|"pp"' "$TMP/bench"; then ok
