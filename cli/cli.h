@@ -93,6 +93,10 @@ void cli_log_model(const char *path, const eddy_model *m);
 /* A context as made from p: positions, batch, threads, KV cache types, the memory
  * of the sequence's state. */
 void cli_log_ctx(eddy_ctx *c, const eddy_ctx_params *p);
+/* A warning when engine e's prefix cache got less than the command's default budget of
+ * asked bytes (a GPU without room for it, cache_fit): prefix begins the line, beside
+ * names what took the room. */
+void cli_warn_cache_fit(eddy_engine *e, size_t asked, const char *prefix, const char *beside);
 /* --mlock: locks the pages where the model file at path is mapped (its weights) in
  * memory; a warning when the system refuses or the file was read, not mapped. */
 void cli_lock_model(const char *path);

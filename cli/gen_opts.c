@@ -257,11 +257,7 @@ int gen_session_open(const gen_opts *o, gen_session *g) {
     }
     if (eddy_ctx_new(g->m, &cp, &g->c, &err) != EDDY_OK) goto fail;
     cli_log_ctx(g->c, &cp);
-    eddy_cache_stats cs;
-    eddy_engine_cache_stats(eddy_ctx_engine(g->c), &cs);
-    if (cs.budget < cp.cache_bytes)
-        eddy_log(EDDY_LOG_WARN, "the GPU has no room for the prefix cache's default %zu MiB beside the model: %zu MiB "
-                 "(--cache-ram sets it)", cp.cache_bytes >> 20, cs.budget >> 20);
+    cli_warn_cache_fit(eddy_ctx_engine(g->c), cp.cache_bytes, "", "the model");
     if (o->spec.type != EDDY_SPEC_NONE) {
         g->spec = o->spec;
         g->gp.spec = &g->spec;

@@ -96,6 +96,14 @@ void cli_log_ctx(eddy_ctx *c, const eddy_ctx_params *p) {
                  mib(b0, sizeof b0, (double)eddy_engine_row_bytes(e)));
 }
 
+void cli_warn_cache_fit(eddy_engine *e, size_t asked, const char *prefix, const char *beside) {
+    eddy_cache_stats cs;
+    eddy_engine_cache_stats(e, &cs);
+    if (cs.budget < asked)
+        eddy_log(EDDY_LOG_WARN, "%sthe GPU has no room for the prefix cache's default %zu MiB beside %s: %zu MiB "
+                 "(--cache-ram sets it)", prefix, asked >> 20, beside, cs.budget >> 20);
+}
+
 /* ==== --mlock ==== */
 
 void cli_lock_model(const char *path) {

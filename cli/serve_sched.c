@@ -879,11 +879,7 @@ int srv_sched_start(const srv_sched_params *p, srv_sched **out) {
                              .cache_bytes = p->cache_bytes, .mtp = s->spec_on && s->spec.type == EDDY_SPEC_MTP,
                              .device = p->device, .cache_fit = p->cache_default, .host_snapshots = true};
     if (eddy_engine_new(p->m, &ep, &s->e, &err) != EDDY_OK) return cli_error("%s", err.msg);
-    eddy_cache_stats cs;
-    eddy_engine_cache_stats(s->e, &cs);
-    if (cs.budget < p->cache_bytes)
-        eddy_log(EDDY_LOG_WARN, "serve: the GPU has no room for the prefix cache's default %zu MiB beside the model and "
-                 "the slots: %zu MiB (--cache-ram sets it)", p->cache_bytes >> 20, cs.budget >> 20);
+    cli_warn_cache_fit(s->e, p->cache_bytes, "serve: ", "the model and the slots");
     if (s->spec_on && s->spec.type == EDDY_SPEC_DRAFT) { /* a draft sequence and its snapshot per slot */
         eddy_engine_params dp = {.n_ctx = eddy_engine_n_ctx(s->e), .n_seq_max = p->n_slots,
                                  .n_snapshots = p->n_slots, .n_threads = p->n_threads, .device = p->device};

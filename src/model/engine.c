@@ -225,20 +225,17 @@ static int64_t device_snapshot_blocks(const engine *c, size_t free_bytes, double
 }
 
 static eddy_status new_state_pool(engine *c, const state_mem *mem, int64_t n_cache_blocks, qtype type_k,
-                                  qtype type_v, size_t slot_bytes, size_t block_bytes, eddy_error *err) {
+                                  qtype type_v, size_t slot_bytes, size_t row_bytes, size_t block_bytes,
+                                  eddy_error *err) {
     /* recurrent slots for the sequences, the snapshots (unless host slots hold them) and
      * the prefix cache's entries */
     const int64_t n_host = c->host_snapshots ? c->n_snap_max : 0;
     const int64_t n_states = c->n_seq_max + c->n_snap_max - n_host + c->n_cache_max;
-    size_t row_bytes = 0;
     const model_hparams *hp = &c->m->hp;
     const int64_t n_layers = hp->n_layer + (c->mtp ? 1 : 0); /* the MTP layer's state after the others */
     state_layer_shape *shapes = eddy_calloc((size_t)(n_layers > 0 ? n_layers : 1), sizeof *shapes);
     if (!shapes) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
-    for (int64_t il = 0; il < n_layers; il++) {
-        shapes[il] = model_state_shape(c->m, il);
-        row_bytes += (size_t)(shapes[il].conv_floats + shapes[il].keep_floats) * sizeof(float);
-    }
+    for (int64_t il = 0; il < n_layers; il++) shapes[il] = model_state_shape(c->m, il);
     const int64_t n_rows = c->n_verify_max;
     /* every sequence and snapshot may hold a whole context of blocks of its own, and
      * the prefix cache as many as its budget pays for: the KV pool never runs out
@@ -351,9 +348,9 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
     eddy_status s = c->seqs && c->snaps ? pool_create(&c->pool, n_threads, err)
                                         : eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     if (s == EDDY_OK) s = pool_reserve_scratch(c->pool, thread_scratch_bytes(hp, n_ctx, n_threads), err);
-    size_t slot_bytes = 0, block_bytes = 0;
+    size_t slot_bytes = 0, row_bytes = 0, block_bytes = 0;
     if (s == EDDY_OK) {
-        cache_sizes(m, hp->n_layer + (c->mtp ? 1 : 0), type_k, type_v, &slot_bytes, &block_bytes);
+        cache_sizes(m, hp->n_layer + (c->mtp ? 1 : 0), type_k, type_v, &slot_bytes, &row_bytes, &block_bytes);
         s = cache_init(c, p->cache_bytes, p->cache_every, slot_bytes, block_bytes, p->device == EDDY_DEVICE_CUDA,
                        err);
     }
@@ -364,7 +361,7 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
     const state_mem *mem = NULL; /* host memory */
     if (s == EDDY_OK && p->device == EDDY_DEVICE_CUDA) s = cuda_backend_new(c, &c->gpu, &mem, err);
     for (size_t budget = c->cache_budget; s == EDDY_OK;) {
-        s = new_state_pool(c, mem, c->cache_blocks_max, type_k, type_v, slot_bytes, block_bytes, err);
+        s = new_state_pool(c, mem, c->cache_blocks_max, type_k, type_v, slot_bytes, row_bytes, block_bytes, err);
         /* cache_fit: a smaller cache where the pool does not fit on the GPU (the weights
          * stay uploaded); none below 64 MiB, unless a disk tier needs one */
         if (s != EDDY_ERR_NOMEM || !c->gpu || !p->cache_fit || budget == 0) break;

@@ -321,10 +321,11 @@ static inline int64_t step_ckpt_slot(const step_run *run, int64_t pos) {
 
 /* ==== Prefix cache (engine_cache.c) ==== */
 
-/* Bytes of one recurrent slot and one KV block of a model's first n_layers state layers
- * (n_layer, or n_layer + 1 with the MTP layer), from their shapes (before the pool
- * exists). */
-void cache_sizes(const model *m, int64_t n_layers, qtype tk, qtype tv, size_t *slot_bytes, size_t *block_bytes);
+/* Bytes of one recurrent slot, one row slot and one KV block of a model's first n_layers
+ * state layers (n_layer, or n_layer + 1 with the MTP layer), from their shapes (before
+ * the pool exists). */
+void cache_sizes(const model *m, int64_t n_layers, qtype tk, qtype tv, size_t *slot_bytes, size_t *row_bytes,
+                 size_t *block_bytes);
 
 /* The prefix cache's files (session.c): an entry's state as a session file (no logits or
  * sampler; the lock held), loading one into s when it holds exactly tokens[0, n) of this

@@ -323,11 +323,13 @@ void eddy_engine_cache_stats(eddy_engine *c, eddy_cache_stats *out) {
     pthread_mutex_unlock(&c->lock);
 }
 
-void cache_sizes(const model *m, int64_t n_layers, qtype tk, qtype tv, size_t *slot_bytes, size_t *block_bytes) {
-    *slot_bytes = *block_bytes = 0;
+void cache_sizes(const model *m, int64_t n_layers, qtype tk, qtype tv, size_t *slot_bytes, size_t *row_bytes,
+                 size_t *block_bytes) {
+    *slot_bytes = *row_bytes = *block_bytes = 0;
     for (int64_t il = 0; il < n_layers; il++) {
         const state_layer_shape sh = model_state_shape(m, il);
         *slot_bytes += (size_t)(sh.conv_floats + sh.rec_floats) * sizeof(float);
+        *row_bytes += (size_t)(sh.conv_floats + sh.keep_floats) * sizeof(float);
         *block_bytes += (size_t)STATE_KV_BLOCK * ((size_t)sh.kv_k * state_elem_bytes(tk) + (size_t)sh.kv_v * state_elem_bytes(tv));
     }
 }
