@@ -99,9 +99,14 @@ typedef struct {
     float *logits;       /* (np, n_vocab); with drafts (np * (draft_max + 1), n_vocab) */
     const eddy_spec_params *spec; /* NULL: no drafts */
     int64_t draft_max;   /* drafts per job and step */
-    eddy_token *drafted; /* (np, draft_max + 1) scratch: each job's drafts, then its tokens; in
-                          * a greedy step without drafts, each job's argmax */
-    bool greedy;         /* temperature 0, no penalties: the engine gives the argmax ids */
+    eddy_token *drafted; /* (np, draft_max + 1) scratch: each job's drafts, then its tokens */
+    /* the best logits the sampler looks at, when that is all it looks at (greedy: 1; a
+     * top-k without penalties; 0: none such), and a step's (np, k_top) best tokens, their
+     * logits and (np) how many, which the engine then gives instead of the logits */
+    int32_t k_top;
+    eddy_token *top_ids;
+    float *top_logits;
+    int32_t *top_counts;
     /* (np) a step's drafts: eddy_spec_draft_many's arguments */
     eddy_spec **d_spec;
     eddy_token *d_t, **d_out;
@@ -251,9 +256,10 @@ static int step(sched *sc) {
     }
     eddy_batch b = {n, sc->tokens, sc->owner, NULL}; /* logits: each sequence's last token */
     eddy_error err;
-    /* greedy: the ids alone (on a GPU the logits stay there), the sampler's own choice */
-    const eddy_status st = sc->greedy ? eddy_engine_decode_argmax(sc->e, &b, sc->drafted, &err)
-                                      : eddy_engine_decode(sc->e, &b, sc->logits, &err);
+    /* the best logits alone when they are all the sampler looks at (on a GPU the logits stay there) */
+    const eddy_status st =
+        sc->k_top ? eddy_engine_decode_top(sc->e, &b, sc->k_top, sc->top_ids, sc->top_logits, sc->top_counts, &err)
+                  : eddy_engine_decode(sc->e, &b, sc->logits, &err);
     if (st != EDDY_OK) return cli_error("%s", err.msg);
     for (int64_t k = 0; k < sc->n_active; k++) {
         job *j = sc->active[k];
@@ -265,7 +271,10 @@ static int step(sched *sc) {
             finish(sc, j, "length");
             continue;
         }
-        const eddy_token t = sc->greedy ? sc->drafted[k] : eddy_sampler_sample(j->s, sc->logits + k * sc->n_vocab);
+        const int64_t kt = k * sc->k_top;
+        const eddy_token t =
+            sc->k_top ? eddy_sampler_sample_top(j->s, sc->top_ids + kt, sc->top_logits + kt, sc->top_counts[k])
+                      : eddy_sampler_sample(j->s, sc->logits + k * sc->n_vocab);
         if (eddy_vocab_is_eog(sc->v, t)) {
             finish(sc, j, "eog");
             continue;
@@ -427,8 +436,12 @@ int cmd_batch(int argc, char **argv) {
         sc.d_out = malloc((size_t)np * sizeof *sc.d_out), sc.d_max = malloc((size_t)np * sizeof *sc.d_max);
         sc.d_n = malloc((size_t)np * sizeof *sc.d_n);
         sc.spec = sc.draft_max ? &o.spec : NULL;
-        sc.greedy = eddy_sampler_params_greedy(&o.sp);
-        if (!sc.active || !sc.logits || !sc.drafted || !sc.d_spec || !sc.d_t || !sc.d_out || !sc.d_max || !sc.d_n)
+        sc.k_top = eddy_sampler_params_top(&o.sp);
+        sc.top_ids = malloc((size_t)(np * EDDY_TOP_MAX) * sizeof *sc.top_ids);
+        sc.top_logits = malloc((size_t)(np * EDDY_TOP_MAX) * sizeof *sc.top_logits);
+        sc.top_counts = malloc((size_t)np * sizeof *sc.top_counts);
+        if (!sc.active || !sc.logits || !sc.drafted || !sc.d_spec || !sc.d_t || !sc.d_out || !sc.d_max || !sc.d_n ||
+            !sc.top_ids || !sc.top_logits || !sc.top_counts)
             rc = cli_error("out of memory");
     }
     const double t0 = cli_now_s();
@@ -467,6 +480,7 @@ int cmd_batch(int argc, char **argv) {
     eddy_engine_free(sc.e);
     eddy_engine_free(draft);
     free(sc.active), free(sc.logits), free(sc.tokens), free(sc.owner), free(sc.want), free(sc.drafted);
+    free(sc.top_ids), free(sc.top_logits), free(sc.top_counts);
     free(sc.d_spec), free(sc.d_t), free(sc.d_out), free(sc.d_max), free(sc.d_n);
     gen_session_close(&g);
     free(jobs);

@@ -25,11 +25,15 @@ const char usage_bench[] =
     "        tokens already in the sequence (prefilled once, restored from a snapshot), as\n"
     "        llama-bench -d. Definitions: bench/RESULTS.md, \"Model benchmarks\"\n"
     "eddy bench -m MODEL.gguf --npl 1,2,4,8,16 [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]\n"
+    "          [--sampling argmax|top|logits]\n"
     "        many sequences at once, as llama.cpp's llama-batched-bench measures them: for each\n"
     "        count B, B random prompts of P tokens prefilled in one batch (S_PP), then N steps\n"
     "        each decoding one token of every sequence, fed its last argmax (S_TG; the ids come\n"
     "        from eddy_engine_decode_argmax, so on a GPU the logits stay there); aggregate and\n"
-    "        per-sequence t/s, medians of REPS runs after a warm-up (docs/sequences.md)\n"
+    "        per-sequence t/s, medians of REPS runs after a warm-up (docs/sequences.md).\n"
+    "        --sampling top: each sequence's next token drawn by run's default sampler from\n"
+    "        its row's best 40 logits (eddy_engine_decode_top); logits: the same draws from\n"
+    "        whole rows of logits (what sampling costs a step both ways)\n"
     "eddy bench -m MODEL.gguf --session-turn [-p 4000] [-n 32] [--dir DIR] [-t THREADS] [-r REPS] [--json]\n"
     "        the next turn (N new tokens) of a P-token conversation three ways: reprocessing it\n"
     "        all, loading its session file from DIR cold (pages dropped from the page cache) and\n"
@@ -219,8 +223,11 @@ static int bench_batched(const char *path, eddy_bench_params *p, const long long
     const char *name = slash ? slash + 1 : path;
     int rc = 0;
     if (!json) {
-        printf("%s (%s): %lld prompt + %lld generated tokens per sequence, median of %d runs after a warm-up\n\n",
-               name, eddy_model_arch(m), (long long)p->n_prompt, (long long)p->n_gen, p->n_reps);
+        static const char *const picks[] = {"the argmax", "sampled from the best 40 logits",
+                                            "sampled from whole rows of logits"};
+        printf("%s (%s): %lld prompt + %lld generated tokens per sequence, each %s, median of %d runs after a "
+               "warm-up\n\n", name, eddy_model_arch(m), (long long)p->n_prompt, (long long)p->n_gen,
+               picks[p->sampling], p->n_reps);
         printf("|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s | S_TG/seq t/s |\n");
         printf("|------:|-------:|-----:|-------:|---------:|---------:|---------:|---------:|-------------:|\n");
     }
@@ -237,9 +244,10 @@ static int bench_batched(const char *path, eddy_bench_params *p, const long long
             json_string(stdout, eddy_model_arch(m));
             printf("\", \"threads\": %d, \"n_seq\": %lld, \"pp_tokens\": %lld, \"tg_tokens\": %lld, "
                    "\"pp_seconds\": %.6g, \"pp_tps\": %.6g, \"tg_seconds\": %.6g, \"tg_tps\": %.6g, "
-                   "\"tg_tps_per_seq\": %.6g, \"reps\": %d}\n",
+                   "\"tg_tps_per_seq\": %.6g, \"reps\": %d, \"sampling\": \"%s\"}\n",
                    r.n_threads, (long long)r.n_seq, (long long)p->n_prompt, (long long)p->n_gen, r.pp_seconds,
-                   r.pp_tps, r.tg_seconds, r.tg_tps, r.tg_tps / (double)r.n_seq, p->n_reps);
+                   r.pp_tps, r.tg_seconds, r.tg_tps, r.tg_tps / (double)r.n_seq, p->n_reps,
+                   p->sampling == EDDY_BENCH_SAMPLE_TOP ? "top" : p->sampling ? "logits" : "argmax");
         } else {
             printf("| %5lld | %6lld | %4lld | %6lld | %8.3f | %8.2f | %8.3f | %8.2f | %12.2f |\n",
                    (long long)p->n_prompt, (long long)p->n_gen, (long long)r.n_seq,
@@ -332,7 +340,7 @@ int cmd_bench(int argc, char **argv) {
     const char *filter = NULL, *model = NULL;
     long long npl[64];
     long long ks[EDDY_BENCH_VERIFY_MAX];
-    int n_npl = 0, n_k = 0, session_turn = 0, prompt_given = 0, gen_given = 0, reps_given = 0;
+    int n_npl = 0, n_k = 0, session_turn = 0, prompt_given = 0, gen_given = 0, reps_given = 0, sampling = -1;
     const char *dir = NULL;
     eddy_device device = EDDY_DEVICE_CPU;
     for (int i = 1; i < argc; i++) {
@@ -370,6 +378,12 @@ int cmd_bench(int argc, char **argv) {
             dir = argv[++i];
         } else if (!strcmp(a, "--npl") || !strcmp(a, "-npl")) {
             if (!parse_list(a, val, 1, 4096, npl, 64, &n_npl)) return 1;
+            i++, model_only = 1;
+        } else if (!strcmp(a, "--sampling")) {
+            if (!val) return cli_error("--sampling needs argmax, top or logits");
+            sampling = !strcmp(val, "argmax") ? EDDY_BENCH_ARGMAX : !strcmp(val, "top") ? EDDY_BENCH_SAMPLE_TOP
+                       : !strcmp(val, "logits") ? EDDY_BENCH_SAMPLE_LOGITS : -1;
+            if (sampling < 0) return cli_error("--sampling: '%s' is none of argmax, top, logits", val);
             i++, model_only = 1;
         } else if (!strcmp(a, "--verify")) {
             if (!parse_list(a, val, 1, 64, ks, EDDY_BENCH_VERIFY_MAX, &n_k)) return 1;
@@ -410,6 +424,8 @@ int cmd_bench(int argc, char **argv) {
         return bench_session(model, &p, dir ? dir : ".", json);
     }
     if (dir) return cli_error("bench: --dir applies to --session-turn");
+    if (sampling >= 0 && !n_npl) return cli_error("bench: --sampling applies to --npl");
+    if (sampling >= 0) p.sampling = sampling;
     if (n_k && n_npl) return cli_error("bench: --verify and --npl are separate benchmarks");
     if (n_k) {
         if (!gen_given) p.n_gen = 32;

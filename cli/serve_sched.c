@@ -112,7 +112,11 @@ struct srv_sched {
     int64_t b_cap;
     slot **b_rows;       /* (n_slots) the slot of each logits row */
     float *logits;       /* (n_slots, n_vocab) */
-    eddy_token *b_ids;   /* (n_slots) a step's next tokens when the engine gives only them */
+    /* (n_slots, EDDY_TOP_MAX) each row's best tokens and their logits, (n_slots) how many,
+     * when the engine gives only them (eddy_engine_decode_top) */
+    eddy_token *b_ids;
+    float *b_top;
+    int32_t *b_counts;
     eddy_token *eog;     /* (n_eog) the vocabulary's end-of-generation tokens */
     int64_t n_eog;
     /* speculative decoding: the settings, a draft engine (-md), drafts per slot and step */
@@ -512,14 +516,15 @@ static void sample_next(srv_sched *s, slot *sl, float *row) {
     next_token(s, sl, eddy_sampler_sample(sl->s, row), row);
 }
 
-/* Whether the request's next token is the engine's greedy id (eddy_engine_decode_argmax):
- * the sampler's own choice, with no logits needed after it (no log-probabilities, no
- * end-of-generation token to ban). */
-static bool greedy_ids_do(const srv_request *r) {
-    return eddy_sampler_params_greedy(&r->sp) && r->n_logprobs < 0 && !r->ignore_eos;
+/* How many of the best logits the request's next token needs (eddy_engine_decode_top),
+ * when they are all it needs (its sampler looks at no more, eddy_sampler_params_top, and
+ * no log-probabilities or banned end-of-generation tokens need the whole row); 0 when it
+ * needs the row. */
+static int32_t top_needed(const srv_request *r) {
+    return r->n_logprobs < 0 && !r->ignore_eos ? eddy_sampler_params_top(&r->sp) : 0;
 }
 
-/* The slot's next token t, sampled from row (NULL: the engine's greedy id, greedy_ids_do),
+/* The slot's next token t, sampled from row (NULL: from its best logits alone, top_needed),
  * and what it means. */
 static void next_token(srv_sched *s, slot *sl, eddy_token t, const float *row) {
     srv_request *r = sl->r;
@@ -735,18 +740,28 @@ static int step(srv_sched *s) {
         sl->n_fed += take; /* undone below when the step fails */
     }
     if (n == 0) return 0;
-    /* when every row's request takes the greedy id, the engine gives the ids alone (on a
-     * GPU, 4 bytes a row come back instead of the vocabulary's logits) */
-    bool ids = true;
-    for (int64_t k = 0; k < n_rows && ids; k++) ids = greedy_ids_do(s->b_rows[k]->r);
-    eddy_log(EDDY_LOG_DEBUG, "serve: a step of %lld decoding and %lld prompt tokens%s", (long long)n_decoding,
-             (long long)(n - n_decoding), ids ? ", greedy ids" : "");
+    /* when every row's request samples from its best k logits alone (greedy: 1), the engine
+     * gives those alone (on a GPU, 8 k bytes a row come back instead of the vocabulary's
+     * logits) */
+    int32_t k_top = 1;
+    for (int64_t k = 0; k < n_rows && k_top; k++) {
+        const int32_t need = top_needed(s->b_rows[k]->r);
+        if (need == 0) k_top = 0;
+        else if (need > k_top) k_top = need;
+    }
+    if (k_top)
+        eddy_log(EDDY_LOG_DEBUG,
+                 "serve: a step of %lld decoding and %lld prompt tokens, the best %d logits of each row",
+                 (long long)n_decoding, (long long)(n - n_decoding), (int)k_top);
+    else
+        eddy_log(EDDY_LOG_DEBUG, "serve: a step of %lld decoding and %lld prompt tokens, whole rows of logits",
+                 (long long)n_decoding, (long long)(n - n_decoding));
     eddy_batch b = {n, s->b_tok, s->b_seq, s->b_want};
     eddy_error err;
     const double t0 = cli_now_s();
     eddy_status st;
-    while ((st = ids ? eddy_engine_decode_argmax(s->e, &b, s->b_ids, &err)
-                     : eddy_engine_decode(s->e, &b, s->logits, &err)) != EDDY_OK &&
+    while ((st = k_top ? eddy_engine_decode_top(s->e, &b, k_top, s->b_ids, s->b_top, s->b_counts, &err)
+                       : eddy_engine_decode(s->e, &b, s->logits, &err)) != EDDY_OK &&
            unpin_for_room(s, st, err.msg)) {}
     const double dt = cli_now_s() - t0;
     pthread_mutex_lock(&s->mu);
@@ -761,7 +776,9 @@ static int step(srv_sched *s) {
         if (!sl->decoding) { /* the prompt is in: keep its state for requests that share it */
             if (eddy_seq_cache_put(sl->seq, &err) != EDDY_OK) eddy_log(EDDY_LOG_WARN, "serve: %s", err.msg);
         }
-        if (ids) next_token(s, sl, s->b_ids[k], NULL);
+        const int64_t kt = k * k_top;
+        if (k_top)
+            next_token(s, sl, eddy_sampler_sample_top(sl->s, s->b_ids + kt, s->b_top + kt, s->b_counts[k]), NULL);
         else sample_next(s, sl, s->logits + k * s->n_vocab);
     }
     return 0;
@@ -898,9 +915,12 @@ int srv_sched_start(const srv_sched_params *p, srv_sched **out) {
     s->slots = calloc((size_t)p->n_slots, sizeof *s->slots);
     s->pins = calloc((size_t)(p->max_sessions > 0 ? p->max_sessions : 1), sizeof *s->pins);
     s->b_rows = calloc((size_t)p->n_slots, sizeof *s->b_rows);
-    s->b_ids = malloc((size_t)p->n_slots * sizeof *s->b_ids);
+    s->b_ids = malloc((size_t)(p->n_slots * EDDY_TOP_MAX) * sizeof *s->b_ids);
+    s->b_top = malloc((size_t)(p->n_slots * EDDY_TOP_MAX) * sizeof *s->b_top);
+    s->b_counts = malloc((size_t)p->n_slots * sizeof *s->b_counts);
     s->logits = malloc((size_t)(p->n_slots * (s->k_max + 1) * s->n_vocab) * sizeof *s->logits);
-    if (!s->queue || !s->slots || !s->pins || !s->b_rows || !s->b_ids || !s->logits || !s->drafts || !s->d_spec ||
+    if (!s->queue || !s->slots || !s->pins || !s->b_rows || !s->b_ids || !s->b_top || !s->b_counts || !s->logits ||
+        !s->drafts || !s->d_spec ||
         !s->d_t || !s->d_out || !s->d_max || !s->d_n) {
         return cli_error("out of memory");
     }
@@ -947,7 +967,8 @@ void srv_sched_free(srv_sched *s) {
     eddy_engine_free(s->draft); /* after the slots' drafters gave back their draft sequences */
     free(s->drafts);
     free(s->d_spec), free(s->d_t), free(s->d_out), free(s->d_max), free(s->d_n);
-    free(s->queue), free(s->slots), free(s->pins), free(s->b_rows), free(s->b_ids), free(s->logits);
+    free(s->queue), free(s->slots), free(s->pins), free(s->b_rows), free(s->b_ids), free(s->b_top), free(s->b_counts);
+    free(s->logits);
     free(s->b_tok), free(s->b_seq), free(s->b_want), free(s->eog);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);

@@ -373,6 +373,16 @@ eddy_status eddy_engine_decode(eddy_engine *e, const eddy_batch *b, float *logit
  * row, where the logits take 4 n_vocab). ids may be b->tokens. The batch's sequences
  * keep no logits afterwards (eddy_seq_logits: NULL), as with logits NULL. */
 eddy_status eddy_engine_decode_argmax(eddy_engine *e, const eddy_batch *b, eddy_token *ids, eddy_error *err);
+/* The same, giving each wanted token's k best next tokens (1 <= k <= EDDY_TOP_MAX) instead
+ * of its logits: ids and logits receive k entries per wanted token, in batch order (row r
+ * at r * k), best first (of equal logits the lower id first), and counts one per wanted
+ * token: how many of its k entries are set (fewer than k only where fewer logits are
+ * neither NaN nor -inf). What eddy_sampler_sample_top samples from; on a GPU they are
+ * found there and only they come back (8 k + 4 bytes a row, where the logits take
+ * 4 n_vocab). The sequences keep no logits afterwards, as with eddy_engine_decode_argmax. */
+#define EDDY_TOP_MAX 64
+eddy_status eddy_engine_decode_top(eddy_engine *e, const eddy_batch *b, int32_t k, eddy_token *ids, float *logits,
+                                   int32_t *counts, eddy_error *err);
 
 /* Speculative verification: like eddy_engine_decode (at most n_batch tokens), but
  * every sequence of the batch keeps the state after each of its tokens until
@@ -444,9 +454,22 @@ eddy_status eddy_sampler_params_check(const eddy_sampler_params *p, eddy_error *
 /* True when a sampler of these parameters always picks what eddy_engine_decode_argmax
  * gives (temperature 0, no penalties), so a caller may take the ids without the logits. */
 bool eddy_sampler_params_greedy(const eddy_sampler_params *p);
+/* How many of a row's best logits a sampler of these parameters looks at, when they are all
+ * it looks at: 1 when greedy (eddy_sampler_params_greedy), top_k for a temperature above 0
+ * without penalties and a top_k of 1..EDDY_TOP_MAX (top-p, min-p and the temperature
+ * then see only those); 0 when it needs the whole row. A caller may then take
+ * eddy_engine_decode_top's k best with k at least that, and eddy_sampler_sample_top. */
+int32_t eddy_sampler_params_top(const eddy_sampler_params *p);
 eddy_status eddy_sampler_new(const eddy_sampler_params *p, int64_t n_vocab, eddy_sampler **out, eddy_error *err);
 void eddy_sampler_free(eddy_sampler *s);
 int32_t eddy_sampler_sample(eddy_sampler *s, const float *logits);
+/* The same from a row's n best candidates alone (ids and their logits, best first, as
+ * eddy_engine_decode_top gives them): the same token, and the same draws of the random
+ * generator, as eddy_sampler_sample on the whole row whenever n is at least
+ * eddy_sampler_params_top of the sampler's parameters, or the row has no more than n
+ * logits that are neither NaN nor -inf. With other parameters the chain runs on the
+ * candidates as if they were the whole row, without penalties. */
+int32_t eddy_sampler_sample_top(eddy_sampler *s, const eddy_token *ids, const float *logits, int32_t n);
 void eddy_sampler_accept(eddy_sampler *s, int32_t token);
 void eddy_sampler_reset(eddy_sampler *s);
 
@@ -493,6 +516,14 @@ typedef struct {
      * -d: random tokens prefilled once, untimed, and restored from a snapshot before each
      * run (0: every test from an empty sequence) */
     int64_t n_depth;
+    /* eddy_bench_batched: how each step picks every sequence's next token */
+    enum {
+        EDDY_BENCH_ARGMAX = 0,    /* the argmax (eddy_engine_decode_argmax), as llama-batched-bench */
+        EDDY_BENCH_SAMPLE_TOP,    /* eddy run's default sampler, one a sequence, from each row's best 40
+                                   * (eddy_engine_decode_top, eddy_sampler_sample_top) */
+        EDDY_BENCH_SAMPLE_LOGITS, /* the same samplers on whole rows of logits (eddy_engine_decode):
+                                   * the same tokens as EDDY_BENCH_SAMPLE_TOP */
+    } sampling;
 } eddy_bench_params;
 
 typedef struct {

@@ -64,6 +64,13 @@ note "== single-sequence bench at $(elapsed)"
 grep -q 'graphs are off' "$OUT_DIR/bench.log" && note "WARNING: $(grep -m1 'graphs are off' "$OUT_DIR/bench.log")"
 bounded 180 $E bench -m "$M4B" --device cuda --npl 1,8,32 -p 128 -n 32 -r 1 >"$OUT_DIR/batched.log" 2>&1
 note "$(tail -8 "$OUT_DIR/batched.log")"
+# 32 sequences sampled with eddy run's defaults: from each row's best 40 found on the GPU
+# against whole rows of logits copied back and sampled on the host (the same tokens)
+for how in top logits; do
+  bounded 60 $E bench -m "$M4B" --device cuda --npl 32 -p 128 -n 32 -r 1 --sampling $how \
+    >"$OUT_DIR/sampled-$how.log" 2>&1
+  note "32 sequences sampled (--sampling $how): $(tail -1 "$OUT_DIR/sampled-$how.log" | tr -s ' ')"
+done
 # what the state pool commits on the device for speculative decoding (17 verify row states)
 # and chat's undo stack (snapshots in host memory): its info line
 EDDY_LOG_LEVEL=info bounded 60 $E chat -m "$M4B" --device cuda --spec-type ngram -n 4 --chat-template chatml \

@@ -406,11 +406,11 @@ TEST(engine_two_threads_drive_one_engine) {
 
 /* ==== Bad use ==== */
 
-/* eddy_engine_decode_argmax gives each wanted row the argmax of the logits
- * eddy_engine_decode gives (tseq_check_decode_argmax) */
-TEST(engine_decode_argmax_is_the_logits_argmax) {
-    tseq_check_decode_argmax("models/qwen35-tiny-q4_k_m.gguf", (eddy_engine_params){0});
-    tseq_check_decode_argmax("models/llama-tiny-f32.gguf", (eddy_engine_params){0});
+/* eddy_engine_decode_argmax and eddy_engine_decode_top give each wanted row the argmax
+ * and the best k of the logits eddy_engine_decode gives (tseq_check_decode_top) */
+TEST(engine_decode_argmax_and_top_are_the_logits_best) {
+    tseq_check_decode_top("models/qwen35-tiny-q4_k_m.gguf", (eddy_engine_params){0});
+    tseq_check_decode_top("models/llama-tiny-f32.gguf", (eddy_engine_params){0});
 }
 
 TEST(engine_refuses_bad_use) {

@@ -8,6 +8,7 @@
 
 #include "eddy.h"
 #include "gen/sampler.h"
+#include "ops/vec.h"
 
 static eddy_sampler_params plain(float temp) {
     eddy_sampler_params p = eddy_sampler_default_params();
@@ -230,4 +231,103 @@ TEST(sampler_order_and_probabilities_match_a_sort) {
         sampler_free(s);
     }
     free(x), free(got), free(want), free(pr), free(c);
+}
+
+/* A row of n logits for the top tests: values from a small set (ties), both zeros, a few
+ * NaN and -inf; with `usable` >= 0 only that many elements are neither NaN nor -inf. */
+static void tie_row(test_rng *rng, float *x, int64_t n, int spread, int64_t usable) {
+    for (int64_t i = 0; i < n; i++) {
+        const int v = (int)test_rng_below(rng, (uint32_t)spread) - spread / 2;
+        x[i] = v == 0 ? (test_rng_below(rng, 2) ? -0.0f : 0.0f) : (float)v / 8.0f;
+        if (test_rng_below(rng, 50) == 0) x[i] = test_rng_below(rng, 2) ? NAN : -INFINITY;
+    }
+    if (usable >= 0)
+        for (int64_t i = 0; i < n; i++)
+            if (i % (n / (usable + 1) + 1) || i / (n / (usable + 1) + 1) >= usable) x[i] = i % 2 ? NAN : -INFINITY;
+}
+
+/* vec_top_k is the first k of a qsort by the chain's order (logit, then id; -0 equal to
+ * +0; NaN and -inf left out), ids and values bit for bit, for k 1..64 on rows of awkward
+ * lengths, many ties, and fewer usable elements than k. */
+TEST(vec_top_k_matches_a_sort) {
+    test_rng rng = test_rng_new();
+    const int64_t lens[] = {1, 2, 15, 16, 17, 63, 100, 1000, 20000};
+    const int64_t ks[] = {1, 2, 7, 40, 63, 64};
+    float *x = malloc(20000 * sizeof *x), vals[64];
+    ref_cand *c = malloc(20000 * sizeof *c);
+    int32_t ids[64];
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+            for (int rep = 0; rep < 3; rep++) {
+                const int64_t n = lens[li], k = ks[ki];
+                tie_row(&rng, x, n, rep == 0 ? 9 : 400, rep == 2 ? k / 2 : -1);
+                int64_t m = 0;
+                for (int64_t i = 0; i < n; i++)
+                    if (!isnan(x[i]) && x[i] != -INFINITY) c[m].id = (int32_t)i, c[m].logit = x[i], m++;
+                qsort(c, (size_t)m, sizeof *c, ref_desc);
+                const int64_t want = m < k ? m : k, got = vec_top_k(x, n, k, ids, vals);
+                REQUIRE(CHECKF(got == want, "n %lld k %lld: %lld of %lld", (long long)n, (long long)k, (long long)got,
+                               (long long)want));
+                for (int64_t i = 0; i < got; i++)
+                    REQUIRE(CHECKF(ids[i] == c[i].id && !memcmp(&vals[i], &x[c[i].id], sizeof *vals),
+                                   "n %lld k %lld: entry %lld is %d, the sort's %d", (long long)n, (long long)k,
+                                   (long long)i, ids[i], c[i].id));
+            }
+    free(x), free(c);
+}
+
+/* eddy_sampler_params_top: how many best logits a sampler looks at, 0 when it needs the
+ * whole row */
+TEST(sampler_params_top) {
+    eddy_sampler_params p = eddy_sampler_default_params();
+    CHECK_EQ(eddy_sampler_params_top(&p), 40);
+    p.top_k = 64;
+    CHECK_EQ(eddy_sampler_params_top(&p), 64);
+    p.top_k = 65;
+    CHECK_EQ(eddy_sampler_params_top(&p), 0);
+    p.top_k = 0;
+    CHECK_EQ(eddy_sampler_params_top(&p), 0);
+    p.top_k = 40, p.repeat_penalty = 1.1f;
+    CHECK_EQ(eddy_sampler_params_top(&p), 0);
+    p.repeat_penalty = 1.0f, p.presence_penalty = 0.5f;
+    CHECK_EQ(eddy_sampler_params_top(&p), 0);
+    p.presence_penalty = 0.0f, p.temp = 0.0f, p.top_k = 0;
+    CHECK_EQ(eddy_sampler_params_top(&p), 1);
+    p.frequency_penalty = 0.1f;
+    CHECK_EQ(eddy_sampler_params_top(&p), 0);
+}
+
+/* eddy_sampler_sample_top on a row's best k (vec_top_k, k at least eddy_sampler_params_top)
+ * picks what eddy_sampler_sample picks on the whole row, step after step (the same draws
+ * of the generator): greedy, eddy run's defaults, top-k 1 and 64 with and without top-p
+ * and min-p, on rows of ties and rows with fewer usable logits than the top-k. */
+TEST(sampler_sample_top_matches_the_whole_row) {
+    test_rng rng = test_rng_new();
+    const int64_t n = 3000;
+    float *x = malloc(n * sizeof *x), vals[64];
+    int32_t ids[64];
+    eddy_sampler_params ps[6];
+    for (int i = 0; i < 6; i++) ps[i] = eddy_sampler_default_params();
+    ps[0].temp = 0.0f;
+    ps[2].top_k = 1;
+    ps[3].top_k = 64, ps[3].top_p = 1.0f, ps[3].min_p = 0.0f, ps[3].temp = 1.5f;
+    ps[4].top_k = 7, ps[4].top_p = 0.5f;
+    ps[5].top_k = 64, ps[5].seed = 99;
+    for (int pi = 0; pi < 6; pi++) {
+        const int32_t need = eddy_sampler_params_top(&ps[pi]);
+        REQUIRE(CHECKF(need >= 1, "settings %d need the whole row", pi));
+        eddy_sampler *whole = make(&ps[pi], n), *top = make(&ps[pi], n);
+        REQUIRE(whole && top);
+        for (int step = 0; step < 300; step++) {
+            tie_row(&rng, x, n, step % 3 == 0 ? 9 : 2000, step % 7 == 0 ? step % 5 : -1);
+            const int64_t k = step % 2 ? need : 64; /* the least the settings need, or more */
+            const int32_t got = (int32_t)vec_top_k(x, n, k, ids, vals);
+            const int32_t a = eddy_sampler_sample(whole, x), b = eddy_sampler_sample_top(top, ids, vals, got);
+            REQUIRE(CHECKF(a == b, "settings %d step %d (k %lld): the whole row gives %d, its top %d", pi, step,
+                           (long long)k, a, b));
+            eddy_sampler_accept(whole, a), eddy_sampler_accept(top, b);
+        }
+        eddy_sampler_free(whole), eddy_sampler_free(top);
+    }
+    free(x);
 }

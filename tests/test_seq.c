@@ -40,47 +40,75 @@ void tseq_rand_ids(test_rng *r, int32_t *ids, int64_t n, int64_t n_vocab) {
     for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)test_rng_below(r, (uint32_t)n_vocab);
 }
 
-void tseq_check_decode_argmax(const char *file, eddy_engine_params p) {
-    enum { S = 3, STEPS = 3 };
+/* Row r of a decode_top (k entries at ids + r k, logits + r k, counts[r]) against
+ * vec_top_k of the same row of logits, bit for bit */
+static void check_top_row(const char *file, const char *what, int r, const float *row, int64_t V, int32_t k,
+                          const int32_t *ids, const float *vals, const int32_t *counts) {
+    int32_t want_ids[EDDY_TOP_MAX];
+    float want_vals[EDDY_TOP_MAX];
+    const int64_t want = vec_top_k(row, V, k, want_ids, want_vals);
+    CHECKF(counts[r] == want, "%s: %s row %d: %d of %d best", file, what, r, counts[r], k);
+    for (int64_t i = 0; i < want && i < counts[r]; i++)
+        CHECKF(ids[r * k + i] == want_ids[i] && !memcmp(&vals[r * k + i], &want_vals[i], sizeof *vals),
+               "%s: %s row %d, entry %lld: %d (%g), the logits' %d (%g)", file, what, r, (long long)i, ids[r * k + i],
+               vals[r * k + i], want_ids[i], want_vals[i]);
+}
+
+void tseq_check_decode_top(const char *file, eddy_engine_params p) {
+    enum { S = 3, STEPS = 3, E = 3 };
     eddy_model *m = tseq_load(file);
     REQUIRE(m);
     const int64_t V = eddy_model_n_vocab(m);
     p.n_seq_max = S, p.n_ctx = 64;
-    eddy_engine *e[2] = {tseq_engine(m, p), tseq_engine(m, p)};
-    REQUIRE(e[0] && e[1]);
-    eddy_seq *s[2][S];
-    for (int k = 0; k < 2; k++)
+    /* engine 0 gives logits, 1 argmax ids, 2 the best k */
+    eddy_engine *e[E] = {tseq_engine(m, p), tseq_engine(m, p), tseq_engine(m, p)};
+    REQUIRE(e[0] && e[1] && e[2]);
+    eddy_seq *s[E][S];
+    for (int k = 0; k < E; k++)
         for (int j = 0; j < S; j++) REQUIRE(s[k][j] = tseq_new(e[k]));
     test_rng r = test_rng_new();
-    int32_t prompt[14], tok[S];
+    int32_t prompt[14], tok[S], top_tok[S];
     tseq_rand_ids(&r, prompt, 14, V);
-    eddy_seq *owner[2][14];
+    eddy_seq *owner[E][14];
     int8_t want[14] = {0};
     for (int i = 0; i < 14; i++) /* sequence 0's rows 0..4, 1's 5..6, 2's 7..13 */
-        for (int k = 0; k < 2; k++) owner[k][i] = s[k][i < 5 ? 0 : i < 7 ? 1 : 2];
+        for (int k = 0; k < E; k++) owner[k][i] = s[k][i < 5 ? 0 : i < 7 ? 1 : 2];
     want[1] = want[4] = want[6] = want[9] = want[13] = 1;
-    float *logits = malloc(sizeof *logits * (size_t)(5 * V));
-    int32_t ids[5];
+    float *logits = malloc(sizeof *logits * (size_t)(5 * V)), top_vals[5 * EDDY_TOP_MAX];
+    int32_t ids[5], top_ids[5 * EDDY_TOP_MAX], counts[5];
     eddy_error err;
-    eddy_batch b0 = {14, prompt, owner[0], want}, b1 = {14, prompt, owner[1], want};
+    eddy_batch b0 = {14, prompt, owner[0], want}, b1 = {14, prompt, owner[1], want}, b2 = {14, prompt, owner[2], want};
     REQUIRE(CHECKF(eddy_engine_decode(e[0], &b0, logits, &err) == EDDY_OK, "%s", err.msg));
     REQUIRE(CHECKF(eddy_engine_decode_argmax(e[1], &b1, ids, &err) == EDDY_OK, "%s", err.msg));
-    for (int k = 0; k < 5; k++)
+    REQUIRE(CHECKF(eddy_engine_decode_top(e[2], &b2, 40, top_ids, top_vals, counts, &err) == EDDY_OK, "%s", err.msg));
+    for (int k = 0; k < 5; k++) {
         CHECKF(ids[k] == vec_argmax_ref(logits + k * V, V), "%s: prefill row %d: %d, the logits' argmax %lld", file,
                k, ids[k], (long long)vec_argmax_ref(logits + k * V, V));
-    for (int j = 0; j < S; j++) tok[j] = ids[j == 0 ? 1 : j == 1 ? 2 : 4]; /* each one's last row */
+        check_top_row(file, "prefill", k, logits + k * V, V, 40, top_ids, top_vals, counts);
+    }
+    for (int j = 0; j < S; j++) tok[j] = top_tok[j] = ids[j == 0 ? 1 : j == 1 ? 2 : 4]; /* each one's last row */
+    const int32_t ks[STEPS] = {1, 7, EDDY_TOP_MAX};
     for (int t = 0; t < STEPS; t++) {
-        eddy_batch d0 = {S, tok, s[0], NULL}, d1 = {S, tok, s[1], NULL};
+        eddy_batch d0 = {S, tok, s[0], NULL}, d1 = {S, tok, s[1], NULL}, d2 = {S, top_tok, s[2], NULL};
         REQUIRE(CHECKF(eddy_engine_decode(e[0], &d0, logits, &err) == EDDY_OK, "%s", err.msg));
         REQUIRE(CHECKF(eddy_engine_decode_argmax(e[1], &d1, tok, &err) == EDDY_OK, "%s", err.msg));
-        for (int j = 0; j < S; j++)
+        REQUIRE(CHECKF(eddy_engine_decode_top(e[2], &d2, ks[t], top_ids, top_vals, counts, &err) == EDDY_OK, "%s",
+                       err.msg));
+        for (int j = 0; j < S; j++) {
             CHECKF(tok[j] == vec_argmax_ref(logits + j * V, V), "%s: step %d, sequence %d: %d, the logits' argmax %lld",
                    file, t, j, tok[j], (long long)vec_argmax_ref(logits + j * V, V));
+            check_top_row(file, "step", j, logits + j * V, V, ks[t], top_ids, top_vals, counts);
+            top_tok[j] = top_ids[j * ks[t]];
+        }
     }
-    for (int j = 0; j < S; j++) CHECK(eddy_seq_logits(s[1][j]) == NULL && eddy_seq_logits(s[0][j]) != NULL);
+    for (int j = 0; j < S; j++)
+        CHECK(eddy_seq_logits(s[1][j]) == NULL && eddy_seq_logits(s[2][j]) == NULL && eddy_seq_logits(s[0][j]) != NULL);
     CHECK_EQ(eddy_engine_decode_argmax(e[1], &b1, NULL, &err), EDDY_ERR_ARG);
+    CHECK_EQ(eddy_engine_decode_top(e[2], &b2, 0, top_ids, top_vals, counts, &err), EDDY_ERR_ARG);
+    CHECK_EQ(eddy_engine_decode_top(e[2], &b2, EDDY_TOP_MAX + 1, top_ids, top_vals, counts, &err), EDDY_ERR_ARG);
+    CHECK_EQ(eddy_engine_decode_top(e[2], &b2, 4, top_ids, NULL, counts, &err), EDDY_ERR_ARG);
     free(logits);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < E; k++) {
         for (int j = 0; j < S; j++) eddy_seq_free(s[k][j]);
         eddy_engine_free(e[k]);
     }

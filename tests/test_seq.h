@@ -17,11 +17,12 @@ eddy_seq *tseq_new(eddy_engine *e);
 bool tseq_feed(eddy_seq *s, const int32_t *ids, int64_t n, float *out);
 /* n random ids below n_vocab. */
 void tseq_rand_ids(test_rng *r, int32_t *ids, int64_t n, int64_t n_vocab);
-/* On two engines of p's kind (3 sequences of 64 positions), a prefill batch with rows
- * wanted by flag and then decode steps, one through eddy_engine_decode, the other
- * through eddy_engine_decode_argmax (its ids written over the batch's tokens): each id
- * is the argmax of the other's logits, its sequences keep no logits, and NULL ids are
- * refused. */
-void tseq_check_decode_argmax(const char *file, eddy_engine_params p);
+/* The same batch (a prompt of three sequences, rows wanted by flag) and decode steps on
+ * three engines of model file: through eddy_engine_decode, eddy_engine_decode_argmax (its
+ * ids written over the batch's tokens) and eddy_engine_decode_top (k 40, then 1, 7 and
+ * EDDY_TOP_MAX): each id is the argmax of the first's logits and each top vec_top_k of
+ * them, bit for bit; the sequences of the other two keep no logits; NULL outputs and k
+ * outside 1..EDDY_TOP_MAX are refused. */
+void tseq_check_decode_top(const char *file, eddy_engine_params p);
 
 #endif

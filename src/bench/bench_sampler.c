@@ -2,13 +2,16 @@
  * bench_sampler.c — `eddy bench --kernels --filter sampler`: the time the sampling chain
  * (gen/sampler.c) takes for one token of a 151936-token vocabulary (Qwen's), at eddy
  * run's default settings, greedy, and temperature 1 without filters (the whole vocabulary
- * sorted). On a GPU that makes a token in a few milliseconds this is part of every token.
+ * sorted); and the default settings from the row's best 40 alone (top_40) (sampler_sample_top: what
+ * a step gives when eddy_engine_decode_top finds them, on a GPU there). On a GPU that makes
+ * a token in a few milliseconds this is part of every token.
  */
 #include <stdio.h>
 
 #include "base/alloc.h"
 #include "bench.h"
 #include "gen/sampler.h"
+#include "ops/vec.h"
 
 void bench_sampler_cases(bench_env *env);
 
@@ -16,28 +19,36 @@ typedef struct {
     sampler *s;
     const float *logits;
     int64_t sink;
+    const int32_t *top_ids; /* non-NULL: sample from the row's best n_top alone */
+    const float *top_logits;
+    int32_t n_top;
 } sample_job;
 
 static void run_sample(void *p) {
     sample_job *j = p;
-    j->sink += sampler_sample(j->s, j->logits);
+    j->sink += j->top_ids ? sampler_sample_top(j->s, j->top_ids, j->top_logits, j->n_top)
+                          : sampler_sample(j->s, j->logits);
 }
 
 void bench_sampler_cases(bench_env *env) {
     const int64_t n = 151936;
     float *logits = bench_random_floats(n, 4, 3.0f); /* logits of a spread like a model's */
     if (!logits) return;
-    static const char *const names[] = {"default", "greedy", "no_filter"};
-    for (int k = 0; k < 3; k++) {
+    static const char *const names[] = {"default", "greedy", "no_filter", "top_40"};
+    int32_t top_ids[40];
+    float top_logits[40];
+    const int32_t n_top = (int32_t)vec_top_k(logits, n, 40, top_ids, top_logits);
+    for (int k = 0; k < 4; k++) {
         eddy_sampler_params p = eddy_sampler_default_params(); /* temp 0.8, top-k 40, top-p 0.95, min-p 0.05 */
         if (k == 1) p.temp = 0.0f;
         if (k == 2) p.temp = 1.0f, p.top_k = 0, p.top_p = 1.0f, p.min_p = 0.0f;
-        sample_job job = {NULL, logits, 0};
+        sample_job job = {NULL, logits, 0, k == 3 ? top_ids : NULL, top_logits, n_top};
         if (sampler_new(&job.s, &p, n, NULL) != EDDY_OK) continue;
         bench_result r = {.op = "sampler", .variant = names[k]};
-        snprintf(r.shape, sizeof r.shape, "a token of %lld logits", (long long)n);
+        if (k == 3) snprintf(r.shape, sizeof r.shape, "a token from the best 40 of %lld logits", (long long)n);
+        else snprintf(r.shape, sizeof r.shape, "a token of %lld logits", (long long)n);
         r.seconds = bench_median(run_sample, &job, k == 2 ? 10 : 100, 0.2);
-        r.bytes = (double)n * sizeof(float);
+        r.bytes = k == 3 ? (double)n_top * (sizeof(int32_t) + sizeof(float)) : (double)n * sizeof(float);
         r.threads = 1;
         r.in_cache = true;
         bench_emit(env, &r);

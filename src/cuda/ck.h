@@ -134,10 +134,14 @@ int ck_add_rmsnorm(float *x, const float *add, float scale, float *y, const floa
                    float eps, void *q8, uint16_t *f16, void *stream);
 /* x *= scale over n floats. */
 void ck_scale(float *x, int64_t n, float scale, void *stream);
-/* out[r] (r < rows) = the first index of the largest element of row r of x (rows of
- * n < 2^31 floats) that is neither NaN nor -inf, 0 when there is none: the greedy
- * sampler's choice (vec_argmax's, but 0 for a row of -inf). */
-void ck_argmax_rows(const float *x, int64_t rows, int64_t n, int32_t *out, void *stream);
+/* Each row's k best elements (1 <= k <= CK_TOP_MAX) of x (rows of n < 2^31 floats) that
+ * are neither NaN nor -inf, best first (of equal values the lower index first; -0 and +0
+ * equal): row r's indices at ids + r k, values at vals + r k, how many at counts[r] (k,
+ * or fewer where fewer are usable; the entries past it 0 and -inf). vec_top_k's choice,
+ * and with k 1 the greedy sampler's (id 0 where no element is usable). */
+#define CK_TOP_MAX 64
+void ck_top_rows(const float *x, int64_t rows, int64_t n, int k, int32_t *ids, float *vals, int32_t *counts,
+                 void *stream);
 /* out (n_rows, n) = silu(gate) * up (out may alias either); q8, f16: as ck_add_rmsnorm's. */
 int ck_swiglu(float *out, const float *gate, const float *up, int64_t n_rows, int64_t n, void *q8, uint16_t *f16,
               void *stream);

@@ -59,6 +59,11 @@ inline float __uint_as_float(unsigned u) {
     memcpy(&f, &u, sizeof f);
     return f;
 }
+inline unsigned __float_as_uint(float f) {
+    unsigned u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
 /* single roundings: the emulator is compiled with -ffp-contract=off */
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
@@ -106,6 +111,11 @@ inline int __shfl_xor_sync(unsigned, int v, int lane_mask) {
 inline int atomicAdd(int *p, int v) {
     const int old = *p;
     *p = old + v;
+    return old;
+}
+inline unsigned atomicMax(unsigned *p, unsigned v) {
+    const unsigned old = *p;
+    *p = old > v ? old : v;
     return old;
 }
 void *emu_dynamic_shared();

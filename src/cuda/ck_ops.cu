@@ -120,27 +120,6 @@ __device__ __forceinline__ arg_best warp_best(arg_best b) {
     return b;
 }
 
-/* One block per row of x (rows of n < 2^31): out[row] = the first index of its largest
- * element that is neither NaN nor -inf, 0 when there is none */
-__global__ void argmax_rows_kernel(const float *x, int64_t n, int32_t *out) {
-    ck_pdl_entry();
-    __shared__ arg_best part[32];
-    const float *r = x + (size_t)blockIdx.x * n;
-    arg_best b = {0.0f, -1};
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        const float v = r[i];
-        if (v == v && v != -INFINITY && (b.i < 0 || v > b.v)) b = arg_best{v, (int)i}; /* indices ascend */
-    }
-    b = warp_best(b);
-    const int w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    if ((threadIdx.x & 31) == 0) part[w] = b;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        for (int k = 1; k < nw; k++) b = arg_better(b, part[k]);
-        out[blockIdx.x] = b.i < 0 ? 0 : b.i;
-    }
-}
-
 /* with oq (n a multiple of 32: a warp's 32 elements are one unit), out's 8-bit form too */
 __global__ void swiglu_kernel(float *out, const float *gate, const float *up, int64_t n, int8_t *oq, q8x *os,
                               __half *oh) {
@@ -376,10 +355,6 @@ extern "C" int ck_add_rmsnorm(float *x, const float *add, float scale, float *y,
 
 extern "C" void ck_add_scaled(float *x, const float *y, int64_t n, float scale, void *stream) {
     if (n > 0) CK_LAUNCH(blocks_for(n, 256), 256, 0, (cudaStream_t)stream, add_scaled_kernel)(x, y, n, scale);
-}
-
-extern "C" void ck_argmax_rows(const float *x, int64_t rows, int64_t n, int32_t *out, void *stream) {
-    if (rows > 0 && n > 0) CK_LAUNCH((unsigned)rows, 512, 0, (cudaStream_t)stream, argmax_rows_kernel)(x, n, out);
 }
 
 extern "C" void ck_scale(float *x, int64_t n, float scale, void *stream) {

@@ -82,7 +82,10 @@ struct cuda_backend {
     float *moe_gx, *moe_ga, *moe_gb, *moe_gy;
     void *moe_mq;
     float *ff_a, *ff_b, *logits;
-    int32_t *ids; /* (logit_rows) the argmax of each row of logits (cuda_forward's ids) */
+    /* the best tokens of logit_rows rows of logits (ck_top_rows), for a step of k each:
+     * ids (rows, k), logits (rows, k), counts (rows) one after the other, on the device
+     * and in pinned host memory for the one copy back (cuda_forward's top) */
+    int32_t *top, *top_host;
     uint16_t *w16, *x16; /* f16 copies of a weight and of the activations for the tensor cores */
     void *gemv_q8;       /* ck_gemv's 8-bit activations */
     void *mmq_q8;        /* ck_mmq_parts' (NULL: products of more rows all go through cuBLAS) */

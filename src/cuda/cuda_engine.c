@@ -245,6 +245,7 @@ void cuda_backend_free(cuda_backend *g) {
     eddy_free(g->allocs);
     eddy_free(g->f16c);
     if (g->h_plan) cudaFreeHost(g->h_plan);
+    if (g->top_host) cudaFreeHost(g->top_host);
     if (g->blas) cublasDestroy(g->blas);
     eddy_free(g->layers);
     eddy_free(g);
@@ -394,7 +395,7 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
      * 1.2 GB for them): more are made and copied out in groups (cuda_forward) */
     g->logit_rows = B < 512 ? B : 512;
     g->logits = dev_rows(g, g->logit_rows, hp->n_vocab, &ok);
-    g->ids = (int32_t *)dev_rows(g, g->logit_rows, 1, &ok);
+    g->top = (int32_t *)dev_rows(g, g->logit_rows, 2 * CK_TOP_MAX + 1, &ok);
     if (hp->n_head > 0) { /* decode steps split each row's keys in up to CK_ATT_SPLITS ranges */
         g->att_rows = B < CK_GEMV_MAX_TOK ? B : CK_GEMV_MAX_TOK;
         g->att_part = dev_rows(g, g->att_rows * hp->n_head * CK_ATT_SPLITS, hp->head_dim_v + 2, &ok);
@@ -454,7 +455,9 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     }
     g->d_plan = cuda_dev_alloc(g, (size_t)g->plan_ints * sizeof(int32_t));
     if (cudaMallocHost((void **)&g->h_plan, (size_t)g->plan_ints * sizeof(int32_t)) != cudaSuccess) g->h_plan = NULL;
-    ok = ok && g->d_plan && g->h_plan;
+    const size_t top_bytes = (size_t)(g->logit_rows * (2 * CK_TOP_MAX + 1)) * sizeof(int32_t);
+    if (cudaMallocHost((void **)&g->top_host, top_bytes) != cudaSuccess) g->top_host = NULL;
+    ok = ok && g->d_plan && g->h_plan && g->top_host;
     if (!ok) {
         cuda_backend_free(g);
         return eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate the GPU work buffers for a batch of %" PRId64
@@ -898,12 +901,26 @@ static step_graph *step_graph_for(engine *c, cuda_backend *g, int64_t n, int64_t
     return slot;
 }
 
-eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits, int32_t *ids,
+/* The best tokens of the k_rows rows of logits in g->logits into top (from its row
+ * `first` on): found on the GPU, one copy of 8 k + 4 bytes a row back */
+static void top_rows(cuda_backend *g, int64_t n_vocab, int64_t k_rows, const step_top *top, int64_t first) {
+    const int64_t k = top->k, nk = k_rows * k;
+    int32_t *d = g->top, *h = g->top_host;
+    ck_top_rows(g->logits, k_rows, n_vocab, (int)k, d, (float *)(d + nk), d + 2 * nk, g->stream);
+    cudaMemcpy(h, d, (size_t)(2 * nk + k_rows) * sizeof(int32_t), cudaMemcpyDeviceToHost);
+    const step_top to = step_top_from(top, first);
+    memcpy(to.ids, h, (size_t)nk * sizeof(int32_t));
+    if (to.logits) memcpy(to.logits, h + nk, (size_t)nk * sizeof(float));
+    if (to.counts) memcpy(to.counts, h + 2 * nk, (size_t)k_rows * sizeof(int32_t));
+}
+
+eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits, const step_top *top,
                          const int64_t *out_rows, int64_t n_out, eddy_error *err) {
+    _Static_assert(CK_TOP_MAX == EDDY_TOP_MAX, "ck_top_rows takes every k eddy_engine_decode_top does");
     cuda_backend *g = c->gpu;
     const model_hparams *hp = &c->m->hp;
     const int64_t n = plan->n;
-    if (!logits && !ids) n_out = 0;
+    if (!logits && !top) n_out = 0;
     upload_plan(g, c->sp, tokens, plan, out_rows, n_out);
     step_graph *sg = step_graph_for(c, g, n, n_out);
     if (sg) cudaGraphLaunch(sg->exec, g->stream);
@@ -916,8 +933,7 @@ eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan
             cudaMemcpy(logits + first * hp->n_vocab, g->logits, (size_t)(k * hp->n_vocab) * sizeof(float),
                        cudaMemcpyDeviceToHost);
         } else {
-            ck_argmax_rows(g->logits, k, hp->n_vocab, g->ids, g->stream);
-            cudaMemcpy(ids + first, g->ids, (size_t)k * sizeof(int32_t), cudaMemcpyDeviceToHost);
+            top_rows(g, hp->n_vocab, k, top, first);
         }
     }
     if (c->mtp) gpu_block_mtp(c, g, tokens, plan);

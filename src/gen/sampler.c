@@ -6,7 +6,9 @@
  * candidate set. Sorting is a partial selection by logit for a small top-k, else a radix
  * sort (a whole 152k vocabulary in a few milliseconds, where qsort took tens). Without
  * penalties, greedy is one vectorized scan (vec_argmax) and a top-k of up to 64 one pass
- * over the logits (top_scan): no candidate list of the whole vocabulary.
+ * over the logits (vec_top_k): no candidate list of the whole vocabulary. Such a chain
+ * may also start from the top-k alone (sampler_sample_top: what eddy_engine_decode_top
+ * gives, on a GPU found there).
  */
 #include "sampler.h"
 
@@ -23,6 +25,11 @@ typedef struct {
     float logit;
 } candidate;
 
+/* The largest top-k taken by insertion (select_top's, vec_top_k's): each insertion moves
+ * up to k candidates; beyond it a full sort is cheaper */
+#define TOP_SCAN_MAX VEC_TOP_MAX
+_Static_assert(EDDY_TOP_MAX == VEC_TOP_MAX, "the engine's top and the sampler's are one bound");
+
 struct eddy_sampler {
     eddy_sampler_params p;
     int64_t n_vocab;
@@ -33,6 +40,8 @@ struct eddy_sampler {
     int64_t hist_len, hist_pos;
     int32_t *counts;  /* (n_vocab) occurrences within the window, for the penalties */
     uint64_t rng;
+    int32_t top_ids[TOP_SCAN_MAX]; /* the usual settings' top-k (vec_top_k) */
+    float top_vals[TOP_SCAN_MAX];
 };
 
 /* ==== Random numbers (splitmix64) ==== */
@@ -237,9 +246,6 @@ static void radix_sort(candidate *c, int64_t n, candidate *spare) {
     for (int64_t i = 0; i < n; i++) c[i] = (candidate){from[i].id, key_logit(from[i].key)};
 }
 
-/* The largest top-k taken by insertion (select_top's, top_scan's): each insertion moves
- * up to k candidates; beyond it a full sort is cheaper */
-#define TOP_SCAN_MAX 64
 
 /* Moves the k best candidates (by logit) to the front, sorted (c in id order). */
 static void select_top(candidate *c, int64_t n, int64_t k, candidate *spare) {
@@ -265,35 +271,6 @@ static void softmax_of(const candidate *c, float *probs, int64_t n, float temp) 
     for (int64_t i = 0; i < n; i++) probs[i] = (float)(probs[i] / sum);
 }
 
-/* Runs the chain on logits: the candidates it keeps are s->cand[0, keep), best first,
- * with their probabilities in s->probs[0, keep) (greedy: the argmax alone, 1). */
-
-/* The k (<= TOP_SCAN_MAX) best of x[0, n), neither NaN nor -inf, into top, best first in
- * select_top's order, in one pass: once k are held, a group of 16 elements is looked at
- * one by one only when one of them beats the k-th best (a loop the compiler vectorizes),
- * which after the first few thousand is rare. Returns how many it holds (< k when fewer
- * are usable). */
-static int64_t top_scan(const float *x, int64_t n, int64_t k, candidate *top) {
-    int64_t m = 0, i = 0;
-    for (; i < n; i++) {
-        if (m == k && i % 16 == 0) {
-            const float thr = top[k - 1].logit;
-            int beat = 0;
-            for (; i + 16 <= n; i += 16) {
-                for (int j = 0; j < 16; j++) beat |= x[i + j] > thr; /* NaN: false */
-                if (beat) break;
-            }
-            if (i >= n) break;
-        }
-        const float l = x[i];
-        if (isnan(l) || l == -INFINITY || (m == k && !(l > top[k - 1].logit))) continue;
-        int64_t j = m < k ? m++ : k - 1; /* a later id loses ties: it goes after equal logits */
-        while (j > 0 && l > top[j - 1].logit) top[j] = top[j - 1], j--;
-        top[j] = (candidate){(int32_t)i, l};
-    }
-    return m;
-}
-
 /* The chain with nothing to choose from (every logit NaN or -inf): token 0 rather than
  * undefined behaviour */
 static int64_t no_candidates(sampler *s) {
@@ -302,40 +279,18 @@ static int64_t no_candidates(sampler *s) {
     return 1;
 }
 
-static int64_t chain(sampler *s, const float *logits) {
+/* The usual settings (temperature > 0, no penalties, a top-k of up to TOP_SCAN_MAX): the
+ * chain's candidates are the top-k of the logits alone, so it may start from them */
+static bool starts_at_top(const eddy_sampler_params *p) {
+    return p->temp > 0 && !penalized(p) && p->top_k > 0 && p->top_k <= TOP_SCAN_MAX;
+}
+
+/* The chain after its top-k, on s->cand[0, keep) (best first): top-p, min-p and the
+ * temperature. The candidates it keeps are s->cand[0, returned), best first, with their
+ * probabilities in s->probs[0, returned). */
+static int64_t narrow(sampler *s, int64_t keep) {
     const eddy_sampler_params *p = &s->p;
-    int64_t keep;
-    if (p->temp > 0 && !penalized(p) && p->top_k > 0 && p->top_k <= TOP_SCAN_MAX) {
-        /* the usual settings: the top-k straight from the logits, no candidate list of the
-         * whole vocabulary */
-        keep = top_scan(logits, s->n_vocab, p->top_k, s->cand);
-        if (keep == 0) return no_candidates(s);
-    } else {
-        int64_t n = 0;
-        for (int64_t i = 0; i < s->n_vocab; i++) {
-            float l = logits[i];
-            if (isnan(l) || l == -INFINITY) continue; /* never sampled */
-            if (s->counts[i]) {
-                if (p->repeat_penalty != 1.0f) l = l > 0 ? l / p->repeat_penalty : l * p->repeat_penalty;
-                l -= (float)s->counts[i] * p->frequency_penalty + p->presence_penalty;
-            }
-            s->cand[n].id = (int32_t)i;
-            s->cand[n].logit = l;
-            n++;
-        }
-        if (n == 0) return no_candidates(s);
-        if (p->temp <= 0) { /* greedy */
-            int64_t best = 0;
-            for (int64_t i = 1; i < n; i++)
-                if (s->cand[i].logit > s->cand[best].logit) best = i;
-            s->cand[0] = s->cand[best];
-            s->probs[0] = 1.0f;
-            return 1;
-        }
-        keep = n;
-        if (p->top_k > 0 && p->top_k < keep) keep = p->top_k;
-        select_top(s->cand, n, keep, s->spare);
-    }
+    if (keep == 0) return no_candidates(s);
     if (p->top_p < 1.0f || p->min_p > 0.0f) {
         softmax_of(s->cand, s->probs, keep, 1.0f);
         if (p->top_p < 1.0f) { /* smallest prefix whose mass reaches top_p */
@@ -359,15 +314,50 @@ static int64_t chain(sampler *s, const float *logits) {
     return keep;
 }
 
-int32_t sampler_sample(sampler *s, const float *logits) {
+/* The k best of candidates given as ids and logits (best first) into s->cand */
+static int64_t take_top(sampler *s, const int32_t *ids, const float *logits, int64_t k) {
+    for (int64_t i = 0; i < k; i++) s->cand[i] = (candidate){ids[i], logits[i]};
+    return k;
+}
+
+/* Runs the chain on logits: the candidates it keeps are s->cand[0, keep), best first,
+ * with their probabilities in s->probs[0, keep) (greedy: the argmax alone, 1). */
+static int64_t chain(sampler *s, const float *logits) {
     const eddy_sampler_params *p = &s->p;
-    if (eddy_sampler_params_greedy(p)) {
-        /* greedy without penalties: chain's choice (the first largest logit, neither NaN nor
-         * -inf; token 0 when there is none) by a vectorized scan instead of a candidate list
-         * of the whole vocabulary, a large part of a token's time when the GPU makes it */
-        return (int32_t)vec_greedy(logits, s->n_vocab);
+    if (starts_at_top(p)) { /* the top-k straight from the logits: no candidate list of the whole vocabulary */
+        const int64_t k = vec_top_k(logits, s->n_vocab, p->top_k, s->top_ids, s->top_vals);
+        return narrow(s, take_top(s, s->top_ids, s->top_vals, k));
     }
-    const int64_t keep = chain(s, logits);
+    int64_t n = 0;
+    for (int64_t i = 0; i < s->n_vocab; i++) {
+        float l = logits[i];
+        if (isnan(l) || l == -INFINITY) continue; /* never sampled */
+        if (s->counts[i]) {
+            if (p->repeat_penalty != 1.0f) l = l > 0 ? l / p->repeat_penalty : l * p->repeat_penalty;
+            l -= (float)s->counts[i] * p->frequency_penalty + p->presence_penalty;
+        }
+        s->cand[n].id = (int32_t)i;
+        s->cand[n].logit = l;
+        n++;
+    }
+    if (n == 0) return no_candidates(s);
+    if (p->temp <= 0) { /* greedy */
+        int64_t best = 0;
+        for (int64_t i = 1; i < n; i++)
+            if (s->cand[i].logit > s->cand[best].logit) best = i;
+        s->cand[0] = s->cand[best];
+        s->probs[0] = 1.0f;
+        return 1;
+    }
+    int64_t keep = n;
+    if (p->top_k > 0 && p->top_k < keep) keep = p->top_k;
+    select_top(s->cand, n, keep, s->spare);
+    return narrow(s, keep);
+}
+
+/* A token drawn from the chain's candidates s->cand[0, keep) and their probabilities:
+ * one draw of the generator per token whenever the temperature is above 0 */
+static int32_t draw_kept(sampler *s, int64_t keep) {
     if (s->p.temp <= 0 || keep == 1) {
         if (s->p.temp > 0) next_unit(&s->rng); /* one draw per sampled token, whatever the chain kept */
         return s->cand[0].id;
@@ -378,6 +368,29 @@ int32_t sampler_sample(sampler *s, const float *logits) {
         if (r < cum) return s->cand[i].id;
     }
     return s->cand[keep - 1].id; /* rounding left r above the total */
+}
+
+int32_t eddy_sampler_params_top(const eddy_sampler_params *p) {
+    return eddy_sampler_params_greedy(p) ? 1 : starts_at_top(p) ? p->top_k : 0;
+}
+
+int32_t sampler_sample_top(sampler *s, const int32_t *ids, const float *logits, int32_t n) {
+    const eddy_sampler_params *p = &s->p;
+    if (eddy_sampler_params_greedy(p)) return n > 0 ? ids[0] : 0;
+    int64_t k = n > 0 ? n : 0;
+    if (k > s->n_vocab) k = s->n_vocab;
+    if (p->top_k > 0 && p->top_k < k) k = p->top_k;
+    return draw_kept(s, narrow(s, take_top(s, ids, logits, k)));
+}
+
+int32_t sampler_sample(sampler *s, const float *logits) {
+    if (eddy_sampler_params_greedy(&s->p)) {
+        /* greedy without penalties: chain's choice (the first largest logit, neither NaN nor
+         * -inf; token 0 when there is none) by a vectorized scan instead of a candidate list
+         * of the whole vocabulary, a large part of a token's time when the GPU makes it */
+        return (int32_t)vec_greedy(logits, s->n_vocab);
+    }
+    return draw_kept(s, chain(s, logits));
 }
 
 void sampler_probs(sampler *s, const float *logits, float *probs) {
@@ -411,5 +424,8 @@ eddy_status eddy_sampler_new(const eddy_sampler_params *p, int64_t n_vocab, eddy
 }
 void eddy_sampler_free(eddy_sampler *s) { sampler_free(s); }
 int32_t eddy_sampler_sample(eddy_sampler *s, const float *logits) { return sampler_sample(s, logits); }
+int32_t eddy_sampler_sample_top(eddy_sampler *s, const eddy_token *ids, const float *logits, int32_t n) {
+    return sampler_sample_top(s, ids, logits, n);
+}
 void eddy_sampler_accept(eddy_sampler *s, int32_t token) { sampler_accept(s, token); }
 void eddy_sampler_reset(eddy_sampler *s) { sampler_reset(s); }

@@ -25,6 +25,12 @@ void sampler_free(sampler *s);
 
 /* Picks a token from logits (n_vocab), which is left unchanged. */
 int32_t sampler_sample(sampler *s, const float *logits);
+/* The same from a row's best candidates alone (ids and logits, n of them, best first, as
+ * vec_top_k and eddy_engine_decode_top give them): the same token and the same draws of
+ * the generator as sampler_sample on the whole row when n is at least
+ * eddy_sampler_params_top of the sampler's parameters (or the row has only n usable
+ * logits); other settings see the candidates as the whole row, without penalties. */
+int32_t sampler_sample_top(sampler *s, const int32_t *ids, const float *logits, int32_t n);
 /* The chain's distribution for logits: probs (n_vocab) gets each token's probability
  * of being sampled from them now (zero outside the candidates the chain keeps; greedy:
  * 1 at the argmax). sampler_sample draws from the same distribution. */

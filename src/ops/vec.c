@@ -77,6 +77,27 @@ int64_t vec_greedy(const float *x, int64_t n) {
     return x[b] == -INFINITY || isnan(x[b]) ? 0 : b;
 }
 
+int64_t vec_top_k(const float *x, int64_t n, int64_t k, int32_t *ids, float *vals) {
+    int64_t m = 0, i = 0;
+    for (; i < n; i++) {
+        if (m == k && i % 16 == 0) {
+            const float thr = vals[k - 1];
+            int beat = 0;
+            for (; i + 16 <= n; i += 16) {
+                for (int j = 0; j < 16; j++) beat |= x[i + j] > thr; /* NaN: false */
+                if (beat) break;
+            }
+            if (i >= n) break;
+        }
+        const float l = x[i];
+        if (isnan(l) || l == -INFINITY || (m == k && !(l > vals[k - 1]))) continue;
+        int64_t j = m < k ? m++ : k - 1; /* a later index loses ties: it goes after equal values */
+        for (; j > 0 && l > vals[j - 1]; j--) ids[j] = ids[j - 1], vals[j] = vals[j - 1];
+        ids[j] = (int32_t)i, vals[j] = l;
+    }
+    return m;
+}
+
 int64_t vec_argmax_softmax(const float *x, int64_t n, float *p) {
     const int64_t b = vec_argmax(x, n);
     double sum = 0;

@@ -26,6 +26,16 @@ int64_t vec_argmax_ref(const float *x, int64_t n);
  * usable). What a greedy sampler without penalties and eddy_engine_decode_argmax pick. */
 int64_t vec_greedy(const float *x, int64_t n);
 
+/* The k best of x[0, n) that are neither NaN nor -inf, best first (of equal values the
+ * lower index first; -0 and +0 equal), their indices in ids and values in vals (k of
+ * each at most); returns how many (fewer than k where fewer elements are usable). One
+ * pass: once k are held, a group of 16 elements is looked at one by one only when one of
+ * them beats the k-th best (a loop the compiler vectorizes), which after the first few
+ * thousand is rare. k <= VEC_TOP_MAX: each insertion moves up to k entries, and beyond
+ * that a sort is cheaper. What the sampler's top-k and eddy_engine_decode_top give. */
+#define VEC_TOP_MAX 64
+int64_t vec_top_k(const float *x, int64_t n, int64_t k, int32_t *ids, float *vals);
+
 /* vec_argmax and the argmax's probability under softmax (accumulated in double), in *p.
  * Once per drafted token. */
 int64_t vec_argmax_softmax(const float *x, int64_t n, float *p);

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tests/cuda/cli.sh CPU_EDDY GPU_EDDY — the eddy command with --device cuda / -ngl against
 # the CPU: greedy text from F32 tiny models is the CPU's (the logits agree within 1e-4,
-# far inside the gaps between the top tokens here), for run, batch, chat's /undo and a session file
-# made on one device and resumed on the other; bench runs on the device. GPU_EDDY is a
+# far inside the gaps between the top tokens here), for run, batch (greedy and sampled), chat's
+# /undo and a session file made on one device and resumed on the other; bench runs on the device. GPU_EDDY is a
 # `make CUDA=1` binary on a GPU machine, or the `make CUDA_EMU=1` one on the CPU emulator.
 # Prints "N passed, M failed".
 set -u
@@ -29,6 +29,13 @@ M=tests/data/models/qwen35-tiny-f32.gguf
 if "$GPU" batch -m "$M" -f "$TMP/prompts.txt" -n 8 --temp 0 --device cuda >"$TMP/gpu" 2>"$TMP/err" &&
    [ -s "$TMP/cpu" ] && cmp -s "$TMP/cpu" "$TMP/gpu"; then ok
 else bad "batch --device cuda differs from the CPU: $(diff "$TMP/cpu" "$TMP/gpu" | head -4) $(tail -1 "$TMP/err")"; fi
+
+# sampled with run's defaults (top-k 40): the GPU gives each row's best 40 (ck_top_rows) and
+# the samplers draw from them the tokens the CPU's run draws from whole rows
+"$CPU" batch -m "$M" -f "$TMP/prompts.txt" -n 12 --seed 7 -t 2 >"$TMP/cpu" 2>/dev/null
+if "$GPU" batch -m "$M" -f "$TMP/prompts.txt" -n 12 --seed 7 -np 3 --device cuda >"$TMP/gpu" 2>"$TMP/err" &&
+   [ -s "$TMP/cpu" ] && cmp -s "$TMP/cpu" "$TMP/gpu"; then ok
+else bad "batch --seed 7 --device cuda differs: $(diff "$TMP/cpu" "$TMP/gpu" | head -4) $(tail -1 "$TMP/err")"; fi
 
 # a session saved on the GPU resumes on the CPU, and one saved on the CPU on the GPU: the
 # continuation is the one a single run gives

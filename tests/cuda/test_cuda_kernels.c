@@ -671,38 +671,68 @@ TEST(cuda_fused_8bit_forms_match_gemv) {
 
 /* ==== Row ops ==== */
 
-/* The greedy sampler's choice: vec_argmax_ref, or 0 when that is NaN or -inf */
-static int64_t greedy_ref(const float *x, int64_t n) {
-    const int64_t b = vec_argmax_ref(x, n);
-    return isnan(x[b]) || x[b] == -INFINITY ? 0 : b;
+/* ck_top_rows on rows of n (k best each) against vec_top_k, ids and values bit for bit,
+ * counts, and the entries past a count 0 and -inf; returns whether all matched. */
+static bool top_rows_match(const float *x, int64_t rows, int64_t n, int k) {
+    float *dx = dev(x, (size_t)(rows * n) * sizeof *x), *dv = dev(NULL, (size_t)(rows * k) * sizeof(float));
+    int32_t *di = dev(NULL, (size_t)(rows * k) * sizeof(int32_t)), *dc = dev(NULL, (size_t)rows * sizeof(int32_t));
+    int32_t *ids = malloc((size_t)(rows * k) * sizeof *ids), *counts = malloc((size_t)rows * sizeof *counts);
+    float *vals = malloc((size_t)(rows * k) * sizeof *vals);
+    ck_top_rows(dx, rows, n, k, di, dv, dc, NULL);
+    back(ids, di, (size_t)(rows * k) * sizeof *ids), back(vals, dv, (size_t)(rows * k) * sizeof *vals);
+    back(counts, dc, (size_t)rows * sizeof *counts);
+    bool ok = ok_cuda("ck_top_rows");
+    for (int64_t r = 0; ok && r < rows; r++) {
+        int32_t want_ids[CK_TOP_MAX];
+        float want_vals[CK_TOP_MAX];
+        const int64_t want = vec_top_k(x + r * n, n, k, want_ids, want_vals);
+        ok = CHECKF(counts[r] == want, "n %lld k %d row %lld: %d best, vec_top_k %lld", (long long)n, k, (long long)r,
+                    counts[r], (long long)want);
+        for (int64_t i = 0; ok && i < k; i++) {
+            const int32_t wi = i < want ? want_ids[i] : 0;
+            const float wv = i < want ? want_vals[i] : -INFINITY;
+            ok = CHECKF(ids[r * k + i] == wi && !memcmp(&vals[r * k + i], &wv, sizeof wv),
+                        "n %lld k %d row %lld entry %lld: %d (%g), vec_top_k %d (%g)", (long long)n, k, (long long)r,
+                        (long long)i, ids[r * k + i], vals[r * k + i], wi, wv);
+        }
+    }
+    cudaFree(dx), cudaFree(dv), cudaFree(di), cudaFree(dc);
+    free(ids), free(vals), free(counts);
+    return ok;
 }
 
-/* ck_argmax_rows is greedy_ref on every row: a vocabulary-wide row, the largest value
- * repeated later (the first wins, also across the block's threads and warps), NaNs
- * around it, all -inf, all NaN, -0 before +0 (equal: the first), and a NaN before -inf
- * (0, where vec_argmax_ref gives the first -inf). */
-TEST(cuda_argmax_rows_match_ref) {
+/* ck_top_rows is vec_top_k on every row, for k 1 (the greedy sampler's choice), 40 and
+ * 64: a vocabulary-wide row with the best value three times (the lowest index first,
+ * across the block's threads), NaNs around a best one, all -inf, all NaN, zeros of both
+ * signs behind -1s (more equal values than the block's candidates hold: its chunks), the
+ * best at the very end, NaN then -inf, the best values all in one thread's share of the
+ * row, usable values in half the warps' shares only (for k 40 and 64 too few warps have
+ * two: no floor, the chunks again), and rows shorter than the block, than k, or with
+ * fewer usable values than k. */
+TEST(cuda_top_rows_match_ref) {
     test_rng r = test_rng_new();
-    const int64_t n = 151936, rows = 7;
+    const int64_t n = 151936, rows = 9;
     float *x = rand_floats(&r, rows * n, 1.0f);
-    x[0 * n + 70001] = 9.0f, x[0 * n + 151000] = 9.0f, x[0 * n + 513] = 9.0f; /* ties: 513 */
+    x[0 * n + 70001] = 9.0f, x[0 * n + 151000] = 9.0f, x[0 * n + 513] = 9.0f;
     for (int64_t i = 0; i < n; i += 7) x[1 * n + i] = NAN;
     x[1 * n + 3] = 50.0f, x[1 * n + 4] = NAN;
     for (int64_t i = 0; i < n; i++) x[2 * n + i] = -INFINITY, x[3 * n + i] = NAN;
-    for (int64_t i = 0; i < n; i++) x[4 * n + i] = i < 1000 ? -1.0f : 0.0f;
-    x[4 * n + 5000] = -0.0f, x[4 * n + 1000] = -0.0f; /* -0 at 1000 before the +0 after it */
-    x[5 * n + n - 1] = 100.0f;                          /* the very last element */
+    for (int64_t i = 0; i < n; i++) x[4 * n + i] = i < 1000 ? -1.0f : i % 3 ? 0.0f : -0.0f;
+    x[5 * n + n - 1] = 100.0f;
     for (int64_t i = 0; i < n; i++) x[6 * n + i] = i == 0 ? NAN : -INFINITY;
-    float *dx = dev(x, (size_t)(rows * n) * sizeof *x);
-    int32_t got[7], *dout = dev(NULL, sizeof got);
-    ck_argmax_rows(dx, rows, n, dout, NULL);
-    back(got, dout, sizeof got);
-    if (ok_cuda("ck_argmax_rows"))
-        for (int64_t k = 0; k < rows; k++)
-            CHECKF(got[k] == greedy_ref(x + k * n, n), "row %lld: %d, greedy_ref %lld", (long long)k, got[k],
-                   (long long)greedy_ref(x + k * n, n));
-    CHECK(got[0] == 513 && got[3] == 0 && got[4] == 1000 && got[5] == n - 1 && got[6] == 0);
-    cudaFree(dx), cudaFree(dout);
+    for (int64_t i = 5; i < n; i += 1024) x[7 * n + i] = 10.0f + (float)(i % 97); /* thread 5's share */
+    for (int64_t i = 0; i < n; i++) /* usable values in half the warps' shares only */
+        if (i % 1024 >= 512) x[8 * n + i] = i % 2 ? NAN : -INFINITY;
+    const int ks[] = {1, 40, 64};
+    for (int i = 0; i < 3; i++) REQUIRE(top_rows_match(x, rows, n, ks[i]));
+    int32_t best;
+    float best_v, *short_rows = rand_floats(&r, 3 * 1000, 1.0f);
+    CHECK(vec_top_k(x, n, 1, &best, &best_v) == 1 && best == 513);
+    for (int64_t i = 0; i < 1000; i++) short_rows[2 * 1000 + i] = i % 100 ? -INFINITY : (float)(i % 300);
+    REQUIRE(top_rows_match(short_rows, 3, 1000, 64)); /* rows of 1000 (one with 10 usable values, tied in threes) */
+    REQUIRE(top_rows_match(short_rows, 3, 3, 7));     /* rows of 3 */
+    REQUIRE(top_rows_match(short_rows, 1, 1, 1));
+    free(short_rows);
     free(x);
 }
 

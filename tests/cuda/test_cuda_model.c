@@ -1123,10 +1123,11 @@ TEST(cuda_wide_batch_matches_alone) {
     check_wide_batch("models/qwen35moe-tiny-q8_0.gguf");
 }
 
-/* eddy_engine_decode_argmax on the GPU (the argmax found there, only the ids copied back)
- * gives the argmax of the logits eddy_engine_decode gives (tseq_check_decode_argmax). */
-TEST(cuda_decode_argmax_is_the_logits_argmax) {
-    tseq_check_decode_argmax("models/qwen35-tiny-q8_0.gguf", (eddy_engine_params){.device = EDDY_DEVICE_CUDA,
+/* eddy_engine_decode_argmax and eddy_engine_decode_top on the GPU (found there, only the
+ * ids and their logits copied back) give the argmax and the best k of the logits
+ * eddy_engine_decode gives there (tseq_check_decode_top), bit for bit. */
+TEST(cuda_decode_argmax_and_top_are_the_logits_best) {
+    tseq_check_decode_top("models/qwen35-tiny-q8_0.gguf", (eddy_engine_params){.device = EDDY_DEVICE_CUDA,
                                                                                   .type_k = EDDY_KV_F16,
                                                                                   .type_v = EDDY_KV_F16});
 }

@@ -501,18 +501,23 @@ def part_api():
             if bg:
                 bg.join(60)
 
-    # greedy requests take the engine's greedy ids (eddy_engine_decode_argmax) when every
-    # row of a step is one, with the text of eddy run --temp 0; a step with a sampled or a
-    # logprobs request beside them takes the logits, and every answer stays its own
+    # when every row of a step samples from its best k logits alone (greedy: 1; the default
+    # top-k 40 without penalties), the step takes those alone (eddy_engine_decode_top), k
+    # the largest the rows need; a request with top_k 0 or logprobs beside them makes it
+    # take whole rows; every answer stays its own (greedy: eddy run --temp 0's text)
     sv = Server(LLAMA, "-np", "2", "-c", "1024", log_level="debug")
     try:
         p = sv.port
         # prompts whose greedy answers hold no end-of-generation token in their first 400
         greedy = [("The cat sat on the", 400), ("In the beginning", 380)]
         want_g = [eddy_run(LLAMA, pr, "-n", str(k), "--temp", "0") for pr, k in greedy]
-        s, _, j = post(p, "/v1/completions", {"prompt": "hello", "max_tokens": 60, "seed": 3, "temperature": 1})
-        sampled_alone = j["choices"][0]["text"] if s == 200 else None
-        for mode in ("greedy", "sampled", "logprobs"):
+        sampled = {"prompt": "hello", "max_tokens": 60, "seed": 3, "temperature": 1}
+        whole = dict(sampled, top_k=0)
+        alone = {}
+        for name, body in (("sampled", sampled), ("whole", whole)):
+            s, _, j = post(p, "/v1/completions", body)
+            alone[name] = j["choices"][0]["text"] if s == 200 else None
+        for mode, want_k in (("greedy", 1), ("sampled", 40), ("whole", 0), ("logprobs", 0)):
             got = {}
             n_lines = len(sv.lines)
 
@@ -523,8 +528,8 @@ def part_api():
             bodies = [{"prompt": greedy[0][0], "max_tokens": greedy[0][1], "temperature": 0}]
             if mode == "greedy":
                 bodies.append({"prompt": greedy[1][0], "max_tokens": greedy[1][1], "temperature": 0})
-            elif mode == "sampled":
-                bodies.append({"prompt": "hello", "max_tokens": 60, "seed": 3, "temperature": 1})
+            elif mode in alone:
+                bodies.append(sampled if mode == "sampled" else whole)
             else:
                 bodies.append({"prompt": greedy[1][0], "max_tokens": greedy[1][1], "temperature": 0, "logprobs": 2})
             ts = [threading.Thread(target=one, args=(i, b)) for i, b in enumerate(bodies)]
@@ -532,14 +537,15 @@ def part_api():
             [t.join(60) for t in ts]
             time.sleep(0.2)  # the log reader's last lines
             steps = [x for x in sv.lines[n_lines:] if "serve: a step of 2 decoding" in x]
-            with_ids = sum("greedy ids" in x for x in steps)
-            want = [want_g[0], want_g[1] if mode != "sampled" else sampled_alone]
+            tag = "the best %d logits of each row" % want_k if want_k else "whole rows of logits"
+            with_tag = sum(tag in x for x in steps)
+            want = [want_g[0], alone[mode] if mode in alone else want_g[1]]
             check(got.get(0) == want[0] and got.get(1) == want[1],
                   "%s beside greedy: %r vs %r" % (mode, [got.get(0), got.get(1)], want))
-            check(steps and (with_ids == len(steps) if mode == "greedy" else with_ids == 0),
-                  "%s beside greedy: %d of %d two-row steps took greedy ids" % (mode, with_ids, len(steps)))
+            check(steps and with_tag == len(steps),
+                  "%s beside greedy: %d of %d two-row steps took %s" % (mode, with_tag, len(steps), tag))
     finally:
-        check(sv.stop() == 0, "greedy ids server exit")
+        check(sv.stop() == 0, "best logits server exit")
 
 
 # ==== load ====
