@@ -71,6 +71,11 @@ for how in top logits; do
     >"$OUT_DIR/sampled-$how.log" 2>&1
   note "32 sequences sampled (--sampling $how): $(tail -1 "$OUT_DIR/sampled-$how.log" | tr -s ' ')"
 done
+# the next turn of a 4000-token conversation on the GPU: reprocessed, from a session file
+# (written and read through host copies), and from the prefix cache
+bounded 90 $E bench -m "$M4B" --device cuda --session-turn -p 4000 -n 32 -r 1 --dir "$OUT_DIR" \
+  >"$OUT_DIR/session-turn.log" 2>&1
+note "$(tail -6 "$OUT_DIR/session-turn.log")"
 # what the state pool commits on the device for speculative decoding (17 verify row states)
 # and chat's undo stack (snapshots in host memory): its info line
 EDDY_LOG_LEVEL=info bounded 60 $E chat -m "$M4B" --device cuda --spec-type ngram -n 4 --chat-template chatml \
