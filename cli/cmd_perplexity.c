@@ -25,20 +25,13 @@ const char usage_perplexity[] =
     "        evaluates N / CTX chunks together in a step, as sequences of one batch (default:\n"
     "        2048 tokens on a GPU, one chunk on the CPU); the figures are the same either way\n";
 
-/* The negative log-likelihood of each scored token of a chunk: rows holds the logits of
- * its positions [first, n_ctx - 1), each predicting the token after it. */
-static void score_chunk(const float *rows, const eddy_token *chunk, int64_t first, int64_t n_ctx, int64_t n_vocab,
-                        double *nll, double *nll2, int64_t *count) {
+/* The negative log-likelihood of each scored token of a chunk: lp holds the
+ * log-probabilities of its positions [first, n_ctx - 1) for the token after each. */
+static void score_chunk(const double *lp, int64_t first, int64_t n_ctx, double *nll, double *nll2, int64_t *count) {
     for (int64_t p = first; p < n_ctx - 1; p++) {
-        const float *row = rows + (p - first) * n_vocab;
-        float max = row[0];
-        for (int64_t j = 1; j < n_vocab; j++)
-            if (row[j] > max) max = row[j];
-        double sum = 0;
-        for (int64_t j = 0; j < n_vocab; j++) sum += exp((double)row[j] - max);
-        const double lp = (double)row[chunk[p + 1]] - max - log(sum);
-        *nll -= lp;
-        *nll2 += lp * lp;
+        const double l = lp[p - first];
+        *nll -= l;
+        *nll2 += l * l;
         (*count)++;
     }
 }
@@ -91,7 +84,8 @@ int cmd_perplexity(int argc, char **argv) {
     eddy_token *toks = NULL, *probe = NULL, *tokens = NULL;
     int8_t *want = NULL;
     int64_t n_toks = 0, n_probe = 0, per_step = 1;
-    float *logits = NULL;
+    eddy_token *targets = NULL;
+    double *logprobs = NULL;
     int rc = 0;
     if (eddy_model_load(model, &m, &err) != EDDY_OK) {
         rc = cli_error("%s", err.msg);
@@ -107,7 +101,7 @@ int cmd_perplexity(int argc, char **argv) {
         goto done;
     }
     cli_log_model(model, m);
-    const int64_t n_vocab = eddy_model_n_vocab(m), first = n_ctx / 2, scored = n_ctx - 1 - first;
+    const int64_t first = n_ctx / 2, scored = n_ctx - 1 - first;
     const bool add_bos = n_probe > 0 && probe[0] == eddy_vocab_bos(v);
     int64_t n_chunk = n_toks / n_ctx;
     if (n_chunk < 2 && n_toks < 2 * n_ctx) {
@@ -130,9 +124,10 @@ int cmd_perplexity(int argc, char **argv) {
     row_seq = malloc((size_t)(per_step * n_ctx) * sizeof *row_seq);
     tokens = malloc((size_t)(per_step * n_ctx) * sizeof *tokens);
     want = malloc((size_t)(per_step * n_ctx));
-    logits = malloc((size_t)(per_step * scored * n_vocab) * sizeof(float));
-    if (!seqs || !row_seq || !tokens || !want || !logits) {
-        rc = cli_error("cannot allocate the logits of %lld chunks of %lld", (long long)per_step, n_ctx);
+    targets = malloc((size_t)(per_step * scored) * sizeof *targets);
+    logprobs = malloc((size_t)(per_step * scored) * sizeof *logprobs);
+    if (!seqs || !row_seq || !tokens || !want || !targets || !logprobs) {
+        rc = cli_error("out of memory for %lld chunks of %lld", (long long)per_step, n_ctx);
         goto done;
     }
     for (int64_t k = 0; k < per_step; k++) { /* chunk k of a step: rows [k n_ctx, (k + 1) n_ctx), sequence k */
@@ -157,16 +152,17 @@ int cmd_perplexity(int argc, char **argv) {
             memcpy(t, toks + (ch0 + k) * n_ctx, (size_t)n_ctx * sizeof *t);
             if (add_bos) t[0] = eddy_vocab_bos(v);
             eddy_seq_clear(seqs[k]);
+            /* each scored position predicts the next token of the chunk as the text has it */
+            memcpy(targets + k * scored, toks + (ch0 + k) * n_ctx + first + 1, (size_t)scored * sizeof *targets);
         }
+        /* on a GPU the log-probabilities are computed there: 8 bytes a row come back */
         const eddy_batch b = {k_n * n_ctx, tokens, row_seq, want};
-        if (eddy_engine_decode(e, &b, logits, &err) != EDDY_OK) {
+        if (eddy_engine_decode_logprob(e, &b, targets, logprobs, &err) != EDDY_OK) {
             rc = cli_error("%s", err.msg);
             goto done;
         }
         for (int64_t k = 0; k < k_n; k++) {
-            /* the chunk as the text has it: its first token scores nothing */
-            score_chunk(logits + k * scored * n_vocab, toks + (ch0 + k) * n_ctx, first, n_ctx, n_vocab, &nll, &nll2,
-                        &count);
+            score_chunk(logprobs + k * scored, first, n_ctx, &nll, &nll2, &count);
             printf("[%lld]%.4f,", (long long)(ch0 + k + 1), exp(nll / count));
         }
         fflush(stdout);
@@ -180,7 +176,8 @@ done:
     free(row_seq);
     free(tokens);
     free(want);
-    free(logits);
+    free(targets);
+    free(logprobs);
     eddy_buffer_free(probe);
     eddy_buffer_free(toks);
     eddy_engine_free(e);

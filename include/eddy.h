@@ -383,6 +383,14 @@ eddy_status eddy_engine_decode_argmax(eddy_engine *e, const eddy_batch *b, eddy_
 #define EDDY_TOP_MAX 64
 eddy_status eddy_engine_decode_top(eddy_engine *e, const eddy_batch *b, int32_t k, eddy_token *ids, float *logits,
                                    int32_t *counts, eddy_error *err);
+/* The same, giving each wanted token's log-probability of a given next token instead of
+ * its logits: targets holds one token id per wanted token, in batch order, and logprobs
+ * receives log softmax(logits)[target] for each (natural logarithm; the exponentials
+ * summed in double): what eddy perplexity scores. On a GPU it is computed there and 8
+ * bytes a row come back. A target outside the vocabulary is refused before anything
+ * runs. The sequences keep no logits afterwards. */
+eddy_status eddy_engine_decode_logprob(eddy_engine *e, const eddy_batch *b, const eddy_token *targets,
+                                       double *logprobs, eddy_error *err);
 
 /* Speculative verification: like eddy_engine_decode (at most n_batch tokens), but
  * every sequence of the batch keeps the state after each of its tokens until

@@ -76,6 +76,15 @@ done
 bounded 90 $E bench -m "$M4B" --device cuda --session-turn -p 4000 -n 32 -r 1 --dir "$OUT_DIR" \
   >"$OUT_DIR/session-turn.log" 2>&1
 note "$(tail -6 "$OUT_DIR/session-turn.log")"
+# perplexity on the GPU (chunks of 512, 2048 tokens a step, the log-probabilities computed
+# there): its rate against the prefill's above, which it should approach
+t0=$(date +%s.%N)
+bounded 90 $E perplexity -m "$M4B" -f tests/data/models/tiny-hybrid-heldout.txt -c 512 --chunks 24 -ngl 99 \
+  >"$OUT_DIR/perplexity.log" 2>&1
+t1=$(date +%s.%N)
+secs=$(awk "BEGIN {printf \"%.2f\", $t1 - $t0}")
+note "perplexity on the GPU: $(grep -o 'eddy: [0-9]* tokens, [0-9]* chunks' "$OUT_DIR/perplexity.log"), \
+$(grep -o 'Final estimate.*' "$OUT_DIR/perplexity.log") in $secs s (with the load)"
 # what the state pool commits on the device for speculative decoding (17 verify row states)
 # and chat's undo stack (snapshots in host memory): its info line
 EDDY_LOG_LEVEL=info bounded 60 $E chat -m "$M4B" --device cuda --spec-type ngram -n 4 --chat-template chatml \

@@ -6,7 +6,10 @@ llama-quantize; this one needs only numpy and the `gguf` package, so it runs whe
 nothing can be installed or downloaded (the GPU machine of scripts/device_check.sh).
 Its quantized blocks are random bytes with small finite fp16 scales: every weight is a
 valid value of its format, the arithmetic per byte is a real file's, and the output is
-gibberish. No tokenizer: benchmarks draw random token ids.
+gibberish. Its tokenizer is made up too (made_up_tokenizer): byte-level BPE with the 256
+byte tokens, the merges of some letter pairs, filler tokens up to the vocabulary's size and
+Qwen's chat tokens at its end, so that commands reading text (chat, perplexity) run on it;
+benchmarks draw random token ids.
 
 Shapes (--shape):
   4b     hidden 2560, 32 layers (full attention every 4th: 24 Gated DeltaNet + 8 gated
@@ -64,6 +67,45 @@ def quant_rows(rng, qtype, n_in, rows):
     return raw.reshape(rows, nb * size)
 
 
+def byte_chars():
+    """GPT-2's byte-level alphabet: the character that stands for each byte in a token"""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return [chars[b] for b in range(256)]
+
+
+def made_up_tokenizer(w, vocab):
+    """A byte-level BPE tokenizer of `vocab` tokens: the 256 bytes, the merges of letter pairs
+    (and of a space before a letter), filler tokens, then <|endoftext|>, <|im_start|> and
+    <|im_end|> as control tokens, the last three ids as in Qwen's files."""
+    tokens = byte_chars()
+    merges = []
+    space = tokens[ord(" ")]
+    for a in "etaoinshrdlu":
+        for b in [space] + list("etaoinshrdlu"):
+            left, right = (b, a) if b == space else (a, b)
+            merges.append(left + " " + right)
+            tokens.append(left + right)
+    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tokens += ["[filler %d]" % i for i in range(vocab - len(tokens) - len(special))]
+    tokens += special
+    types = [1] * (vocab - len(special)) + [3] * len(special)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_eos_token_id(vocab - 1)
+    w.add_pad_token_id(vocab - 3)
+    w.add_add_bos_token(False)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shape", choices=list(SHAPES), default="4b")
@@ -111,6 +153,7 @@ def main():
     w.add_uint32(f"{arch}.ssm.inner_size", NV * DV)
     w.add_uint32(f"{arch}.full_attention_interval", 4)
     w.add_array(f"{arch}.attention.recurrent_layers", [(i + 1) % 4 != 0 for i in range(L)])
+    made_up_tokenizer(w, s["vocab"])
 
     def f32(name, shape, scale=1.0, offset=0.0):
         w.add_tensor(name, (offset + scale * rng.standard_normal(shape)).astype(np.float32))

@@ -114,3 +114,60 @@ void tseq_check_decode_top(const char *file, eddy_engine_params p) {
     }
     eddy_model_free(m);
 }
+
+void tseq_check_decode_logprob(const char *file, eddy_engine_params p, double tol) {
+    enum { N = 11, W = 4 };
+    eddy_model *m = tseq_load(file);
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m);
+    p.n_seq_max = 2, p.n_ctx = 64;
+    eddy_engine *e[2] = {tseq_engine(m, p), tseq_engine(m, p)};
+    REQUIRE(e[0] && e[1]);
+    eddy_seq *s[2][2];
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 2; j++) REQUIRE(s[k][j] = tseq_new(e[k]));
+    test_rng r = test_rng_new();
+    int32_t prompt[N], targets[W];
+    tseq_rand_ids(&r, prompt, N, V);
+    eddy_seq *owner[2][N];
+    int8_t want[N] = {0};
+    for (int i = 0; i < N; i++) /* sequence 0's rows 0..5, 1's 6..10 */
+        for (int k = 0; k < 2; k++) owner[k][i] = s[k][i < 6 ? 0 : 1];
+    want[2] = want[5] = want[8] = want[10] = 1;
+    float *logits = malloc(sizeof *logits * (size_t)(W * V));
+    double lp[W];
+    eddy_error err;
+    const eddy_batch b0 = {N, prompt, owner[0], want}, b1 = {N, prompt, owner[1], want};
+    REQUIRE(CHECKF(eddy_engine_decode(e[0], &b0, logits, &err) == EDDY_OK, "%s", err.msg));
+    targets[0] = (int32_t)vec_argmax_ref(logits, V), targets[1] = 0, targets[2] = (int32_t)(V - 1), targets[3] = 7;
+    for (int64_t i = 0; i < V; i++) /* row 1's smallest logit */
+        if (logits[V + i] < logits[V + targets[1]]) targets[1] = (int32_t)i;
+    targets[2] = V; /* outside the vocabulary: refused before anything runs */
+    CHECK_EQ(eddy_engine_decode_logprob(e[1], &b1, targets, lp, &err), EDDY_ERR_ARG);
+    CHECK(eddy_seq_n_pos(s[1][0]) == 0 && eddy_seq_n_pos(s[1][1]) == 0);
+    targets[2] = (int32_t)(V - 1);
+    REQUIRE(CHECKF(eddy_engine_decode_logprob(e[1], &b1, targets, lp, &err) == EDDY_OK, "%s", err.msg));
+    for (int k = 0; k < W; k++) {
+        const double want_lp = vec_logprob(logits + k * V, V, targets[k]);
+        CHECKF(tol == 0 ? lp[k] == want_lp : fabs(lp[k] - want_lp) <= tol, "%s: row %d, target %d: %.12g, %.12g",
+               file, k, targets[k], lp[k], want_lp);
+    }
+    /* a decode step of both: each sequence's last token */
+    int32_t tok[2] = {3, 5}, next[2] = {1, 2};
+    const eddy_batch d0 = {2, tok, s[0], NULL}, d1 = {2, tok, s[1], NULL};
+    REQUIRE(CHECKF(eddy_engine_decode(e[0], &d0, logits, &err) == EDDY_OK, "%s", err.msg));
+    REQUIRE(CHECKF(eddy_engine_decode_logprob(e[1], &d1, next, lp, &err) == EDDY_OK, "%s", err.msg));
+    for (int k = 0; k < 2; k++) {
+        const double want_lp = vec_logprob(logits + k * V, V, next[k]);
+        CHECKF(tol == 0 ? lp[k] == want_lp : fabs(lp[k] - want_lp) <= tol, "%s: step row %d: %.12g, %.12g", file, k,
+               lp[k], want_lp);
+        CHECK(eddy_seq_logits(s[1][k]) == NULL);
+    }
+    CHECK_EQ(eddy_engine_decode_logprob(e[1], &d1, NULL, lp, &err), EDDY_ERR_ARG);
+    free(logits);
+    for (int k = 0; k < 2; k++) {
+        for (int j = 0; j < 2; j++) eddy_seq_free(s[k][j]);
+        eddy_engine_free(e[k]);
+    }
+    eddy_model_free(m);
+}

@@ -24,5 +24,11 @@ void tseq_rand_ids(test_rng *r, int32_t *ids, int64_t n, int64_t n_vocab);
  * them, bit for bit; the sequences of the other two keep no logits; NULL outputs and k
  * outside 1..EDDY_TOP_MAX are refused. */
 void tseq_check_decode_top(const char *file, eddy_engine_params p);
+/* A prompt of two sequences (rows wanted by flag) and a decode step, through
+ * eddy_engine_decode on one engine of model file and eddy_engine_decode_logprob on
+ * another: each log-probability is vec_logprob of the first's logits for its target
+ * (targets: the largest logit, the smallest, others) within tol (0: bit for bit); the
+ * sequences keep no logits; a target outside the vocabulary is refused, changing nothing. */
+void tseq_check_decode_logprob(const char *file, eddy_engine_params p, double tol);
 
 #endif

@@ -13,22 +13,24 @@
 typedef float (*dot_fn)(const float *, const float *, int64_t);
 typedef void (*axpy_fn)(float *, float, const float *, int64_t);
 typedef void (*swiglu_fn)(float *, const float *, const float *, int64_t);
+typedef double (*sum_exp_fn)(const float *, int64_t, float);
 
 typedef struct {
     const char *name;
     dot_fn dot;
     axpy_fn axpy;
     swiglu_fn swiglu;
+    sum_exp_fn sum_exp;
     bool available;
 } vec_variant_case;
 
 /* The dispatcher, then each level's table (ISA_REF's is _ref itself). */
 static int variants(vec_variant_case *out) {
     int n = 0;
-    out[n++] = (vec_variant_case){"dispatch", vec_dot_f32, vec_axpy_f32, vec_swiglu_f32, true};
+    out[n++] = (vec_variant_case){"dispatch", vec_dot_f32, vec_axpy_f32, vec_swiglu_f32, vec_sum_exp_f32, true};
     for (int l = ISA_REF + 1; l < ISA_COUNT; l++) {
         const vec_kernels *k = vec_kernels_for((isa_level)l);
-        if (k) out[n++] = (vec_variant_case){isa_name((isa_level)l), k->dot, k->axpy, k->swiglu,
+        if (k) out[n++] = (vec_variant_case){isa_name((isa_level)l), k->dot, k->axpy, k->swiglu, k->sum_exp,
                                                    isa_available((isa_level)l)};
     }
     return n;
@@ -125,6 +127,55 @@ TEST(vec_swiglu_matches_ref) {
         }
     }
     free(g), free(u), free(yr), free(yv);
+}
+
+/* sum_exp: each term within the vector exp's 2 ulp of libm's, summed in double in another
+ * order, so |got - ref| <= 4 * 2^-24 * ref + 1e-300; logits of a model's spread below their
+ * max, with -inf (0), values below exp's range (0 in the vector exp, subnormal in libm's:
+ * both under the bound) and the max itself (1). */
+TEST(vec_sum_exp_matches_ref) {
+    vec_variant_case v[ISA_COUNT];
+    int nv = variants(v);
+    test_rng rng = test_rng_new();
+    float *x = malloc(4200 * sizeof(float));
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
+        const int64_t n = lengths[li];
+        for (int64_t i = 0; i < n; i++) {
+            const uint32_t kind = test_rng_below(&rng, 16);
+            x[i] = kind == 0 ? -INFINITY : kind == 1 ? test_rng_uniform(&rng, -200, -80) : 3 * test_rng_normal(&rng);
+        }
+        const float m = 12.0f;
+        const double ref = vec_sum_exp_f32_ref(x, n, m);
+        for (int k = 0; k < nv; k++) {
+            if (!v[k].available) continue;
+            const double got = v[k].sum_exp(x, n, m);
+            CHECKF(fabs(got - ref) <= 4 * 0x1p-24 * ref + 1e-300, "%s n=%lld: %.17g vs ref %.17g", v[k].name,
+                   (long long)n, got, ref);
+        }
+    }
+    const float one[1] = {5.0f};
+    CHECK(vec_sum_exp_f32(one, 1, 5.0f) == 1.0 && vec_sum_exp_f32(one, 0, 5.0f) == 0.0);
+    free(x);
+}
+
+/* vec_logprob against the formula in double with libm's exp: a row of a vocabulary's
+ * size (within 1e-6), the target the largest or far below it; a NaN anywhere gives NaN. */
+TEST(vec_logprob_matches_the_formula) {
+    test_rng rng = test_rng_new();
+    const int64_t n = 151936;
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++) x[i] = 3 * test_rng_normal(&rng);
+    x[777] = 30.0f;
+    const int64_t targets[] = {777, 0, n - 1, 4242};
+    for (int t = 0; t < 4; t++) {
+        double sum = 0;
+        for (int64_t i = 0; i < n; i++) sum += exp((double)x[i] - 30.0);
+        const double want = (double)x[targets[t]] - 30.0 - log(sum), got = vec_logprob(x, n, targets[t]);
+        CHECKF(fabs(got - want) <= 1e-6, "target %lld: %.12g, the formula %.12g", (long long)targets[t], got, want);
+    }
+    x[1234] = NAN;
+    CHECK(isnan(vec_logprob(x, n, 777)));
+    free(x);
 }
 
 TEST(vec_dispatch_respects_force_ref) {

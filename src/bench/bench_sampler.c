@@ -4,8 +4,12 @@
  * run's default settings, greedy, and temperature 1 without filters (the whole vocabulary
  * sorted); and the default settings from the row's best 40 alone (top_40) (sampler_sample_top: what
  * a step gives when eddy_engine_decode_top finds them, on a GPU there). On a GPU that makes
- * a token in a few milliseconds this is part of every token.
+ * a token in a few milliseconds this is part of every token. Also a scored token's
+ * log-probability (op logprob): vec_logprob against the scalar loop in double that
+ * eddy perplexity ran before.
  */
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "base/alloc.h"
@@ -28,6 +32,26 @@ static void run_sample(void *p) {
     sample_job *j = p;
     j->sink += j->top_ids ? sampler_sample_top(j->s, j->top_ids, j->top_logits, j->n_top)
                           : sampler_sample(j->s, j->logits);
+}
+
+typedef struct {
+    const float *logits;
+    int64_t n;
+    bool in_double;
+    double sink;
+} logprob_job;
+
+static void run_logprob(void *p) {
+    logprob_job *j = p;
+    if (!j->in_double) {
+        j->sink += vec_logprob(j->logits, j->n, 7);
+        return;
+    }
+    float max = j->logits[0];
+    for (int64_t i = 1; i < j->n; i++) max = j->logits[i] > max ? j->logits[i] : max;
+    double sum = 0;
+    for (int64_t i = 0; i < j->n; i++) sum += exp((double)j->logits[i] - max);
+    j->sink += (double)j->logits[7] - max - log(sum);
 }
 
 void bench_sampler_cases(bench_env *env) {
@@ -53,6 +77,18 @@ void bench_sampler_cases(bench_env *env) {
         r.in_cache = true;
         bench_emit(env, &r);
         sampler_free(job.s);
+    }
+    /* a scored token's log-probability, as eddy perplexity takes it: vec_logprob, and the
+     * loop it replaced (exp in double, one element at a time) */
+    for (int k = 0; k < 2; k++) {
+        logprob_job job = {logits, n, k == 1, 0};
+        bench_result r = {.op = "logprob", .variant = k ? "exp_in_double" : "vec_logprob"};
+        snprintf(r.shape, sizeof r.shape, "a token of %lld logits", (long long)n);
+        r.seconds = bench_median(run_logprob, &job, 20, 0.2);
+        r.bytes = (double)n * sizeof(float);
+        r.threads = 1;
+        r.in_cache = true;
+        bench_emit(env, &r);
     }
     eddy_free_aligned(logits);
 }

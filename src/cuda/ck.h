@@ -140,6 +140,10 @@ void ck_scale(float *x, int64_t n, float scale, void *stream);
  * or fewer where fewer are usable; the entries past it 0 and -inf). vec_top_k's choice,
  * and with k 1 the greedy sampler's (id 0 where no element is usable). */
 #define CK_TOP_MAX 64
+/* out[r] = the log-probability of token targets[r] under row r of x (rows of n floats):
+ * x[t] - max - log(sum exp(x - max)), the exps summed in double; vec_logprob's, within the
+ * rounding of another order of summation and of the GPU's expf. */
+void ck_logprob_rows(const float *x, int64_t rows, int64_t n, const int32_t *targets, double *out, void *stream);
 void ck_top_rows(const float *x, int64_t rows, int64_t n, int k, int32_t *ids, float *vals, int32_t *counts,
                  void *stream);
 /* out (n_rows, n) = silu(gate) * up (out may alias either); q8, f16: as ck_add_rmsnorm's. */

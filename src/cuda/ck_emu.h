@@ -107,6 +107,11 @@ inline int __shfl_xor_sync(unsigned, int v, int lane_mask) {
     emu_warp_gather(&v, all, sizeof v);
     return all[(threadIdx.x & 31) ^ lane_mask];
 }
+inline double __shfl_xor_sync(unsigned, double v, int lane_mask) {
+    double all[32];
+    emu_warp_gather(&v, all, sizeof v);
+    return all[(threadIdx.x & 31) ^ lane_mask];
+}
 /* A block's threads switch only at barriers and shuffles, so an atomic add is a plain one */
 inline int atomicAdd(int *p, int v) {
     const int old = *p;

@@ -39,9 +39,9 @@ int cuda_backend_graphs(const cuda_backend *g, int64_t rows);
 void cuda_backend_forms_made(const cuda_backend *g, int64_t *q8, int64_t *f16);
 
 /* forward() on the GPU (same contract, engine.h); logits land in host memory, or (logits
- * NULL) each output row's best tokens (ck_top_rows) in top, found on the GPU. Fails only
- * on a CUDA error, named in err. */
-eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits, const step_top *top,
+ * NULL) each output row's digest in dg, found on the GPU (ck_top_rows, ck_logprob_rows).
+ * Fails only on a CUDA error, named in err. */
+eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits, const step_digest *dg,
                          const int64_t *out_rows, int64_t n_out, eddy_error *err);
 
 /* block_gdn_accept / block_mamba2_accept on the GPU: the kept rows replayed on sequence

@@ -82,9 +82,10 @@ struct cuda_backend {
     float *moe_gx, *moe_ga, *moe_gb, *moe_gy;
     void *moe_mq;
     float *ff_a, *ff_b, *logits;
-    /* the best tokens of logit_rows rows of logits (ck_top_rows), for a step of k each:
-     * ids (rows, k), logits (rows, k), counts (rows) one after the other, on the device
-     * and in pinned host memory for the one copy back (cuda_forward's top) */
+    /* the digest of logit_rows rows of logits (cuda_forward's dg), on the device and in
+     * pinned host memory for the one copy back: the best k (ck_top_rows) as ids (rows, k),
+     * logits (rows, k), counts (rows) one after the other; or the log-probabilities
+     * (ck_logprob_rows) as doubles (rows), then the targets (rows) */
     int32_t *top, *top_host;
     uint16_t *w16, *x16; /* f16 copies of a weight and of the activations for the tensor cores */
     void *gemv_q8;       /* ck_gemv's 8-bit activations */

@@ -901,26 +901,35 @@ static step_graph *step_graph_for(engine *c, cuda_backend *g, int64_t n, int64_t
     return slot;
 }
 
-/* The best tokens of the k_rows rows of logits in g->logits into top (from its row
- * `first` on): found on the GPU, one copy of 8 k + 4 bytes a row back */
-static void top_rows(cuda_backend *g, int64_t n_vocab, int64_t k_rows, const step_top *top, int64_t first) {
-    const int64_t k = top->k, nk = k_rows * k;
+/* The digest of the k_rows rows of logits in g->logits into dg (from its row `first` on),
+ * found on the GPU: one copy back of 8 k + 4 bytes a row (the best k), or 8 (a target's
+ * log-probability; the targets go up first). g->top holds the ids, logits and counts, or
+ * the log-probabilities (doubles, first: aligned) and the targets. */
+static void digest_rows(cuda_backend *g, int64_t n_vocab, int64_t k_rows, const step_digest *dg, int64_t first) {
+    const step_digest to = step_digest_from(dg, first);
     int32_t *d = g->top, *h = g->top_host;
+    if (dg->k == 0) {
+        cudaMemcpy(d + 2 * k_rows, to.targets, (size_t)k_rows * sizeof(int32_t), cudaMemcpyHostToDevice);
+        ck_logprob_rows(g->logits, k_rows, n_vocab, d + 2 * k_rows, (double *)d, g->stream);
+        cudaMemcpy(h, d, (size_t)k_rows * sizeof(double), cudaMemcpyDeviceToHost);
+        memcpy(to.logprobs, h, (size_t)k_rows * sizeof(double));
+        return;
+    }
+    const int64_t k = dg->k, nk = k_rows * k;
     ck_top_rows(g->logits, k_rows, n_vocab, (int)k, d, (float *)(d + nk), d + 2 * nk, g->stream);
     cudaMemcpy(h, d, (size_t)(2 * nk + k_rows) * sizeof(int32_t), cudaMemcpyDeviceToHost);
-    const step_top to = step_top_from(top, first);
     memcpy(to.ids, h, (size_t)nk * sizeof(int32_t));
     if (to.logits) memcpy(to.logits, h + nk, (size_t)nk * sizeof(float));
     if (to.counts) memcpy(to.counts, h + 2 * nk, (size_t)k_rows * sizeof(int32_t));
 }
 
-eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits, const step_top *top,
+eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits, const step_digest *dg,
                          const int64_t *out_rows, int64_t n_out, eddy_error *err) {
     _Static_assert(CK_TOP_MAX == EDDY_TOP_MAX, "ck_top_rows takes every k eddy_engine_decode_top does");
     cuda_backend *g = c->gpu;
     const model_hparams *hp = &c->m->hp;
     const int64_t n = plan->n;
-    if (!logits && !top) n_out = 0;
+    if (!logits && !dg) n_out = 0;
     upload_plan(g, c->sp, tokens, plan, out_rows, n_out);
     step_graph *sg = step_graph_for(c, g, n, n_out);
     if (sg) cudaGraphLaunch(sg->exec, g->stream);
@@ -933,7 +942,7 @@ eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan
             cudaMemcpy(logits + first * hp->n_vocab, g->logits, (size_t)(k * hp->n_vocab) * sizeof(float),
                        cudaMemcpyDeviceToHost);
         } else {
-            top_rows(g, hp->n_vocab, k, top, first);
+            digest_rows(g, hp->n_vocab, k, dg, first);
         }
     }
     if (c->mtp) gpu_block_mtp(c, g, tokens, plan);

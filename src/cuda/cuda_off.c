@@ -33,9 +33,9 @@ void cuda_backend_forms_made(const cuda_backend *g, int64_t *q8, int64_t *f16) {
     *q8 = *f16 = 0;
 }
 
-eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits, const step_top *top,
+eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits, const step_digest *dg,
                          const int64_t *out_rows, int64_t n_out, eddy_error *err) {
-    (void)c, (void)tokens, (void)plan, (void)logits, (void)top, (void)out_rows, (void)n_out;
+    (void)c, (void)tokens, (void)plan, (void)logits, (void)dg, (void)out_rows, (void)n_out;
     return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "no CUDA backend in this build");
 }
 

@@ -128,7 +128,7 @@ static void free_buffers(engine *c) {
     eddy_free(c->plan.ckpt_slot);
     eddy_free(c->one_seq);
     eddy_free(c->all_rows);
-    eddy_free(c->top_logits);
+    eddy_free(c->digest_logits);
     eddy_free(c->plan.ptrs);
     eddy_free(c->mtp_plan.runs);
     eddy_free(c->mtp_plan.pos);

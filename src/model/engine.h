@@ -101,8 +101,8 @@ struct eddy_engine {
     step_plan plan;
     eddy_seq **one_seq;   /* (n_batch) scratch: one sequence's rows as a batch */
     int8_t *all_rows;     /* (n_batch) all 1: every row's logits wanted */
-    float *top_logits;    /* (top_rows, n_vocab) scratch: a CPU step's logits before their top (step_top) */
-    int64_t top_rows;
+    float *digest_logits; /* (digest_rows, n_vocab) scratch: a CPU step's logits before their digest */
+    int64_t digest_rows;
     uint64_t stamp;       /* counts the batches checked */
     /* the prefix cache (engine_cache.c) */
     int64_t cache_every;  /* checkpoints at its multiples */
@@ -268,26 +268,31 @@ int64_t step_decode_group(const step_plan *plan, int64_t i);
 
 /* ==== Engine internals (engine.c, engine_step.c) ==== */
 
-/* The wanted rows of a step given as their k best tokens instead of their logits
- * (eddy_engine_decode_top, eddy_engine_decode_argmax): row r's best first at ids + r k and
- * logits + r k, how many in counts[r] (vec_top_k's order and rule). logits and counts may
- * be NULL (argmax: k 1, ids alone); a row with no usable logit has id 0 first. */
+/* What a step gives for each wanted row in place of its logits (row r of the wanted rows,
+ * found on the GPU where the step runs there, so that only this comes back):
+ *   k >= 1 (eddy_engine_decode_top, _argmax): its k best tokens, best first at ids + r k
+ *     and logits + r k (vec_top_k's order and rule), how many in counts[r]; logits and
+ *     counts may be NULL (argmax: k 1, ids alone; a row with no usable logit has id 0 first);
+ *   k 0 (eddy_engine_decode_logprob): the log-probability of token targets[r] under it
+ *     (vec_logprob) in logprobs[r]. */
 typedef struct {
-    int32_t k; /* 1..EDDY_TOP_MAX */
+    int32_t k;
     int32_t *ids;
     float *logits;
     int32_t *counts;
-} step_top;
+    const int32_t *targets;
+    double *logprobs;
+} step_digest;
 
-/* top's rows from row `first` on */
-step_top step_top_from(const step_top *top, int64_t first);
+/* d's rows from row `first` on */
+step_digest step_digest_from(const step_digest *d, int64_t first);
 
 /* Evaluates a validated batch (the lock held): rows in order, split into steps of
  * n_batch rows; with verify, every sequence of the batch keeps per-position states.
- * The wanted rows' logits go to logits, or (logits NULL) their best tokens to top (on a
- * GPU found there: only they come back); both NULL: nothing. */
+ * The wanted rows' logits go to logits, or (logits NULL) their digest (best tokens or a
+ * token's log-probability) to dg; both NULL: nothing. */
 eddy_status engine_run(engine *c, const int32_t *tokens, eddy_seq *const *seqs, int64_t n, const int8_t *want,
-                       float *logits, const step_top *top, bool verify, eddy_error *err);
+                       float *logits, const step_digest *dg, bool verify, eddy_error *err);
 
 /* n tokens of sequence s (the lock held), checked whole first, run in steps of
  * n_batch; logits of every token (all) or of the last. */

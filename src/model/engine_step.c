@@ -144,53 +144,64 @@ static void plan_step(engine *c, const int32_t *tokens, eddy_seq *const *seqs, i
     }
 }
 
-/* Room in c->top_logits for the wanted rows of a step of the batch (a CPU step's logits
- * before their top) */
-static eddy_status top_room(engine *c, eddy_seq *const *seqs, int64_t n, const int8_t *want, eddy_error *err) {
+/* Room in c->digest_logits for the wanted rows of a step of the batch (a CPU step's logits
+ * before their digest) */
+static eddy_status digest_room(engine *c, eddy_seq *const *seqs, int64_t n, const int8_t *want, eddy_error *err) {
     int64_t rows = 0;
     for (int64_t i = 0; i < n; i++) rows += want ? want[i] != 0 : i == n - 1 || seqs[i + 1] != seqs[i];
     rows = rows < c->n_batch ? rows : c->n_batch;
-    if (rows <= c->top_rows) return EDDY_OK;
-    float *buf = eddy_realloc(c->top_logits, (size_t)(rows * c->m->hp.n_vocab) * sizeof *buf);
+    if (rows <= c->digest_rows) return EDDY_OK;
+    float *buf = eddy_realloc(c->digest_logits, (size_t)(rows * c->m->hp.n_vocab) * sizeof *buf);
     if (!buf)
         return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory for the logits of %" PRId64 " rows", rows);
-    c->top_logits = buf, c->top_rows = rows;
+    c->digest_logits = buf, c->digest_rows = rows;
     return EDDY_OK;
 }
 
-step_top step_top_from(const step_top *top, int64_t first) {
-    return (step_top){top->k, top->ids + first * top->k, top->logits ? top->logits + first * top->k : NULL,
-                      top->counts ? top->counts + first : NULL};
+step_digest step_digest_from(const step_digest *d, int64_t first) {
+    step_digest r = *d;
+    if (d->k == 0) {
+        r.targets += first, r.logprobs += first;
+        return r;
+    }
+    r.ids += first * d->k;
+    if (d->logits) r.logits += first * d->k;
+    if (d->counts) r.counts += first;
+    return r;
 }
 
-/* The best tokens of rows [0, n_rows) of logits (n_vocab each) into top */
-static void top_of_rows(const float *logits, int64_t n_rows, int64_t n_vocab, const step_top *top) {
+/* The digest of rows [0, n_rows) of logits (n_vocab each) into d */
+static void digest_of_rows(const float *logits, int64_t n_rows, int64_t n_vocab, const step_digest *d) {
     for (int64_t r = 0; r < n_rows; r++) {
         const float *x = logits + r * n_vocab;
-        int32_t *ids = top->ids + r * top->k;
-        float one, *vals = top->logits ? top->logits + r * top->k : &one;
+        if (d->k == 0) {
+            d->logprobs[r] = vec_logprob(x, n_vocab, d->targets[r]);
+            continue;
+        }
+        int32_t *ids = d->ids + r * d->k;
+        float one, *vals = d->logits ? d->logits + r * d->k : &one;
         int64_t got;
-        if (top->k == 1) { /* greedy's one vectorized scan */
+        if (d->k == 1) { /* greedy's one vectorized scan */
             ids[0] = (int32_t)vec_greedy(x, n_vocab), vals[0] = x[ids[0]];
             got = !isnan(vals[0]) && vals[0] != -INFINITY;
         } else {
-            got = vec_top_k(x, n_vocab, top->k, ids, vals);
+            got = vec_top_k(x, n_vocab, d->k, ids, vals);
             if (got == 0) ids[0] = 0;
         }
-        if (top->counts) top->counts[r] = (int32_t)got;
+        if (d->counts) d->counts[r] = (int32_t)got;
     }
 }
 
 eddy_status engine_run(engine *c, const eddy_token *tokens, eddy_seq *const *seqs, int64_t n, const int8_t *want,
-                       float *logits, const step_top *top, bool verify, eddy_error *err) {
-    if (logits) top = NULL;
+                       float *logits, const step_digest *dg, bool verify, eddy_error *err) {
+    if (logits) dg = NULL;
     eddy_error own;
     if (!err) err = &own; /* a failed GPU step's message is kept */
     if (c->gpu_failed[0])
         return eddy_error_set(err, EDDY_ERR_IO, "an earlier step on the GPU failed (%s): the engine's states are "
                               "lost; a new engine is needed", c->gpu_failed);
     eddy_status st = check_batch(c, tokens, seqs, n, verify, err);
-    if (st == EDDY_OK && top && !c->gpu) st = top_room(c, seqs, n, want, err);
+    if (st == EDDY_OK && dg && !c->gpu) st = digest_room(c, seqs, n, want, err);
     if (st == EDDY_OK) st = reserve_blocks(c, seqs, n, err);
     if (st != EDDY_OK) return st;
     if (verify) /* every token gets a row slot (counted free above); one step holds the batch */
@@ -217,18 +228,18 @@ eddy_status engine_run(engine *c, const eddy_token *tokens, eddy_seq *const *seq
             if (want ? want[i] != 0 : last) p->out[n_out++] = i - r0;
         }
         float *step_logits = logits ? logits + done_out * n_vocab : NULL;
-        const step_top top_at = top ? step_top_from(top, done_out) : (step_top){0};
-        const int64_t n_made = logits || top ? n_out : 0;
+        const step_digest dg_at = dg ? step_digest_from(dg, done_out) : (step_digest){0};
+        const int64_t n_made = logits || dg ? n_out : 0;
         if (c->gpu) {
-            st = cuda_forward(c, tokens + r0, p, step_logits, top ? &top_at : NULL, p->out, n_made, err);
+            st = cuda_forward(c, tokens + r0, p, step_logits, dg ? &dg_at : NULL, p->out, n_made, err);
             if (st != EDDY_OK) {
                 snprintf(c->gpu_failed, sizeof c->gpu_failed, "%s", err->msg);
                 for (int64_t i = r0; i < n; i++) seq_state_drop_kv(c->sp, &seqs[i]->st, seqs[i]->st.n_pos);
                 return st;
             }
         } else {
-            forward(c, tokens + r0, p, top ? c->top_logits : step_logits, p->out, n_made);
-            if (top) top_of_rows(c->top_logits, n_out, n_vocab, &top_at);
+            forward(c, tokens + r0, p, dg ? c->digest_logits : step_logits, p->out, n_made);
+            if (dg) digest_of_rows(c->digest_logits, n_out, n_vocab, &dg_at);
         }
         done_out += n_out;
         /* each sequence keeps the logits of its last token when they were computed */
@@ -295,12 +306,12 @@ eddy_status eddy_seq_eval(eddy_seq *s, const int32_t *tokens, int64_t n, float *
 
 /* ==== Public entries ==== */
 
-static eddy_status decode_or_verify(eddy_engine *c, const eddy_batch *b, float *logits, const step_top *top,
+static eddy_status decode_or_verify(eddy_engine *c, const eddy_batch *b, float *logits, const step_digest *dg,
                                     bool verify, const char *fn, eddy_error *err) {
     if (!c || !b || (b->n_tokens > 0 && (!b->tokens || !b->seq)))
         return eddy_error_set(err, EDDY_ERR_ARG, "%s: NULL argument", fn);
     pthread_mutex_lock(&c->lock);
-    eddy_status s = engine_run(c, b->tokens, b->seq, b->n_tokens, b->logits, logits, top, verify, err);
+    eddy_status s = engine_run(c, b->tokens, b->seq, b->n_tokens, b->logits, logits, dg, verify, err);
     pthread_mutex_unlock(&c->lock);
     return s;
 }
@@ -311,8 +322,8 @@ eddy_status eddy_engine_decode(eddy_engine *c, const eddy_batch *b, float *logit
 
 eddy_status eddy_engine_decode_argmax(eddy_engine *c, const eddy_batch *b, eddy_token *ids, eddy_error *err) {
     if (!ids) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_engine_decode_argmax: NULL argument");
-    const step_top top = {1, ids, NULL, NULL};
-    return decode_or_verify(c, b, NULL, &top, false, "eddy_engine_decode_argmax", err);
+    const step_digest dg = {.k = 1, .ids = ids};
+    return decode_or_verify(c, b, NULL, &dg, false, "eddy_engine_decode_argmax", err);
 }
 
 eddy_status eddy_engine_decode_top(eddy_engine *c, const eddy_batch *b, int32_t k, eddy_token *ids, float *logits,
@@ -321,8 +332,27 @@ eddy_status eddy_engine_decode_top(eddy_engine *c, const eddy_batch *b, int32_t 
     if (k < 1 || k > EDDY_TOP_MAX)
         return eddy_error_set(err, EDDY_ERR_ARG, "eddy_engine_decode_top: k %" PRId32 " is outside 1..%d", k,
                               EDDY_TOP_MAX);
-    const step_top top = {k, ids, logits, counts};
-    return decode_or_verify(c, b, NULL, &top, false, "eddy_engine_decode_top", err);
+    const step_digest dg = {.k = k, .ids = ids, .logits = logits, .counts = counts};
+    return decode_or_verify(c, b, NULL, &dg, false, "eddy_engine_decode_top", err);
+}
+
+eddy_status eddy_engine_decode_logprob(eddy_engine *c, const eddy_batch *b, const eddy_token *targets,
+                                       double *logprobs, eddy_error *err) {
+    if (!c || !b || !targets || !logprobs)
+        return eddy_error_set(err, EDDY_ERR_ARG, "eddy_engine_decode_logprob: NULL argument");
+    const int64_t n_vocab = c->m->hp.n_vocab;
+    int64_t rows = 0;
+    for (int64_t i = 0; i < b->n_tokens; i++) {
+        const bool last = i == b->n_tokens - 1 || (b->seq && b->seq[i + 1] != b->seq[i]);
+        const bool wanted = b->logits ? b->logits[i] != 0 : last;
+        if (!wanted) continue;
+        if (targets[rows] < 0 || targets[rows] >= n_vocab)
+            return eddy_error_set(err, EDDY_ERR_ARG, "eddy_engine_decode_logprob: target %" PRId64 " is token id %"
+                                  PRId32 ", outside the vocabulary (0..%" PRId64 ")", rows, targets[rows], n_vocab - 1);
+        rows++;
+    }
+    const step_digest dg = {.targets = targets, .logprobs = logprobs};
+    return decode_or_verify(c, b, NULL, &dg, false, "eddy_engine_decode_logprob", err);
 }
 
 int64_t engine_verify_room(engine *c) {

@@ -23,15 +23,21 @@ void vec_swiglu_f32_ref(float *out, const float *gate, const float *up, int64_t 
     for (int64_t i = 0; i < n; i++) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
+double vec_sum_exp_f32_ref(const float *x, int64_t n, float m) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += expf(x[i] - m);
+    return sum;
+}
+
 /* ==== Per-level table and dispatch ==== */
 
 static const vec_kernels tables[ISA_COUNT] = {
-    [ISA_REF] = {vec_dot_f32_ref, vec_axpy_f32_ref, vec_swiglu_f32_ref},
+    [ISA_REF] = {vec_dot_f32_ref, vec_axpy_f32_ref, vec_swiglu_f32_ref, vec_sum_exp_f32_ref},
 #if defined(__x86_64__)
-    [ISA_AVX2] = {vec_dot_f32_avx2, vec_axpy_f32_avx2, vec_swiglu_f32_avx2},
-    [ISA_AVX512] = {vec_dot_f32_avx512, vec_axpy_f32_avx512, vec_swiglu_f32_avx512},
+    [ISA_AVX2] = {vec_dot_f32_avx2, vec_axpy_f32_avx2, vec_swiglu_f32_avx2, vec_sum_exp_f32_avx2},
+    [ISA_AVX512] = {vec_dot_f32_avx512, vec_axpy_f32_avx512, vec_swiglu_f32_avx512, vec_sum_exp_f32_avx512},
 #elif defined(__aarch64__)
-    [ISA_NEON] = {vec_dot_f32_neon, vec_axpy_f32_neon, vec_swiglu_f32_neon},
+    [ISA_NEON] = {vec_dot_f32_neon, vec_axpy_f32_neon, vec_swiglu_f32_neon, vec_sum_exp_f32_neon},
 #endif
 };
 
@@ -112,4 +118,12 @@ void vec_axpy_f32(float *y, float a, const float *x, int64_t n) { tables[isa_act
 
 void vec_swiglu_f32(float *out, const float *gate, const float *up, int64_t n) {
     tables[isa_active()].swiglu(out, gate, up, n);
+}
+
+double vec_sum_exp_f32(const float *x, int64_t n, float m) { return tables[isa_active()].sum_exp(x, n, m); }
+
+double vec_logprob(const float *x, int64_t n, int64_t target) {
+    float m = x[0];
+    for (int64_t i = 1; i < n; i++) m = x[i] > m ? x[i] : m;
+    return (double)x[target] - m - log(vec_sum_exp_f32(x, n, m));
 }

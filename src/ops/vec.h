@@ -54,17 +54,30 @@ void vec_axpy_f32_ref(float *y, float a, const float *x, int64_t n);
 void vec_swiglu_f32(float *out, const float *gate, const float *up, int64_t n);
 void vec_swiglu_f32_ref(float *out, const float *gate, const float *up, int64_t n);
 
+/* The sum over i of exp(x[i] - m), accumulated in double. The SIMD variants use the vector
+ * exp of vexp.h (about 2 ulp; 0 below -87.3), _ref libm's expf. */
+double vec_sum_exp_f32(const float *x, int64_t n, float m);
+double vec_sum_exp_f32_ref(const float *x, int64_t n, float m);
+
+/* The log-probability of token `target` under the logits x[0, n) (n >= 1): x[target] -
+ * max - log(vec_sum_exp_f32(x, n, max)); NaN when a logit is NaN or all are -inf. What
+ * eddy perplexity scores and eddy_engine_decode_logprob gives. */
+double vec_logprob(const float *x, int64_t n, int64_t target);
+
 /* ISA variants, compiled only for their architecture; called only when the CPU
  * has the feature. Exposed for the tests. */
 float vec_dot_f32_avx2(const float *x, const float *y, int64_t n);
 void vec_axpy_f32_avx2(float *y, float a, const float *x, int64_t n);
 void vec_swiglu_f32_avx2(float *out, const float *gate, const float *up, int64_t n);
+double vec_sum_exp_f32_avx2(const float *x, int64_t n, float m);
 float vec_dot_f32_avx512(const float *x, const float *y, int64_t n);
 void vec_axpy_f32_avx512(float *y, float a, const float *x, int64_t n);
 void vec_swiglu_f32_avx512(float *out, const float *gate, const float *up, int64_t n);
+double vec_sum_exp_f32_avx512(const float *x, int64_t n, float m);
 float vec_dot_f32_neon(const float *x, const float *y, int64_t n);
 void vec_axpy_f32_neon(float *y, float a, const float *x, int64_t n);
 void vec_swiglu_f32_neon(float *out, const float *gate, const float *up, int64_t n);
+double vec_sum_exp_f32_neon(const float *x, int64_t n, float m);
 
 /* The kernels of one ISA level; NULL where this build has none (the level's
  * isa_available() says whether this CPU runs them). */
@@ -72,6 +85,7 @@ typedef struct {
     float (*dot)(const float *x, const float *y, int64_t n);
     void (*axpy)(float *y, float a, const float *x, int64_t n);
     void (*swiglu)(float *out, const float *gate, const float *up, int64_t n);
+    double (*sum_exp)(const float *x, int64_t n, float m);
 } vec_kernels;
 const vec_kernels *vec_kernels_for(isa_level isa);
 

@@ -38,6 +38,21 @@ void vec_axpy_f32_avx2(float *y, float a, const float *x, int64_t n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
+/* each vector's exps widened to double and summed there: 8 lanes, two accumulators */
+double vec_sum_exp_f32_avx2(const float *x, int64_t n, float m) {
+    const __m256 vm = _mm256_set1_ps(m);
+    __m256d lo = _mm256_setzero_pd(), hi = lo;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 e = vexp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    double part[4];
+    _mm256_storeu_pd(part, _mm256_add_pd(lo, hi));
+    return part[0] + part[1] + part[2] + part[3] + vec_sum_exp_f32_ref(x + i, n - i, m);
+}
+
 void vec_swiglu_f32_avx2(float *out, const float *gate, const float *up, int64_t n) {
     const __m256 one = _mm256_set1_ps(1.0f);
     int64_t i = 0;

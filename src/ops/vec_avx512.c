@@ -36,6 +36,19 @@ void vec_axpy_f32_avx512(float *y, float a, const float *x, int64_t n) {
     }
 }
 
+/* each vector's exps widened to double and summed there: 16 lanes, two accumulators */
+double vec_sum_exp_f32_avx512(const float *x, int64_t n, float m) {
+    const __m512 vm = _mm512_set1_ps(m);
+    __m512d lo = _mm512_setzero_pd(), hi = lo;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 e = vexp512(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
+        lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    }
+    return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi)) + vec_sum_exp_f32_ref(x + i, n - i, m);
+}
+
 void vec_swiglu_f32_avx512(float *out, const float *gate, const float *up, int64_t n) {
     const __m512 one = _mm512_set1_ps(1.0f);
     for (int64_t i = 0; i < n; i += 16) {

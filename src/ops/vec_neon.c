@@ -28,6 +28,19 @@ void vec_axpy_f32_neon(float *y, float a, const float *x, int64_t n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
+/* each vector's exps widened to double and summed there */
+double vec_sum_exp_f32_neon(const float *x, int64_t n, float m) {
+    const float32x4_t vm = vdupq_n_f32(m);
+    float64x2_t lo = vdupq_n_f64(0), hi = lo;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t e = vexp_neon(vsubq_f32(vld1q_f32(x + i), vm));
+        lo = vaddq_f64(lo, vcvt_f64_f32(vget_low_f32(e)));
+        hi = vaddq_f64(hi, vcvt_high_f64_f32(e));
+    }
+    return vaddvq_f64(vaddq_f64(lo, hi)) + vec_sum_exp_f32_ref(x + i, n - i, m);
+}
+
 void vec_swiglu_f32_neon(float *out, const float *gate, const float *up, int64_t n) {
     const float32x4_t one = vdupq_n_f32(1.0f);
     int64_t i = 0;

@@ -736,6 +736,41 @@ TEST(cuda_top_rows_match_ref) {
     free(x);
 }
 
+/* ck_logprob_rows against vec_logprob: rows of a vocabulary's size and of 1, 3 and 1000,
+ * the target the best, the worst or -inf, -inf elsewhere in a row, within 1e-5 (the GPU's
+ * expf and another order of summation); a NaN anywhere, or a row all -inf, gives NaN. */
+TEST(cuda_logprob_rows_match_ref) {
+    test_rng r = test_rng_new();
+    const int64_t lens[] = {151936, 1000, 3, 1};
+    for (int li = 0; li < 4; li++) {
+        const int64_t n = lens[li], rows = 6;
+        float *x = rand_floats(&r, rows * n, 4.0f);
+        int32_t t[6];
+        for (int64_t k = 0; k < rows; k++) t[k] = (int32_t)test_rng_below(&r, (uint32_t)n);
+        t[0] = (int32_t)vec_argmax_ref(x, n);
+        for (int64_t i = 0; i < n; i += 3) x[1 * n + i] = -INFINITY; /* -inf around, the target too */
+        t[1] = 0;
+        x[2 * n + n / 2] = NAN;
+        for (int64_t i = 0; i < n; i++) x[3 * n + i] = -INFINITY;
+        x[4 * n + t[4]] = 60.0f; /* far above the rest */
+        float *dx = dev(x, (size_t)(rows * n) * sizeof *x);
+        int32_t *dt = dev(t, sizeof t);
+        double got[6], *dout = dev(NULL, sizeof got);
+        ck_logprob_rows(dx, rows, n, dt, dout, NULL);
+        back(got, dout, sizeof got);
+        if (ok_cuda("ck_logprob_rows"))
+            for (int64_t k = 0; k < rows; k++) {
+                const double want = vec_logprob(x + k * n, n, t[k]);
+                CHECKF(isnan(want) ? isnan(got[k]) : want == got[k] || fabs(got[k] - want) <= 1e-5,
+                       "n %lld row %lld target %d: %.12g, vec_logprob %.12g", (long long)n, (long long)k, t[k], got[k],
+                       want);
+            }
+        CHECK(isnan(got[3]) && isnan(got[2]) && (n == 1 ? isnan(got[1]) : got[1] == -INFINITY));
+        cudaFree(dx), cudaFree(dt), cudaFree(dout);
+        free(x);
+    }
+}
+
 TEST(cuda_row_ops_match_ref) {
     test_rng r = test_rng_new();
     const int64_t rows = 5, n = 300;

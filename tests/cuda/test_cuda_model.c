@@ -1132,6 +1132,13 @@ TEST(cuda_decode_argmax_and_top_are_the_logits_best) {
                                                                                   .type_v = EDDY_KV_F16});
 }
 
+/* eddy_engine_decode_logprob on the GPU (ck_logprob_rows there, 8 bytes a row back) gives
+ * vec_logprob of the logits eddy_engine_decode gives there, within 1e-5: the GPU's expf
+ * and another order of summation (tseq_check_decode_logprob). */
+TEST(cuda_decode_logprob_is_the_logits_logprob) {
+    tseq_check_decode_logprob("models/qwen35-tiny-q8_0.gguf", (eddy_engine_params){.device = EDDY_DEVICE_CUDA}, 1e-5);
+}
+
 
 TEST(cuda_sequences_batch_verify_snapshot) {
     check_sequences("models/qwen35-tiny-q8_0.gguf");

@@ -1,8 +1,11 @@
 /*
- * ck_top.cu — each row's k best logits on the GPU (ck_top_rows), so that a step that
- * samples with a top-k (or greedily) copies back k ids and logits a row instead of the
- * vocabulary's. Oracle: vec_top_k (src/ops/vec.c), through tests/cuda's top cases.
+ * ck_digest.cu — what a step's rows of logits come down to when the host wants less than
+ * the rows: each row's k best logits (ck_top_rows), so that a step that samples with a
+ * top-k (or greedily) copies back k ids and logits a row instead of the vocabulary's; and
+ * each row's log-probability of a given token (ck_logprob_rows), what perplexity scores.
+ * Oracles: vec_top_k and vec_logprob (src/ops/vec.c), through tests/cuda's digest cases.
  *
+ * ck_top_rows:
  * One block per row, in two reads of the row:
  *   1. each thread's largest key (top_key: the logits' order as unsigned integers); each
  *      warp's j-th largest of its lanes' (j = ceil(k / 32), 1 or 2), and the largest value
@@ -19,11 +22,13 @@
 #include <stdint.h>
 
 #include "cuda/ck.h"
+#include "cuda/ck_block.h"
 
 namespace {
 
 #define TOP_THREADS 1024 /* 32 warps: the floor's warp values are one warp's lanes */
 #define TOP_ROOM (TOP_THREADS + CK_TOP_MAX) /* the candidates a block holds: a chunk and the k best */
+#define LOGPROB_THREADS 1024
 
 /* A logit's key: its order as an unsigned integer is the logits' order; -0 and +0 alike;
  * 0 for NaN and -inf, which are never candidates. */
@@ -39,6 +44,12 @@ __device__ __forceinline__ unsigned warp_max_key(unsigned v) {
         const unsigned w = (unsigned)__shfl_xor_sync(0xffffffffu, (int)v, o);
         v = w > v ? w : v;
     }
+    return v;
+}
+
+/* Sum of v over the warp, in every lane */
+__device__ __forceinline__ double warp_sum_double(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
 
@@ -145,8 +156,42 @@ __global__ void __launch_bounds__(TOP_THREADS)
 
 } // namespace
 
+/* One block per row of x: out[row] = x[t] - max - log(sum exp(x - max)), t = targets[row];
+ * each thread's exps summed in double (vec_logprob's), then the block's. */
+__global__ void __launch_bounds__(LOGPROB_THREADS)
+    logprob_rows_kernel(const float *x, int64_t n, const int32_t *targets, double *out) {
+    ck_pdl_entry();
+    __shared__ float part_max[LOGPROB_THREADS / 32];
+    __shared__ double part_sum[LOGPROB_THREADS / 32];
+    const int tid = threadIdx.x, lane = tid & 31, w = tid / 32, n_warps = blockDim.x / 32;
+    const float *r = x + (size_t)blockIdx.x * n;
+    float m = -INFINITY;
+    for (int64_t i = tid; i < n; i += blockDim.x) m = r[i] > m ? r[i] : m; /* NaN never taken, as vec_logprob */
+    m = warp_max(m);
+    if (lane == 0) part_max[w] = m;
+    __syncthreads();
+    m = part_max[0];
+    for (int u = 1; u < n_warps; u++) m = part_max[u] > m ? part_max[u] : m;
+    double s = 0;
+    for (int64_t i = tid; i < n; i += blockDim.x) s += (double)expf(r[i] - m);
+    s = warp_sum_double(s);
+    if (lane == 0) part_sum[w] = s;
+    __syncthreads();
+    if (tid == 0) {
+        double total = 0;
+        for (int u = 0; u < n_warps; u++) total += part_sum[u];
+        out[blockIdx.x] = (double)r[targets[blockIdx.x]] - m - log(total);
+    }
+}
+
 extern "C" void ck_top_rows(const float *x, int64_t rows, int64_t n, int k, int32_t *ids, float *vals,
                             int32_t *counts, void *stream) {
     if (rows > 0 && n > 0 && k >= 1 && k <= CK_TOP_MAX)
         CK_LAUNCH((unsigned)rows, TOP_THREADS, 0, (cudaStream_t)stream, top_rows_kernel)(x, n, k, ids, vals, counts);
+}
+
+extern "C" void ck_logprob_rows(const float *x, int64_t rows, int64_t n, const int32_t *targets, double *out,
+                                void *stream) {
+    if (rows > 0 && n > 0)
+        CK_LAUNCH((unsigned)rows, LOGPROB_THREADS, 0, (cudaStream_t)stream, logprob_rows_kernel)(x, n, targets, out);
 }
