@@ -381,6 +381,41 @@ static void run_norm(void *p, cudaStream_t st) {
     ck_add_rmsnorm(a->x, a->mix, 1.0f, a->y, a->w, 2560, 1, 1e-6f, a->q8, NULL, st);
 }
 
+/* ==== The output's digest: what a step copies back instead of its rows of logits ==== */
+
+typedef struct {
+    const float *logits;
+    int64_t rows, n;
+    int kind; /* 0: the rows copied to the host, 1: their best 40, 2: a target's log-probability */
+    float *host;
+    int32_t *ids, *counts, *targets;
+    float *vals;
+    double *lp;
+} digest_arg;
+static void run_digest(void *p, cudaStream_t st) {
+    const digest_arg *a = p;
+    if (a->kind == 0)
+        cudaMemcpyAsync(a->host, a->logits, (size_t)(a->rows * a->n) * sizeof(float), cudaMemcpyDeviceToHost, st);
+    else if (a->kind == 1) ck_top_rows(a->logits, a->rows, a->n, 40, a->ids, a->vals, a->counts, st);
+    else ck_logprob_rows(a->logits, a->rows, a->n, a->targets, a->lp, st);
+}
+
+static void bench_digest(int64_t rows, cudaStream_t st) {
+    const int64_t n = 151936;
+    digest_arg a = {.logits = rand_floats(rows * n), .rows = rows, .n = n, .host = malloc((size_t)(rows * n) * 4),
+                    .ids = dev_alloc((size_t)rows * 40 * 4), .counts = dev_alloc((size_t)rows * 4),
+                    .targets = dev_alloc((size_t)rows * 4), .vals = dev_alloc((size_t)rows * 40 * 4),
+                    .lp = dev_alloc((size_t)rows * 8)};
+    cudaMemset(a.targets, 0, (size_t)rows * 4);
+    double us[3];
+    for (int k = 0; k < 3; k++) a.kind = k, us[k] = time_us(run_digest, &a, st, 0);
+    printf("%3lld rows of %lld logits: to the host (pageable) %8.1f us, best 40 %8.1f us, a log-probability %8.1f us\n",
+           (long long)rows, (long long)n, us[0], us[1], us[2]);
+    cudaFree((void *)a.logits), cudaFree(a.ids), cudaFree(a.counts), cudaFree(a.targets), cudaFree(a.vals);
+    cudaFree(a.lp);
+    free(a.host);
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* each line out as it is made: a run cut short by a timeout keeps them */
     if (argc > 1) reps = atoi(argv[1]) > 0 ? atoi(argv[1]) : reps;
@@ -418,6 +453,8 @@ int main(int argc, char **argv) {
     static const int64_t moe_toks[] = {1, 8, 32};
     for (size_t i = 0; i < sizeof moe_toks / sizeof moe_toks[0]; i++) bench_moe(moe_toks[i], 0, copy_gbs, st);
     bench_moe(512 / div_rows > 8 ? 512 / div_rows : 8, 1, copy_gbs, st); /* a prefill's, grouped by expert */
+    printf("== the output's rows: copied to the host, or their digest on the GPU (ck_top_rows, ck_logprob_rows)\n");
+    for (int64_t rows = 1; rows <= 32; rows *= 32) bench_digest(rows, st);
     printf("== residual add + RMSNorm + 8-bit form, one row of 2560\n");
     norm_arg na = {rand_floats(2560), rand_floats(2560), dev_alloc(2560 * 4), rand_floats(2560),
                    dev_alloc(ck_gemv_scratch_bytes(2560, 1))};
