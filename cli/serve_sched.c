@@ -920,8 +920,7 @@ int srv_sched_start(const srv_sched_params *p, srv_sched **out) {
     s->b_counts = malloc((size_t)p->n_slots * sizeof *s->b_counts);
     s->logits = malloc((size_t)(p->n_slots * (s->k_max + 1) * s->n_vocab) * sizeof *s->logits);
     if (!s->queue || !s->slots || !s->pins || !s->b_rows || !s->b_ids || !s->b_top || !s->b_counts || !s->logits ||
-        !s->drafts || !s->d_spec ||
-        !s->d_t || !s->d_out || !s->d_max || !s->d_n) {
+        !s->drafts || !s->d_spec || !s->d_t || !s->d_out || !s->d_max || !s->d_n) {
         return cli_error("out of memory");
     }
     for (int i = 0; i < p->n_slots; i++)

@@ -64,27 +64,6 @@ note "== single-sequence bench at $(elapsed)"
 grep -q 'graphs are off' "$OUT_DIR/bench.log" && note "WARNING: $(grep -m1 'graphs are off' "$OUT_DIR/bench.log")"
 bounded 180 $E bench -m "$M4B" --device cuda --npl 1,8,32 -p 128 -n 32 -r 1 >"$OUT_DIR/batched.log" 2>&1
 note "$(tail -8 "$OUT_DIR/batched.log")"
-# 32 sequences sampled with eddy run's defaults: from each row's best 40 found on the GPU
-# against whole rows of logits copied back and sampled on the host (the same tokens)
-for how in top logits; do
-  bounded 60 $E bench -m "$M4B" --device cuda --npl 32 -p 128 -n 32 -r 1 --sampling $how \
-    >"$OUT_DIR/sampled-$how.log" 2>&1
-  note "32 sequences sampled (--sampling $how): $(tail -1 "$OUT_DIR/sampled-$how.log" | tr -s ' ')"
-done
-# the next turn of a 4000-token conversation on the GPU: reprocessed, from a session file
-# (written and read through host copies), and from the prefix cache
-bounded 90 $E bench -m "$M4B" --device cuda --session-turn -p 4000 -n 32 -r 1 --dir "$OUT_DIR" \
-  >"$OUT_DIR/session-turn.log" 2>&1
-note "$(tail -6 "$OUT_DIR/session-turn.log")"
-# perplexity on the GPU (chunks of 512, 2048 tokens a step, the log-probabilities computed
-# there): its rate against the prefill's above, which it should approach
-t0=$(date +%s.%N)
-bounded 90 $E perplexity -m "$M4B" -f tests/data/models/tiny-hybrid-heldout.txt -c 512 --chunks 24 -ngl 99 \
-  >"$OUT_DIR/perplexity.log" 2>&1
-t1=$(date +%s.%N)
-secs=$(awk "BEGIN {printf \"%.2f\", $t1 - $t0}")
-note "perplexity on the GPU: $(grep -o 'eddy: [0-9]* tokens, [0-9]* chunks' "$OUT_DIR/perplexity.log"), \
-$(grep -o 'Final estimate.*' "$OUT_DIR/perplexity.log") in $secs s (with the load)"
 # what the state pool commits on the device for speculative decoding (17 verify row states)
 # and chat's undo stack (snapshots in host memory): its info line
 EDDY_LOG_LEVEL=info bounded 60 $E chat -m "$M4B" --device cuda --spec-type ngram -n 4 --chat-template chatml \
@@ -124,6 +103,29 @@ EDDY_CUDA_CHUNKED=0 bounded 120 $E bench -m "$M4B" --device cuda -p 2048 -n 0 -r
 note "prefill with the scans row by row (EDDY_CUDA_CHUNKED=0): $(grep -E 'pp2048' "$OUT_DIR/bench-rows.log" | tr -s ' ')"
 EDDY_CUDA_DP4A=0 bounded 120 $E bench -m "$M4B" --device cuda -p 0 -n 128 -r 2 >"$OUT_DIR/bench-float.log" 2>&1
 note "decode with float products (EDDY_CUDA_DP4A=0): $(grep -E 'tg128|roofline' "$OUT_DIR/bench-float.log" | tr -s ' ' | tr '\n' ' ')"
+# the host's share, after the speed targets' figures: sampling from each row's best 40 found
+# on the GPU, a session's next turn, perplexity.
+# 32 sequences sampled with eddy run's defaults: from each row's best 40 found on the GPU
+# against whole rows of logits copied back and sampled on the host (the same tokens)
+for how in top logits; do
+  bounded 60 $E bench -m "$M4B" --device cuda --npl 32 -p 128 -n 32 -r 1 --sampling $how \
+    >"$OUT_DIR/sampled-$how.log" 2>&1
+  note "32 sequences sampled (--sampling $how): $(tail -1 "$OUT_DIR/sampled-$how.log" | tr -s ' ')"
+done
+# the next turn of a 4000-token conversation on the GPU: reprocessed, from a session file
+# (written and read through host copies), and from the prefix cache
+bounded 90 $E bench -m "$M4B" --device cuda --session-turn -p 4000 -n 32 -r 1 --dir "$OUT_DIR" \
+  >"$OUT_DIR/session-turn.log" 2>&1
+note "$(tail -6 "$OUT_DIR/session-turn.log")"
+# perplexity on the GPU (chunks of 512, 2048 tokens a step, the log-probabilities computed
+# there): its rate against the prefill's above, which it should approach
+ppl_t0=$(date +%s.%N) # not t0: bounded and elapsed count from device_env.sh's
+bounded 90 $E perplexity -m "$M4B" -f tests/data/models/tiny-hybrid-heldout.txt -c 512 --chunks 24 -ngl 99 \
+  >"$OUT_DIR/perplexity.log" 2>&1
+ppl_t1=$(date +%s.%N)
+secs=$(awk "BEGIN {printf \"%.2f\", $ppl_t1 - $ppl_t0}")
+note "perplexity on the GPU: $(grep -o 'eddy: [0-9]* tokens, [0-9]* chunks' "$OUT_DIR/perplexity.log"), \
+$(grep -o 'Final estimate.*' "$OUT_DIR/perplexity.log") in $secs s (with the load)"
 # each kernel's time in a decode step (Nsight Compute, where the machine has it)
 if command -v ncu >/dev/null 2>&1 || ls /opt/nvidia/nsight-compute/*/ncu >/dev/null 2>&1; then
   EDDY_BIN=$E MODELS=$MODELS bounded 150 scripts/device_profile.sh "$OUT_DIR/ncu" >"$OUT_DIR/kernels.log" 2>&1
