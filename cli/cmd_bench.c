@@ -313,12 +313,14 @@ static int bench_session(const char *path, eddy_bench_params *p, const char *dir
     } else if (json) {
         printf("{\"n_prompt\": %lld, \"n_turn\": %lld, \"file_bytes\": %.0f, \"t_reprocess\": %.6g, "
                "\"t_load\": %.6g, \"t_file_turn\": %.6g, \"t_cache_turn\": %.6g, \"t_save\": %.6g, "
-               "\"disk_read_gbs\": %.6g, \"load_read_gbs\": %.6g}\n",
+               "\"disk_read_gbs\": %.6g, \"load_read_gbs\": %.6g, \"device\": \"",
                (long long)r.n_prompt, (long long)r.n_turn, r.file_bytes, r.t_reprocess, r.t_load, r.t_file_turn,
                r.t_cache_turn, r.t_save, r.disk_read_bps / 1e9, r.file_bytes / r.t_load / 1e9);
+        json_string(stdout, r.device);
+        printf("\"}\n");
     } else {
-        printf("next turn (%lld new tokens) of a %lld-token conversation, best of %d after a warm-up:\n",
-               (long long)r.n_turn, (long long)r.n_prompt, p->n_reps);
+        printf("next turn (%lld new tokens) of a %lld-token conversation on %s, best of %d after a warm-up:\n",
+               (long long)r.n_turn, (long long)r.n_prompt, r.device, p->n_reps);
         printf("  reprocess everything        %8.3f s\n", r.t_reprocess);
         printf("  session file (cold) + turn  %8.3f s   %6.1fx faster (load %.3f s: %.1f MB at %.2f GB/s)\n",
                r.t_file_turn, r.t_reprocess / r.t_file_turn, r.t_load, r.file_bytes / 1e6,

@@ -612,6 +612,7 @@ typedef struct {
     double t_cache_turn;         /* prefix-cache restore + the turn */
     double t_save;               /* writing the session (atomic, with fsync) */
     double disk_read_bps;        /* sequential read, cold, this run */
+    char device[96];             /* where the engine ran (eddy_bench_params.device): "cpu", or "cuda: " and the GPU */
 } eddy_bench_session_result;
 
 eddy_status eddy_bench_session(const eddy_model *m, const eddy_bench_params *p, const char *dir,

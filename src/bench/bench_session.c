@@ -86,6 +86,7 @@ eddy_status eddy_bench_session(const eddy_model *m, const eddy_bench_params *p, 
     for (int64_t i = 0; st == EDDY_OK && i < n; i++) ids[i] = bench_random_token(&rng, V, NULL);
     *r = (eddy_bench_session_result){.n_prompt = p->n_prompt, .n_turn = p->n_gen, .t_reprocess = 1e30,
                                      .t_load = 1e30, .t_file_turn = 1e30, .t_cache_turn = 1e30, .t_save = 1e30};
+    snprintf(r->device, sizeof r->device, "%s", eddy_engine_device_name(e));
     for (int rep = 0; rep <= reps && st == EDDY_OK; rep++) { /* rep 0: warm-up */
         double t0 = timer_s();
         eddy_seq_clear(a);

@@ -137,6 +137,7 @@ expect_err "bench -d with --npl" "-d applies to the prefill and decode tests" be
 # eddy bench --session-turn: the three ways of the next turn and the disk's speed
 if "$EDDY" bench -m tests/data/models/qwen35-tiny-f32.gguf --session-turn -p 300 -n 4 -r 1 -t 1 --dir "$TMP" --json \
      >"$TMP/st" 2>"$TMP/err" && grep -q '"n_prompt": 300, "n_turn": 4' "$TMP/st" && grep -q '"disk_read_gbs"' "$TMP/st" &&
+   grep -q '"device": "cpu"' "$TMP/st" &&
    [ -z "$(ls "$TMP" | grep eddy-bench)" ]; then ok
 else bad "bench --session-turn: $(cat "$TMP/st" "$TMP/err")"; fi
 expect_err "bench --session-turn with --npl" "separate benchmarks" bench -m $M --session-turn --npl 1

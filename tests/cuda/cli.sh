@@ -82,7 +82,7 @@ else bad "bench --device cuda: $(head -c 200 "$TMP/bench") $(tail -1 "$TMP/err")
 # the next turn of a conversation on the device: reprocessed, through a session file and
 # through the prefix cache, each timed
 if "$GPU" bench -m "$M" --device cuda --session-turn -p 40 -n 4 -r 1 --dir "$TMP" --json >"$TMP/bench" 2>"$TMP/err" &&
-   grep -q '"t_load"' "$TMP/bench"; then ok
+   grep -q '"t_load"' "$TMP/bench" && grep -q '"device": "cuda' "$TMP/bench"; then ok
 else bad "bench --session-turn --device cuda: $(head -c 200 "$TMP/bench") $(tail -1 "$TMP/err")"; fi
 
 # speculative decoding with the MTP layer on the GPU: the greedy text of plain decoding
