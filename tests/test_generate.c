@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "eddy.h"
+#include "test_seq.h"
 
 typedef struct {
     eddy_token toks[256];
@@ -178,4 +179,11 @@ done:
     eddy_ctx_free(c);
     eddy_vocab_free(v);
     eddy_model_free(m);
+}
+
+/* With run's default sampler the loop takes each step's best 40 only and keeps the last
+ * logits (tseq_check_generate_from_the_best) */
+TEST(generate_from_the_best_logits) {
+    tseq_check_generate_from_the_best("models/llama-tiny-q8_0.gguf", (eddy_ctx_params){.n_threads = 1});
+    tseq_check_generate_from_the_best("models/qwen35-tiny-q8_0.gguf", (eddy_ctx_params){.n_threads = 1});
 }

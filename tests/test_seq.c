@@ -171,3 +171,65 @@ void tseq_check_decode_logprob(const char *file, eddy_engine_params p, double to
     }
     eddy_model_free(m);
 }
+
+typedef struct {
+    eddy_token toks[64];
+    int64_t n;
+} gen_tokens;
+
+static int gen_collect(void *user, eddy_token t, const char *text, size_t len) {
+    (void)text, (void)len;
+    gen_tokens *g = user;
+    if (t >= 0 && g->n < 64) g->toks[g->n++] = t;
+    return 0;
+}
+
+void tseq_check_generate_from_the_best(const char *file, eddy_ctx_params cp) {
+    eddy_error err;
+    eddy_model *m = tseq_load(file);
+    REQUIRE(m);
+    eddy_vocab *v = NULL;
+    REQUIRE(CHECKF(eddy_vocab_load(eddy_model_gguf(m), &v, &err) == EDDY_OK, "%s", err.msg));
+    cp.n_ctx = 128;
+    eddy_ctx *c = NULL, *ref = NULL;
+    REQUIRE(CHECKF(eddy_ctx_new(m, &cp, &c, &err) == EDDY_OK, "%s", err.msg));
+    REQUIRE(CHECKF(eddy_ctx_new(m, &cp, &ref, &err) == EDDY_OK, "%s", err.msg));
+    eddy_sampler_params sp = eddy_sampler_default_params();
+    sp.seed = 77, sp.temp = 1.5f; /* a wide distribution: many draws below the top */
+    REQUIRE(eddy_sampler_params_top(&sp) == 40);
+    const int64_t V = eddy_model_n_vocab(m);
+    eddy_sampler *s = NULL, *s_ref = NULL;
+    REQUIRE(eddy_sampler_new(&sp, V, &s, &err) == EDDY_OK && eddy_sampler_new(&sp, V, &s_ref, &err) == EDDY_OK);
+    const eddy_token prompt[3] = {5, 17, 33};
+    gen_tokens got = {0};
+    const eddy_gen_params gp = {.n_predict = 30};
+    REQUIRE(CHECKF(eddy_generate_ex(c, v, s, prompt, 3, &gp, gen_collect, &got, NULL, &err) == EDDY_OK, "%s",
+                   err.msg));
+    /* the same draws from whole rows, fed one at a time */
+    float *logits = malloc((size_t)V * sizeof *logits);
+    REQUIRE(logits && eddy_ctx_eval(ref, prompt, 3, logits, 0, &err) == EDDY_OK);
+    for (int i = 0; i < 3; i++) eddy_sampler_accept(s_ref, prompt[i]);
+    int64_t n = 0;
+    bool same = true;
+    for (; n < 30 && same; n++) {
+        const eddy_token t = eddy_sampler_sample(s_ref, logits);
+        if (eddy_vocab_is_eog(v, t)) break;
+        eddy_sampler_accept(s_ref, t);
+        same = CHECKF(n < got.n && got.toks[n] == t, "%s: token %lld: %d, from whole rows %d", file, (long long)n,
+                      n < got.n ? got.toks[n] : -1, t);
+        if (same) REQUIRE(eddy_ctx_eval(ref, &t, 1, logits, 0, &err) == EDDY_OK);
+    }
+    if (same) {
+        CHECKF(n == got.n, "%s: %lld tokens, from whole rows %lld", file, (long long)got.n, (long long)n);
+        const float *kept = eddy_seq_logits(eddy_ctx_seq(c));
+        CHECKF(kept && !memcmp(kept, logits, (size_t)V * sizeof *logits), "%s: the sequence's last logits", file);
+        gen_tokens more = {0}; /* no prompt: the loop goes on from the kept logits */
+        const eddy_gen_params gp2 = {.n_predict = 4};
+        CHECKF(eddy_generate_ex(c, v, s, NULL, 0, &gp2, gen_collect, &more, NULL, &err) == EDDY_OK, "%s", err.msg);
+    }
+    free(logits);
+    eddy_sampler_free(s), eddy_sampler_free(s_ref);
+    eddy_ctx_free(c), eddy_ctx_free(ref);
+    eddy_vocab_free(v);
+    eddy_model_free(m);
+}

@@ -30,5 +30,11 @@ void tseq_check_decode_top(const char *file, eddy_engine_params p);
  * (targets: the largest logit, the smallest, others) within tol (0: bit for bit); the
  * sequences keep no logits; a target outside the vocabulary is refused, changing nothing. */
 void tseq_check_decode_logprob(const char *file, eddy_engine_params p, double tol);
+/* eddy_generate_ex with run's default sampler (its steps give their best 40 only) on a
+ * context of model file with params cp: its tokens are those the same sampler draws from
+ * whole rows (eddy_ctx_eval on a second context) fed one at a time; afterwards the
+ * sequence holds the last of those rows, bit for bit, and generating with no prompt goes
+ * on from them. */
+void tseq_check_generate_from_the_best(const char *file, eddy_ctx_params cp);
 
 #endif

@@ -44,6 +44,10 @@ void cuda_backend_forms_made(const cuda_backend *g, int64_t *q8, int64_t *f16);
 eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits, const step_digest *dg,
                          const int64_t *out_rows, int64_t n_out, eddy_error *err);
 
+/* Row `row` of the last step's logits, still in the backend's logits buffer, into dst
+ * (n_vocab floats on the host). */
+void cuda_logits_row(engine *c, int64_t row, float *dst);
+
 /* block_gdn_accept / block_mamba2_accept on the GPU: the kept rows replayed on sequence
  * s's slot in recurrent layer il. */
 void cuda_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep);

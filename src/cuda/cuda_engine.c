@@ -949,6 +949,11 @@ eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan
     return step_status(g, err);
 }
 
+void cuda_logits_row(engine *c, int64_t row, float *dst) {
+    const int64_t n_vocab = c->m->hp.n_vocab;
+    cudaMemcpy(dst, c->gpu->logits + row * n_vocab, (size_t)n_vocab * sizeof(float), cudaMemcpyDeviceToHost);
+}
+
 void cuda_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep) {
     cuda_backend *g = c->gpu;
     const model_hparams *hp = &c->m->hp;

@@ -39,6 +39,8 @@ eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan
     return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "no CUDA backend in this build");
 }
 
+void cuda_logits_row(engine *c, int64_t row, float *dst) { (void)c, (void)row, (void)dst; }
+
 void cuda_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep) {
     (void)c, (void)il, (void)s, (void)n_keep;
 }

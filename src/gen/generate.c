@@ -102,6 +102,13 @@ eddy_status eddy_generate_ex(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, 
     st.prompt_seconds = timer_s() - t0;
     st.stop = EDDY_STOP_LENGTH;
     t0 = timer_s();
+    /* a sampler that looks at a row's best k alone (eddy_sampler_params_top) takes only
+     * them from each step (on a GPU, 8 k bytes back instead of the row); the sequence gets
+     * the last step's logits at the end (engine_seq_keep_logits) */
+    const int32_t k_top = n_eog == 0 ? eddy_sampler_params_top(sampler_params(s)) : 0;
+    int32_t top_ids[EDDY_TOP_MAX], top_n = 0;
+    float top_logits[EDDY_TOP_MAX];
+    bool from_top = false; /* the last step gave its best k only */
     if (rc == EDDY_OK && p && p->spec && p->spec->type != EDDY_SPEC_NONE) {
         const spec_loop L = {c, v, s, p->spec, n_predict, eog, n_eog, cb, user};
         rc = spec_generate(&L, logits, d, &st, err);
@@ -112,7 +119,8 @@ eddy_status eddy_generate_ex(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, 
             break;
         }
         for (int64_t i = 0; i < n_eog; i++) logits[eog[i]] = -INFINITY;
-        eddy_token t = eddy_sampler_sample(s, logits);
+        eddy_token t =
+            from_top ? eddy_sampler_sample_top(s, top_ids, top_logits, top_n) : eddy_sampler_sample(s, logits);
         if (eddy_vocab_is_eog(v, t)) {
             st.stop = EDDY_STOP_EOG;
             break;
@@ -131,8 +139,16 @@ eddy_status eddy_generate_ex(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, 
             st.stop = EDDY_STOP_CONTEXT;
             break;
         }
-        rc = eddy_ctx_eval(c, &t, 1, logits, 0, err);
+        if (k_top) {
+            eddy_seq *seq = eddy_ctx_seq(c);
+            const eddy_batch b = {1, &t, &seq, NULL};
+            rc = eddy_engine_decode_top(eddy_ctx_engine(c), &b, k_top, top_ids, top_logits, &top_n, err);
+            from_top = true;
+        } else {
+            rc = eddy_ctx_eval(c, &t, 1, logits, 0, err);
+        }
     }
+    if (from_top) engine_seq_keep_logits(eddy_ctx_seq(c));
     if (rc == EDDY_OK && cb) { /* whatever the detokenizer still holds */
         const char *text;
         size_t len;

@@ -103,6 +103,12 @@ struct eddy_engine {
     int8_t *all_rows;     /* (n_batch) all 1: every row's logits wanted */
     float *digest_logits; /* (digest_rows, n_vocab) scratch: a CPU step's logits before their digest */
     int64_t digest_rows;
+    /* The sequence whose logits after its last token are row pending_row of the last
+     * step's, left where that step made them (digest_logits; on a GPU the backend's
+     * buffer) when its caller took only their digest; engine_seq_keep_logits gives them to
+     * it. NULL: none (any later step, or any change to that sequence, forgets it). */
+    eddy_seq *pending_seq;
+    int64_t pending_row;
     uint64_t stamp;       /* counts the batches checked */
     /* the prefix cache (engine_cache.c) */
     int64_t cache_every;  /* checkpoints at its multiples */
@@ -182,6 +188,13 @@ struct eddy_engine {
 };
 
 typedef struct eddy_engine engine;
+
+/* Sets whether s holds the logits after its last token (s->logits); either way a digest
+ * step's logits left behind for it (pending_seq) are no longer its. */
+static inline void seq_logits_held(eddy_seq *s, bool held) {
+    s->has_logits = held;
+    if (s->e->pending_seq == s) s->e->pending_seq = NULL;
+}
 
 /* Runs the plan's rows (tokens (plan->n), each sequence's rows consecutive) through
  * the model: KV rows written to the runs' blocks (reserved beforehand), recurrent
@@ -298,6 +311,12 @@ eddy_status engine_run(engine *c, const int32_t *tokens, eddy_seq *const *seqs, 
  * n_batch; logits of every token (all) or of the last. */
 eddy_status engine_run_seq(engine *c, eddy_seq *s, const int32_t *tokens, int64_t n, float *logits, bool all,
                            eddy_error *err);
+
+/* Gives sequence s the logits after its last token where its last step, a digest step
+ * of s alone, left them (pending_seq) and no other step ran since: one row copied, where
+ * that step copied only the digest (takes the lock; nothing when s holds logits or they
+ * are gone). eddy_generate_ex's steps sample from a digest and keep the last logits so. */
+void engine_seq_keep_logits(eddy_seq *s);
 
 /* The most tokens a verify could take now (takes the lock): the batch's rows, and the
  * free states (one per token). */

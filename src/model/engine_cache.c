@@ -297,7 +297,7 @@ eddy_status eddy_seq_restore_prefix(eddy_seq *s, const eddy_token *tokens, int64
         held = from_disk;
     } else if (best) {
         seq_state_copy(c->sp, q, &best->st);
-        s->has_logits = false;
+        seq_logits_held(s, false);
         best->last_use = ++c->cache_clock;
         c->cache_hits++;
         c->cache_tokens += best->st.n_pos;
@@ -306,7 +306,7 @@ eddy_status eddy_seq_restore_prefix(eddy_seq *s, const eddy_token *tokens, int64
         held = own;
     } else {
         seq_state_clear(c->sp, q);
-        s->has_logits = false;
+        seq_logits_held(s, false);
         held = 0;
     }
     pthread_mutex_unlock(&c->lock);

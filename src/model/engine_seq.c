@@ -68,6 +68,7 @@ void eddy_seq_free(eddy_seq *s) {
     pthread_mutex_lock(&c->lock);
     engine_release_pending(c, s);
     seq_state_release(c->sp, &s->st);
+    seq_logits_held(s, false);
     c->seqs[s->index] = NULL;
     eddy_free(s->pending);
     eddy_free(s->logits);
@@ -96,7 +97,7 @@ void eddy_seq_clear(eddy_seq *s) {
     pthread_mutex_lock(&c->lock);
     engine_release_pending(c, s);
     seq_state_clear(c->sp, &s->st);
-    s->has_logits = false;
+    seq_logits_held(s, false);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -152,7 +153,7 @@ eddy_status eddy_seq_restore(eddy_seq *s, const eddy_snapshot *snap, eddy_error 
     pthread_mutex_lock(&c->lock);
     engine_release_pending(c, s);
     seq_state_copy(c->sp, &s->st, &snap->st);
-    s->has_logits = false;
+    seq_logits_held(s, false);
     pthread_mutex_unlock(&c->lock);
     return EDDY_OK;
 }
@@ -181,7 +182,7 @@ static const eddy_snapshot *latest_on_path(const engine *c, const eddy_seq *s, i
 eddy_status engine_truncate(engine *c, eddy_seq *s, int64_t n_pos, eddy_error *err) {
     engine_release_pending(c, s);
     if (n_pos == s->st.n_pos) return EDDY_OK;
-    s->has_logits = false;
+    seq_logits_held(s, false);
     if (!has_recurrent(c)) {
         seq_state_drop_kv(c->sp, &s->st, n_pos);
         return EDDY_OK;
@@ -221,7 +222,7 @@ void engine_seq_set_logits(eddy_seq *s, const float *row) {
     engine *c = s->e;
     pthread_mutex_lock(&c->lock);
     memcpy(s->logits, row, (size_t)c->m->hp.n_vocab * sizeof *s->logits);
-    s->has_logits = true;
+    seq_logits_held(s, true);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -253,7 +254,7 @@ eddy_status eddy_seq_accept(eddy_seq *s, int64_t n_keep, eddy_error *err) {
     }
     if (st == EDDY_OK) {
         seq_state_drop_kv(c->sp, &s->st, s->st.n_pos); /* blocks only the rejected tokens used */
-        s->has_logits = false;
+        seq_logits_held(s, false);
     }
     pthread_mutex_unlock(&c->lock);
     return st;

@@ -211,6 +211,7 @@ eddy_status engine_run(engine *c, const eddy_token *tokens, eddy_seq *const *seq
         }
     const int64_t n_vocab = c->m->hp.n_vocab;
     int64_t done_out = 0;
+    c->pending_seq = NULL; /* this step makes logits of its own */
     for (int64_t r0 = 0, r1; r0 < n; r0 = r1) {
         if (r0 > 0 && c->abort_cb && c->abort_cb(c->abort_user)) {
             for (int64_t i = r0; i < n; i++) /* blocks reserved for the rows not run */
@@ -252,12 +253,29 @@ eddy_status engine_run(engine *c, const eddy_token *tokens, eddy_seq *const *seq
             cache_commit_run(c, run);
             const int64_t last = run->row0 + run->n - 1;
             while (o < n_out && p->out[o] < last) o++;
-            run->seq->has_logits = step_logits && o < n_out && p->out[o] == last;
+            seq_logits_held(run->seq, step_logits && o < n_out && p->out[o] == last);
             if (run->seq->has_logits)
                 memcpy(run->seq->logits, step_logits + o * n_vocab, (size_t)n_vocab * sizeof *logits);
+            /* a digest of one sequence's last row: its logits stay where the step made them
+             * (an MTP layer's drafts write the GPU's buffer) until engine_seq_keep_logits */
+            if (dg && !verify && !c->mtp && n_out == 1 && p->out[0] == last)
+                c->pending_seq = run->seq, c->pending_row = 0;
         }
     }
     return EDDY_OK;
+}
+
+void engine_seq_keep_logits(eddy_seq *s) {
+    engine *c = s->e;
+    pthread_mutex_lock(&c->lock);
+    if (c->pending_seq == s && !s->has_logits) {
+        const int64_t n_vocab = c->m->hp.n_vocab;
+        if (c->gpu) cuda_logits_row(c, c->pending_row, s->logits);
+        else memcpy(s->logits, c->digest_logits + c->pending_row * n_vocab, (size_t)n_vocab * sizeof *s->logits);
+        s->has_logits = true;
+    }
+    c->pending_seq = NULL;
+    pthread_mutex_unlock(&c->lock);
 }
 
 /* ==== One sequence ==== */

@@ -411,7 +411,7 @@ static eddy_status apply(engine *c, eddy_seq *s, sampler *smp, const parsed *p, 
     }
     for (int64_t i = 0; i < p->n_pos; i++) st->tokens[i] = (int32_t)get32(p->sec[SEC_TOKENS] + 4 * i);
     st->n_pos = p->n_pos;
-    s->has_logits = p->sec[SEC_LOGITS] != NULL;
+    seq_logits_held(s, p->sec[SEC_LOGITS] != NULL);
     if (s->has_logits) memcpy(s->logits, p->sec[SEC_LOGITS], (size_t)c->m->hp.n_vocab * 4);
     if (smp && p->sec[SEC_SAMPLER]) sampler_state_read(smp, p->sec[SEC_SAMPLER], (size_t)p->sampler_bytes);
     return EDDY_OK;

@@ -1135,6 +1135,13 @@ TEST(cuda_decode_argmax_and_top_are_the_logits_best) {
 /* eddy_engine_decode_logprob on the GPU (ck_logprob_rows there, 8 bytes a row back) gives
  * vec_logprob of the logits eddy_engine_decode gives there, within 1e-5: the GPU's expf
  * and another order of summation (tseq_check_decode_logprob). */
+/* eddy_generate_ex on the GPU takes each step's best 40 there and gives the sequence the
+ * last step's logits from the GPU's buffer at the end (tseq_check_generate_from_the_best:
+ * the same tokens and logits as whole rows from the GPU). */
+TEST(cuda_generate_from_the_best_logits) {
+    tseq_check_generate_from_the_best("models/qwen35-tiny-q8_0.gguf", (eddy_ctx_params){.device = EDDY_DEVICE_CUDA});
+}
+
 TEST(cuda_decode_logprob_is_the_logits_logprob) {
     tseq_check_decode_logprob("models/qwen35-tiny-q8_0.gguf", (eddy_engine_params){.device = EDDY_DEVICE_CUDA}, 1e-5);
 }
