@@ -8,9 +8,9 @@
  * ck_top_rows:
  * One block per row, in two reads of the row:
  *   1. each thread's largest key (top_key: the logits' order as unsigned integers); each
- *      warp's j-th largest of its lanes' (j = ceil(k / 32), 1 or 2), and the largest value
- *      L that q = ceil(k / j) warps' reach: j q >= k elements reach L, so L is a floor
- *      under the k-th best key;
+ *      warp's j-th largest of its lanes' keys (j = ceil(k / 32), 1 or 2); and the largest
+ *      value L that the values of q = ceil(k / j) warps reach: then j q >= k elements
+ *      reach L, so L is a floor under the k-th best key;
  *   2. every element at or above L joins the block's candidates, which for a vocabulary's
  *      logits are a few times k; ranking them (each against all) puts the k best in order.
  * Where more than TOP_ROOM reach L (many equal logits, or few usable ones spread so that
