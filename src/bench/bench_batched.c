@@ -30,22 +30,20 @@ typedef struct {
     int sampling;          /* eddy_bench_params.sampling */
     eddy_sampler **samplers; /* (n_seq) with sampling */
     float *logits;         /* (n_seq, n_vocab) EDDY_BENCH_SAMPLE_LOGITS's rows */
-    int32_t *top_ids, *top_counts; /* (n_seq, TOP_K), (n_seq): EDDY_BENCH_SAMPLE_TOP's */
+    int32_t k_top;         /* the best logits the samplers look at (eddy_sampler_params_top: 40) */
+    int32_t *top_ids, *top_counts; /* (n_seq, k_top), (n_seq): EDDY_BENCH_SAMPLE_TOP's */
     float *top_logits;
 } run;
-
-/* eddy run's default top-k: the best logits EDDY_BENCH_SAMPLE_TOP's steps take */
-#define TOP_K 40
 
 /* One forward step of batch b, each sequence's next token into r->tokens */
 static eddy_status step(run *r, const eddy_batch *b, eddy_error *err) {
     eddy_status st;
     switch (r->sampling) {
     case EDDY_BENCH_SAMPLE_TOP:
-        st = eddy_engine_decode_top(r->e, b, TOP_K, r->top_ids, r->top_logits, r->top_counts, err);
+        st = eddy_engine_decode_top(r->e, b, r->k_top, r->top_ids, r->top_logits, r->top_counts, err);
         for (int64_t s = 0; st == EDDY_OK && s < r->n_seq; s++)
-            r->tokens[s] = eddy_sampler_sample_top(r->samplers[s], r->top_ids + s * TOP_K, r->top_logits + s * TOP_K,
-                                                   r->top_counts[s]);
+            r->tokens[s] = eddy_sampler_sample_top(r->samplers[s], r->top_ids + s * r->k_top,
+                                                   r->top_logits + s * r->k_top, r->top_counts[s]);
         return st;
     case EDDY_BENCH_SAMPLE_LOGITS:
         st = eddy_engine_decode(r->e, b, r->logits, err);
@@ -117,13 +115,14 @@ eddy_status eddy_bench_batched(const eddy_model *m, const eddy_bench_params *p, 
     bool room = r.seqs && prompts && r.tokens && r.owner && pp && tg;
     if (room && p->sampling != EDDY_BENCH_ARGMAX) {
         const bool top = p->sampling == EDDY_BENCH_SAMPLE_TOP;
+        eddy_sampler_params sp = eddy_sampler_default_params();
+        r.k_top = eddy_sampler_params_top(&sp);
         r.samplers = eddy_calloc((size_t)n_seq, sizeof *r.samplers);
         r.logits = top ? NULL : eddy_malloc((size_t)(n_seq * r.n_vocab) * sizeof *r.logits);
-        r.top_ids = top ? eddy_malloc((size_t)(n_seq * TOP_K) * sizeof *r.top_ids) : NULL;
-        r.top_logits = top ? eddy_malloc((size_t)(n_seq * TOP_K) * sizeof *r.top_logits) : NULL;
+        r.top_ids = top ? eddy_malloc((size_t)(n_seq * r.k_top) * sizeof *r.top_ids) : NULL;
+        r.top_logits = top ? eddy_malloc((size_t)(n_seq * r.k_top) * sizeof *r.top_logits) : NULL;
         r.top_counts = top ? eddy_malloc((size_t)n_seq * sizeof *r.top_counts) : NULL;
         room = r.samplers && (top ? r.top_ids && r.top_logits && r.top_counts : r.logits != NULL);
-        eddy_sampler_params sp = eddy_sampler_default_params();
         for (int64_t s = 0; room && s < n_seq; s++) {
             sp.seed = (uint64_t)s + 1;
             room = eddy_sampler_new(&sp, r.n_vocab, &r.samplers[s], err) == EDDY_OK;

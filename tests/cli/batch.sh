@@ -116,6 +116,15 @@ if "$EDDY" bench -m tests/data/models/qwen35-tiny-q8_0.gguf --npl 1,3 -p 8 -n 4 
 else bad "bench --npl: $(cat "$TMP/b") $(cat "$TMP/err")"; fi
 expect_err "bench --npl bad list" '--npl: "1,,2" is not a list' bench -m $M --npl 1,,2
 expect_err "bench --npl zero" "--npl: 0 is out of range 1..4096" bench -m $M --npl 0
+# --sampling: each step's tokens drawn by run's default sampler from the best 40 or from
+# whole rows
+for how in top logits; do
+  if "$EDDY" bench -m tests/data/models/qwen35-tiny-q8_0.gguf --npl 2 -p 8 -n 4 -r 1 -t 1 --sampling $how --json \
+       >"$TMP/b" 2>"$TMP/err" && grep -q "\"n_seq\": 2, .*\"sampling\": \"$how\"" "$TMP/b"; then ok
+  else bad "bench --npl --sampling $how: $(cat "$TMP/b") $(cat "$TMP/err")"; fi
+done
+expect_err "bench --sampling without --npl" "--sampling applies to --npl" bench -m $M -p 8 --sampling top
+expect_err "bench --sampling bad" "'best' is none of argmax, top, logits" bench -m $M --npl 1 --sampling best
 
 # eddy bench -b: the tokens of a forward step, as the engine took them (the context caps them)
 if "$EDDY" bench -m tests/data/models/qwen35-tiny-q8_0.gguf -p 40 -n 2 -r 1 -t 1 -b 16 --json >"$TMP/b" 2>"$TMP/err" &&
