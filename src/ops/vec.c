@@ -123,7 +123,6 @@ void vec_swiglu_f32(float *out, const float *gate, const float *up, int64_t n) {
 double vec_sum_exp_f32(const float *x, int64_t n, float m) { return tables[isa_active()].sum_exp(x, n, m); }
 
 double vec_logprob(const float *x, int64_t n, int64_t target) {
-    float m = x[0];
-    for (int64_t i = 1; i < n; i++) m = x[i] > m ? x[i] : m;
+    const float m = x[vec_argmax(x, n)]; /* a NaN or a row of -inf makes the sum NaN whichever m */
     return (double)x[target] - m - log(vec_sum_exp_f32(x, n, m));
 }
