@@ -212,6 +212,9 @@ static bool parse_list(const char *flag, const char *s, long long lo, long long 
     return *n > 0 || (cli_error("%s needs at least one count", flag), false);
 }
 
+/* --sampling's values, as the JSON names them, in the order of eddy_bench_params.sampling */
+static const char *const sampling_names[] = {"argmax", "top", "logits"};
+
 static int bench_batched(const char *path, eddy_bench_params *p, const long long *npl, int n_npl, int json) {
     eddy_error err;
     eddy_model *m;
@@ -247,7 +250,7 @@ static int bench_batched(const char *path, eddy_bench_params *p, const long long
                    "\"tg_tps_per_seq\": %.6g, \"reps\": %d, \"sampling\": \"%s\"}\n",
                    r.n_threads, (long long)r.n_seq, (long long)p->n_prompt, (long long)p->n_gen, r.pp_seconds,
                    r.pp_tps, r.tg_seconds, r.tg_tps, r.tg_tps / (double)r.n_seq, p->n_reps,
-                   p->sampling == EDDY_BENCH_SAMPLE_TOP ? "top" : p->sampling ? "logits" : "argmax");
+                   sampling_names[p->sampling]);
         } else {
             printf("| %5lld | %6lld | %4lld | %6lld | %8.3f | %8.2f | %8.3f | %8.2f | %12.2f |\n",
                    (long long)p->n_prompt, (long long)p->n_gen, (long long)r.n_seq,
@@ -383,8 +386,8 @@ int cmd_bench(int argc, char **argv) {
             i++, model_only = 1;
         } else if (!strcmp(a, "--sampling")) {
             if (!val) return cli_error("--sampling needs argmax, top or logits");
-            sampling = !strcmp(val, "argmax") ? EDDY_BENCH_ARGMAX : !strcmp(val, "top") ? EDDY_BENCH_SAMPLE_TOP
-                       : !strcmp(val, "logits") ? EDDY_BENCH_SAMPLE_LOGITS : -1;
+            for (int k = 0; k < (int)(sizeof sampling_names / sizeof *sampling_names) && sampling < 0; k++)
+                if (!strcmp(val, sampling_names[k])) sampling = k;
             if (sampling < 0) return cli_error("--sampling: '%s' is none of argmax, top, logits", val);
             i++, model_only = 1;
         } else if (!strcmp(a, "--verify")) {

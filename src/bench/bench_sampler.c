@@ -2,9 +2,9 @@
  * bench_sampler.c — `eddy bench --kernels --filter sampler`: the time the sampling chain
  * (gen/sampler.c) takes for one token of a 151936-token vocabulary (Qwen's), at eddy
  * run's default settings, greedy, and temperature 1 without filters (the whole vocabulary
- * sorted); and the default settings from the row's best 40 alone (top_40) (sampler_sample_top: what
- * a step gives when eddy_engine_decode_top finds them, on a GPU there). On a GPU that makes
- * a token in a few milliseconds this is part of every token. Also a scored token's
+ * sorted); and the default settings from the row's best 40 alone (top_40:
+ * sampler_sample_top on what eddy_engine_decode_top gives, on a GPU found there). On a GPU
+ * that makes a token in a few milliseconds this is part of every token. Also a scored token's
  * log-probability (op logprob): vec_logprob against the scalar loop in double that
  * eddy perplexity ran before.
  */

@@ -86,7 +86,7 @@ struct cuda_backend {
      * pinned host memory for the one copy back: the best k (ck_top_rows) as ids (rows, k),
      * logits (rows, k), counts (rows) one after the other; or the log-probabilities
      * (ck_logprob_rows) as doubles (rows), then the targets (rows) */
-    int32_t *top, *top_host;
+    int32_t *digest, *digest_host;
     uint16_t *w16, *x16; /* f16 copies of a weight and of the activations for the tensor cores */
     void *gemv_q8;       /* ck_gemv's 8-bit activations */
     void *mmq_q8;        /* ck_mmq_parts' (NULL: products of more rows all go through cuBLAS) */

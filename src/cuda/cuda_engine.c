@@ -245,7 +245,7 @@ void cuda_backend_free(cuda_backend *g) {
     eddy_free(g->allocs);
     eddy_free(g->f16c);
     if (g->h_plan) cudaFreeHost(g->h_plan);
-    if (g->top_host) cudaFreeHost(g->top_host);
+    if (g->digest_host) cudaFreeHost(g->digest_host);
     if (g->blas) cublasDestroy(g->blas);
     eddy_free(g->layers);
     eddy_free(g);
@@ -395,7 +395,7 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
      * 1.2 GB for them): more are made and copied out in groups (cuda_forward) */
     g->logit_rows = B < 512 ? B : 512;
     g->logits = dev_rows(g, g->logit_rows, hp->n_vocab, &ok);
-    g->top = (int32_t *)dev_rows(g, g->logit_rows, 2 * CK_TOP_MAX + 1, &ok);
+    g->digest = (int32_t *)dev_rows(g, g->logit_rows, 2 * CK_TOP_MAX + 1, &ok);
     if (hp->n_head > 0) { /* decode steps split each row's keys in up to CK_ATT_SPLITS ranges */
         g->att_rows = B < CK_GEMV_MAX_TOK ? B : CK_GEMV_MAX_TOK;
         g->att_part = dev_rows(g, g->att_rows * hp->n_head * CK_ATT_SPLITS, hp->head_dim_v + 2, &ok);
@@ -455,9 +455,9 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     }
     g->d_plan = cuda_dev_alloc(g, (size_t)g->plan_ints * sizeof(int32_t));
     if (cudaMallocHost((void **)&g->h_plan, (size_t)g->plan_ints * sizeof(int32_t)) != cudaSuccess) g->h_plan = NULL;
-    const size_t top_bytes = (size_t)(g->logit_rows * (2 * CK_TOP_MAX + 1)) * sizeof(int32_t);
-    if (cudaMallocHost((void **)&g->top_host, top_bytes) != cudaSuccess) g->top_host = NULL;
-    ok = ok && g->d_plan && g->h_plan && g->top_host;
+    const size_t digest_bytes = (size_t)(g->logit_rows * (2 * CK_TOP_MAX + 1)) * sizeof(int32_t);
+    if (cudaMallocHost((void **)&g->digest_host, digest_bytes) != cudaSuccess) g->digest_host = NULL;
+    ok = ok && g->d_plan && g->h_plan && g->digest_host;
     if (!ok) {
         cuda_backend_free(g);
         return eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate the GPU work buffers for a batch of %" PRId64
@@ -903,11 +903,11 @@ static step_graph *step_graph_for(engine *c, cuda_backend *g, int64_t n, int64_t
 
 /* The digest of the k_rows rows of logits in g->logits into dg (from its row `first` on),
  * found on the GPU: one copy back of 8 k + 4 bytes a row (the best k), or 8 (a target's
- * log-probability; the targets go up first). g->top holds the ids, logits and counts, or
+ * log-probability; the targets go up first). g->digest holds the ids, logits and counts, or
  * the log-probabilities (doubles, first: aligned) and the targets. */
 static void digest_rows(cuda_backend *g, int64_t n_vocab, int64_t k_rows, const step_digest *dg, int64_t first) {
     const step_digest to = step_digest_from(dg, first);
-    int32_t *d = g->top, *h = g->top_host;
+    int32_t *d = g->digest, *h = g->digest_host;
     if (dg->k == 0) {
         cudaMemcpy(d + 2 * k_rows, to.targets, (size_t)k_rows * sizeof(int32_t), cudaMemcpyHostToDevice);
         ck_logprob_rows(g->logits, k_rows, n_vocab, d + 2 * k_rows, (double *)d, g->stream);

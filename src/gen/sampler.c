@@ -246,7 +246,6 @@ static void radix_sort(candidate *c, int64_t n, candidate *spare) {
     for (int64_t i = 0; i < n; i++) c[i] = (candidate){from[i].id, key_logit(from[i].key)};
 }
 
-
 /* Moves the k best candidates (by logit) to the front, sorted (c in id order). */
 static void select_top(candidate *c, int64_t n, int64_t k, candidate *spare) {
     if (k > TOP_SCAN_MAX) {
