@@ -2,7 +2,7 @@
  * cuda_ffn.c — the feed-forward blocks on the GPU (block_ffn.c's): SwiGLU, squared ReLU,
  * and mixtures of experts, routed on the GPU: each token slot's products in one launch for
  * decode and batched decode (experts_on_gpu), the slots grouped by expert for a prefill
- * (experts_grouped), or routed by the host where the experts' types have no integer
+ * (experts_grouped), or sorted by expert on the host where the experts' types have no integer
  * kernels (experts_by_host); then the gated shared expert.
  */
 #include "cuda/cuda_backend.h"
@@ -100,19 +100,21 @@ static void experts_on_gpu(engine *c, cuda_backend *g, const model_layer *l, int
     ck_moe_combine(g->mix, g->moe_y, g->moe_w, NULL, n, k, E, g->stream);
 }
 
-/* The routed experts of a longer step into mix (a prefill): the router's
- * logits come back to the host, which routes (moe_route, the CPU's code) and sends the
- * slots by expert; each expert with tokens then runs over its gathered rows, so that its
- * weights are read once for all of them, its outputs added with their weights in expert
- * order. */
+/* The routed experts of a longer step into mix (a prefill) where the experts' types have
+ * no grouped kernels: the GPU routes (ck_moe_route, as for every other step, so that a
+ * step's experts and weights do not depend on its route), the experts come back to the
+ * host, which sorts the slots by expert (moe_sort_slots, the CPU's code) and sends them
+ * back; each expert with tokens then runs over its gathered rows, so that its weights are
+ * read once for all of them, its outputs added with their weights in expert order. */
 static void experts_by_host(engine *c, cuda_backend *g, const model_layer *l, int64_t n) {
     const model_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd, X = hp->n_expert, k = hp->n_expert_used;
     cuda_lin_again(g, &l->moe_router, g->xn, n, g->router);
-    cudaMemcpy(c->router, g->router, (size_t)(n * X) * sizeof(float), cudaMemcpyDeviceToHost);
-    moe_route(c, n);
+    /* moe_order holds the experts (n, k) first, then the slots sorted by expert */
+    ck_moe_route(g->router, n, X, k, g->moe_order, g->moe_w, g->stream);
+    cudaMemcpy(c->moe_sel, g->moe_order, (size_t)(n * k) * sizeof(int32_t), cudaMemcpyDeviceToHost);
+    moe_sort_slots(c, n);
     cudaMemcpy(g->moe_order, c->moe_order, (size_t)(n * k) * sizeof(int32_t), cudaMemcpyHostToDevice);
-    cudaMemcpy(g->moe_w, c->moe_w, (size_t)(n * k) * sizeof(float), cudaMemcpyHostToDevice);
     cudaMemset(g->mix, 0, (size_t)(n * E) * sizeof(float));
     for (int64_t e = 0; e < X; e++) {
         const int64_t m = c->moe_start[e + 1] - c->moe_start[e];

@@ -53,7 +53,12 @@ void moe_route(engine *c, int64_t n) {
     const model_hparams *hp = &c->m->hp;
     const int64_t X = hp->n_expert, k = hp->n_expert_used;
     for (int64_t t = 0; t < n; t++) moe_route_token(c->router + t * X, X, k, c->moe_sel + t * k, c->moe_w + t * k);
+    moe_sort_slots(c, n);
+}
 
+void moe_sort_slots(engine *c, int64_t n) {
+    const model_hparams *hp = &c->m->hp;
+    const int64_t X = hp->n_expert, k = hp->n_expert_used;
     /* slots (t * k + j) sorted by expert: those of expert e are moe_order[start[e] .. start[e + 1]) */
     int32_t *start = c->moe_start;
     memset(start, 0, (size_t)(X + 1) * sizeof *start);

@@ -273,6 +273,9 @@ void moe_route_token(float *p, int64_t X, int64_t k, int32_t *sel, float *w);
  * into probabilities: each token's experts and weights (moe_sel, moe_w) and the token
  * slots sorted by expert (moe_order, moe_start). */
 void moe_route(engine *c, int64_t n);
+/* The token slots of n tokens sorted by expert from their experts in c->moe_sel (n, k)
+ * (moe_route's second half, for a routing made elsewhere): moe_order, moe_start. */
+void moe_sort_slots(engine *c, int64_t n);
 
 /* Of the runs from index i on: how many consecutive single-row runs without
  * snapshots (a group the decode-step kernels take in one call, their slots in
