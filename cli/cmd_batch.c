@@ -101,8 +101,9 @@ typedef struct {
     int64_t draft_max;   /* drafts per job and step */
     eddy_token *drafted; /* (np, draft_max + 1) scratch: each job's drafts, then its tokens */
     /* the best logits the sampler looks at, when that is all it looks at (greedy: 1; a
-     * top-k without penalties; 0: none such), and a step's (np, k_top) best tokens, their
-     * logits and (np) how many, which the engine then gives instead of the logits */
+     * top-k without penalties; 0: none such), and a step's (rows, k_top) best tokens, their
+     * logits and (rows) how many, which the engine then gives instead of the logits (rows:
+     * np, or a verify's np (draft_max + 1)) */
     int32_t k_top;
     eddy_token *top_ids;
     float *top_logits;
@@ -213,15 +214,22 @@ static int spec_step(sched *sc) {
         for (int64_t t = 0; t <= nd; t++) sc->owner[n + t] = j->seq, sc->want[n + t] = 1;
         n += nd + 1;
     }
+    /* the best logits alone when every walk needs no more (a draft model's sampled drafts need whole rows) */
+    int32_t k_top = sc->k_top;
+    for (int64_t k = 0; k < na && k_top; k++) k_top = eddy_spec_top(sc->active[k]->spec) ? k_top : 0;
     eddy_batch b = {n, sc->tokens, sc->owner, sc->want};
-    if (eddy_engine_verify(sc->e, &b, sc->logits, &err) != EDDY_OK) return cli_error("%s", err.msg);
+    if ((k_top ? eddy_engine_verify_top(sc->e, &b, k_top, sc->top_ids, sc->top_logits, sc->top_counts, &err)
+               : eddy_engine_verify(sc->e, &b, sc->logits, &err)) != EDDY_OK)
+        return cli_error("%s", err.msg);
     for (int64_t k = 0; k < sc->n_active; k++) {
         job *j = sc->active[k];
-        const int64_t left = sc->n_predict >= 0 ? sc->n_predict - j->n_gen : -1;
+        const int64_t left = sc->n_predict >= 0 ? sc->n_predict - j->n_gen : -1, kt = j->row0 * k_top;
         int64_t n_out;
         eddy_spec_end end;
-        if (eddy_spec_accept(j->spec, sc->logits + j->row0 * sc->n_vocab, left, sc->drafted, &n_out, &end, &err) !=
-            EDDY_OK) {
+        if ((k_top ? eddy_spec_accept_top(j->spec, k_top, sc->top_ids + kt, sc->top_logits + kt,
+                                          sc->top_counts + j->row0, left, sc->drafted, &n_out, &end, &err)
+                   : eddy_spec_accept(j->spec, sc->logits + j->row0 * sc->n_vocab, left, sc->drafted, &n_out, &end,
+                                      &err)) != EDDY_OK) {
             cli_error("%s", err.msg);
             finish(sc, j, "error");
             continue;
@@ -437,9 +445,10 @@ int cmd_batch(int argc, char **argv) {
         sc.d_n = malloc((size_t)np * sizeof *sc.d_n);
         sc.spec = sc.draft_max ? &o.spec : NULL;
         sc.k_top = eddy_sampler_params_top(&o.sp);
-        sc.top_ids = malloc((size_t)(np * EDDY_TOP_MAX) * sizeof *sc.top_ids);
-        sc.top_logits = malloc((size_t)(np * EDDY_TOP_MAX) * sizeof *sc.top_logits);
-        sc.top_counts = malloc((size_t)np * sizeof *sc.top_counts);
+        const int64_t rows = np * (sc.draft_max + 1); /* of a step, or of a verify with drafts */
+        sc.top_ids = malloc((size_t)(rows * EDDY_TOP_MAX) * sizeof *sc.top_ids);
+        sc.top_logits = malloc((size_t)(rows * EDDY_TOP_MAX) * sizeof *sc.top_logits);
+        sc.top_counts = malloc((size_t)rows * sizeof *sc.top_counts);
         if (!sc.active || !sc.logits || !sc.drafted || !sc.d_spec || !sc.d_t || !sc.d_out || !sc.d_max || !sc.d_n ||
             !sc.top_ids || !sc.top_logits || !sc.top_counts)
             rc = cli_error("out of memory");

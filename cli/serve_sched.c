@@ -111,9 +111,9 @@ struct srv_sched {
     int8_t *b_want;
     int64_t b_cap;
     slot **b_rows;       /* (n_slots) the slot of each logits row */
-    float *logits;       /* (n_slots, n_vocab) */
-    /* (n_slots, EDDY_TOP_MAX) each row's best tokens and their logits, (n_slots) how many,
-     * when the engine gives only them (eddy_engine_decode_top) */
+    float *logits;       /* (n_slots (k_max + 1), n_vocab): a step's rows, a verify's */
+    /* (n_slots (k_max + 1), EDDY_TOP_MAX) each row's best tokens and their logits, and how
+     * many, when the engine gives only them (eddy_engine_decode_top, _verify_top) */
     eddy_token *b_ids;
     float *b_top;
     int32_t *b_counts;
@@ -663,9 +663,25 @@ static int spec_step(srv_sched *s) {
         n += k + 1;
     }
     if (n == 0) return 0;
+    /* each row's best k alone when every slot's walk needs no more (as in step) */
+    int32_t k_top = 1;
+    for (int i = 0; i < s->p.n_slots && k_top; i++) {
+        const slot *sl = &s->slots[i];
+        if (!sl->r || !sl->decoding) continue;
+        const int32_t need = sl->spec && sl->r->n_logprobs < 0 ? eddy_spec_top(sl->spec) : 0;
+        if (need == 0) k_top = 0;
+        else if (need > k_top) k_top = need;
+    }
+    if (k_top)
+        eddy_log(EDDY_LOG_DEBUG, "serve: a verify step of %lld tokens, the best %d logits of each row", (long long)n,
+                 (int)k_top);
+    else
+        eddy_log(EDDY_LOG_DEBUG, "serve: a verify step of %lld tokens, whole rows of logits", (long long)n);
     eddy_batch b = {n, s->b_tok, s->b_seq, s->b_want};
     const double t0 = cli_now_s();
-    while ((st = eddy_engine_verify(s->e, &b, s->logits, &err)) != EDDY_OK && unpin_for_room(s, st, err.msg)) {}
+    while ((st = k_top ? eddy_engine_verify_top(s->e, &b, k_top, s->b_ids, s->b_top, s->b_counts, &err)
+                       : eddy_engine_verify(s->e, &b, s->logits, &err)) != EDDY_OK &&
+           unpin_for_room(s, st, err.msg)) {}
     const double dt = cli_now_s() - t0;
     pthread_mutex_lock(&s->mu);
     s->m.steps++;
@@ -677,22 +693,27 @@ static int spec_step(srv_sched *s) {
         slot *sl = &s->slots[i];
         if (!sl->r || !sl->decoding) continue;
         srv_request *r = sl->r;
-        float *rows = s->logits + sl->row0 * s->n_vocab;
-        if (!sl->spec) {
+        float *rows = k_top ? NULL : s->logits + sl->row0 * s->n_vocab;
+        if (!sl->spec) { /* whole rows (k_top 0) */
             if (eddy_seq_accept(sl->seq, 1, &err) != EDDY_OK) end_request(s, sl, NULL, 500, err.msg);
             else sample_next(s, sl, rows);
             continue;
         }
         const int64_t base = eddy_seq_n_pos(sl->seq), max_emit = r->max_tokens >= 0 ? r->max_tokens - r->n_gen : -1;
+        const int64_t kt = sl->row0 * k_top;
         int64_t n_out = 0;
         eddy_spec_end end;
-        if (eddy_spec_accept(sl->spec, rows, max_emit, s->drafts, &n_out, &end, &err) != EDDY_OK) {
+        if ((k_top ? eddy_spec_accept_top(sl->spec, k_top, s->b_ids + kt, s->b_top + kt, s->b_counts + sl->row0,
+                                          max_emit, s->drafts, &n_out, &end, &err)
+                   : eddy_spec_accept(sl->spec, rows, max_emit, s->drafts, &n_out, &end, &err)) != EDDY_OK) {
             end_request(s, sl, NULL, 500, err.msg);
             continue;
         }
         if (!r->t_first) r->t_first = cli_now_s();
-        /* token j was sampled from rows[j], the sequence then holding base + j + 1 positions */
-        for (int64_t j = 0; j < n_out && sl->r; j++) take_token(s, sl, s->drafts[j], rows + j * s->n_vocab, base + j + 1);
+        /* token j was sampled from rows[j] (none: no log-probabilities wanted), the
+         * sequence then holding base + j + 1 positions */
+        for (int64_t j = 0; j < n_out && sl->r; j++)
+            take_token(s, sl, s->drafts[j], rows ? rows + j * s->n_vocab : NULL, base + j + 1);
         if (sl->r && end == EDDY_SPEC_EOG) end_at_eog(s, sl);
     }
     return 0;
@@ -915,9 +936,10 @@ int srv_sched_start(const srv_sched_params *p, srv_sched **out) {
     s->slots = calloc((size_t)p->n_slots, sizeof *s->slots);
     s->pins = calloc((size_t)(p->max_sessions > 0 ? p->max_sessions : 1), sizeof *s->pins);
     s->b_rows = calloc((size_t)p->n_slots, sizeof *s->b_rows);
-    s->b_ids = malloc((size_t)(p->n_slots * EDDY_TOP_MAX) * sizeof *s->b_ids);
-    s->b_top = malloc((size_t)(p->n_slots * EDDY_TOP_MAX) * sizeof *s->b_top);
-    s->b_counts = malloc((size_t)p->n_slots * sizeof *s->b_counts);
+    const int64_t rows = p->n_slots * (s->k_max + 1); /* of a step, or of a verify with drafts */
+    s->b_ids = malloc((size_t)(rows * EDDY_TOP_MAX) * sizeof *s->b_ids);
+    s->b_top = malloc((size_t)(rows * EDDY_TOP_MAX) * sizeof *s->b_top);
+    s->b_counts = malloc((size_t)rows * sizeof *s->b_counts);
     s->logits = malloc((size_t)(p->n_slots * (s->k_max + 1) * s->n_vocab) * sizeof *s->logits);
     if (!s->queue || !s->slots || !s->pins || !s->b_rows || !s->b_ids || !s->b_top || !s->b_counts || !s->logits ||
         !s->drafts || !s->d_spec || !s->d_t || !s->d_out || !s->d_max || !s->d_n) {

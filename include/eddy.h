@@ -397,6 +397,11 @@ eddy_status eddy_engine_decode_logprob(eddy_engine *e, const eddy_batch *b, cons
  * eddy_seq_accept says how many to keep. Each token takes one of the engine's n_verify
  * row states meanwhile (EDDY_ERR_NOMEM when too few are free). */
 eddy_status eddy_engine_verify(eddy_engine *e, const eddy_batch *b, float *logits, eddy_error *err);
+/* The same, giving each wanted token's k best next tokens instead of its logits, as
+ * eddy_engine_decode_top does (what eddy_spec_accept_top walks; on a GPU 8 k + 4 bytes a
+ * row come back). */
+eddy_status eddy_engine_verify_top(eddy_engine *e, const eddy_batch *b, int32_t k, eddy_token *ids, float *logits,
+                                   int32_t *counts, eddy_error *err);
 /* Keeps the first n_keep tokens of the sequence's last verify (0 <= n_keep <= their
  * count): exactly the state that feeding those n_keep tokens would have given. */
 eddy_status eddy_seq_accept(eddy_seq *s, int64_t n_keep, eddy_error *err);
@@ -849,6 +854,18 @@ eddy_status eddy_spec_draft_many(eddy_spec *const *sp, int64_t n, const eddy_tok
  * max_emit tokens (< 0: no limit) go to out (room for n + 1), *n_out of them. */
 eddy_status eddy_spec_accept(eddy_spec *sp, float *rows, int64_t max_emit, eddy_token *out, int64_t *n_out,
                              eddy_spec_end *end, eddy_error *err);
+/* How many best logits of each row eddy_spec_accept_top needs (eddy_engine_verify_top's
+ * k): eddy_sampler_params_top of the sequence's sampler, or 0 where the walk needs whole
+ * rows (a sampler that looks at more, or a draft model that samples its drafts). */
+int32_t eddy_spec_top(const eddy_spec *sp);
+/* eddy_spec_accept from the verify's digest (eddy_engine_verify_top with k at least
+ * eddy_spec_top; ids and logits (n + 1, k), counts (n + 1)): the same tokens, the same
+ * draws of the sampler's generator. The sequence keeps no logits afterwards
+ * (eddy_seq_logits: NULL), as after eddy_engine_decode_top. EDDY_ERR_ARG, before anything
+ * changes, where eddy_spec_top is 0 or above k. */
+eddy_status eddy_spec_accept_top(eddy_spec *sp, int32_t k, const eddy_token *ids, const float *logits,
+                                 const int32_t *counts, int64_t max_emit, eddy_token *out, int64_t *n_out,
+                                 eddy_spec_end *end, eddy_error *err);
 /* The counts so far: verify steps, drafts checked, drafts accepted. */
 void eddy_spec_counts(const eddy_spec *sp, int64_t *steps, int64_t *drafted, int64_t *accepted);
 

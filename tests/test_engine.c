@@ -406,8 +406,6 @@ TEST(engine_two_threads_drive_one_engine) {
 
 /* ==== Bad use ==== */
 
-/* eddy_engine_decode_argmax and eddy_engine_decode_top give each wanted row the argmax
- * and the best k of the logits eddy_engine_decode gives (tseq_check_decode_top) */
 /* eddy_engine_decode_logprob gives each wanted row vec_logprob of the logits
  * eddy_engine_decode gives, bit for bit (tseq_check_decode_logprob) */
 TEST(engine_decode_logprob_is_the_logits_logprob) {
@@ -415,9 +413,19 @@ TEST(engine_decode_logprob_is_the_logits_logprob) {
     tseq_check_decode_logprob("models/mamba2-tiny-f32.gguf", (eddy_engine_params){0}, 0);
 }
 
+/* eddy_engine_decode_argmax and eddy_engine_decode_top give each wanted row the argmax
+ * and the best k of the logits eddy_engine_decode gives (tseq_check_decode_top) */
 TEST(engine_decode_argmax_and_top_are_the_logits_best) {
     tseq_check_decode_top("models/qwen35-tiny-q4_k_m.gguf", (eddy_engine_params){0});
     tseq_check_decode_top("models/llama-tiny-f32.gguf", (eddy_engine_params){0});
+}
+
+/* eddy_engine_verify_top gives the best k of eddy_engine_verify's rows, and a verify of
+ * one sequence leaves the kept row for the sequence (tseq_check_verify_top) */
+TEST(engine_verify_top_is_the_verify_best) {
+    tseq_check_verify_top("models/qwen35-tiny-q4_k_m.gguf", (eddy_engine_params){0});
+    tseq_check_verify_top("models/mamba2-tiny-f32.gguf", (eddy_engine_params){0});
+    tseq_check_verify_top("models/llama-tiny-f32.gguf", (eddy_engine_params){0});
 }
 
 TEST(engine_refuses_bad_use) {

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include "model/engine.h"
 #include "ops/vec.h"
 
 eddy_model *tseq_load(const char *file) {
@@ -52,6 +53,22 @@ static void check_top_row(const char *file, const char *what, int r, const float
         CHECKF(ids[r * k + i] == want_ids[i] && !memcmp(&vals[r * k + i], &want_vals[i], sizeof *vals),
                "%s: %s row %d, entry %lld: %d (%g), the logits' %d (%g)", file, what, r, (long long)i, ids[r * k + i],
                vals[r * k + i], want_ids[i], want_vals[i]);
+}
+
+/* Two engines of m with params p, two sequences each (s[k] engine k's); false when one
+ * could not be made (the test has failed then) */
+static bool two_engines(const eddy_model *m, eddy_engine_params p, eddy_engine *e[2], eddy_seq *s[2][2]) {
+    e[0] = tseq_engine(m, p), e[1] = tseq_engine(m, p);
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 2; j++) s[k][j] = e[k] ? tseq_new(e[k]) : NULL;
+    return s[0][0] && s[0][1] && s[1][0] && s[1][1];
+}
+
+static void free_two_engines(eddy_engine *e[2], eddy_seq *s[2][2]) {
+    for (int k = 0; k < 2; k++) {
+        for (int j = 0; j < 2; j++) eddy_seq_free(s[k][j]);
+        eddy_engine_free(e[k]);
+    }
 }
 
 void tseq_check_decode_top(const char *file, eddy_engine_params p) {
@@ -121,11 +138,9 @@ void tseq_check_decode_logprob(const char *file, eddy_engine_params p, double to
     REQUIRE(m);
     const int64_t V = eddy_model_n_vocab(m);
     p.n_seq_max = 2, p.n_ctx = 64;
-    eddy_engine *e[2] = {tseq_engine(m, p), tseq_engine(m, p)};
-    REQUIRE(e[0] && e[1]);
+    eddy_engine *e[2];
     eddy_seq *s[2][2];
-    for (int k = 0; k < 2; k++)
-        for (int j = 0; j < 2; j++) REQUIRE(s[k][j] = tseq_new(e[k]));
+    REQUIRE(two_engines(m, p, e, s));
     test_rng r = test_rng_new();
     int32_t prompt[N], targets[W];
     tseq_rand_ids(&r, prompt, N, V);
@@ -165,10 +180,7 @@ void tseq_check_decode_logprob(const char *file, eddy_engine_params p, double to
     }
     CHECK_EQ(eddy_engine_decode_logprob(e[1], &d1, NULL, lp, &err), EDDY_ERR_ARG);
     free(logits);
-    for (int k = 0; k < 2; k++) {
-        for (int j = 0; j < 2; j++) eddy_seq_free(s[k][j]);
-        eddy_engine_free(e[k]);
-    }
+    free_two_engines(e, s);
     eddy_model_free(m);
 }
 
@@ -231,5 +243,73 @@ void tseq_check_generate_from_the_best(const char *file, eddy_ctx_params cp) {
     eddy_sampler_free(s), eddy_sampler_free(s_ref);
     eddy_ctx_free(c), eddy_ctx_free(ref);
     eddy_vocab_free(v);
+    eddy_model_free(m);
+}
+
+void tseq_check_verify_top(const char *file, eddy_engine_params p) {
+    eddy_model *m = tseq_load(file);
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m);
+    p.n_seq_max = 2, p.n_ctx = 64, p.n_verify = 8;
+    /* engine 0 verifies with logits, 1 with the best k */
+    eddy_engine *e[2];
+    eddy_seq *s[2][2];
+    REQUIRE(two_engines(m, p, e, s));
+    test_rng r = test_rng_new();
+    int32_t ids[20];
+    tseq_rand_ids(&r, ids, 20, V);
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 2; j++) REQUIRE(tseq_feed(s[k][j], ids + 6 * j, 6, NULL));
+    float *logits = malloc(sizeof *logits * (size_t)(7 * V)), *kept = malloc(sizeof *kept * (size_t)V);
+    float top_vals[7 * EDDY_TOP_MAX];
+    int32_t top_ids[7 * EDDY_TOP_MAX], counts[7];
+    eddy_error err;
+    /* sequence 0's 4 tokens and 1's 3, all rows wanted; then sequence 0's 3 alone */
+    eddy_seq *owner[2][7];
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 7; i++) owner[k][i] = s[k][i < 4 ? 0 : 1];
+    int8_t all[7] = {1, 1, 1, 1, 1, 1, 1};
+    const eddy_batch w0 = {7, ids + 12, owner[0], all}, w1 = {7, ids + 12, owner[1], all};
+    REQUIRE(CHECKF(eddy_engine_verify(e[0], &w0, logits, &err) == EDDY_OK, "%s", err.msg));
+    REQUIRE(CHECKF(eddy_engine_verify_top(e[1], &w1, 40, top_ids, top_vals, counts, &err) == EDDY_OK, "%s", err.msg));
+    for (int i = 0; i < 7; i++)
+        check_top_row(file, "verify of two", i, logits + i * V, V, 40, top_ids, top_vals, counts);
+    for (int k = 0; k < 2; k++) {
+        REQUIRE(eddy_seq_accept(s[k][0], 2, &err) == EDDY_OK && eddy_seq_accept(s[k][1], 3, &err) == EDDY_OK);
+        engine_seq_keep_logits(s[k][0]), engine_seq_keep_logits(s[k][1]);
+    }
+    CHECKF(!eddy_seq_logits(s[1][0]) && !eddy_seq_logits(s[1][1]), "%s: a verify of two left logits", file);
+    const eddy_batch a0 = {3, ids + 17, owner[0], all}, a1 = {3, ids + 17, owner[1], all};
+    REQUIRE(CHECKF(eddy_engine_verify(e[0], &a0, logits, &err) == EDDY_OK, "%s", err.msg));
+    REQUIRE(CHECKF(eddy_engine_verify_top(e[1], &a1, 5, top_ids, top_vals, counts, &err) == EDDY_OK, "%s", err.msg));
+    for (int i = 0; i < 3; i++)
+        check_top_row(file, "verify of one", i, logits + i * V, V, 5, top_ids, top_vals, counts);
+    for (int k = 0; k < 2; k++) REQUIRE(eddy_seq_accept(s[k][0], 2, &err) == EDDY_OK);
+    engine_seq_keep_logits(s[1][0]);
+    const float *l = eddy_seq_logits(s[1][0]);
+    CHECKF(l && !memcmp(l, logits + V, sizeof *l * (size_t)V), "%s: the kept row of a verify of one: %s", file,
+           l ? "other logits" : "none");
+    /* the same again, with another sequence's step between the accept and the keeping */
+    int32_t t1 = ids[19];
+    REQUIRE(CHECKF(eddy_engine_verify_top(e[1], &a1, 5, top_ids, top_vals, counts, &err) == EDDY_OK, "%s", err.msg));
+    REQUIRE(eddy_seq_accept(s[1][0], 1, &err) == EDDY_OK);
+    REQUIRE(tseq_feed(s[1][1], &t1, 1, NULL));
+    engine_seq_keep_logits(s[1][0]);
+    CHECKF(!eddy_seq_logits(s[1][0]), "%s: logits kept through another sequence's step", file);
+    REQUIRE(CHECKF(eddy_engine_verify(e[0], &a0, logits, &err) == EDDY_OK, "%s", err.msg));
+    REQUIRE(eddy_seq_accept(s[0][0], 1, &err) == EDDY_OK);
+    REQUIRE(tseq_feed(s[0][1], &t1, 1, NULL));
+    /* the states after the accepts: the same logits from a step of each sequence */
+    for (int j = 0; j < 2; j++) {
+        int32_t t = ids[j];
+        REQUIRE(tseq_feed(s[0][j], &t, 1, logits) && tseq_feed(s[1][j], &t, 1, kept));
+        CHECKF(!memcmp(logits, kept, sizeof *kept * (size_t)V), "%s: sequence %d after the accepts: other logits",
+               file, j);
+    }
+    CHECK_EQ(eddy_engine_verify_top(e[1], &a1, 0, top_ids, top_vals, counts, &err), EDDY_ERR_ARG);
+    CHECK_EQ(eddy_engine_verify_top(e[1], &a1, EDDY_TOP_MAX + 1, top_ids, top_vals, counts, &err), EDDY_ERR_ARG);
+    CHECK_EQ(eddy_engine_verify_top(e[1], &a1, 4, top_ids, top_vals, NULL, &err), EDDY_ERR_ARG);
+    free(logits), free(kept);
+    free_two_engines(e, s);
     eddy_model_free(m);
 }

@@ -36,5 +36,13 @@ void tseq_check_decode_logprob(const char *file, eddy_engine_params p, double to
  * sequence holds the last of those rows, bit for bit, and generating with no prompt goes
  * on from them. */
 void tseq_check_generate_from_the_best(const char *file, eddy_ctx_params cp);
+/* The same verifies on two engines of model file, through eddy_engine_verify and
+ * eddy_engine_verify_top: a verify of two sequences (k 40), then one of a sequence alone
+ * (k 5): each row's best k are vec_top_k of the first's logits, bit for bit; after the
+ * same eddy_seq_accept the sequences keep no logits, except that a verify of one
+ * sequence leaves the kept row where it was made (engine_seq_keep_logits gives it, bit
+ * for bit, and forgets it once another step runs); a decode step after gives the same
+ * logits on both; NULL outputs and k outside 1..EDDY_TOP_MAX are refused. */
+void tseq_check_verify_top(const char *file, eddy_engine_params p);
 
 #endif

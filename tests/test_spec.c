@@ -253,9 +253,11 @@ typedef struct {
 } gen_result;
 
 /* Generates from prompt on a fresh context of m (n_ctx positions) with spec (NULL:
- * none) and records everything. */
-static bool gen(eddy_model *m, const eddy_spec_params *spec, float temp, uint64_t seed, const eddy_token *prompt,
-                int64_t n_prompt, int64_t n_predict, int64_t n_ctx, int64_t stop_after, gen_result *r) {
+ * none) and records everything. A repeat penalty makes the sampler (and the walk) read
+ * whole rows; without, steps and verifies give each row's best k alone. */
+static bool gen(eddy_model *m, const eddy_spec_params *spec, float temp, float penalty, uint64_t seed,
+                const eddy_token *prompt, int64_t n_prompt, int64_t n_predict, int64_t n_ctx, int64_t stop_after,
+                gen_result *r) {
     memset(r, 0, sizeof *r);
     r->out.stop_after = stop_after;
     eddy_error err;
@@ -264,7 +266,7 @@ static bool gen(eddy_model *m, const eddy_spec_params *spec, float temp, uint64_
                           .mtp = spec && spec->type == EDDY_SPEC_MTP};
     if (!CHECKF(eddy_ctx_new(m, &cp, &c, &err) == EDDY_OK, "%s", err.msg)) return false;
     eddy_sampler_params sp = eddy_sampler_default_params();
-    sp.temp = temp, sp.seed = seed, sp.repeat_penalty = 1.1f;
+    sp.temp = temp, sp.seed = seed, sp.repeat_penalty = penalty;
     eddy_sampler *s = NULL;
     bool ok = CHECK(eddy_sampler_new(&sp, eddy_model_n_vocab(m), &s, NULL) == EDDY_OK);
     eddy_gen_params gp = {.n_predict = n_predict, .spec = spec};
@@ -316,30 +318,32 @@ static const struct {
 
 /* Generation with each of specs against plain generation over runs that end by length,
  * by a full context and by the callback, greedy and sampled (a draft model samples its
- * drafts at temperature > 0: another random stream, skipped here); the drafts accepted
- * and rejected are added up. */
+ * drafts at temperature > 0: another random stream, skipped here), from whole rows and
+ * from each row's best k (the sequence's logits at the end too); the drafts accepted and
+ * rejected are added up. */
 static void same_as_plain(eddy_model *m, const char *file, const eddy_spec_params *specs, size_t n_specs,
                           int64_t *accepted, int64_t *rejected) {
     const int64_t V = eddy_model_n_vocab(m);
     eddy_token prompt[64];
     const int64_t n_prompt = repetitive_prompt(prompt, V);
-    /* (temperature, n_predict, n_ctx, callback stop) */
+    /* (temperature, repeat penalty, n_predict, n_ctx, callback stop) */
     const struct {
-        float temp;
+        float temp, penalty;
         int64_t n_predict, n_ctx, stop_after;
-    } runs[] = {{0, 160, 256, 0}, {0, 200, 100, 0}, {0, 100, 256, 37}, {0.9f, 120, 256, 0}};
+    } runs[] = {{0, 1.1f, 160, 256, 0}, {0, 1.1f, 200, 100, 0}, {0, 1.1f, 100, 256, 37}, {0.9f, 1.1f, 120, 256, 0},
+                {0, 1, 160, 256, 0},    {0, 1, 200, 100, 0},    {0, 1, 100, 256, 37},    {0.9f, 1, 120, 256, 0}};
     for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
         gen_result plain;
-        if (!gen(m, NULL, runs[ri].temp, 77 + ri, prompt, n_prompt, runs[ri].n_predict, runs[ri].n_ctx,
-                 runs[ri].stop_after, &plain))
+        if (!gen(m, NULL, runs[ri].temp, runs[ri].penalty, 77 + ri, prompt, n_prompt, runs[ri].n_predict,
+                 runs[ri].n_ctx, runs[ri].stop_after, &plain))
             continue;
         for (size_t si = 0; si < n_specs; si++) {
             if (runs[ri].temp > 0 && specs[si].type == EDDY_SPEC_DRAFT) continue;
             gen_result got;
             char what[96];
             snprintf(what, sizeof what, "run %zu, drafter %zu", ri, si);
-            if (gen(m, &specs[si], runs[ri].temp, 77 + ri, prompt, n_prompt, runs[ri].n_predict, runs[ri].n_ctx,
-                    runs[ri].stop_after, &got))
+            if (gen(m, &specs[si], runs[ri].temp, runs[ri].penalty, 77 + ri, prompt, n_prompt, runs[ri].n_predict,
+                    runs[ri].n_ctx, runs[ri].stop_after, &got))
                 same_result(what, file, &got, &plain, V);
             *accepted += got.st.n_accepted, *rejected += got.st.n_drafted - got.st.n_accepted;
             free(got.logits);
@@ -589,6 +593,91 @@ TEST(spec_draft_model_drafts_of_many_sequences_are_each_ones_own) {
 }
 
 /* ==== Refusals ==== */
+
+/* eddy_spec_accept_top on eddy_engine_verify_top's digests walks as eddy_spec_accept on
+ * whole rows (two engines side by side, the same drafts and seeds): the same tokens and
+ * ends, step after step; it refuses a digest of fewer than eddy_spec_top's k, and any
+ * digest where the sampler needs whole rows (eddy_spec_top 0), changing nothing. */
+TEST(spec_accept_top_walks_as_whole_rows) {
+    eddy_model *m = tseq_load("models/qwen35-tiny-q8_0.gguf");
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m);
+    const eddy_engine_params ep = {.n_ctx = 256, .n_seq_max = 1, .n_verify = 9};
+    eddy_engine *e[2] = {tseq_engine(m, ep), tseq_engine(m, ep)};
+    REQUIRE(e[0] && e[1]);
+    eddy_seq *q[2] = {tseq_new(e[0]), tseq_new(e[1])};
+    eddy_sampler_params spar = eddy_sampler_default_params();
+    spar.seed = 5, spar.temp = 0.3f; /* sampled, from the best 40, repeating enough for drafts */
+    eddy_sampler *smp[2];
+    REQUIRE(eddy_sampler_new(&spar, V, &smp[0], NULL) == EDDY_OK &&
+            eddy_sampler_new(&spar, V, &smp[1], NULL) == EDDY_OK);
+    const eddy_spec_params spec = {.type = EDDY_SPEC_NGRAM, .draft_max = 8, .ngram = 1, .fixed = true};
+    eddy_spec *sp[2] = {NULL, NULL};
+    eddy_error err;
+    eddy_token prompt[64];
+    const int64_t n_prompt = repetitive_prompt(prompt, V);
+    float *rows = malloc(sizeof *rows * (size_t)(9 * V)), top[9 * 40];
+    eddy_token ids[9 * 40], out[2][9], drafts[2][8], t = prompt[n_prompt - 1];
+    int32_t counts[9];
+    for (int k = 0; k < 2; k++) {
+        REQUIRE(q[k] && tseq_feed(q[k], prompt, n_prompt - 1, NULL));
+        REQUIRE(CHECKF(eddy_spec_new(q[k], smp[k], &spec, &sp[k], &err) == EDDY_OK, "%s", err.msg));
+    }
+    CHECK_EQ(eddy_spec_top(sp[1]), 40);
+    int64_t drafted = 0, steps = 0;
+    for (; steps < 24; steps++) {
+        int64_t nd[2], n_out[2];
+        eddy_spec_end end[2];
+        for (int k = 0; k < 2; k++)
+            REQUIRE(CHECKF(eddy_spec_draft(sp[k], t, 8, drafts[k], &nd[k], &err) == EDDY_OK, "%s", err.msg));
+        REQUIRE(CHECK_EQ(nd[0], nd[1]) && !memcmp(drafts[0], drafts[1], sizeof(eddy_token) * (size_t)nd[0]));
+        drafted += nd[0];
+        eddy_token toks[9] = {t};
+        memcpy(toks + 1, drafts[0], sizeof(eddy_token) * (size_t)nd[0]);
+        eddy_seq *own[2][9];
+        int8_t all[9];
+        for (int i = 0; i < 9; i++) own[0][i] = q[0], own[1][i] = q[1], all[i] = 1;
+        REQUIRE(eddy_engine_verify(e[0], &(eddy_batch){nd[0] + 1, toks, own[0], all}, rows, &err) == EDDY_OK);
+        REQUIRE(eddy_engine_verify_top(e[1], &(eddy_batch){nd[0] + 1, toks, own[1], all}, 40, ids, top, counts, &err) ==
+                EDDY_OK);
+        if (steps == 0) { /* too few of each row's best: refused, the walk still waits */
+            CHECK_EQ(eddy_spec_accept_top(sp[1], 39, ids, top, counts, -1, out[1], &n_out[1], &end[1], &err),
+                     EDDY_ERR_ARG);
+            CHECK_CONTAINS(err.msg, "more of each row's best logits");
+        }
+        REQUIRE(eddy_spec_accept(sp[0], rows, -1, out[0], &n_out[0], &end[0], &err) == EDDY_OK);
+        const eddy_status st = eddy_spec_accept_top(sp[1], 40, ids, top, counts, -1, out[1], &n_out[1], &end[1], &err);
+        REQUIRE(CHECKF(st == EDDY_OK, "%s", err.msg));
+        const bool same = n_out[0] == n_out[1] && end[0] == end[1] &&
+                          !memcmp(out[0], out[1], sizeof(eddy_token) * (size_t)n_out[0]);
+        if (!CHECKF(same, "step %lld: %lld tokens (end %d) from whole rows, %lld (end %d) from the best 40",
+                    (long long)steps, (long long)n_out[0], end[0], (long long)n_out[1], end[1]) ||
+            end[0] != EDDY_SPEC_NEXT)
+            break;
+        t = out[0][n_out[0] - 1];
+    }
+    CHECKF(steps >= 10 && drafted >= 20, "%lld steps, %lld drafts", (long long)steps, (long long)drafted);
+    for (int k = 0; k < 2; k++) eddy_spec_free(sp[k]), sp[k] = NULL;
+    /* a sampler with a repeat penalty reads whole rows */
+    eddy_sampler_free(smp[1]);
+    spar.repeat_penalty = 1.1f;
+    REQUIRE(eddy_sampler_new(&spar, V, &smp[1], NULL) == EDDY_OK);
+    REQUIRE(eddy_spec_new(q[1], smp[1], &spec, &sp[1], &err) == EDDY_OK);
+    CHECK_EQ(eddy_spec_top(sp[1]), 0);
+    int64_t nd, n_out;
+    eddy_spec_end end;
+    REQUIRE(eddy_spec_draft(sp[1], t, 8, drafts[1], &nd, &err) == EDDY_OK);
+    const int64_t n_pos = eddy_seq_n_pos(q[1]);
+    if (nd == 0)
+        REQUIRE(eddy_engine_decode_top(e[1], &(eddy_batch){1, &t, q + 1, NULL}, 40, ids, top, counts, &err) == EDDY_OK);
+    CHECK_EQ(eddy_spec_accept_top(sp[1], 40, ids, top, counts, -1, out[1], &n_out, &end, &err), EDDY_ERR_ARG);
+    CHECK_CONTAINS(err.msg, "whole rows of logits");
+    CHECK_EQ(eddy_seq_n_pos(q[1]), nd == 0 ? n_pos + 1 : n_pos);
+    eddy_spec_free(sp[1]);
+    free(rows);
+    for (int k = 0; k < 2; k++) eddy_sampler_free(smp[k]), eddy_seq_free(q[k]), eddy_engine_free(e[k]);
+    eddy_model_free(m);
+}
 
 TEST(spec_refuses_bad_setups) {
     eddy_model *m = tseq_load("models/qwen35-tiny-f32.gguf"), *other = tseq_load("models/llama-tiny-f32.gguf");

@@ -47,6 +47,9 @@ eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan
 /* Row `row` of the last step's logits, still in the backend's logits buffer, into dst
  * (n_vocab floats on the host). */
 void cuda_logits_row(engine *c, int64_t row, float *dst);
+/* How many rows of a step's logits stay in that buffer: a step of more leaves only its
+ * last group of them there */
+int64_t cuda_logit_rows(const engine *c);
 
 /* block_gdn_accept / block_mamba2_accept on the GPU: the kept rows replayed on sequence
  * s's slot in recurrent layer il. */

@@ -954,6 +954,8 @@ void cuda_logits_row(engine *c, int64_t row, float *dst) {
     cudaMemcpy(dst, c->gpu->logits + row * n_vocab, (size_t)n_vocab * sizeof(float), cudaMemcpyDeviceToHost);
 }
 
+int64_t cuda_logit_rows(const engine *c) { return c->gpu->logit_rows; }
+
 void cuda_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep) {
     cuda_backend *g = c->gpu;
     const model_hparams *hp = &c->m->hp;

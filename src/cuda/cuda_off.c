@@ -41,6 +41,11 @@ eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan
 
 void cuda_logits_row(engine *c, int64_t row, float *dst) { (void)c, (void)row, (void)dst; }
 
+int64_t cuda_logit_rows(const engine *c) {
+    (void)c;
+    return 0;
+}
+
 void cuda_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep) {
     (void)c, (void)il, (void)s, (void)n_keep;
 }

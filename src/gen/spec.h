@@ -95,12 +95,24 @@ typedef enum {
     SPEC_WALK_STOPPED,  /* emit returned non-zero */
 } spec_walk_end;
 
-/* The walk after the forward step that fed t and the drafts of the last eddy_spec_draft:
- * rows (n + 1, n_vocab) are their logits (eog_mask's ids become -inf first). Samples
+/* What a verify gave for t and the n drafts: rows (n + 1, n_vocab) of logits, or (rows
+ * NULL) each row's k best (ids and logits (n + 1, k), counts (n + 1): eddy_engine_verify_top) */
+typedef struct {
+    float *rows;
+    int32_t k;
+    const eddy_token *ids;
+    const float *logits;
+    const int32_t *counts;
+} spec_rows;
+
+/* The walk after the forward step that fed t and the drafts of the last eddy_spec_draft,
+ * from what it gave (r; in whole rows eog_mask's ids become -inf first, and a digest
+ * takes no eog_mask and at least eddy_spec_top's k: EDDY_ERR_ARG otherwise). Samples
  * each position as plain generation would, emitting at most max_emit (< 0: no limit)
  * tokens, keeps the state after t and the drafts the model agreed with
- * (eddy_seq_accept) and gives the sequence the logits after them. */
-eddy_status spec_walk(eddy_spec *sp, float *rows, int64_t max_emit, const eddy_token *eog_mask, int64_t n_eog,
+ * (eddy_seq_accept) and gives the sequence the logits after them (from a digest: where
+ * the engine kept them, engine_seq_keep_logits). */
+eddy_status spec_walk(eddy_spec *sp, const spec_rows *r, int64_t max_emit, const eddy_token *eog_mask, int64_t n_eog,
                       spec_emit_fn emit, void *user, spec_walk_end *end, eddy_error *err);
 
 /* EDDY_ERR_ARG, naming n_verify, when engine e has too few verify states for a step of t

@@ -227,9 +227,26 @@ done:
 
 /* ==== The walk ==== */
 
-eddy_status spec_walk(eddy_spec *sp, float *rows, int64_t max_emit, const eddy_token *eog_mask, int64_t n_eog,
+int32_t eddy_spec_top(const eddy_spec *sp) {
+    return sp && !sp->q ? eddy_sampler_params_top(sampler_params(sp->s)) : 0;
+}
+
+/* The token position i of a walk samples: from its whole row, or from its digest */
+static eddy_token walk_sample(eddy_spec *sp, const spec_rows *r, int64_t i, const eddy_token *eog_mask,
+                              int64_t n_eog) {
+    if (!r->rows) return sampler_sample_top(sp->s, r->ids + i * r->k, r->logits + i * r->k, r->counts[i]);
+    float *row = r->rows + i * sp->n_vocab;
+    for (int64_t j = 0; j < n_eog; j++) row[eog_mask[j]] = -INFINITY;
+    return sampler_sample(sp->s, row);
+}
+
+eddy_status spec_walk(eddy_spec *sp, const spec_rows *r, int64_t max_emit, const eddy_token *eog_mask, int64_t n_eog,
                       spec_emit_fn emit, void *user, spec_walk_end *end, eddy_error *err) {
     if (sp->n_draft < 0) return eddy_error_set(err, EDDY_ERR_ARG, "speculative decoding: no drafts await acceptance");
+    const int32_t need = n_eog > 0 ? 0 : eddy_spec_top(sp); /* of each row's best logits; 0: whole rows */
+    if (!r->rows && (need == 0 || need > r->k))
+        return eddy_error_set(err, EDDY_ERR_ARG, "speculative decoding: the walk needs %s",
+                              need == 0 ? "whole rows of logits" : "more of each row's best logits");
     const int64_t k = sp->n_draft, V = sp->n_vocab;
     const double step_s = timer_s() - sp->t_drafted;
     const eddy_vocab *v = sp->v;
@@ -241,15 +258,15 @@ eddy_status spec_walk(eddy_spec *sp, float *rows, int64_t max_emit, const eddy_t
             *end = SPEC_WALK_LIMIT;
             break;
         }
-        float *row = rows + i * V;
-        for (int64_t j = 0; j < n_eog; j++) row[eog_mask[j]] = -INFINITY;
         eddy_token y;
         bool kept = false;
-        if (sp->q && i < k) {
+        if (sp->q && i < k) { /* whole rows (eddy_spec_top is 0) */
+            float *row = r->rows + i * V;
+            for (int64_t j = 0; j < n_eog; j++) row[eog_mask[j]] = -INFINITY;
             sampler_probs(sp->s, row, sp->p);
             y = spec_accept_sampled(sp->s, sp->p, sp->q + i * V, sp->tok[i + 1], sp->p + V, &kept);
         } else {
-            y = sampler_sample(sp->s, row);
+            y = walk_sample(sp, r, i, eog_mask, n_eog);
             kept = i < k && y == sp->tok[i + 1];
         }
         if (v && eddy_vocab_is_eog(v, y)) {
@@ -268,11 +285,12 @@ eddy_status spec_walk(eddy_spec *sp, float *rows, int64_t max_emit, const eddy_t
         }
     }
     /* keep t and the i drafts that matched; the logits after them are rows[i] (t alone
-     * in a plain evaluation is the sequence's already) */
+     * in a plain evaluation is the sequence's already; after a digest the engine keeps
+     * them where it can, engine_seq_keep_logits) */
     if (k == 0 && sp->seq->n_pending == 0) return EDDY_OK;
     eddy_status rc = eddy_seq_accept(sp->seq, i + 1, err);
     if (rc != EDDY_OK) return rc;
-    engine_seq_set_logits(sp->seq, rows + i * V);
+    if (r->rows) engine_seq_set_logits(sp->seq, r->rows + i * V);
     if (k > 0) sp->steps++, sp->drafted += k, sp->accepted += i;
     drafter_update(sp->d, k, i, step_s); /* a plain step's time too: the line's x = 1 */
     return EDDY_OK;
@@ -289,15 +307,30 @@ static int collect(void *user, eddy_token t) {
     return 0;
 }
 
-eddy_status eddy_spec_accept(eddy_spec *sp, float *rows, int64_t max_emit, eddy_token *out, int64_t *n_out,
-                             eddy_spec_end *end, eddy_error *err) {
-    if (!sp || !rows || !out || !n_out || !end) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_spec_accept: NULL argument");
+/* eddy_spec_accept's walk from r, the tokens collected into out */
+static eddy_status accept_collect(eddy_spec *sp, const spec_rows *r, int64_t max_emit, eddy_token *out,
+                                  int64_t *n_out, eddy_spec_end *end, eddy_error *err) {
     collect_out c = {out, 0};
     spec_walk_end w = SPEC_WALK_NEXT;
-    eddy_status rc = spec_walk(sp, rows, max_emit, NULL, 0, collect, &c, &w, err);
+    eddy_status rc = spec_walk(sp, r, max_emit, NULL, 0, collect, &c, &w, err);
     *n_out = c.n;
     *end = w == SPEC_WALK_EOG ? EDDY_SPEC_EOG : w == SPEC_WALK_LIMIT ? EDDY_SPEC_LIMIT : EDDY_SPEC_NEXT;
     return rc;
+}
+
+eddy_status eddy_spec_accept(eddy_spec *sp, float *rows, int64_t max_emit, eddy_token *out, int64_t *n_out,
+                             eddy_spec_end *end, eddy_error *err) {
+    if (!sp || !rows || !out || !n_out || !end) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_spec_accept: NULL argument");
+    return accept_collect(sp, &(spec_rows){.rows = rows}, max_emit, out, n_out, end, err);
+}
+
+eddy_status eddy_spec_accept_top(eddy_spec *sp, int32_t k, const eddy_token *ids, const float *logits,
+                                 const int32_t *counts, int64_t max_emit, eddy_token *out, int64_t *n_out,
+                                 eddy_spec_end *end, eddy_error *err) {
+    if (!sp || !ids || !logits || !counts || !out || !n_out || !end)
+        return eddy_error_set(err, EDDY_ERR_ARG, "eddy_spec_accept_top: NULL argument");
+    const spec_rows r = {.k = k, .ids = ids, .logits = logits, .counts = counts};
+    return accept_collect(sp, &r, max_emit, out, n_out, end, err);
 }
 
 /* ==== The loop of eddy_generate_ex ==== */
@@ -336,12 +369,25 @@ eddy_status spec_generate(const spec_loop *L, float *logits, eddy_detok *dt, edd
     if (rc != EDDY_OK) return rc;
     sp->v = L->v;
     const int64_t k_cap = sp->k_cap;
-    float *rows = eddy_malloc((size_t)(k_cap + 1) * (size_t)V * sizeof *rows); /* (K + 1, n_vocab) */
+    /* each step's rows as their best k logits when the walk needs no more (on a GPU a
+     * few hundred bytes a row come back instead of the vocabulary's logits), else whole */
+    const int32_t k_top = L->n_eog == 0 ? eddy_spec_top(sp) : 0;
+    float *rows = NULL, *top = NULL; /* (K + 1, n_vocab) or (K + 1, k_top) */
+    eddy_token *ids = NULL;
+    int32_t *counts = NULL;
+    if (k_top) {
+        ids = eddy_malloc((size_t)((k_cap + 1) * k_top) * sizeof *ids);
+        top = eddy_malloc((size_t)((k_cap + 1) * k_top) * sizeof *top);
+        counts = eddy_malloc((size_t)(k_cap + 1) * sizeof *counts);
+    } else {
+        rows = eddy_malloc((size_t)(k_cap + 1) * (size_t)V * sizeof *rows);
+    }
+    const spec_rows r = {rows, k_top, ids, top, counts};
     eddy_seq **owner = eddy_malloc((size_t)(k_cap + 1) * sizeof *owner);
     int8_t *want = eddy_malloc((size_t)(k_cap + 1));
     eddy_token *drafts = eddy_malloc((size_t)k_cap * sizeof *drafts);
     loop_emit le = {L, dt, st, EDDY_OK, err, -1};
-    if (!rows || !owner || !want || !drafts) {
+    if ((k_top ? !ids || !top || !counts : !rows) || !owner || !want || !drafts) {
         rc = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory for speculative decoding");
         goto done;
     }
@@ -365,11 +411,14 @@ eddy_status spec_generate(const spec_loop *L, float *logits, eddy_detok *dt, edd
         int64_t k;
         const int64_t left = L->n_predict >= 0 ? L->n_predict - st->n_generated : k_cap;
         if ((rc = eddy_spec_draft(sp, t, left, drafts, &k, err)) != EDDY_OK) break;
-        if (k == 0) {
+        if (k == 0 && k_top) {
+            rc = eddy_engine_decode_top(e, &(eddy_batch){1, &t, owner, NULL}, k_top, ids, top, counts, err);
+        } else if (k == 0) {
             rc = eddy_seq_eval(seq, &t, 1, rows, 0, err);
         } else {
             eddy_batch b = {k + 1, sp->tok, owner, want}; /* t, then the drafts */
-            rc = eddy_engine_verify(e, &b, rows, err);
+            rc = k_top ? eddy_engine_verify_top(e, &b, k_top, ids, top, counts, err)
+                       : eddy_engine_verify(e, &b, rows, err);
         }
         if (rc != EDDY_OK) {
             if (k > 0) sp->n_draft = -1;
@@ -377,7 +426,7 @@ eddy_status spec_generate(const spec_loop *L, float *logits, eddy_detok *dt, edd
         }
         spec_walk_end end;
         const int64_t max_emit = L->n_predict >= 0 ? L->n_predict - st->n_generated : -1;
-        rc = spec_walk(sp, rows, max_emit, L->eog_mask, L->n_eog, emit_text, &le, &end, err);
+        rc = spec_walk(sp, &r, max_emit, L->eog_mask, L->n_eog, emit_text, &le, &end, err);
         if (rc == EDDY_OK) rc = le.rc;
         if (rc != EDDY_OK || end != SPEC_WALK_NEXT) {
             if (end == SPEC_WALK_EOG) st->stop = EDDY_STOP_EOG;
@@ -387,8 +436,10 @@ eddy_status spec_generate(const spec_loop *L, float *logits, eddy_detok *dt, edd
         t = le.last;
     }
 done:
+    if (k_top) engine_seq_keep_logits(seq); /* the sequence ends with its logits, as without digests */
     if (sp) st->n_spec_steps = sp->steps, st->n_drafted = sp->drafted, st->n_accepted = sp->accepted;
     eddy_spec_free(sp);
-    eddy_free(rows), eddy_free(owner), eddy_free(want), eddy_free(drafts);
+    eddy_free(rows), eddy_free(ids), eddy_free(top), eddy_free(counts);
+    eddy_free(owner), eddy_free(want), eddy_free(drafts);
     return rc == EDDY_OK ? le.rc : rc;
 }

@@ -131,6 +131,7 @@ static eddy_status draft_group(engine *c, eddy_seq *const *s, const int32_t *t, 
         tok[na] = t[i], act[na++] = i;
     }
     step_plan *mp = &c->mtp_plan;
+    if (c->gpu && na > 0) c->pending_seq = NULL; /* the drafts' logits take the GPU's buffer */
     for (int64_t k = 0; na > 0; k++) {
         mp->n = mp->n_runs = na, mp->n_ckpt = 0;
         for (int64_t j = 0; j < na; j++) {

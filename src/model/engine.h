@@ -106,7 +106,9 @@ struct eddy_engine {
     /* The sequence whose logits after its last token are row pending_row of the last
      * step's, left where that step made them (digest_logits; on a GPU the backend's
      * buffer) when its caller took only their digest; engine_seq_keep_logits gives them to
-     * it. NULL: none (any later step, or any change to that sequence, forgets it). */
+     * it. NULL: none (any later step, or any change to that sequence, forgets it).
+     * pending_row -1: the step was a verify of that sequence alone, whose eddy_seq_accept
+     * chooses the row. */
     eddy_seq *pending_seq;
     int64_t pending_row;
     uint64_t stamp;       /* counts the batches checked */

@@ -254,7 +254,11 @@ eddy_status eddy_seq_accept(eddy_seq *s, int64_t n_keep, eddy_error *err) {
     }
     if (st == EDDY_OK) {
         seq_state_drop_kv(c->sp, &s->st, s->st.n_pos); /* blocks only the rejected tokens used */
+        const bool digest = c->pending_seq == s && c->pending_row < 0; /* engine_run's record */
         seq_logits_held(s, false);
+        /* the logits after the kept tokens: the verify's row n_keep - 1, left where it was
+         * made (engine_seq_keep_logits copies it) */
+        if (digest && n_keep > 0) c->pending_seq = s, c->pending_row = n_keep - 1;
     }
     pthread_mutex_unlock(&c->lock);
     return st;

@@ -170,6 +170,12 @@ step_digest step_digest_from(const step_digest *d, int64_t first) {
     return r;
 }
 
+/* Whether the logits of a step's n_out rows stay where it made them until the next
+ * step: the CPU's digest_logits (all of them), a GPU's buffer (its last group of rows) */
+static bool logits_resident(const engine *c, int64_t n_out) {
+    return !c->gpu || n_out <= cuda_logit_rows(c);
+}
+
 /* The digest of rows [0, n_rows) of logits (n_vocab each) into d */
 static void digest_of_rows(const float *logits, int64_t n_rows, int64_t n_vocab, const step_digest *d) {
     for (int64_t r = 0; r < n_rows; r++) {
@@ -245,6 +251,11 @@ eddy_status engine_run(engine *c, const eddy_token *tokens, eddy_seq *const *seq
         done_out += n_out;
         /* each sequence keeps the logits of its last token when they were computed */
         int64_t o = 0;
+        /* a digest verify of one sequence, every row wanted, in one step whose rows stay
+         * where it made them: eddy_seq_accept(s, n_keep) leaves the logits after the kept
+         * tokens in row n_keep - 1 there (pending_row -1 until then) */
+        if (verify && dg && p->n_runs == 1 && r0 == 0 && r1 == n && n_out == n && logits_resident(c, n_out))
+            c->pending_seq = p->runs[0].seq, c->pending_row = -1;
         for (int64_t k = 0; k < p->n_runs; k++) {
             step_run *run = &p->runs[k];
             seq_state *ss = &run->seq->st;
@@ -257,9 +268,8 @@ eddy_status engine_run(engine *c, const eddy_token *tokens, eddy_seq *const *seq
             if (run->seq->has_logits)
                 memcpy(run->seq->logits, step_logits + o * n_vocab, (size_t)n_vocab * sizeof *logits);
             /* a digest of one sequence's last row: its logits stay where the step made them
-             * (an MTP layer's drafts write the GPU's buffer) until engine_seq_keep_logits */
-            if (dg && !verify && !c->mtp && n_out == 1 && p->out[0] == last)
-                c->pending_seq = run->seq, c->pending_row = 0;
+             * until engine_seq_keep_logits (or the next step, or an MTP draft on a GPU) */
+            if (dg && n_out == 1 && p->out[0] == last) c->pending_seq = run->seq, c->pending_row = 0;
         }
     }
     return EDDY_OK;
@@ -268,7 +278,7 @@ eddy_status engine_run(engine *c, const eddy_token *tokens, eddy_seq *const *seq
 void engine_seq_keep_logits(eddy_seq *s) {
     engine *c = s->e;
     pthread_mutex_lock(&c->lock);
-    if (c->pending_seq == s && !s->has_logits) {
+    if (c->pending_seq == s && c->pending_row >= 0 && !s->has_logits) {
         const int64_t n_vocab = c->m->hp.n_vocab;
         if (c->gpu) cuda_logits_row(c, c->pending_row, s->logits);
         else memcpy(s->logits, c->digest_logits + c->pending_row * n_vocab, (size_t)n_vocab * sizeof *s->logits);
@@ -344,14 +354,19 @@ eddy_status eddy_engine_decode_argmax(eddy_engine *c, const eddy_batch *b, eddy_
     return decode_or_verify(c, b, NULL, &dg, false, "eddy_engine_decode_argmax", err);
 }
 
+/* A step that gives each wanted row's k best logits (eddy_engine_decode_top, _verify_top) */
+static eddy_status top_step(eddy_engine *c, const eddy_batch *b, int32_t k, eddy_token *ids, float *logits,
+                            int32_t *counts, bool verify, const char *fn, eddy_error *err) {
+    if (!ids || !logits || !counts) return eddy_error_set(err, EDDY_ERR_ARG, "%s: NULL argument", fn);
+    if (k < 1 || k > EDDY_TOP_MAX)
+        return eddy_error_set(err, EDDY_ERR_ARG, "%s: k %" PRId32 " is outside 1..%d", fn, k, EDDY_TOP_MAX);
+    const step_digest dg = {.k = k, .ids = ids, .logits = logits, .counts = counts};
+    return decode_or_verify(c, b, NULL, &dg, verify, fn, err);
+}
+
 eddy_status eddy_engine_decode_top(eddy_engine *c, const eddy_batch *b, int32_t k, eddy_token *ids, float *logits,
                                    int32_t *counts, eddy_error *err) {
-    if (!ids || !logits || !counts) return eddy_error_set(err, EDDY_ERR_ARG, "eddy_engine_decode_top: NULL argument");
-    if (k < 1 || k > EDDY_TOP_MAX)
-        return eddy_error_set(err, EDDY_ERR_ARG, "eddy_engine_decode_top: k %" PRId32 " is outside 1..%d", k,
-                              EDDY_TOP_MAX);
-    const step_digest dg = {.k = k, .ids = ids, .logits = logits, .counts = counts};
-    return decode_or_verify(c, b, NULL, &dg, false, "eddy_engine_decode_top", err);
+    return top_step(c, b, k, ids, logits, counts, false, "eddy_engine_decode_top", err);
 }
 
 eddy_status eddy_engine_decode_logprob(eddy_engine *c, const eddy_batch *b, const eddy_token *targets,
@@ -382,4 +397,9 @@ int64_t engine_verify_room(engine *c) {
 
 eddy_status eddy_engine_verify(eddy_engine *c, const eddy_batch *b, float *logits, eddy_error *err) {
     return decode_or_verify(c, b, logits, NULL, true, "eddy_engine_verify", err);
+}
+
+eddy_status eddy_engine_verify_top(eddy_engine *c, const eddy_batch *b, int32_t k, eddy_token *ids, float *logits,
+                                   int32_t *counts, eddy_error *err) {
+    return top_step(c, b, k, ids, logits, counts, true, "eddy_engine_verify_top", err);
 }

@@ -39,10 +39,11 @@ for m in qwen35-tiny-f32 mamba2-tiny-f32 llama-tiny-f32 granitehybrid-tiny-f32; 
 done
 
 # With prompt lookup: the same outputs, longer generations and contexts that fill
-# during a verify step; the counts on stderr.
+# during a verify step, from each row's best logits and (a repeat penalty) whole rows;
+# the counts on stderr.
 for m in qwen35-tiny-f32 mamba2-tiny-f32 llama-tiny-f32; do
   M=tests/data/models/$m.gguf
-  for mode in "--temp 0 -n 40" "--seed 3 -n 40" "--temp 0 -n 60 -c 48"; do
+  for mode in "--temp 0 -n 40" "--seed 3 -n 40" "--temp 0 -n 60 -c 48" "--seed 3 -n 40 --repeat-penalty 1.1"; do
     # shellcheck disable=SC2086
     expected "$M" $mode >"$TMP/want"
     for np in 1 3; do

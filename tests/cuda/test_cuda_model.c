@@ -26,6 +26,7 @@
 #include "cuda/ck.h"
 #include "cuda/cuda.h"
 #include "model/engine.h"
+#include "ops/vec.h"
 #include "test.h"
 #include "test_seq.h"
 
@@ -1135,9 +1136,6 @@ TEST(cuda_decode_argmax_and_top_are_the_logits_best) {
                                                                                   .type_v = EDDY_KV_F16});
 }
 
-/* eddy_engine_decode_logprob on the GPU (ck_logprob_rows there, 8 bytes a row back) gives
- * vec_logprob of the logits eddy_engine_decode gives there, within 1e-5: the GPU's expf
- * and another order of summation (tseq_check_decode_logprob). */
 /* eddy_generate_ex on the GPU takes each step's best 40 there and gives the sequence the
  * last step's logits from the GPU's buffer at the end (tseq_check_generate_from_the_best:
  * the same tokens and logits as whole rows from the GPU). */
@@ -1145,6 +1143,69 @@ TEST(cuda_generate_from_the_best_logits) {
     tseq_check_generate_from_the_best("models/qwen35-tiny-q8_0.gguf", (eddy_ctx_params){.device = EDDY_DEVICE_CUDA});
 }
 
+/* eddy_engine_verify_top on the GPU gives the best k of eddy_engine_verify's rows there,
+ * bit for bit, and a verify of one sequence leaves the kept row in the GPU's buffer for
+ * it (tseq_check_verify_top) */
+TEST(cuda_verify_top_is_the_verify_best) {
+    tseq_check_verify_top("models/qwen35-tiny-q8_0.gguf", (eddy_engine_params){.device = EDDY_DEVICE_CUDA});
+}
+
+static int count_token(void *user, eddy_token t, const char *text, size_t len) {
+    (void)text, (void)len;
+    eddy_token *last = user;
+    if (t >= 0) last[0] = t, last[1]++; /* (-1: the text left at the end) */
+    return 0;
+}
+
+/* Greedy generation with MTP drafts on the GPU walks each verify's best logit; the
+ * sequence ends with the logits the last token came from (the kept row of the last
+ * verify, copied from the GPU's buffer, which every MTP draft overwrites): their
+ * argmax is that token, and they are the logits of feeding the same tokens again. */
+TEST(cuda_mtp_generation_keeps_the_last_logits) {
+    eddy_model *m = tseq_load("models/qwen35-mtp-tiny-f32.gguf");
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m);
+    const eddy_ctx_params cp = {.n_ctx = 128, .device = EDDY_DEVICE_CUDA, .mtp = true, .n_verify = 4};
+    eddy_ctx *c = NULL, *again = NULL;
+    eddy_error err;
+    REQUIRE(CHECKF(eddy_ctx_new(m, &cp, &c, &err) == EDDY_OK && eddy_ctx_new(m, &cp, &again, &err) == EDDY_OK, "%s",
+                   err.msg));
+    eddy_sampler_params spar = eddy_sampler_default_params();
+    spar.temp = 0;
+    eddy_sampler *s = NULL;
+    REQUIRE(eddy_sampler_new(&spar, V, &s, NULL) == EDDY_OK);
+    test_rng r = test_rng_new();
+    int32_t prompt[12];
+    tseq_rand_ids(&r, prompt, 12, V);
+    const eddy_spec_params spec = {.type = EDDY_SPEC_MTP, .draft_max = 3, .p_min = -1, .fixed = true};
+    const eddy_gen_params gp = {.n_predict = 30, .spec = &spec};
+    eddy_token last[2] = {-1, 0};
+    eddy_gen_stats st;
+    REQUIRE(CHECKF(eddy_generate_ex(c, NULL, s, prompt, 12, &gp, count_token, last, &st, &err) == EDDY_OK, "%s",
+                   err.msg));
+    const float *l = eddy_seq_logits(eddy_ctx_seq(c));
+    const int64_t n_pos = eddy_ctx_n_pos(c);
+    CHECKF(st.n_drafted > 0 && last[1] == 30, "%lld drafts, %d tokens", (long long)st.n_drafted, (int)last[1]);
+    /* the sequence holds the prompt and the tokens, the last one too where it was a draft
+     * the verify fed; where it was not, it came from the logits the sequence holds */
+    CHECKF(n_pos == 12 + 30 || n_pos == 12 + 29, "the sequence holds %lld positions", (long long)n_pos);
+    if (CHECKF(l, "no logits after the generation") && n_pos == 12 + 29)
+        CHECKF(vec_argmax_ref(l, V) == last[0], "the logits' argmax %lld, the last token %d",
+               (long long)vec_argmax_ref(l, V), last[0]);
+    float *want = malloc(sizeof *want * (size_t)V);
+    if (l && want &&
+        CHECKF(eddy_seq_eval(eddy_ctx_seq(again), eddy_seq_tokens(eddy_ctx_seq(c)), n_pos, want, 0, &err) == EDDY_OK,
+               "%s", err.msg))
+        CHECKF(rel_rms(l, want, V) <= 1e-4, "the kept logits against feeding the tokens: %g", rel_rms(l, want, V));
+    free(want);
+    eddy_sampler_free(s);
+    eddy_ctx_free(c), eddy_ctx_free(again);
+    eddy_model_free(m);
+}
+
+/* eddy_engine_decode_logprob on the GPU (ck_logprob_rows there, 8 bytes a row back) gives
+ * vec_logprob of the logits eddy_engine_decode gives there, within 1e-5: the GPU's expf
+ * and another order of summation (tseq_check_decode_logprob). */
 TEST(cuda_decode_logprob_is_the_logits_logprob) {
     tseq_check_decode_logprob("models/qwen35-tiny-q8_0.gguf", (eddy_engine_params){.device = EDDY_DEVICE_CUDA}, 1e-5);
 }

@@ -846,14 +846,16 @@ def part_shutdown():
 def part_spec():
     """Speculative decoding: prompt lookup, a draft model and the model's MTP layer give every request the
     answer eddy run gives without drafts (greedy, seeded, stop strings, length limits),
-    with several requests decoding together; the counts show up in /metrics."""
+    with several requests decoding together; the counts show up in /metrics. The verify
+    steps take each row's best k logits alone (the requests' samplers read no more), or
+    whole rows for a request with logprobs, whose answer is the same."""
     prompts = ["one two three one two three one two", "Once upon a time there was", "a b a b a b a"]
     for model, args in [(LLAMA, ["--spec-type", "ngram", "--draft-max", "6"]),
                         (QWEN, ["-md", "tests/data/models/qwen35-tiny-q4_k_m.gguf", "--draft-p-min", "0"]),
                         (QWEN_MTP, ["--spec-type", "mtp", "--draft-p-min", "0.001"])]:
         want = {(pr, mode): eddy_run(model, pr, "-n", "24", *mode) for pr in prompts
                 for mode in (("--temp", "0"), ("--seed", "5"))}
-        sv = Server(model, "-np", "3", *args)
+        sv = Server(model, "-np", "3", *args, log_level="debug")
         try:
             res = {}
 
@@ -875,6 +877,22 @@ def part_spec():
                     check(s == 200 and j["usage"]["completion_tokens"] == 24, "%s seeded: %s" % (k, j))  # stream
                     continue
                 check(s == 200 and got == text, "%s %s %s: %r vs eddy run's %r" % (model, args[:2], k, got, text))
+            verify_lines = [x for x in sv.lines if "serve: a verify step of" in x]
+            if model != QWEN:  # (a draft model's sampled drafts need whole rows)
+                check(verify_lines and all("the best 40 logits of each row" in x or "the best 1 logits of each row" in x
+                                           for x in verify_lines),
+                      "%s: verify steps from the best logits: %s" % (args[:2], verify_lines[:3]))
+            # alone, a greedy request's verify steps take each row's best logit; with logprobs
+            # whole rows; the same answer both ways
+            for extra, tag in (({}, "the best 1 logits of each row"), ({"logprobs": 1}, "whole rows of logits")):
+                n_lines = len(sv.lines)
+                s, _, j = post(sv.port, "/v1/completions", dict({"prompt": prompts[0], "max_tokens": 24,
+                                                                  "temperature": 0}, **extra))
+                time.sleep(0.2)  # the log reader's last lines
+                verify_lines = [x for x in sv.lines[n_lines:] if "serve: a verify step of" in x]
+                check(s == 200 and j["choices"][0]["text"] == want[(prompts[0], ("--temp", "0"))] and verify_lines and
+                      all(tag in x for x in verify_lines),
+                      "%s: %s with drafts: %s, %s" % (args[:2], extra, j, verify_lines[:3]))
             # a stop string inside drafted text ends the answer there
             full = want[(prompts[0], ("--temp", "0"))]
             if len(full) > 6:
