@@ -57,10 +57,12 @@ void cuda_accept(engine *c, int64_t il, eddy_seq *s, int64_t n_keep);
 
 /* The MTP layer's drafts on the GPU (block_mtp.c's draft_group): h of the MTP layer's
  * state in slot into row `row` of the backend's h rows; one chain step over the plan's
- * rows (row j: token tok[j] and h row j; afterwards h row j is the next row's h and
- * c->mtp_logits row j, on the host, the step's logits); h row src moved to row dst. */
+ * rows (row j: token tok[j] and h row j; afterwards h row j is the next row's h, and
+ * c->mtp_logits row j, on the host, the step's logits, or, where best is given, best[j]
+ * and p[j] their argmax (the first of equal values) and its probability, found on the
+ * GPU, the logits left there); h row src moved to row dst. */
 void cuda_mtp_h_from_state(engine *c, int64_t row, int64_t slot);
-void cuda_mtp_chain_step(engine *c, const step_plan *mp, const int32_t *tok);
+void cuda_mtp_chain_step(engine *c, const step_plan *mp, const int32_t *tok, int32_t *best, float *p);
 void cuda_mtp_h_move(engine *c, int64_t dst, int64_t src);
 
 /* The GPU's memory bandwidth: a device-to-device copy of 1 GiB, bytes read plus bytes

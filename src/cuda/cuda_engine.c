@@ -788,7 +788,22 @@ void cuda_mtp_h_move(engine *c, int64_t dst, int64_t src) {
     cudaMemcpy(g->h + dst * E, g->h + src * E, (size_t)E * sizeof(float), cudaMemcpyDeviceToDevice);
 }
 
-void cuda_mtp_chain_step(engine *c, const step_plan *mp, const int32_t *tok) {
+/* Each of the n rows of logits in g->logits: its argmax into best and that token's
+ * probability into p, found on the GPU (ck_top_rows with k 1, then ck_logprob_rows with
+ * those ids as targets; g->digest holds the log-probabilities (doubles, first: aligned),
+ * then the ids, values and counts), 12 bytes a row copied back. A row with no usable
+ * logit: p 0. */
+static void best_of_rows(cuda_backend *g, int64_t n, int64_t n_vocab, int32_t *best, float *p) {
+    int32_t *d = g->digest, *ids = d + 2 * n;
+    ck_top_rows(g->logits, n, n_vocab, 1, ids, (float *)(ids + n), ids + 2 * n, g->stream);
+    ck_logprob_rows(g->logits, n, n_vocab, ids, (double *)d, g->stream);
+    cudaMemcpy(g->digest_host, d, (size_t)(5 * n) * sizeof(int32_t), cudaMemcpyDeviceToHost);
+    const double *lp = (const double *)g->digest_host;
+    const int32_t *h_ids = g->digest_host + 2 * n, *counts = h_ids + 2 * n;
+    for (int64_t j = 0; j < n; j++) best[j] = h_ids[j], p[j] = counts[j] ? (float)exp(lp[j]) : 0.0f;
+}
+
+void cuda_mtp_chain_step(engine *c, const step_plan *mp, const int32_t *tok, int32_t *best, float *p) {
     cuda_backend *g = c->gpu;
     const model_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd, n = mp->n;
@@ -799,7 +814,12 @@ void cuda_mtp_chain_step(engine *c, const step_plan *mp, const int32_t *tok) {
     mtp_layer(c, g, n);
     ck_rmsnorm_rows(g->h, E, g->x, E, f32(&g->mtp_head_norm), E, n, hp->rms_eps, g->stream); /* the next row's h */
     cuda_lin(g, &g->mtp_head, g->h, n, g->logits);
-    cudaMemcpy(c->mtp_logits, g->logits, (size_t)(n * hp->n_vocab) * sizeof(float), cudaMemcpyDeviceToHost);
+    if (best) {
+        if (hp->logit_scale != 1.0f) ck_scale(g->logits, n * hp->n_vocab, 1.0f / hp->logit_scale, g->stream);
+        best_of_rows(g, n, hp->n_vocab, best, p);
+    } else {
+        cudaMemcpy(c->mtp_logits, g->logits, (size_t)(n * hp->n_vocab) * sizeof(float), cudaMemcpyDeviceToHost);
+    }
     const char *e = ck_check(1);
     if (e) eddy_log(EDDY_LOG_ERROR, "CUDA error in an MTP draft step: %s", e);
 }

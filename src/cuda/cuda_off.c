@@ -57,5 +57,7 @@ size_t cuda_backend_free_bytes(const cuda_backend *g) {
 }
 
 void cuda_mtp_h_from_state(engine *c, int64_t row, int64_t slot) { (void)c, (void)row, (void)slot; }
-void cuda_mtp_chain_step(engine *c, const step_plan *mp, const int32_t *tok) { (void)c, (void)mp, (void)tok; }
+void cuda_mtp_chain_step(engine *c, const step_plan *mp, const int32_t *tok, int32_t *best, float *p) {
+    (void)c, (void)mp, (void)tok, (void)best, (void)p;
+}
 void cuda_mtp_h_move(engine *c, int64_t dst, int64_t src) { (void)c, (void)dst, (void)src; }

@@ -132,6 +132,11 @@ static eddy_status draft_group(engine *c, eddy_seq *const *s, const int32_t *t, 
     }
     step_plan *mp = &c->mtp_plan;
     if (c->gpu && na > 0) c->pending_seq = NULL; /* the drafts' logits take the GPU's buffer */
+    /* on a GPU each row's argmax and its probability come back, unless a caller wants the rows */
+    bool rows = !c->gpu;
+    for (int64_t j = 0; j < na; j++) rows |= logits && logits[act[j]];
+    int32_t best[MTP_DRAFT_ROWS];
+    float best_p[MTP_DRAFT_ROWS];
     for (int64_t k = 0; na > 0; k++) {
         mp->n = mp->n_runs = na, mp->n_ckpt = 0;
         for (int64_t j = 0; j < na; j++) {
@@ -142,7 +147,7 @@ static eddy_status draft_group(engine *c, eddy_seq *const *s, const int32_t *t, 
             if (!c->gpu) mtp_input(c, j, tok[j], c->h + j * E);
         }
         if (c->gpu) {
-            cuda_mtp_chain_step(c, mp, tok);
+            cuda_mtp_chain_step(c, mp, tok, rows ? NULL : best, best_p);
         } else {
             mtp_layer(c, mp);
             for (int64_t j = 0; j < na; j++) /* the next row's h */
@@ -152,11 +157,17 @@ static eddy_status draft_group(engine *c, eddy_seq *const *s, const int32_t *t, 
         int64_t kept = 0;
         for (int64_t j = 0; j < na; j++) {
             const int64_t i = act[j];
-            float *row = c->mtp_logits + j * V, p;
-            if (m->hp.logit_scale != 1.0f)
-                for (int64_t v = 0; v < V; v++) row[v] /= m->hp.logit_scale;
-            if (logits && logits[i]) memcpy(logits[i] + k * V, row, (size_t)V * sizeof(float));
-            const int32_t d = (int32_t)vec_argmax_softmax(row, V, &p);
+            float p;
+            int32_t d;
+            if (rows) {
+                float *row = c->mtp_logits + j * V;
+                if (m->hp.logit_scale != 1.0f)
+                    for (int64_t v = 0; v < V; v++) row[v] /= m->hp.logit_scale;
+                if (logits && logits[i]) memcpy(logits[i] + k * V, row, (size_t)V * sizeof(float));
+                d = (int32_t)vec_argmax_softmax(row, V, &p);
+            } else {
+                d = best[j], p = best_p[j];
+            }
             if (p < p_min[i]) continue; /* the layer is unsure: stop guessing */
             out[i][k] = d;
             n_out[i] = k + 1;

@@ -1270,6 +1270,20 @@ static void check_mtp(const char *arch) {
                 CHECKF(rel_rms(l + j * 1024, ref->chain[j], 1024) <= 1e-4, "%s draft %d logits: %g", arch, j,
                        rel_rms(l + j * 1024, ref->chain[j], 1024));
             }
+        /* the same drafts without their rows (each one's argmax and probability found on the
+         * GPU), and a floor on the probability cuts them where the rows' own say */
+        int32_t d2[3];
+        float p[3];
+        for (int j = 0; j < 3; j++) vec_argmax_softmax(l + j * 1024, 1024, &p[j]);
+        for (int j = -1; j < 3; j++) {
+            const float floor = j < 0 ? -1.0f : p[j] * 1.001f;
+            int64_t want = 0, k2 = -1;
+            while (want < 3 && p[want] >= floor) want++;
+            if (CHECKF(engine_seq_mtp_draft(s, ids[20], 3, floor, d2, &k2, NULL, &err) == EDDY_OK, "%s", err.msg))
+                CHECKF(k2 == want && !memcmp(d, d2, sizeof *d * (size_t)want),
+                       "%s drafts from the GPU's best (floor %g): %lld, from the rows %lld", arch, floor,
+                       (long long)k2, (long long)want);
+        }
         /* verify [ids[20], d0, d1] on s, keep 2; t is fed ids[0, 22) */
         const int32_t v[3] = {ids[20], ids[21], ids[22]};
         eddy_seq *three[3] = {s, s, s};
