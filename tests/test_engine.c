@@ -420,6 +420,13 @@ TEST(engine_decode_argmax_and_top_are_the_logits_best) {
     tseq_check_decode_top("models/llama-tiny-f32.gguf", (eddy_engine_params){0});
 }
 
+/* engine_decode_best (a draft model's greedy drafts) gives vec_argmax_softmax of the logits
+ * eddy_engine_decode gives, bit for bit (tseq_check_decode_best) */
+TEST(engine_decode_best_is_the_logits_best) {
+    tseq_check_decode_best("models/qwen35-tiny-q4_k_m.gguf", (eddy_engine_params){0}, 0);
+    tseq_check_decode_best("models/llama-tiny-f32.gguf", (eddy_engine_params){0}, 0);
+}
+
 /* eddy_engine_verify_top gives the best k of eddy_engine_verify's rows, and a verify of
  * one sequence leaves the kept row for the sequence (tseq_check_verify_top) */
 TEST(engine_verify_top_is_the_verify_best) {

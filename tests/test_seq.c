@@ -55,20 +55,23 @@ static void check_top_row(const char *file, const char *what, int r, const float
                vals[r * k + i], want_ids[i], want_vals[i]);
 }
 
-/* Two engines of m with params p, two sequences each (s[k] engine k's); false when one
- * could not be made (the test has failed then) */
-static bool two_engines(const eddy_model *m, eddy_engine_params p, eddy_engine *e[2], eddy_seq *s[2][2]) {
-    e[0] = tseq_engine(m, p), e[1] = tseq_engine(m, p);
+/* Model file, two engines of it with params p (n_seq_max 2, n_ctx 64) and two sequences
+ * each (s[k] engine k's); NULL when something could not be made (the test has failed then) */
+static eddy_model *two_engines(const char *file, eddy_engine_params p, eddy_engine *e[2], eddy_seq *s[2][2]) {
+    eddy_model *m = tseq_load(file);
+    p.n_seq_max = 2, p.n_ctx = 64;
+    e[0] = m ? tseq_engine(m, p) : NULL, e[1] = m ? tseq_engine(m, p) : NULL;
     for (int k = 0; k < 2; k++)
         for (int j = 0; j < 2; j++) s[k][j] = e[k] ? tseq_new(e[k]) : NULL;
-    return s[0][0] && s[0][1] && s[1][0] && s[1][1];
+    return s[0][0] && s[0][1] && s[1][0] && s[1][1] ? m : NULL;
 }
 
-static void free_two_engines(eddy_engine *e[2], eddy_seq *s[2][2]) {
+static void free_two_engines(eddy_model *m, eddy_engine *e[2], eddy_seq *s[2][2]) {
     for (int k = 0; k < 2; k++) {
         for (int j = 0; j < 2; j++) eddy_seq_free(s[k][j]);
         eddy_engine_free(e[k]);
     }
+    eddy_model_free(m);
 }
 
 void tseq_check_decode_top(const char *file, eddy_engine_params p) {
@@ -134,13 +137,11 @@ void tseq_check_decode_top(const char *file, eddy_engine_params p) {
 
 void tseq_check_decode_logprob(const char *file, eddy_engine_params p, double tol) {
     enum { N = 11, W = 4 };
-    eddy_model *m = tseq_load(file);
-    REQUIRE(m);
-    const int64_t V = eddy_model_n_vocab(m);
-    p.n_seq_max = 2, p.n_ctx = 64;
     eddy_engine *e[2];
     eddy_seq *s[2][2];
-    REQUIRE(two_engines(m, p, e, s));
+    eddy_model *m = two_engines(file, p, e, s);
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m);
     test_rng r = test_rng_new();
     int32_t prompt[N], targets[W];
     tseq_rand_ids(&r, prompt, N, V);
@@ -180,8 +181,7 @@ void tseq_check_decode_logprob(const char *file, eddy_engine_params p, double to
     }
     CHECK_EQ(eddy_engine_decode_logprob(e[1], &d1, NULL, lp, &err), EDDY_ERR_ARG);
     free(logits);
-    free_two_engines(e, s);
-    eddy_model_free(m);
+    free_two_engines(m, e, s);
 }
 
 typedef struct {
@@ -247,14 +247,13 @@ void tseq_check_generate_from_the_best(const char *file, eddy_ctx_params cp) {
 }
 
 void tseq_check_verify_top(const char *file, eddy_engine_params p) {
-    eddy_model *m = tseq_load(file);
-    REQUIRE(m);
-    const int64_t V = eddy_model_n_vocab(m);
-    p.n_seq_max = 2, p.n_ctx = 64, p.n_verify = 8;
+    p.n_verify = 8;
     /* engine 0 verifies with logits, 1 with the best k */
     eddy_engine *e[2];
     eddy_seq *s[2][2];
-    REQUIRE(two_engines(m, p, e, s));
+    eddy_model *m = two_engines(file, p, e, s);
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m);
     test_rng r = test_rng_new();
     int32_t ids[20];
     tseq_rand_ids(&r, ids, 20, V);
@@ -310,6 +309,40 @@ void tseq_check_verify_top(const char *file, eddy_engine_params p) {
     CHECK_EQ(eddy_engine_verify_top(e[1], &a1, EDDY_TOP_MAX + 1, top_ids, top_vals, counts, &err), EDDY_ERR_ARG);
     CHECK_EQ(eddy_engine_verify_top(e[1], &a1, 4, top_ids, top_vals, NULL, &err), EDDY_ERR_ARG);
     free(logits), free(kept);
-    free_two_engines(e, s);
-    eddy_model_free(m);
+    free_two_engines(m, e, s);
+}
+
+void tseq_check_decode_best(const char *file, eddy_engine_params p, double tol) {
+    eddy_engine *e[2];
+    eddy_seq *s[2][2];
+    eddy_model *m = two_engines(file, p, e, s);
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m);
+    test_rng r = test_rng_new();
+    int32_t prompt[9], ids[2];
+    tseq_rand_ids(&r, prompt, 9, V);
+    float *logits = malloc(sizeof *logits * (size_t)(2 * V)), best_p[2];
+    eddy_seq *owner[2][9];
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 9; i++) owner[k][i] = s[k][i < 4 ? 0 : 1];
+    eddy_error err;
+    for (int step = 0; step < 2 && logits; step++) { /* the prompts (each one's last row), then a token each */
+        const int64_t n = step ? 2 : 9;
+        const int32_t *toks = step ? ids : prompt;
+        const eddy_batch b0 = {n, toks, step ? s[0] : owner[0], NULL}, b1 = {n, toks, step ? s[1] : owner[1], NULL};
+        int32_t got[2];
+        REQUIRE(CHECKF(eddy_engine_decode(e[0], &b0, logits, &err) == EDDY_OK, "%s", err.msg));
+        REQUIRE(CHECKF(engine_decode_best(e[1], &b1, got, best_p, &err) == EDDY_OK, "%s", err.msg));
+        for (int j = 0; j < 2; j++) {
+            float want_p;
+            const int32_t want = (int32_t)vec_argmax_softmax(logits + j * V, V, &want_p);
+            CHECKF(got[j] == want && (tol == 0 ? best_p[j] == want_p : fabs(best_p[j] - want_p) <= tol * want_p),
+                   "%s: step %d, row %d: %d (p %.9g), the logits' %d (p %.9g)", file, step, j, got[j], best_p[j], want,
+                   want_p);
+            CHECK(eddy_seq_logits(s[1][j]) == NULL);
+            ids[j] = got[j];
+        }
+    }
+    free(logits);
+    free_two_engines(m, e, s);
 }

@@ -44,5 +44,10 @@ void tseq_check_generate_from_the_best(const char *file, eddy_ctx_params cp);
  * for bit, and forgets it once another step runs); a decode step after gives the same
  * logits on both; NULL outputs and k outside 1..EDDY_TOP_MAX are refused. */
 void tseq_check_verify_top(const char *file, eddy_engine_params p);
+/* A prompt of two sequences and a decode step on two engines of model file, through
+ * eddy_engine_decode and engine_decode_best: each best token is vec_argmax_softmax's of
+ * the first's logits and its probability that one's within tol relative (0: bit for
+ * bit); the sequences keep no logits. */
+void tseq_check_decode_best(const char *file, eddy_engine_params p, double tol);
 
 #endif

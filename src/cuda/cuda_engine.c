@@ -935,6 +935,10 @@ static void digest_rows(cuda_backend *g, int64_t n_vocab, int64_t k_rows, const 
         memcpy(to.logprobs, h, (size_t)k_rows * sizeof(double));
         return;
     }
+    if (dg->p) {
+        best_of_rows(g, k_rows, n_vocab, to.ids, to.p);
+        return;
+    }
     const int64_t k = dg->k, nk = k_rows * k;
     ck_top_rows(g->logits, k_rows, n_vocab, (int)k, d, (float *)(d + nk), d + 2 * nk, g->stream);
     cudaMemcpy(h, d, (size_t)(2 * nk + k_rows) * sizeof(int32_t), cudaMemcpyDeviceToHost);

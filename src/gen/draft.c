@@ -49,7 +49,9 @@ struct drafter {
     bool own_seq;
     eddy_snapshot *snap; /* the draft sequence before the last round of drafts */
     sampler *ds;         /* drafts drawn from q (the target samples: temperature > 0); NULL: argmax */
-    float *dlogits;      /* (n_vocab) */
+    float *dlogits;      /* (n_vocab) the logits after the draft sequence's last token (ds), */
+    eddy_token best;     /* or their argmax and its probability (no ds) */
+    float best_p;
     double draft_s;      /* seconds per draft token (running mean); 0: none measured yet */
     /* acceptance per kind of draft (prompt lookup: the n-gram length matched, up to
      * N_KINDS - 1; a draft model: 0), with older steps weighing less */
@@ -145,11 +147,15 @@ typedef struct {
     eddy_seq **seq;
     int64_t *who; /* (n) the drafter of each batch row */
     float *rows;  /* (n, n_vocab) */
+    eddy_token *best;
+    float *best_p; /* (n) */
 } draft_batch;
 
 /* Feeds each drafter's tokens tok[i][0, len[i]) to its draft sequence, all in one
  * batch (in steps of the engine's n_batch), and puts the logits after each one's last
- * token in its dlogits; drafters with len[i] = 0 sit out. */
+ * token in its dlogits, or, when no drafter of the batch samples its drafts, their
+ * argmax and its probability in its best and best_p (on a GPU 12 bytes a row come back
+ * instead of the logits); drafters with len[i] = 0 sit out. */
 static eddy_status draft_feed(drafter *const *d, int64_t n, const eddy_token *const *tok, const int64_t *len,
                               draft_batch *b, eddy_error *err) {
     int64_t m = 0, rows = 0;
@@ -161,6 +167,16 @@ static eddy_status draft_feed(drafter *const *d, int64_t n, const eddy_token *co
     }
     if (m == 0) return EDDY_OK;
     const eddy_batch batch = {m, b->tok, b->seq, NULL}; /* logits: each sequence's last token */
+    bool whole = false;
+    for (int64_t r = 0; r < rows; r++) whole |= d[b->who[r]]->ds != NULL;
+    if (!whole) {
+        const eddy_status rc = engine_decode_best(d[0]->dengine, &batch, b->best, b->best_p, err);
+        for (int64_t r = 0; rc == EDDY_OK && r < rows; r++) {
+            drafter *dr = d[b->who[r]];
+            dr->best = b->best[r], dr->best_p = b->best_p[r];
+        }
+        return rc;
+    }
     const eddy_status rc = eddy_engine_decode(d[0]->dengine, &batch, b->rows, err);
     const int64_t V = d[0]->n_vocab;
     for (int64_t r = 0; rc == EDDY_OK && r < rows; r++)
@@ -181,12 +197,13 @@ static eddy_status draft_model_propose_many(drafter *const *d, int64_t n, const 
     int64_t n_tok = n;
     for (int64_t i = 0; i < n; i++) n_tok += nh[i];
     draft_batch b = {eddy_malloc((size_t)n_tok * sizeof *b.tok), eddy_malloc((size_t)n_tok * sizeof *b.seq),
-                     eddy_malloc((size_t)n * sizeof *b.who), eddy_malloc((size_t)n * (size_t)V * sizeof *b.rows)};
+                     eddy_malloc((size_t)n * sizeof *b.who), eddy_malloc((size_t)n * (size_t)V * sizeof *b.rows),
+                     eddy_malloc((size_t)n * sizeof *b.best), eddy_malloc((size_t)n * sizeof *b.best_p)};
     int64_t *max = eddy_malloc((size_t)n * sizeof *max), *len = eddy_malloc((size_t)n * sizeof *len);
     const eddy_token **feed = eddy_malloc((size_t)n * sizeof *feed);
     eddy_token *next = eddy_malloc((size_t)n * sizeof *next);
     eddy_status rc = EDDY_OK;
-    if (!b.tok || !b.seq || !b.who || !b.rows || !max || !len || !feed || !next) {
+    if (!b.tok || !b.seq || !b.who || !b.rows || !b.best || !b.best_p || !max || !len || !feed || !next) {
         rc = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory for drafts");
         goto done;
     }
@@ -222,9 +239,8 @@ static eddy_status draft_model_propose_many(drafter *const *d, int64_t n, const 
                 sampler_probs(d[i]->ds, d[i]->dlogits, qk);
                 t = sampler_draw(d[i]->ds, qk);
             } else {
-                float p;
-                t = (eddy_token)vec_argmax_softmax(d[i]->dlogits, V, &p);
-                if (p < d[i]->p.p_min) continue; /* the draft is unsure: stop guessing */
+                t = d[i]->best;
+                if (d[i]->best_p < d[i]->p.p_min) continue; /* the draft is unsure: stop guessing */
             }
             out[i][k] = t, n_out[i] = k + 1;
             if (k + 1 < max[i]) next[i] = t, feed[i] = &next[i], len[i] = 1, more = true;
@@ -234,7 +250,7 @@ static eddy_status draft_model_propose_many(drafter *const *d, int64_t n, const 
     }
     if (rc == EDDY_OK) note_draft_time(d, n, n_out, timer_s() - t0);
 done:
-    eddy_free(b.tok), eddy_free(b.seq), eddy_free(b.who), eddy_free(b.rows);
+    eddy_free(b.tok), eddy_free(b.seq), eddy_free(b.who), eddy_free(b.rows), eddy_free(b.best), eddy_free(b.best_p);
     eddy_free(max), eddy_free(len), eddy_free(feed), eddy_free(next);
     return rc;
 }

@@ -291,6 +291,8 @@ int64_t step_decode_group(const step_plan *plan, int64_t i);
  *   k >= 1 (eddy_engine_decode_top, _argmax): its k best tokens, best first at ids + r k
  *     and logits + r k (vec_top_k's order and rule), how many in counts[r]; logits and
  *     counts may be NULL (argmax: k 1, ids alone; a row with no usable logit has id 0 first);
+ *     with k 1, p (engine_decode_best) receives the best token's probability in p[r]
+ *     (vec_argmax_softmax's token and probability; 0 for a row with no usable logit on a GPU);
  *   k 0 (eddy_engine_decode_logprob): the log-probability of token targets[r] under it
  *     (vec_logprob) in logprobs[r]. */
 typedef struct {
@@ -298,6 +300,7 @@ typedef struct {
     int32_t *ids;
     float *logits;
     int32_t *counts;
+    float *p;
     const int32_t *targets;
     double *logprobs;
 } step_digest;
@@ -322,6 +325,10 @@ eddy_status engine_run_seq(engine *c, eddy_seq *s, const int32_t *tokens, int64_
  * that step copied only the digest (takes the lock; nothing when s holds logits or they
  * are gone). eddy_generate_ex's steps sample from a digest and keep the last logits so. */
 void engine_seq_keep_logits(eddy_seq *s);
+
+/* eddy_engine_decode giving each wanted row its best token and that token's probability
+ * (what a draft model's greedy drafts need; on a GPU 12 bytes a row come back) */
+eddy_status engine_decode_best(engine *c, const eddy_batch *b, int32_t *ids, float *p, eddy_error *err);
 
 /* The most tokens a verify could take now (takes the lock): the batch's rows, and the
  * free states (one per token). */

@@ -167,6 +167,7 @@ step_digest step_digest_from(const step_digest *d, int64_t first) {
     r.ids += first * d->k;
     if (d->logits) r.logits += first * d->k;
     if (d->counts) r.counts += first;
+    if (d->p) r.p += first;
     return r;
 }
 
@@ -187,7 +188,10 @@ static void digest_of_rows(const float *logits, int64_t n_rows, int64_t n_vocab,
         int32_t *ids = d->ids + r * d->k;
         float one, *vals = d->logits ? d->logits + r * d->k : &one;
         int64_t got;
-        if (d->k == 1) { /* greedy's one vectorized scan */
+        if (d->p) { /* a draft model's best token and its probability */
+            ids[0] = (int32_t)vec_argmax_softmax(x, n_vocab, &d->p[r]), vals[0] = x[ids[0]];
+            got = 1;
+        } else if (d->k == 1) { /* greedy's one vectorized scan */
             ids[0] = (int32_t)vec_greedy(x, n_vocab), vals[0] = x[ids[0]];
             got = !isnan(vals[0]) && vals[0] != -INFINITY;
         } else {
@@ -367,6 +371,11 @@ static eddy_status top_step(eddy_engine *c, const eddy_batch *b, int32_t k, eddy
 eddy_status eddy_engine_decode_top(eddy_engine *c, const eddy_batch *b, int32_t k, eddy_token *ids, float *logits,
                                    int32_t *counts, eddy_error *err) {
     return top_step(c, b, k, ids, logits, counts, false, "eddy_engine_decode_top", err);
+}
+
+eddy_status engine_decode_best(engine *c, const eddy_batch *b, int32_t *ids, float *p, eddy_error *err) {
+    const step_digest dg = {.k = 1, .ids = ids, .p = p};
+    return decode_or_verify(c, b, NULL, &dg, false, "engine_decode_best", err);
 }
 
 eddy_status eddy_engine_decode_logprob(eddy_engine *c, const eddy_batch *b, const eddy_token *targets,

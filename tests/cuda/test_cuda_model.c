@@ -1203,6 +1203,13 @@ TEST(cuda_mtp_generation_keeps_the_last_logits) {
     eddy_model_free(m);
 }
 
+/* engine_decode_best on the GPU (a draft model's greedy drafts: ck_top_rows and
+ * ck_logprob_rows there, 12 bytes a row back) gives vec_argmax_softmax's token of the
+ * logits eddy_engine_decode gives there and its probability within 1e-5 (tseq_check_decode_best) */
+TEST(cuda_decode_best_is_the_logits_best) {
+    tseq_check_decode_best("models/qwen35-tiny-q8_0.gguf", (eddy_engine_params){.device = EDDY_DEVICE_CUDA}, 1e-5);
+}
+
 /* eddy_engine_decode_logprob on the GPU (ck_logprob_rows there, 8 bytes a row back) gives
  * vec_logprob of the logits eddy_engine_decode gives there, within 1e-5: the GPU's expf
  * and another order of summation (tseq_check_decode_logprob). */
