@@ -517,11 +517,18 @@ static void sample_next(srv_sched *s, slot *sl, float *row) {
 }
 
 /* How many of the best logits the request's next token needs (eddy_engine_decode_top),
- * when they are all it needs (its sampler looks at no more, eddy_sampler_params_top, and
- * no log-probabilities or banned end-of-generation tokens need the whole row); 0 when it
- * needs the row. */
-static int32_t top_needed(const srv_request *r) {
-    return r->n_logprobs < 0 && !r->ignore_eos ? eddy_sampler_params_top(&r->sp) : 0;
+ * when they are all it needs (its sampler looks at no more, eddy_sampler_params_top, as
+ * many more as there are banned end-of-generation tokens with ignore_eos, and no
+ * log-probabilities need the whole row); 0 when it needs the row. */
+static int32_t top_needed(const srv_sched *s, const srv_request *r) {
+    return r->n_logprobs < 0 ? eddy_sampler_params_top_banned(&r->sp, r->ignore_eos ? s->n_eog : 0) : 0;
+}
+
+/* The slot's next token from its row's n best logits (ids, logits; the end-of-generation
+ * tokens removed first with ignore_eos) */
+static void sample_next_top(srv_sched *s, slot *sl, eddy_token *ids, float *logits, int32_t n) {
+    if (sl->r->ignore_eos) n = eddy_top_remove(ids, logits, n, s->eog, s->n_eog);
+    next_token(s, sl, eddy_sampler_sample_top(sl->s, ids, logits, n), NULL);
 }
 
 /* The slot's next token t, sampled from row (NULL: from its best logits alone, top_needed),
@@ -668,7 +675,7 @@ static int spec_step(srv_sched *s) {
     for (int i = 0; i < s->p.n_slots && k_top; i++) {
         const slot *sl = &s->slots[i];
         if (!sl->r || !sl->decoding) continue;
-        const int32_t need = sl->spec && sl->r->n_logprobs < 0 ? eddy_spec_top(sl->spec) : 0;
+        const int32_t need = !sl->spec ? top_needed(s, sl->r) : sl->r->n_logprobs < 0 ? eddy_spec_top(sl->spec) : 0;
         if (need == 0) k_top = 0;
         else if (need > k_top) k_top = need;
     }
@@ -694,13 +701,14 @@ static int spec_step(srv_sched *s) {
         if (!sl->r || !sl->decoding) continue;
         srv_request *r = sl->r;
         float *rows = k_top ? NULL : s->logits + sl->row0 * s->n_vocab;
-        if (!sl->spec) { /* whole rows (k_top 0) */
+        const int64_t kt = sl->row0 * k_top;
+        if (!sl->spec) {
             if (eddy_seq_accept(sl->seq, 1, &err) != EDDY_OK) end_request(s, sl, NULL, 500, err.msg);
+            else if (k_top) sample_next_top(s, sl, s->b_ids + kt, s->b_top + kt, s->b_counts[sl->row0]);
             else sample_next(s, sl, rows);
             continue;
         }
         const int64_t base = eddy_seq_n_pos(sl->seq), max_emit = r->max_tokens >= 0 ? r->max_tokens - r->n_gen : -1;
-        const int64_t kt = sl->row0 * k_top;
         int64_t n_out = 0;
         eddy_spec_end end;
         if ((k_top ? eddy_spec_accept_top(sl->spec, k_top, s->b_ids + kt, s->b_top + kt, s->b_counts + sl->row0,
@@ -766,7 +774,7 @@ static int step(srv_sched *s) {
      * logits) */
     int32_t k_top = 1;
     for (int64_t k = 0; k < n_rows && k_top; k++) {
-        const int32_t need = top_needed(s->b_rows[k]->r);
+        const int32_t need = top_needed(s, s->b_rows[k]->r);
         if (need == 0) k_top = 0;
         else if (need > k_top) k_top = need;
     }
@@ -798,8 +806,7 @@ static int step(srv_sched *s) {
             if (eddy_seq_cache_put(sl->seq, &err) != EDDY_OK) eddy_log(EDDY_LOG_WARN, "serve: %s", err.msg);
         }
         const int64_t kt = k * k_top;
-        if (k_top)
-            next_token(s, sl, eddy_sampler_sample_top(sl->s, s->b_ids + kt, s->b_top + kt, s->b_counts[k]), NULL);
+        if (k_top) sample_next_top(s, sl, s->b_ids + kt, s->b_top + kt, s->b_counts[k]);
         else sample_next(s, sl, s->logits + k * s->n_vocab);
     }
     return 0;

@@ -483,6 +483,15 @@ int32_t eddy_sampler_sample(eddy_sampler *s, const float *logits);
  * logits that are neither NaN nor -inf. With other parameters the chain runs on the
  * candidates as if they were the whole row, without penalties. */
 int32_t eddy_sampler_sample_top(eddy_sampler *s, const eddy_token *ids, const float *logits, int32_t n);
+/* Removes the tokens banned[0, n_banned) from a row's n best candidates (ids and logits,
+ * best first), keeping the others' order; returns how many are left. Sampling those is
+ * sampling the row with the banned tokens' logits at -inf (--ignore-eos) whenever n was
+ * at least eddy_sampler_params_top + n_banned (eddy_sampler_params_top_banned). */
+int32_t eddy_top_remove(eddy_token *ids, float *logits, int32_t n, const eddy_token *banned, int64_t n_banned);
+/* How many of a row's best logits a sampler of these parameters needs when n_banned
+ * tokens are banned from the row (eddy_top_remove): eddy_sampler_params_top plus n_banned
+ * when that is at most EDDY_TOP_MAX, else 0 (the whole row). */
+int32_t eddy_sampler_params_top_banned(const eddy_sampler_params *p, int64_t n_banned);
 void eddy_sampler_accept(eddy_sampler *s, int32_t token);
 void eddy_sampler_reset(eddy_sampler *s);
 

@@ -184,6 +184,8 @@ done:
 /* With run's default sampler the loop takes each step's best 40 only and keeps the last
  * logits (tseq_check_generate_from_the_best) */
 TEST(generate_from_the_best_logits) {
-    tseq_check_generate_from_the_best("models/llama-tiny-q8_0.gguf", (eddy_ctx_params){.n_threads = 1});
-    tseq_check_generate_from_the_best("models/qwen35-tiny-q8_0.gguf", (eddy_ctx_params){.n_threads = 1});
+    tseq_check_generate_from_the_best("models/llama-tiny-q8_0.gguf", (eddy_ctx_params){.n_threads = 1}, false);
+    tseq_check_generate_from_the_best("models/qwen35-tiny-q8_0.gguf", (eddy_ctx_params){.n_threads = 1}, false);
+    tseq_check_generate_from_the_best("models/llama-tiny-q8_0.gguf", (eddy_ctx_params){.n_threads = 1}, true);
+    tseq_check_generate_from_the_best("models/mamba2-tiny-f32.gguf", (eddy_ctx_params){.n_threads = 1}, true);
 }

@@ -295,6 +295,30 @@ TEST(sampler_params_top) {
     CHECK_EQ(eddy_sampler_params_top(&p), 1);
     p.frequency_penalty = 0.1f;
     CHECK_EQ(eddy_sampler_params_top(&p), 0);
+    /* with banned tokens, as many more (while they fit in EDDY_TOP_MAX) */
+    p = eddy_sampler_default_params();
+    CHECK_EQ(eddy_sampler_params_top_banned(&p, 0), 40);
+    CHECK_EQ(eddy_sampler_params_top_banned(&p, 3), 43);
+    CHECK_EQ(eddy_sampler_params_top_banned(&p, EDDY_TOP_MAX - 40), EDDY_TOP_MAX);
+    CHECK_EQ(eddy_sampler_params_top_banned(&p, EDDY_TOP_MAX - 39), 0);
+    p.temp = 0.0f;
+    CHECK_EQ(eddy_sampler_params_top_banned(&p, 5), 6);
+    p.repeat_penalty = 1.1f;
+    CHECK_EQ(eddy_sampler_params_top_banned(&p, 5), 0);
+}
+
+/* eddy_top_remove drops the banned tokens from a row's candidates, the others' order kept */
+TEST(top_remove_keeps_the_order) {
+    eddy_token ids[6] = {9, 4, 7, 1, 4000, 3};
+    float logits[6] = {6, 5, 4, 3, 2, 1};
+    const eddy_token banned[3] = {7, 3, 12};
+    const int32_t n = eddy_top_remove(ids, logits, 6, banned, 3);
+    CHECK_EQ(n, 4);
+    const eddy_token want_ids[4] = {9, 4, 1, 4000};
+    const float want_logits[4] = {6, 5, 3, 2};
+    CHECK(!memcmp(ids, want_ids, sizeof want_ids) && !memcmp(logits, want_logits, sizeof want_logits));
+    CHECK_EQ(eddy_top_remove(ids, logits, 4, NULL, 0), 4);
+    CHECK_EQ(eddy_top_remove(ids, logits, 4, want_ids, 4), 0);
 }
 
 /* eddy_sampler_sample_top on a row's best k (vec_top_k, k at least eddy_sampler_params_top)

@@ -196,7 +196,7 @@ static int gen_collect(void *user, eddy_token t, const char *text, size_t len) {
     return 0;
 }
 
-void tseq_check_generate_from_the_best(const char *file, eddy_ctx_params cp) {
+void tseq_check_generate_from_the_best(const char *file, eddy_ctx_params cp, bool ignore_eog) {
     eddy_error err;
     eddy_model *m = tseq_load(file);
     REQUIRE(m);
@@ -214,7 +214,11 @@ void tseq_check_generate_from_the_best(const char *file, eddy_ctx_params cp) {
     REQUIRE(eddy_sampler_new(&sp, V, &s, &err) == EDDY_OK && eddy_sampler_new(&sp, V, &s_ref, &err) == EDDY_OK);
     const eddy_token prompt[3] = {5, 17, 33};
     gen_tokens got = {0};
-    const eddy_gen_params gp = {.n_predict = 30};
+    const eddy_gen_params gp = {.n_predict = 30, .ignore_eog = ignore_eog};
+    eddy_token *eog = malloc((size_t)V * sizeof *eog);
+    int64_t n_eog = 0, eog_in_top = 0; /* rows whose best 40 held a banned token */
+    for (eddy_token t = 0; eog && ignore_eog && t < V; t++)
+        if (eddy_vocab_is_eog(v, t)) eog[n_eog++] = t;
     REQUIRE(CHECKF(eddy_generate_ex(c, v, s, prompt, 3, &gp, gen_collect, &got, NULL, &err) == EDDY_OK, "%s",
                    err.msg));
     /* the same draws from whole rows, fed one at a time */
@@ -224,6 +228,13 @@ void tseq_check_generate_from_the_best(const char *file, eddy_ctx_params cp) {
     int64_t n = 0;
     bool same = true;
     for (; n < 30 && same; n++) {
+        int32_t top_ids[40];
+        float top_vals[40];
+        const int64_t n_top = vec_top_k(logits, V, 40, top_ids, top_vals);
+        for (int64_t j = 0; j < n_eog; j++) {
+            for (int64_t i = 0; i < n_top; i++) eog_in_top += top_ids[i] == eog[j];
+            logits[eog[j]] = -INFINITY;
+        }
         const eddy_token t = eddy_sampler_sample(s_ref, logits);
         if (eddy_vocab_is_eog(v, t)) break;
         eddy_sampler_accept(s_ref, t);
@@ -239,7 +250,9 @@ void tseq_check_generate_from_the_best(const char *file, eddy_ctx_params cp) {
         const eddy_gen_params gp2 = {.n_predict = 4};
         CHECKF(eddy_generate_ex(c, v, s, NULL, 0, &gp2, gen_collect, &more, NULL, &err) == EDDY_OK, "%s", err.msg);
     }
-    free(logits);
+    CHECKF(!ignore_eog || (n_eog > 0 && eog_in_top > 0), "%s: %lld banned tokens, in the best 40 of %lld rows", file,
+           (long long)n_eog, (long long)eog_in_top);
+    free(logits), free(eog);
     eddy_sampler_free(s), eddy_sampler_free(s_ref);
     eddy_ctx_free(c), eddy_ctx_free(ref);
     eddy_vocab_free(v);

@@ -34,8 +34,10 @@ void tseq_check_decode_logprob(const char *file, eddy_engine_params p, double to
  * context of model file with params cp: its tokens are those the same sampler draws from
  * whole rows (eddy_ctx_eval on a second context) fed one at a time; afterwards the
  * sequence holds the last of those rows, bit for bit, and generating with no prompt goes
- * on from them. */
-void tseq_check_generate_from_the_best(const char *file, eddy_ctx_params cp);
+ * on from them. With ignore_eog the end-of-generation tokens are banned (the loop takes as
+ * many more of the best and removes them; the rows fed one at a time get -inf there), and
+ * some row's best 40 must have held one. */
+void tseq_check_generate_from_the_best(const char *file, eddy_ctx_params cp, bool ignore_eog);
 /* The same verifies on two engines of model file, through eddy_engine_verify and
  * eddy_engine_verify_top: a verify of two sequences (k 40), then one of a sequence alone
  * (k 5): each row's best k are vec_top_k of the first's logits, bit for bit; after the

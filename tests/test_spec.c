@@ -254,10 +254,11 @@ typedef struct {
 
 /* Generates from prompt on a fresh context of m (n_ctx positions) with spec (NULL:
  * none) and records everything. A repeat penalty makes the sampler (and the walk) read
- * whole rows; without, steps and verifies give each row's best k alone. */
-static bool gen(eddy_model *m, const eddy_spec_params *spec, float temp, float penalty, uint64_t seed,
-                const eddy_token *prompt, int64_t n_prompt, int64_t n_predict, int64_t n_ctx, int64_t stop_after,
-                gen_result *r) {
+ * whole rows; without, steps and verifies give each row's best k alone (with ignore_eog
+ * as many more as there are end-of-generation tokens, removed from them). */
+static bool gen(eddy_model *m, const eddy_spec_params *spec, float temp, float penalty, bool ignore_eog,
+                uint64_t seed, const eddy_token *prompt, int64_t n_prompt, int64_t n_predict, int64_t n_ctx,
+                int64_t stop_after, gen_result *r) {
     memset(r, 0, sizeof *r);
     r->out.stop_after = stop_after;
     eddy_error err;
@@ -269,7 +270,7 @@ static bool gen(eddy_model *m, const eddy_spec_params *spec, float temp, float p
     sp.temp = temp, sp.seed = seed, sp.repeat_penalty = penalty;
     eddy_sampler *s = NULL;
     bool ok = CHECK(eddy_sampler_new(&sp, eddy_model_n_vocab(m), &s, NULL) == EDDY_OK);
-    eddy_gen_params gp = {.n_predict = n_predict, .spec = spec};
+    eddy_gen_params gp = {.n_predict = n_predict, .ignore_eog = ignore_eog, .spec = spec};
     ok = ok && CHECKF(eddy_generate_ex(c, NULL, s, prompt, n_prompt, &gp, collect, &r->out, &r->st, &err) == EDDY_OK,
                       "%s", err.msg);
     r->n_pos = eddy_ctx_n_pos(c);
@@ -326,24 +327,27 @@ static void same_as_plain(eddy_model *m, const char *file, const eddy_spec_param
     const int64_t V = eddy_model_n_vocab(m);
     eddy_token prompt[64];
     const int64_t n_prompt = repetitive_prompt(prompt, V);
-    /* (temperature, repeat penalty, n_predict, n_ctx, callback stop) */
+    /* (temperature, repeat penalty, n_predict, n_ctx, callback stop, end-of-generation banned) */
     const struct {
         float temp, penalty;
         int64_t n_predict, n_ctx, stop_after;
-    } runs[] = {{0, 1.1f, 160, 256, 0}, {0, 1.1f, 200, 100, 0}, {0, 1.1f, 100, 256, 37}, {0.9f, 1.1f, 120, 256, 0},
-                {0, 1, 160, 256, 0},    {0, 1, 200, 100, 0},    {0, 1, 100, 256, 37},    {0.9f, 1, 120, 256, 0}};
+        bool ignore_eog;
+    } runs[] = {{0, 1.1f, 160, 256, 0, false}, {0, 1.1f, 200, 100, 0, false}, {0, 1.1f, 100, 256, 37, false},
+                {0.9f, 1.1f, 120, 256, 0, false}, {0, 1, 160, 256, 0, false}, {0, 1, 200, 100, 0, false},
+                {0, 1, 100, 256, 37, false}, {0.9f, 1, 120, 256, 0, false}, {0.9f, 1, 120, 256, 0, true},
+                {0, 1, 160, 256, 0, true}};
     for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
         gen_result plain;
-        if (!gen(m, NULL, runs[ri].temp, runs[ri].penalty, 77 + ri, prompt, n_prompt, runs[ri].n_predict,
-                 runs[ri].n_ctx, runs[ri].stop_after, &plain))
+        if (!gen(m, NULL, runs[ri].temp, runs[ri].penalty, runs[ri].ignore_eog, 77 + ri, prompt, n_prompt,
+                 runs[ri].n_predict, runs[ri].n_ctx, runs[ri].stop_after, &plain))
             continue;
         for (size_t si = 0; si < n_specs; si++) {
             if (runs[ri].temp > 0 && specs[si].type == EDDY_SPEC_DRAFT) continue;
             gen_result got;
             char what[96];
             snprintf(what, sizeof what, "run %zu, drafter %zu", ri, si);
-            if (gen(m, &specs[si], runs[ri].temp, runs[ri].penalty, 77 + ri, prompt, n_prompt, runs[ri].n_predict,
-                    runs[ri].n_ctx, runs[ri].stop_after, &got))
+            if (gen(m, &specs[si], runs[ri].temp, runs[ri].penalty, runs[ri].ignore_eog, 77 + ri, prompt, n_prompt,
+                    runs[ri].n_predict, runs[ri].n_ctx, runs[ri].stop_after, &got))
                 same_result(what, file, &got, &plain, V);
             *accepted += got.st.n_accepted, *rejected += got.st.n_drafted - got.st.n_accepted;
             free(got.logits);

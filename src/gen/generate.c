@@ -102,10 +102,11 @@ eddy_status eddy_generate_ex(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, 
     st.prompt_seconds = timer_s() - t0;
     st.stop = EDDY_STOP_LENGTH;
     t0 = timer_s();
-    /* a sampler that looks at a row's best k alone (eddy_sampler_params_top) takes only
-     * them from each step (on a GPU, 8 k bytes back instead of the row); the sequence gets
-     * the last step's logits at the end (engine_seq_keep_logits) */
-    const int32_t k_top = n_eog == 0 ? eddy_sampler_params_top(sampler_params(s)) : 0;
+    /* a sampler that looks at a row's best k alone (eddy_sampler_params_top; with banned
+     * end-of-generation tokens, as many more, removed from them) takes only them from each
+     * step (on a GPU, 8 k bytes back instead of the row); the sequence gets the last step's
+     * logits at the end (engine_seq_keep_logits) */
+    const int32_t k_top = eddy_sampler_params_top_banned(sampler_params(s), n_eog);
     int32_t top_ids[EDDY_TOP_MAX], top_n = 0;
     float top_logits[EDDY_TOP_MAX];
     bool from_top = false; /* the last step gave its best k only */
@@ -143,6 +144,7 @@ eddy_status eddy_generate_ex(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, 
             eddy_seq *seq = eddy_ctx_seq(c);
             const eddy_batch b = {1, &t, &seq, NULL};
             rc = eddy_engine_decode_top(eddy_ctx_engine(c), &b, k_top, top_ids, top_logits, &top_n, err);
+            top_n = eddy_top_remove(top_ids, top_logits, top_n, eog, n_eog);
             from_top = true;
         } else {
             rc = eddy_ctx_eval(c, &t, 1, logits, 0, err);

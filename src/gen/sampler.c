@@ -423,6 +423,21 @@ eddy_status eddy_sampler_new(const eddy_sampler_params *p, int64_t n_vocab, eddy
 }
 void eddy_sampler_free(eddy_sampler *s) { sampler_free(s); }
 int32_t eddy_sampler_sample(eddy_sampler *s, const float *logits) { return sampler_sample(s, logits); }
+int32_t eddy_top_remove(eddy_token *ids, float *logits, int32_t n, const eddy_token *banned, int64_t n_banned) {
+    int32_t kept = 0;
+    for (int32_t i = 0; i < n; i++) {
+        bool ban = false;
+        for (int64_t j = 0; j < n_banned && !ban; j++) ban = ids[i] == banned[j];
+        if (!ban) ids[kept] = ids[i], logits[kept++] = logits[i];
+    }
+    return kept;
+}
+
+int32_t eddy_sampler_params_top_banned(const eddy_sampler_params *p, int64_t n_banned) {
+    const int32_t k = eddy_sampler_params_top(p);
+    return k > 0 && n_banned >= 0 && k + n_banned <= EDDY_TOP_MAX ? k + (int32_t)n_banned : 0;
+}
+
 int32_t eddy_sampler_sample_top(eddy_sampler *s, const eddy_token *ids, const float *logits, int32_t n) {
     return sampler_sample_top(s, ids, logits, n);
 }

@@ -231,10 +231,23 @@ int32_t eddy_spec_top(const eddy_spec *sp) {
     return sp && !sp->q ? eddy_sampler_params_top(sampler_params(sp->s)) : 0;
 }
 
-/* The token position i of a walk samples: from its whole row, or from its digest */
+/* How many of each row's best logits a walk needs with n_eog banned tokens (0: whole rows) */
+static int32_t walk_top(const eddy_spec *sp, int64_t n_eog) {
+    return eddy_spec_top(sp) ? eddy_sampler_params_top_banned(sampler_params(sp->s), n_eog) : 0;
+}
+
+/* The token position i of a walk samples: from its whole row, or from its digest (the
+ * banned tokens removed) */
 static eddy_token walk_sample(eddy_spec *sp, const spec_rows *r, int64_t i, const eddy_token *eog_mask,
                               int64_t n_eog) {
-    if (!r->rows) return sampler_sample_top(sp->s, r->ids + i * r->k, r->logits + i * r->k, r->counts[i]);
+    if (!r->rows) {
+        eddy_token ids[EDDY_TOP_MAX];
+        float logits[EDDY_TOP_MAX];
+        const int32_t n = r->counts[i] < r->k ? r->counts[i] : r->k;
+        memcpy(ids, r->ids + i * r->k, (size_t)n * sizeof *ids);
+        memcpy(logits, r->logits + i * r->k, (size_t)n * sizeof *logits);
+        return sampler_sample_top(sp->s, ids, logits, eddy_top_remove(ids, logits, n, eog_mask, n_eog));
+    }
     float *row = r->rows + i * sp->n_vocab;
     for (int64_t j = 0; j < n_eog; j++) row[eog_mask[j]] = -INFINITY;
     return sampler_sample(sp->s, row);
@@ -243,7 +256,7 @@ static eddy_token walk_sample(eddy_spec *sp, const spec_rows *r, int64_t i, cons
 eddy_status spec_walk(eddy_spec *sp, const spec_rows *r, int64_t max_emit, const eddy_token *eog_mask, int64_t n_eog,
                       spec_emit_fn emit, void *user, spec_walk_end *end, eddy_error *err) {
     if (sp->n_draft < 0) return eddy_error_set(err, EDDY_ERR_ARG, "speculative decoding: no drafts await acceptance");
-    const int32_t need = n_eog > 0 ? 0 : eddy_spec_top(sp); /* of each row's best logits; 0: whole rows */
+    const int32_t need = walk_top(sp, n_eog);
     if (!r->rows && (need == 0 || need > r->k))
         return eddy_error_set(err, EDDY_ERR_ARG, "speculative decoding: the walk needs %s",
                               need == 0 ? "whole rows of logits" : "more of each row's best logits");
@@ -371,7 +384,7 @@ eddy_status spec_generate(const spec_loop *L, float *logits, eddy_detok *dt, edd
     const int64_t k_cap = sp->k_cap;
     /* each step's rows as their best k logits when the walk needs no more (on a GPU a
      * few hundred bytes a row come back instead of the vocabulary's logits), else whole */
-    const int32_t k_top = L->n_eog == 0 ? eddy_spec_top(sp) : 0;
+    const int32_t k_top = walk_top(sp, L->n_eog);
     float *rows = NULL, *top = NULL; /* (K + 1, n_vocab) or (K + 1, k_top) */
     eddy_token *ids = NULL;
     int32_t *counts = NULL;

@@ -1136,11 +1136,14 @@ TEST(cuda_decode_argmax_and_top_are_the_logits_best) {
                                                                                   .type_v = EDDY_KV_F16});
 }
 
-/* eddy_generate_ex on the GPU takes each step's best 40 there and gives the sequence the
- * last step's logits from the GPU's buffer at the end (tseq_check_generate_from_the_best:
- * the same tokens and logits as whole rows from the GPU). */
+/* eddy_generate_ex on the GPU takes each step's best 40 there (with the end-of-generation
+ * tokens banned, as many more) and gives the sequence the last step's logits from the
+ * GPU's buffer at the end (tseq_check_generate_from_the_best: the same tokens and logits
+ * as whole rows from the GPU). */
 TEST(cuda_generate_from_the_best_logits) {
-    tseq_check_generate_from_the_best("models/qwen35-tiny-q8_0.gguf", (eddy_ctx_params){.device = EDDY_DEVICE_CUDA});
+    const eddy_ctx_params cp = {.device = EDDY_DEVICE_CUDA};
+    tseq_check_generate_from_the_best("models/qwen35-tiny-q8_0.gguf", cp, false);
+    tseq_check_generate_from_the_best("models/llama-tiny-q8_0.gguf", cp, true);
 }
 
 /* eddy_engine_verify_top on the GPU gives the best k of eddy_engine_verify's rows there,

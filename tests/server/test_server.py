@@ -502,9 +502,10 @@ def part_api():
                 bg.join(60)
 
     # when every row of a step samples from its best k logits alone (greedy: 1; the default
-    # top-k 40 without penalties), the step takes those alone (eddy_engine_decode_top), k
-    # the largest the rows need; a request with top_k 0 or logprobs beside them makes it
-    # take whole rows; every answer stays its own (greedy: eddy run --temp 0's text)
+    # top-k 40 without penalties; with ignore_eos as many more as there are end-of-generation
+    # tokens, removed from them), the step takes those alone (eddy_engine_decode_top), k the
+    # largest the rows need; a request with top_k 0 or logprobs beside them makes it take
+    # whole rows; every answer stays its own (greedy: eddy run --temp 0's text)
     sv = Server(LLAMA, "-np", "2", "-c", "1024", log_level="debug")
     try:
         p = sv.port
@@ -513,11 +514,12 @@ def part_api():
         want_g = [eddy_run(LLAMA, pr, "-n", str(k), "--temp", "0") for pr, k in greedy]
         sampled = {"prompt": "hello", "max_tokens": 60, "seed": 3, "temperature": 1}
         whole = dict(sampled, top_k=0)
+        no_eos = dict(sampled, ignore_eos=True, max_tokens=120)
         alone = {}
-        for name, body in (("sampled", sampled), ("whole", whole)):
+        for name, body in (("sampled", sampled), ("whole", whole), ("no_eos", no_eos)):
             s, _, j = post(p, "/v1/completions", body)
             alone[name] = j["choices"][0]["text"] if s == 200 else None
-        for mode, want_k in (("greedy", 1), ("sampled", 40), ("whole", 0), ("logprobs", 0)):
+        for mode, want_k in (("greedy", 1), ("sampled", 40), ("whole", 0), ("logprobs", 0), ("no_eos", -1)):
             got = {}
 
             def one(i, body):
@@ -528,7 +530,7 @@ def part_api():
             if mode == "greedy":
                 bodies.append({"prompt": greedy[1][0], "max_tokens": greedy[1][1], "temperature": 0})
             elif mode in alone:
-                bodies.append(sampled if mode == "sampled" else whole)
+                bodies.append({"sampled": sampled, "whole": whole, "no_eos": no_eos}[mode])
             else:
                 bodies.append({"prompt": greedy[1][0], "max_tokens": greedy[1][1], "temperature": 0, "logprobs": 2})
             # the two must decode side by side at least once: on a loaded machine one can end
@@ -542,8 +544,12 @@ def part_api():
                 steps = [x for x in sv.lines[n_lines:] if "serve: a step of 2 decoding" in x]
                 if steps:
                     break
-            tag = "the best %d logits of each row" % want_k if want_k else "whole rows of logits"
-            with_tag = sum(tag in x for x in steps)
+            tag = "the best %d logits of each row" % want_k if want_k > 0 else "whole rows of logits"
+            if want_k < 0:  # 40 and the end-of-generation tokens
+                with_tag = sum(bool(re.search(r"the best (4[1-9]|[56][0-9]) logits of each row", x)) for x in steps)
+                tag = "the best 40 + n_eog logits"
+            else:
+                with_tag = sum(tag in x for x in steps)
             want = [want_g[0], alone[mode] if mode in alone else want_g[1]]
             check(got.get(0) == want[0] and got.get(1) == want[1],
                   "%s beside greedy: %r vs %r" % (mode, [got.get(0), got.get(1)], want))
