@@ -40,10 +40,13 @@ const char usage_bench[] =
     "        restoring it from the prefix cache; with the disk's cold sequential read speed\n"
     "        measured in the same run (bench/RESULTS.md)\n"
     "eddy bench -m MODEL.gguf --verify 1,2,4,8 [-p 512] [-n 32] [-t THREADS] [-r REPS] [--json]\n"
+    "          [--sampling argmax|top|logits]\n"
     "        what a speculative verify step of 1 + K tokens costs against a plain decode step,\n"
     "        on one sequence P positions deep: N steps of each per round, rounds alternating;\n"
     "        median seconds per step and of the ratio over REPS rounds (docs/speculative.md);\n"
-    "        a model with an MTP layer adds its engine's plain step and one MTP draft\n"
+    "        a model with an MTP layer adds its engine's plain step and one MTP draft. Each\n"
+    "        step gives every row's argmax (default), best 40 (top) or logits, as the walk\n"
+    "        of greedy, run's default or penalized sampling takes them\n"
     "        Each model benchmark takes --device cuda (or -ngl N): the model on the GPU, the\n"
     "        bandwidth then the GPU memory's (a device-to-device copy) (docs/cuda.md), and\n"
     "        -b N (or -ub N): tokens per forward step (default 512, 2048 on a GPU)\n"
@@ -279,15 +282,18 @@ static int bench_verify(const char *path, eddy_bench_params *p, const long long 
     } else if (json) {
         for (int i = 0; i < n_k; i++)
             printf("{\"arch\": \"%s\", \"threads\": %d, \"depth\": %lld, \"k\": %lld, \"plain_seconds\": %.6g, "
-                   "\"verify_seconds\": %.6g, \"ratio\": %.6g, \"reps\": %d}\n", eddy_model_arch(m), r.n_threads,
-                   (long long)r.depth, (long long)r.k[i], r.plain_seconds, r.verify_seconds[i], r.ratio[i], p->n_reps);
+                   "\"verify_seconds\": %.6g, \"ratio\": %.6g, \"reps\": %d, \"sampling\": \"%s\"}\n",
+                   eddy_model_arch(m), r.n_threads, (long long)r.depth, (long long)r.k[i], r.plain_seconds,
+                   r.verify_seconds[i], r.ratio[i], p->n_reps, sampling_names[p->sampling]);
         if (r.mtp)
             printf("{\"arch\": \"%s\", \"threads\": %d, \"depth\": %lld, \"mtp_plain_ratio\": %.6g, "
                    "\"mtp_draft_ratio\": %.6g, \"reps\": %d}\n", eddy_model_arch(m), r.n_threads, (long long)r.depth,
                    r.mtp_plain_ratio, r.mtp_draft_ratio, p->n_reps);
     } else {
-        printf("verify steps against plain decode steps, %d threads, %lld positions deep, median of %d rounds:\n",
-               r.n_threads, (long long)r.depth, p->n_reps);
+        printf("verify steps against plain decode steps, %d threads, %lld positions deep, each row's %s, median of "
+               "%d rounds:\n", r.n_threads, (long long)r.depth,
+               p->sampling == EDDY_BENCH_ARGMAX ? "argmax" : p->sampling == EDDY_BENCH_SAMPLE_TOP ? "best 40" : "logits",
+               p->n_reps);
         printf("  plain step (1 token)        %8.2f ms\n", r.plain_seconds * 1e3);
         for (int i = 0; i < n_k; i++)
             printf("  verify, K = %-3lld (%3lld tokens) %8.2f ms   %5.2fx a plain step\n", (long long)r.k[i],
@@ -429,7 +435,7 @@ int cmd_bench(int argc, char **argv) {
         return bench_session(model, &p, dir ? dir : ".", json);
     }
     if (dir) return cli_error("bench: --dir applies to --session-turn");
-    if (sampling >= 0 && !n_npl) return cli_error("bench: --sampling applies to --npl");
+    if (sampling >= 0 && !n_npl && !n_k) return cli_error("bench: --sampling applies to --npl and --verify");
     if (sampling >= 0) p.sampling = sampling;
     if (n_k && n_npl) return cli_error("bench: --verify and --npl are separate benchmarks");
     if (n_k) {

@@ -538,7 +538,8 @@ typedef struct {
      * -d: random tokens prefilled once, untimed, and restored from a snapshot before each
      * run (0: every test from an empty sequence) */
     int64_t n_depth;
-    /* eddy_bench_batched: how each step picks every sequence's next token */
+    /* eddy_bench_batched: how each step picks every sequence's next token; eddy_bench_verify:
+     * what its steps give each row (the argmax, the best 40 or the logits) */
     enum {
         EDDY_BENCH_ARGMAX = 0,    /* the argmax (eddy_engine_decode_argmax), as llama-batched-bench */
         EDDY_BENCH_SAMPLE_TOP,    /* eddy run's default sampler, one a sequence, from each row's best 40

@@ -112,6 +112,13 @@ for how in top logits; do
     >"$OUT_DIR/sampled-$how.log" 2>&1
   note "32 sequences sampled (--sampling $how): $(tail -1 "$OUT_DIR/sampled-$how.log" | tr -s ' ')"
 done
+# a speculative verify of 1 + 4 tokens against a plain step, each row's argmax found on the
+# GPU (what greedy drafts walk now) against the rows of logits copied back
+for how in argmax logits; do
+  bounded 60 $E bench -m "$M4B" --device cuda --verify 4 -p 512 -n 16 -r 2 --sampling $how \
+    >"$OUT_DIR/verify-$how.log" 2>&1
+  note "verify of 5 tokens (--sampling $how): $(grep -E 'plain step|K = 4' "$OUT_DIR/verify-$how.log" | tr -s ' ' | tr '\n' ' ')"
+done
 # the next turn of a 4000-token conversation on the GPU: reprocessed, from a session file
 # (written and read through host copies), and from the prefix cache
 bounded 90 $E bench -m "$M4B" --device cuda --session-turn -p 4000 -n 32 -r 1 --dir "$OUT_DIR" \

@@ -6,7 +6,9 @@
  * feeds a token and K drafts through eddy_engine_verify and keeps one of them
  * (eddy_seq_accept(s, 1)), so both advance the sequence by one position and the runs
  * stay at the same depth. Plain and verify runs alternate, repetition by repetition,
- * so the machine's slow drifts hit both alike.
+ * so the machine's slow drifts hit both alike. Both steps give what the walk samples
+ * from (eddy_bench_params.sampling): each row's argmax, its best 40 (eddy_engine_decode_top,
+ * eddy_engine_verify_top) or its logits.
  * With a model that carries a multi-token-prediction layer, a second engine runs it:
  * its plain steps and its one-token drafts join every round.
  * Does not own: the drafts' quality (that is the drafter's; see docs/speculative.md).
@@ -20,20 +22,31 @@
 #include "bench.h"
 #include "model/engine.h"
 
+/* What a step gives each row: its best k_top (ids, top, counts), or (k_top 0) its logits */
+typedef struct {
+    int32_t k_top;
+    eddy_token *ids;
+    float *top, *logits;
+    int32_t *counts;
+} step_out;
+
 /* Seconds per step of n steps from s's current position: plain (k = 0) or verify of
  * 1 + k tokens keeping one. */
 static eddy_status time_steps(eddy_engine *e, eddy_seq *s, int64_t k, int64_t n, uint64_t *rng, int64_t V,
-                              const eddy_vocab *v, eddy_token *tok, eddy_seq **owner, int8_t *want, float *logits,
+                              const eddy_vocab *v, eddy_token *tok, eddy_seq **owner, int8_t *want, const step_out *o,
                               double *secs, eddy_error *err) {
     eddy_status st = EDDY_OK;
     const double t0 = timer_s();
     for (int64_t i = 0; i < n && st == EDDY_OK; i++) {
         for (int64_t j = 0; j <= k; j++) tok[j] = bench_random_token(rng, V, v), owner[j] = s, want[j] = 1;
-        if (k == 0) {
-            st = eddy_seq_eval(s, tok, 1, logits, 0, err);
+        const eddy_batch b = {k + 1, tok, owner, want};
+        if (k == 0 && o->k_top) {
+            st = eddy_engine_decode_top(e, &b, o->k_top, o->ids, o->top, o->counts, err);
+        } else if (k == 0) {
+            st = eddy_seq_eval(s, tok, 1, o->logits, 0, err);
         } else {
-            eddy_batch b = {k + 1, tok, owner, want};
-            st = eddy_engine_verify(e, &b, logits, err);
+            st = o->k_top ? eddy_engine_verify_top(e, &b, o->k_top, o->ids, o->top, o->counts, err)
+                          : eddy_engine_verify(e, &b, o->logits, err);
             if (st == EDDY_OK) st = eddy_seq_accept(s, 1, err);
         }
     }
@@ -80,6 +93,13 @@ eddy_status eddy_bench_verify(const eddy_model *m, const eddy_bench_params *p, c
     eddy_seq **owner = eddy_malloc((size_t)(k_max + 1) * sizeof *owner);
     int8_t *want = eddy_malloc((size_t)(k_max + 1));
     float *logits = eddy_malloc((size_t)(k_max + 1) * (size_t)V * sizeof *logits);
+    eddy_sampler_params sp = eddy_sampler_default_params();
+    const int32_t k_top = p->sampling == EDDY_BENCH_ARGMAX ? 1
+                          : p->sampling == EDDY_BENCH_SAMPLE_TOP  ? eddy_sampler_params_top(&sp)
+                                                                  : 0;
+    const step_out o = {k_top, eddy_malloc((size_t)(k_max + 1) * EDDY_TOP_MAX * sizeof(eddy_token)),
+                        eddy_malloc((size_t)(k_max + 1) * EDDY_TOP_MAX * sizeof(float)), logits,
+                        eddy_malloc((size_t)(k_max + 1) * sizeof(int32_t))};
     double *plain = eddy_malloc((size_t)reps * sizeof *plain), *ver = eddy_malloc((size_t)reps * n_k * sizeof *ver);
     double *ratio = eddy_malloc((size_t)reps * sizeof *ratio);
     /* with the MTP layer: its engine's plain steps and drafts, per round */
@@ -87,7 +107,8 @@ eddy_status eddy_bench_verify(const eddy_model *m, const eddy_bench_params *p, c
     double *mtp_plain = eddy_malloc((size_t)reps * sizeof *mtp_plain), *mtp_draft = eddy_malloc((size_t)reps * sizeof *mtp_draft);
     eddy_engine *e2 = NULL;
     eddy_seq *s = NULL, *s2 = NULL;
-    if (!tok || !owner || !want || !logits || !plain || !ver || !ratio || !mtp_plain || !mtp_draft)
+    if (!tok || !owner || !want || !logits || !o.ids || !o.top || !o.counts || !plain || !ver || !ratio || !mtp_plain ||
+        !mtp_draft)
         st = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     if (st == EDDY_OK) st = eddy_seq_new(e, &s, err);
     if (st == EDDY_OK && mtp) {
@@ -101,18 +122,18 @@ eddy_status eddy_bench_verify(const eddy_model *m, const eddy_bench_params *p, c
     /* a warm-up of each, then reps rounds: plain, then every K */
     for (int rep = -1; st == EDDY_OK && rep < reps; rep++) {
         double secs;
-        st = time_steps(e, s, 0, steps, &rng, V, p->vocab, tok, owner, want, logits, &secs, err);
+        st = time_steps(e, s, 0, steps, &rng, V, p->vocab, tok, owner, want, &o, &secs, err);
         if (rep >= 0) plain[rep] = secs;
         for (int i = 0; st == EDDY_OK && i < n_k; i++) {
-            st = time_steps(e, s, ks[i], steps, &rng, V, p->vocab, tok, owner, want, logits, &secs, err);
+            st = time_steps(e, s, ks[i], steps, &rng, V, p->vocab, tok, owner, want, &o, &secs, err);
             if (rep >= 0) ver[i * reps + rep] = secs;
         }
         if (st == EDDY_OK && mtp) {
-            st = time_steps(e2, s2, 0, steps, &rng, V, p->vocab, tok, owner, want, logits, &secs, err);
+            st = time_steps(e2, s2, 0, steps, &rng, V, p->vocab, tok, owner, want, &o, &secs, err);
             if (rep >= 0) mtp_plain[rep] = secs;
         }
         if (st == EDDY_OK && mtp) {
-            st = time_drafts(s2, steps, &rng, V, p->vocab, logits, &secs, err);
+            st = time_drafts(s2, steps, &rng, V, p->vocab, k_top ? NULL : logits, &secs, err);
             if (rep >= 0) mtp_draft[rep] = secs;
         }
     }
@@ -140,5 +161,6 @@ eddy_status eddy_bench_verify(const eddy_model *m, const eddy_bench_params *p, c
     eddy_free(mtp_plain), eddy_free(mtp_draft);
     eddy_engine_free(e);
     eddy_free(tok), eddy_free(owner), eddy_free(want), eddy_free(logits), eddy_free(plain), eddy_free(ver), eddy_free(ratio);
+    eddy_free(o.ids), eddy_free(o.top), eddy_free(o.counts);
     return st;
 }

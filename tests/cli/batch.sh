@@ -124,7 +124,7 @@ for how in top logits; do
        >"$TMP/b" 2>"$TMP/err" && grep -q "\"n_seq\": 2, .*\"sampling\": \"$how\"" "$TMP/b"; then ok
   else bad "bench --npl --sampling $how: $(cat "$TMP/b") $(cat "$TMP/err")"; fi
 done
-expect_err "bench --sampling without --npl" "--sampling applies to --npl" bench -m $M -p 8 --sampling top
+expect_err "bench --sampling without --npl" "--sampling applies to --npl and --verify" bench -m $M -p 8 --sampling top
 expect_err "bench --sampling bad" "'best' is none of argmax, top, logits" bench -m $M --npl 1 --sampling best
 
 # eddy bench -b: the tokens of a forward step, as the engine took them (the context caps them)

@@ -121,6 +121,11 @@ done
 expect_ok "bench --verify, MTP rows" "verify, K = 2" "plain step, MTP layer on" "MTP draft (1 token)" -- \
   bench -m $MTP --verify 1,2 -p 8 -n 2 -r 1 -t 1
 expect_ok "bench --verify --json" '"k": 1,' '"mtp_draft_ratio": ' -- bench -m $MTP --verify 1 -p 8 -n 2 -r 1 -t 1 --json
+# the verify benchmark's steps give each row's argmax (default), best 40 or logits
+for how in argmax top logits; do
+  expect_ok "bench --verify --sampling $how" "\"k\": 2," "\"sampling\": \"$how\"" '"mtp_draft_ratio": ' -- \
+    bench -m $MTP --verify 2 -p 8 -n 2 -r 1 -t 1 --json --sampling $how
+done
 expect_err "run spec mtp without the layer" "the model has no multi-token-prediction layer" run -m $R -p x --spec-type mtp
 expect_err "run spec unknown" '--spec-type "fast": expected none, ngram, draft or mtp' run -m $R -p x --spec-type fast
 expect_err "run spec draft without model" "--spec-type draft needs a draft model (-md FILE)" run -m $R -p x --spec-type draft
