@@ -290,10 +290,9 @@ static int bench_verify(const char *path, eddy_bench_params *p, const long long 
                    "\"mtp_draft_ratio\": %.6g, \"reps\": %d}\n", eddy_model_arch(m), r.n_threads, (long long)r.depth,
                    r.mtp_plain_ratio, r.mtp_draft_ratio, p->n_reps);
     } else {
+        static const char *const rows[] = {"argmax", "best 40", "logits"}; /* by --sampling */
         printf("verify steps against plain decode steps, %d threads, %lld positions deep, each row's %s, median of "
-               "%d rounds:\n", r.n_threads, (long long)r.depth,
-               p->sampling == EDDY_BENCH_ARGMAX ? "argmax" : p->sampling == EDDY_BENCH_SAMPLE_TOP ? "best 40" : "logits",
-               p->n_reps);
+               "%d rounds:\n", r.n_threads, (long long)r.depth, rows[p->sampling], p->n_reps);
         printf("  plain step (1 token)        %8.2f ms\n", r.plain_seconds * 1e3);
         for (int i = 0; i < n_k; i++)
             printf("  verify, K = %-3lld (%3lld tokens) %8.2f ms   %5.2fx a plain step\n", (long long)r.k[i],
