@@ -137,6 +137,19 @@ def metrics(port):
     return out
 
 
+def settled_lines(sv, quiet=0.3, seconds=5):
+    """How many log lines sv has once none came for `quiet` seconds (the log reader has
+    caught up), waiting at most `seconds`."""
+    end = time.time() + seconds
+    n = len(sv.lines)
+    while time.time() < end:
+        time.sleep(quiet)
+        if len(sv.lines) == n:
+            break
+        n = len(sv.lines)
+    return n
+
+
 def wait_idle(port, seconds=20):
     """/metrics once no slot is busy and nothing waits (or the bound passed)."""
     deadline = time.time() + seconds
@@ -883,7 +896,7 @@ def part_spec():
                     check(s == 200 and j["usage"]["completion_tokens"] == 24, "%s seeded: %s" % (k, j))  # stream
                     continue
                 check(s == 200 and got == text, "%s %s %s: %r vs eddy run's %r" % (model, args[:2], k, got, text))
-            verify_lines = [x for x in sv.lines if "serve: a verify step of" in x]
+            verify_lines = [x for x in sv.lines[:settled_lines(sv)] if "serve: a verify step of" in x]
             if model != QWEN:  # (a draft model's sampled drafts need whole rows)
                 check(verify_lines and all("the best 40 logits of each row" in x or "the best 1 logits of each row" in x
                                            for x in verify_lines),
@@ -891,11 +904,10 @@ def part_spec():
             # alone, a greedy request's verify steps take each row's best logit; with logprobs
             # whole rows; the same answer both ways
             for extra, tag in (({}, "the best 1 logits of each row"), ({"logprobs": 1}, "whole rows of logits")):
-                n_lines = len(sv.lines)
+                n_lines = settled_lines(sv)
                 s, _, j = post(sv.port, "/v1/completions", dict({"prompt": prompts[0], "max_tokens": 24,
                                                                   "temperature": 0}, **extra))
-                time.sleep(0.2)  # the log reader's last lines
-                verify_lines = [x for x in sv.lines[n_lines:] if "serve: a verify step of" in x]
+                verify_lines = [x for x in sv.lines[n_lines:settled_lines(sv)] if "serve: a verify step of" in x]
                 check(s == 200 and j["choices"][0]["text"] == want[(prompts[0], ("--temp", "0"))] and verify_lines and
                       all(tag in x for x in verify_lines),
                       "%s: %s with drafts: %s, %s" % (args[:2], extra, j, verify_lines[:3]))
