@@ -146,7 +146,7 @@ typedef struct {
     eddy_token *tok;
     eddy_seq **seq;
     int64_t *who; /* (n) the drafter of each batch row */
-    float *rows;  /* (n, n_vocab) */
+    float *rows;  /* (n, n_vocab); NULL when no drafter samples */
     eddy_token *best;
     float *best_p; /* (n) */
 } draft_batch;
@@ -195,15 +195,17 @@ static eddy_status draft_model_propose_many(drafter *const *d, int64_t n, const 
                                             float *const *q, int64_t *n_out, eddy_error *err) {
     const int64_t V = d[0]->n_vocab, n_ctx = eddy_engine_n_ctx(d[0]->dengine);
     int64_t n_tok = n;
-    for (int64_t i = 0; i < n; i++) n_tok += nh[i];
+    bool sampled = false; /* whole rows of logits only for drafters that sample (draft_feed) */
+    for (int64_t i = 0; i < n; i++) n_tok += nh[i], sampled |= d[i]->ds != NULL;
     draft_batch b = {eddy_malloc((size_t)n_tok * sizeof *b.tok), eddy_malloc((size_t)n_tok * sizeof *b.seq),
-                     eddy_malloc((size_t)n * sizeof *b.who), eddy_malloc((size_t)n * (size_t)V * sizeof *b.rows),
+                     eddy_malloc((size_t)n * sizeof *b.who),
+                     sampled ? eddy_malloc((size_t)n * (size_t)V * sizeof *b.rows) : NULL,
                      eddy_malloc((size_t)n * sizeof *b.best), eddy_malloc((size_t)n * sizeof *b.best_p)};
     int64_t *max = eddy_malloc((size_t)n * sizeof *max), *len = eddy_malloc((size_t)n * sizeof *len);
     const eddy_token **feed = eddy_malloc((size_t)n * sizeof *feed);
     eddy_token *next = eddy_malloc((size_t)n * sizeof *next);
     eddy_status rc = EDDY_OK;
-    if (!b.tok || !b.seq || !b.who || !b.rows || !b.best || !b.best_p || !max || !len || !feed || !next) {
+    if (!b.tok || !b.seq || !b.who || (sampled && !b.rows) || !b.best || !b.best_p || !max || !len || !feed || !next) {
         rc = eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory for drafts");
         goto done;
     }
