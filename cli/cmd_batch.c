@@ -218,7 +218,7 @@ static int spec_step(sched *sc) {
     int32_t k_top = sc->k_top;
     for (int64_t k = 0; k < na && k_top; k++) k_top = eddy_spec_top(sc->active[k]->spec) ? k_top : 0;
     eddy_batch b = {n, sc->tokens, sc->owner, sc->want};
-    if ((k_top ? eddy_engine_verify_top(sc->e, &b, k_top, sc->top_ids, sc->top_logits, sc->top_counts, &err)
+    if ((k_top ? eddy_engine_verify_top(sc->e, &b, k_top, sc->top_ids, sc->top_logits, sc->top_counts, NULL, &err)
                : eddy_engine_verify(sc->e, &b, sc->logits, &err)) != EDDY_OK)
         return cli_error("%s", err.msg);
     for (int64_t k = 0; k < sc->n_active; k++) {
@@ -266,8 +266,9 @@ static int step(sched *sc) {
     eddy_error err;
     /* the best logits alone when they are all the sampler looks at (on a GPU the logits stay there) */
     const eddy_status st =
-        sc->k_top ? eddy_engine_decode_top(sc->e, &b, sc->k_top, sc->top_ids, sc->top_logits, sc->top_counts, &err)
-                  : eddy_engine_decode(sc->e, &b, sc->logits, &err);
+        sc->k_top
+            ? eddy_engine_decode_top(sc->e, &b, sc->k_top, sc->top_ids, sc->top_logits, sc->top_counts, NULL, &err)
+            : eddy_engine_decode(sc->e, &b, sc->logits, &err);
     if (st != EDDY_OK) return cli_error("%s", err.msg);
     for (int64_t k = 0; k < sc->n_active; k++) {
         job *j = sc->active[k];

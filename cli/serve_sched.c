@@ -117,6 +117,7 @@ struct srv_sched {
     eddy_token *b_ids;
     float *b_top;
     int32_t *b_counts;
+    double *b_lse;       /* and their rows' log-sum-exps, when a request wants log-probabilities */
     eddy_token *eog;     /* (n_eog) the vocabulary's end-of-generation tokens */
     int64_t n_eog;
     /* speculative decoding: the settings, a draft engine (-md), drafts per slot and step */
@@ -298,9 +299,19 @@ static bool add_text(slot *sl, const char *text, size_t len, bool *oom) {
 
 /* ==== Log-probabilities ==== */
 
-static void record_logprobs(srv_sched *s, slot *sl, const float *logits, eddy_token t) {
-    srv_request *r = sl->r;
-    const int64_t nv = s->n_vocab;
+/* Where a token's log-probabilities come from: its whole row of logits, or (row NULL) the
+ * row's best n (ids and logits, best first, as eddy_engine_decode_top gives them: the
+ * token among them) and the row's log-sum-exp */
+typedef struct {
+    const float *row;
+    const eddy_token *ids;
+    const float *logits;
+    int32_t n;
+    double lse;
+} lp_source;
+
+/* Token t's log-probability and the row's best k from a whole row */
+static srv_logprob logprobs_of_row(const float *logits, int64_t nv, eddy_token t, int k) {
     float mx = -INFINITY;
     for (int64_t i = 0; i < nv; i++)
         if (logits[i] > mx) mx = logits[i];
@@ -308,8 +319,7 @@ static void record_logprobs(srv_sched *s, slot *sl, const float *logits, eddy_to
     for (int64_t i = 0; i < nv; i++) sum += exp((double)logits[i] - mx);
     const float lse = mx + (float)log(sum);
     srv_logprob lp = {.token = t, .logprob = logits[t] - lse};
-    /* the top n_logprobs by insertion into a short sorted list */
-    const int k = r->n_logprobs;
+    /* the top k by insertion into a short sorted list */
     for (int64_t i = 0; i < nv && k > 0; i++) {
         const float x = logits[i];
         if (!(x == x)) continue;
@@ -322,6 +332,25 @@ static void record_logprobs(srv_sched *s, slot *sl, const float *logits, eddy_to
         lp.top[j] = (eddy_token)i, lp.top_logprob[j] = x;
     }
     for (int j = 0; j < lp.n_top; j++) lp.top_logprob[j] -= lse;
+    return lp;
+}
+
+/* The same from the row's best logits (src->row NULL): they hold t and at least k more
+ * (logprob_need), already in order */
+static srv_logprob logprobs_of_top(const lp_source *src, eddy_token t, int k) {
+    srv_logprob lp = {.token = t, .logprob = -INFINITY};
+    for (int32_t j = 0; j < src->n; j++) {
+        const float x = (float)(src->logits[j] - src->lse);
+        if (src->ids[j] == t) lp.logprob = x;
+        if (j < k) lp.top[j] = src->ids[j], lp.top_logprob[j] = x, lp.n_top = j + 1;
+    }
+    return lp;
+}
+
+static void record_logprobs(srv_sched *s, slot *sl, const lp_source *src, eddy_token t) {
+    srv_request *r = sl->r;
+    const srv_logprob lp =
+        src->row ? logprobs_of_row(src->row, s->n_vocab, t, r->n_logprobs) : logprobs_of_top(src, t, r->n_logprobs);
     pthread_mutex_lock(&r->mu);
     if (r->n_lp == r->lp_cap) {
         int64_t cap = r->lp_cap ? 2 * r->lp_cap : 16;
@@ -504,36 +533,47 @@ static void end_at_eog(srv_sched *s, slot *sl) {
     end_request(s, sl, "stop", 0, NULL);
 }
 
-static void take_token(srv_sched *s, slot *sl, eddy_token t, const float *row, int64_t fed);
+static void take_token(srv_sched *s, slot *sl, eddy_token t, const lp_source *src, int64_t fed);
 
-static void next_token(srv_sched *s, slot *sl, eddy_token t, const float *row);
+static void next_token(srv_sched *s, slot *sl, eddy_token t, const lp_source *src);
 
 /* Samples the slot's next token from its logits row and handles what it means. */
 static void sample_next(srv_sched *s, slot *sl, float *row) {
     srv_request *r = sl->r;
     if (r->ignore_eos)
         for (int64_t i = 0; i < s->n_eog; i++) row[s->eog[i]] = -INFINITY;
-    next_token(s, sl, eddy_sampler_sample(sl->s, row), row);
+    next_token(s, sl, eddy_sampler_sample(sl->s, row), &(lp_source){.row = row});
+}
+
+/* How many of a row's best logits request r needs when its sampler (or speculative walk)
+ * needs `need` (0: the whole row): with log-probabilities, at least as many as it reports
+ * (the sampled token is among the first `need`), and the whole row with ignore_eos (its
+ * log-probabilities are of the row with those tokens at -inf, whose log-sum-exp the
+ * engine does not give). */
+static int32_t logprob_need(const srv_request *r, int32_t need) {
+    if (r->n_logprobs < 0 || need == 0) return need;
+    if (r->ignore_eos) return 0;
+    return need > r->n_logprobs ? need : r->n_logprobs;
 }
 
 /* How many of the best logits the request's next token needs (eddy_engine_decode_top),
  * when they are all it needs (its sampler looks at no more, eddy_sampler_params_top, as
- * many more as there are banned end-of-generation tokens with ignore_eos, and no
- * log-probabilities need the whole row); 0 when it needs the row. */
+ * many more as there are banned end-of-generation tokens with ignore_eos, and as many as
+ * its log-probabilities report); 0 when it needs the row. */
 static int32_t top_needed(const srv_sched *s, const srv_request *r) {
-    return r->n_logprobs < 0 ? eddy_sampler_params_top_banned(&r->sp, r->ignore_eos ? s->n_eog : 0) : 0;
+    return logprob_need(r, eddy_sampler_params_top_banned(&r->sp, r->ignore_eos ? s->n_eog : 0));
 }
 
 /* The slot's next token from its row's n best logits (ids, logits; the end-of-generation
- * tokens removed first with ignore_eos) */
-static void sample_next_top(srv_sched *s, slot *sl, eddy_token *ids, float *logits, int32_t n) {
+ * tokens removed first with ignore_eos) and the row's log-sum-exp (when the request wants
+ * log-probabilities) */
+static void sample_next_top(srv_sched *s, slot *sl, eddy_token *ids, float *logits, int32_t n, double lse) {
     if (sl->r->ignore_eos) n = eddy_top_remove(ids, logits, n, s->eog, s->n_eog);
-    next_token(s, sl, eddy_sampler_sample_top(sl->s, ids, logits, n), NULL);
+    next_token(s, sl, eddy_sampler_sample_top(sl->s, ids, logits, n), &(lp_source){NULL, ids, logits, n, lse});
 }
 
-/* The slot's next token t, sampled from row (NULL: from its best logits alone, top_needed),
- * and what it means. */
-static void next_token(srv_sched *s, slot *sl, eddy_token t, const float *row) {
+/* The slot's next token t, sampled from what src says, and what it means. */
+static void next_token(srv_sched *s, slot *sl, eddy_token t, const lp_source *src) {
     srv_request *r = sl->r;
     if (!r->t_first) r->t_first = cli_now_s();
     if (eddy_vocab_is_eog(s->v, t)) {
@@ -541,16 +581,16 @@ static void next_token(srv_sched *s, slot *sl, eddy_token t, const float *row) {
         return;
     }
     eddy_sampler_accept(sl->s, t);
-    take_token(s, sl, t, row, eddy_seq_n_pos(sl->seq));
+    take_token(s, sl, t, src, eddy_seq_n_pos(sl->seq));
 }
 
-/* Token t, sampled from row (the sequence holding fed positions, not t; NULL when no
- * log-probabilities are wanted) and seen by the sampler: its log-probabilities, text and
- * what it means (a stop string, the length limit, a full context). */
-static void take_token(srv_sched *s, slot *sl, eddy_token t, const float *row, int64_t fed) {
+/* Token t, sampled from what src says (the sequence holding fed positions, not t; NULL
+ * when no log-probabilities are wanted) and seen by the sampler: its log-probabilities,
+ * text and what it means (a stop string, the length limit, a full context). */
+static void take_token(srv_sched *s, slot *sl, eddy_token t, const lp_source *src, int64_t fed) {
     srv_request *r = sl->r;
     eddy_error err;
-    if (r->n_logprobs >= 0) record_logprobs(s, sl, row, t);
+    if (r->n_logprobs >= 0) record_logprobs(s, sl, src, t);
     pthread_mutex_lock(&r->mu);
     r->n_gen++;
     const int64_t n_gen = r->n_gen;
@@ -672,21 +712,24 @@ static int spec_step(srv_sched *s) {
     if (n == 0) return 0;
     /* each row's best k alone when every slot's walk needs no more (as in step) */
     int32_t k_top = 1;
+    bool lse = false;
     for (int i = 0; i < s->p.n_slots && k_top; i++) {
         const slot *sl = &s->slots[i];
         if (!sl->r || !sl->decoding) continue;
-        const int32_t need = !sl->spec ? top_needed(s, sl->r) : sl->r->n_logprobs < 0 ? eddy_spec_top(sl->spec) : 0;
+        const int32_t need = !sl->spec ? top_needed(s, sl->r) : logprob_need(sl->r, eddy_spec_top(sl->spec));
         if (need == 0) k_top = 0;
         else if (need > k_top) k_top = need;
+        lse |= sl->r->n_logprobs >= 0;
     }
     if (k_top)
-        eddy_log(EDDY_LOG_DEBUG, "serve: a verify step of %lld tokens, the best %d logits of each row", (long long)n,
-                 (int)k_top);
+        eddy_log(EDDY_LOG_DEBUG, "serve: a verify step of %lld tokens, the best %d logits of each row%s",
+                 (long long)n, (int)k_top, lse ? " and its log-sum-exp" : "");
     else
         eddy_log(EDDY_LOG_DEBUG, "serve: a verify step of %lld tokens, whole rows of logits", (long long)n);
     eddy_batch b = {n, s->b_tok, s->b_seq, s->b_want};
     const double t0 = cli_now_s();
-    while ((st = k_top ? eddy_engine_verify_top(s->e, &b, k_top, s->b_ids, s->b_top, s->b_counts, &err)
+    while ((st = k_top ? eddy_engine_verify_top(s->e, &b, k_top, s->b_ids, s->b_top, s->b_counts,
+                                                lse ? s->b_lse : NULL, &err)
                        : eddy_engine_verify(s->e, &b, s->logits, &err)) != EDDY_OK &&
            unpin_for_room(s, st, err.msg)) {}
     const double dt = cli_now_s() - t0;
@@ -704,7 +747,8 @@ static int spec_step(srv_sched *s) {
         const int64_t kt = sl->row0 * k_top;
         if (!sl->spec) {
             if (eddy_seq_accept(sl->seq, 1, &err) != EDDY_OK) end_request(s, sl, NULL, 500, err.msg);
-            else if (k_top) sample_next_top(s, sl, s->b_ids + kt, s->b_top + kt, s->b_counts[sl->row0]);
+            else if (k_top)
+                sample_next_top(s, sl, s->b_ids + kt, s->b_top + kt, s->b_counts[sl->row0], s->b_lse[sl->row0]);
             else sample_next(s, sl, rows);
             continue;
         }
@@ -718,10 +762,15 @@ static int spec_step(srv_sched *s) {
             continue;
         }
         if (!r->t_first) r->t_first = cli_now_s();
-        /* token j was sampled from rows[j] (none: no log-probabilities wanted), the
+        /* token j was sampled from row j (its logits, or its best k and log-sum-exp), the
          * sequence then holding base + j + 1 positions */
-        for (int64_t j = 0; j < n_out && sl->r; j++)
-            take_token(s, sl, s->drafts[j], rows ? rows + j * s->n_vocab : NULL, base + j + 1);
+        for (int64_t j = 0; j < n_out && sl->r; j++) {
+            const int64_t row = sl->row0 + j;
+            const lp_source src = rows ? (lp_source){.row = rows + j * s->n_vocab}
+                                       : (lp_source){NULL, s->b_ids + row * k_top, s->b_top + row * k_top,
+                                                     s->b_counts[row], s->b_lse[row]};
+            take_token(s, sl, s->drafts[j], &src, base + j + 1);
+        }
         if (sl->r && end == EDDY_SPEC_EOG) end_at_eog(s, sl);
     }
     return 0;
@@ -773,15 +822,17 @@ static int step(srv_sched *s) {
      * gives those alone (on a GPU, 8 k bytes a row come back instead of the vocabulary's
      * logits) */
     int32_t k_top = 1;
+    bool lse = false;
     for (int64_t k = 0; k < n_rows && k_top; k++) {
         const int32_t need = top_needed(s, s->b_rows[k]->r);
         if (need == 0) k_top = 0;
         else if (need > k_top) k_top = need;
+        lse |= s->b_rows[k]->r->n_logprobs >= 0;
     }
     if (k_top)
         eddy_log(EDDY_LOG_DEBUG,
-                 "serve: a step of %lld decoding and %lld prompt tokens, the best %d logits of each row",
-                 (long long)n_decoding, (long long)(n - n_decoding), (int)k_top);
+                 "serve: a step of %lld decoding and %lld prompt tokens, the best %d logits of each row%s",
+                 (long long)n_decoding, (long long)(n - n_decoding), (int)k_top, lse ? " and its log-sum-exp" : "");
     else
         eddy_log(EDDY_LOG_DEBUG, "serve: a step of %lld decoding and %lld prompt tokens, whole rows of logits",
                  (long long)n_decoding, (long long)(n - n_decoding));
@@ -789,7 +840,8 @@ static int step(srv_sched *s) {
     eddy_error err;
     const double t0 = cli_now_s();
     eddy_status st;
-    while ((st = k_top ? eddy_engine_decode_top(s->e, &b, k_top, s->b_ids, s->b_top, s->b_counts, &err)
+    while ((st = k_top ? eddy_engine_decode_top(s->e, &b, k_top, s->b_ids, s->b_top, s->b_counts,
+                                                lse ? s->b_lse : NULL, &err)
                        : eddy_engine_decode(s->e, &b, s->logits, &err)) != EDDY_OK &&
            unpin_for_room(s, st, err.msg)) {}
     const double dt = cli_now_s() - t0;
@@ -806,7 +858,7 @@ static int step(srv_sched *s) {
             if (eddy_seq_cache_put(sl->seq, &err) != EDDY_OK) eddy_log(EDDY_LOG_WARN, "serve: %s", err.msg);
         }
         const int64_t kt = k * k_top;
-        if (k_top) sample_next_top(s, sl, s->b_ids + kt, s->b_top + kt, s->b_counts[k]);
+        if (k_top) sample_next_top(s, sl, s->b_ids + kt, s->b_top + kt, s->b_counts[k], s->b_lse[k]);
         else sample_next(s, sl, s->logits + k * s->n_vocab);
     }
     return 0;
@@ -947,9 +999,10 @@ int srv_sched_start(const srv_sched_params *p, srv_sched **out) {
     s->b_ids = malloc((size_t)(rows * EDDY_TOP_MAX) * sizeof *s->b_ids);
     s->b_top = malloc((size_t)(rows * EDDY_TOP_MAX) * sizeof *s->b_top);
     s->b_counts = malloc((size_t)rows * sizeof *s->b_counts);
+    s->b_lse = calloc((size_t)rows, sizeof *s->b_lse); /* read (unused) where not asked for */
     s->logits = malloc((size_t)(p->n_slots * (s->k_max + 1) * s->n_vocab) * sizeof *s->logits);
-    if (!s->queue || !s->slots || !s->pins || !s->b_rows || !s->b_ids || !s->b_top || !s->b_counts || !s->logits ||
-        !s->drafts || !s->d_spec || !s->d_t || !s->d_out || !s->d_max || !s->d_n) {
+    if (!s->queue || !s->slots || !s->pins || !s->b_rows || !s->b_ids || !s->b_top || !s->b_counts || !s->b_lse ||
+        !s->logits || !s->drafts || !s->d_spec || !s->d_t || !s->d_out || !s->d_max || !s->d_n) {
         return cli_error("out of memory");
     }
     for (int i = 0; i < p->n_slots; i++)
@@ -996,6 +1049,7 @@ void srv_sched_free(srv_sched *s) {
     free(s->drafts);
     free(s->d_spec), free(s->d_t), free(s->d_out), free(s->d_max), free(s->d_n);
     free(s->queue), free(s->slots), free(s->pins), free(s->b_rows), free(s->b_ids), free(s->b_top), free(s->b_counts);
+    free(s->b_lse);
     free(s->logits);
     free(s->b_tok), free(s->b_seq), free(s->b_want), free(s->eog);
     pthread_mutex_destroy(&s->mu);

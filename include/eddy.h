@@ -377,12 +377,15 @@ eddy_status eddy_engine_decode_argmax(eddy_engine *e, const eddy_batch *b, eddy_
  * of its logits: ids and logits receive k entries per wanted token, in batch order (row r
  * at r * k), best first (of equal logits the lower id first), and counts one per wanted
  * token: how many of its k entries are set (fewer than k only where fewer logits are
- * neither NaN nor -inf). What eddy_sampler_sample_top samples from; on a GPU they are
- * found there and only they come back (8 k + 4 bytes a row, where the logits take
- * 4 n_vocab). The sequences keep no logits afterwards, as with eddy_engine_decode_argmax. */
+ * neither NaN nor -inf). lse, unless NULL, receives one per wanted token: the log of the
+ * sum of exp over its whole row of logits (the exponentials summed in double), so that
+ * logits[r * k + j] - lse[r] is the log-probability of ids[r * k + j]. What
+ * eddy_sampler_sample_top samples from; on a GPU they are found there and only they come
+ * back (8 k + 4 bytes a row, 8 more with lse, where the logits take 4 n_vocab). The
+ * sequences keep no logits afterwards, as with eddy_engine_decode_argmax. */
 #define EDDY_TOP_MAX 64
 eddy_status eddy_engine_decode_top(eddy_engine *e, const eddy_batch *b, int32_t k, eddy_token *ids, float *logits,
-                                   int32_t *counts, eddy_error *err);
+                                   int32_t *counts, double *lse, eddy_error *err);
 /* The same, giving each wanted token's log-probability of a given next token instead of
  * its logits: targets holds one token id per wanted token, in batch order, and logprobs
  * receives log softmax(logits)[target] for each (natural logarithm; the exponentials
@@ -397,11 +400,11 @@ eddy_status eddy_engine_decode_logprob(eddy_engine *e, const eddy_batch *b, cons
  * eddy_seq_accept says how many to keep. Each token takes one of the engine's n_verify
  * row states meanwhile (EDDY_ERR_NOMEM when too few are free). */
 eddy_status eddy_engine_verify(eddy_engine *e, const eddy_batch *b, float *logits, eddy_error *err);
-/* The same, giving each wanted token's k best next tokens instead of its logits, as
- * eddy_engine_decode_top does (what eddy_spec_accept_top walks; on a GPU 8 k + 4 bytes a
- * row come back). */
+/* The same, giving each wanted token's k best next tokens (and with lse the log-sum-exp of
+ * its row) instead of its logits, as eddy_engine_decode_top does (what eddy_spec_accept_top
+ * walks; on a GPU 8 k + 4 bytes a row come back). */
 eddy_status eddy_engine_verify_top(eddy_engine *e, const eddy_batch *b, int32_t k, eddy_token *ids, float *logits,
-                                   int32_t *counts, eddy_error *err);
+                                   int32_t *counts, double *lse, eddy_error *err);
 /* Keeps the first n_keep tokens of the sequence's last verify (0 <= n_keep <= their
  * count): exactly the state that feeding those n_keep tokens would have given. */
 eddy_status eddy_seq_accept(eddy_seq *s, int64_t n_keep, eddy_error *err);

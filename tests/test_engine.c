@@ -414,10 +414,11 @@ TEST(engine_decode_logprob_is_the_logits_logprob) {
 }
 
 /* eddy_engine_decode_argmax and eddy_engine_decode_top give each wanted row the argmax
- * and the best k of the logits eddy_engine_decode gives (tseq_check_decode_top) */
+ * and the best k of the logits eddy_engine_decode gives, and their log-sum-exp, bit for
+ * bit (tseq_check_decode_top) */
 TEST(engine_decode_argmax_and_top_are_the_logits_best) {
-    tseq_check_decode_top("models/qwen35-tiny-q4_k_m.gguf", (eddy_engine_params){0});
-    tseq_check_decode_top("models/llama-tiny-f32.gguf", (eddy_engine_params){0});
+    tseq_check_decode_top("models/qwen35-tiny-q4_k_m.gguf", (eddy_engine_params){0}, 0);
+    tseq_check_decode_top("models/llama-tiny-f32.gguf", (eddy_engine_params){0}, 0);
 }
 
 /* engine_decode_best (a draft model's greedy drafts) gives vec_argmax_softmax of the logits
@@ -430,9 +431,9 @@ TEST(engine_decode_best_is_the_logits_best) {
 /* eddy_engine_verify_top gives the best k of eddy_engine_verify's rows, and a verify of
  * one sequence leaves the kept row for the sequence (tseq_check_verify_top) */
 TEST(engine_verify_top_is_the_verify_best) {
-    tseq_check_verify_top("models/qwen35-tiny-q4_k_m.gguf", (eddy_engine_params){0});
-    tseq_check_verify_top("models/mamba2-tiny-f32.gguf", (eddy_engine_params){0});
-    tseq_check_verify_top("models/llama-tiny-f32.gguf", (eddy_engine_params){0});
+    tseq_check_verify_top("models/qwen35-tiny-q4_k_m.gguf", (eddy_engine_params){0}, 0);
+    tseq_check_verify_top("models/mamba2-tiny-f32.gguf", (eddy_engine_params){0}, 0);
+    tseq_check_verify_top("models/llama-tiny-f32.gguf", (eddy_engine_params){0}, 0);
 }
 
 TEST(engine_refuses_bad_use) {

@@ -74,7 +74,16 @@ static void free_two_engines(eddy_model *m, eddy_engine *e[2], eddy_seq *s[2][2]
     eddy_model_free(m);
 }
 
-void tseq_check_decode_top(const char *file, eddy_engine_params p) {
+/* Row r's log-sum-exp from a digest step against vec_logsumexp of the logits' row, within
+ * tol (0: bit for bit) */
+static void check_lse(const char *file, const char *what, int r, const float *row, int64_t V, const double *lse,
+                      double tol) {
+    const double want = vec_logsumexp(row, V);
+    CHECKF(tol == 0 ? lse[r] == want : fabs(lse[r] - want) <= tol, "%s: %s row %d: log-sum-exp %.12g, the logits' %.12g",
+           file, what, r, lse[r], want);
+}
+
+void tseq_check_decode_top(const char *file, eddy_engine_params p, double lse_tol) {
     enum { S = 3, STEPS = 3, E = 3 };
     eddy_model *m = tseq_load(file);
     REQUIRE(m);
@@ -96,15 +105,18 @@ void tseq_check_decode_top(const char *file, eddy_engine_params p) {
     want[1] = want[4] = want[6] = want[9] = want[13] = 1;
     float *logits = malloc(sizeof *logits * (size_t)(5 * V)), top_vals[5 * EDDY_TOP_MAX];
     int32_t ids[5], top_ids[5 * EDDY_TOP_MAX], counts[5];
+    double lse[5];
     eddy_error err;
     eddy_batch b0 = {14, prompt, owner[0], want}, b1 = {14, prompt, owner[1], want}, b2 = {14, prompt, owner[2], want};
     REQUIRE(CHECKF(eddy_engine_decode(e[0], &b0, logits, &err) == EDDY_OK, "%s", err.msg));
     REQUIRE(CHECKF(eddy_engine_decode_argmax(e[1], &b1, ids, &err) == EDDY_OK, "%s", err.msg));
-    REQUIRE(CHECKF(eddy_engine_decode_top(e[2], &b2, 40, top_ids, top_vals, counts, &err) == EDDY_OK, "%s", err.msg));
+    REQUIRE(CHECKF(eddy_engine_decode_top(e[2], &b2, 40, top_ids, top_vals, counts, lse, &err) == EDDY_OK, "%s",
+                   err.msg));
     for (int k = 0; k < 5; k++) {
         CHECKF(ids[k] == vec_argmax_ref(logits + k * V, V), "%s: prefill row %d: %d, the logits' argmax %lld", file,
                k, ids[k], (long long)vec_argmax_ref(logits + k * V, V));
         check_top_row(file, "prefill", k, logits + k * V, V, 40, top_ids, top_vals, counts);
+        check_lse(file, "prefill", k, logits + k * V, V, lse, lse_tol);
     }
     for (int j = 0; j < S; j++) tok[j] = top_tok[j] = ids[j == 0 ? 1 : j == 1 ? 2 : 4]; /* each one's last row */
     const int32_t ks[STEPS] = {1, 7, EDDY_TOP_MAX};
@@ -112,21 +124,23 @@ void tseq_check_decode_top(const char *file, eddy_engine_params p) {
         eddy_batch d0 = {S, tok, s[0], NULL}, d1 = {S, tok, s[1], NULL}, d2 = {S, top_tok, s[2], NULL};
         REQUIRE(CHECKF(eddy_engine_decode(e[0], &d0, logits, &err) == EDDY_OK, "%s", err.msg));
         REQUIRE(CHECKF(eddy_engine_decode_argmax(e[1], &d1, tok, &err) == EDDY_OK, "%s", err.msg));
-        REQUIRE(CHECKF(eddy_engine_decode_top(e[2], &d2, ks[t], top_ids, top_vals, counts, &err) == EDDY_OK, "%s",
-                       err.msg));
+        /* the log-sum-exps asked for in the middle step only */
+        REQUIRE(CHECKF(eddy_engine_decode_top(e[2], &d2, ks[t], top_ids, top_vals, counts, t == 1 ? lse : NULL,
+                                              &err) == EDDY_OK, "%s", err.msg));
         for (int j = 0; j < S; j++) {
             CHECKF(tok[j] == vec_argmax_ref(logits + j * V, V), "%s: step %d, sequence %d: %d, the logits' argmax %lld",
                    file, t, j, tok[j], (long long)vec_argmax_ref(logits + j * V, V));
             check_top_row(file, "step", j, logits + j * V, V, ks[t], top_ids, top_vals, counts);
+            if (t == 1) check_lse(file, "step", j, logits + j * V, V, lse, lse_tol);
             top_tok[j] = top_ids[j * ks[t]];
         }
     }
     for (int j = 0; j < S; j++)
         CHECK(eddy_seq_logits(s[1][j]) == NULL && eddy_seq_logits(s[2][j]) == NULL && eddy_seq_logits(s[0][j]) != NULL);
     CHECK_EQ(eddy_engine_decode_argmax(e[1], &b1, NULL, &err), EDDY_ERR_ARG);
-    CHECK_EQ(eddy_engine_decode_top(e[2], &b2, 0, top_ids, top_vals, counts, &err), EDDY_ERR_ARG);
-    CHECK_EQ(eddy_engine_decode_top(e[2], &b2, EDDY_TOP_MAX + 1, top_ids, top_vals, counts, &err), EDDY_ERR_ARG);
-    CHECK_EQ(eddy_engine_decode_top(e[2], &b2, 4, top_ids, NULL, counts, &err), EDDY_ERR_ARG);
+    CHECK_EQ(eddy_engine_decode_top(e[2], &b2, 0, top_ids, top_vals, counts, NULL, &err), EDDY_ERR_ARG);
+    CHECK_EQ(eddy_engine_decode_top(e[2], &b2, EDDY_TOP_MAX + 1, top_ids, top_vals, counts, NULL, &err), EDDY_ERR_ARG);
+    CHECK_EQ(eddy_engine_decode_top(e[2], &b2, 4, top_ids, NULL, counts, NULL, &err), EDDY_ERR_ARG);
     free(logits);
     for (int k = 0; k < E; k++) {
         for (int j = 0; j < S; j++) eddy_seq_free(s[k][j]);
@@ -259,7 +273,7 @@ void tseq_check_generate_from_the_best(const char *file, eddy_ctx_params cp, boo
     eddy_model_free(m);
 }
 
-void tseq_check_verify_top(const char *file, eddy_engine_params p) {
+void tseq_check_verify_top(const char *file, eddy_engine_params p, double lse_tol) {
     p.n_verify = 8;
     /* engine 0 verifies with logits, 1 with the best k */
     eddy_engine *e[2];
@@ -275,6 +289,7 @@ void tseq_check_verify_top(const char *file, eddy_engine_params p) {
     float *logits = malloc(sizeof *logits * (size_t)(7 * V)), *kept = malloc(sizeof *kept * (size_t)V);
     float top_vals[7 * EDDY_TOP_MAX];
     int32_t top_ids[7 * EDDY_TOP_MAX], counts[7];
+    double lse[7];
     eddy_error err;
     /* sequence 0's 4 tokens and 1's 3, all rows wanted; then sequence 0's 3 alone */
     eddy_seq *owner[2][7];
@@ -283,9 +298,12 @@ void tseq_check_verify_top(const char *file, eddy_engine_params p) {
     int8_t all[7] = {1, 1, 1, 1, 1, 1, 1};
     const eddy_batch w0 = {7, ids + 12, owner[0], all}, w1 = {7, ids + 12, owner[1], all};
     REQUIRE(CHECKF(eddy_engine_verify(e[0], &w0, logits, &err) == EDDY_OK, "%s", err.msg));
-    REQUIRE(CHECKF(eddy_engine_verify_top(e[1], &w1, 40, top_ids, top_vals, counts, &err) == EDDY_OK, "%s", err.msg));
-    for (int i = 0; i < 7; i++)
+    REQUIRE(CHECKF(eddy_engine_verify_top(e[1], &w1, 40, top_ids, top_vals, counts, lse, &err) == EDDY_OK, "%s",
+                   err.msg));
+    for (int i = 0; i < 7; i++) {
         check_top_row(file, "verify of two", i, logits + i * V, V, 40, top_ids, top_vals, counts);
+        check_lse(file, "verify of two", i, logits + i * V, V, lse, lse_tol);
+    }
     for (int k = 0; k < 2; k++) {
         REQUIRE(eddy_seq_accept(s[k][0], 2, &err) == EDDY_OK && eddy_seq_accept(s[k][1], 3, &err) == EDDY_OK);
         engine_seq_keep_logits(s[k][0]), engine_seq_keep_logits(s[k][1]);
@@ -293,7 +311,8 @@ void tseq_check_verify_top(const char *file, eddy_engine_params p) {
     CHECKF(!eddy_seq_logits(s[1][0]) && !eddy_seq_logits(s[1][1]), "%s: a verify of two left logits", file);
     const eddy_batch a0 = {3, ids + 17, owner[0], all}, a1 = {3, ids + 17, owner[1], all};
     REQUIRE(CHECKF(eddy_engine_verify(e[0], &a0, logits, &err) == EDDY_OK, "%s", err.msg));
-    REQUIRE(CHECKF(eddy_engine_verify_top(e[1], &a1, 5, top_ids, top_vals, counts, &err) == EDDY_OK, "%s", err.msg));
+    REQUIRE(CHECKF(eddy_engine_verify_top(e[1], &a1, 5, top_ids, top_vals, counts, NULL, &err) == EDDY_OK, "%s",
+                   err.msg));
     for (int i = 0; i < 3; i++)
         check_top_row(file, "verify of one", i, logits + i * V, V, 5, top_ids, top_vals, counts);
     for (int k = 0; k < 2; k++) REQUIRE(eddy_seq_accept(s[k][0], 2, &err) == EDDY_OK);
@@ -303,7 +322,8 @@ void tseq_check_verify_top(const char *file, eddy_engine_params p) {
            l ? "other logits" : "none");
     /* the same again, with another sequence's step between the accept and the keeping */
     int32_t t1 = ids[19];
-    REQUIRE(CHECKF(eddy_engine_verify_top(e[1], &a1, 5, top_ids, top_vals, counts, &err) == EDDY_OK, "%s", err.msg));
+    REQUIRE(CHECKF(eddy_engine_verify_top(e[1], &a1, 5, top_ids, top_vals, counts, NULL, &err) == EDDY_OK, "%s",
+                   err.msg));
     REQUIRE(eddy_seq_accept(s[1][0], 1, &err) == EDDY_OK);
     REQUIRE(tseq_feed(s[1][1], &t1, 1, NULL));
     engine_seq_keep_logits(s[1][0]);
@@ -318,9 +338,9 @@ void tseq_check_verify_top(const char *file, eddy_engine_params p) {
         CHECKF(!memcmp(logits, kept, sizeof *kept * (size_t)V), "%s: sequence %d after the accepts: other logits",
                file, j);
     }
-    CHECK_EQ(eddy_engine_verify_top(e[1], &a1, 0, top_ids, top_vals, counts, &err), EDDY_ERR_ARG);
-    CHECK_EQ(eddy_engine_verify_top(e[1], &a1, EDDY_TOP_MAX + 1, top_ids, top_vals, counts, &err), EDDY_ERR_ARG);
-    CHECK_EQ(eddy_engine_verify_top(e[1], &a1, 4, top_ids, top_vals, NULL, &err), EDDY_ERR_ARG);
+    CHECK_EQ(eddy_engine_verify_top(e[1], &a1, 0, top_ids, top_vals, counts, NULL, &err), EDDY_ERR_ARG);
+    CHECK_EQ(eddy_engine_verify_top(e[1], &a1, EDDY_TOP_MAX + 1, top_ids, top_vals, counts, NULL, &err), EDDY_ERR_ARG);
+    CHECK_EQ(eddy_engine_verify_top(e[1], &a1, 4, top_ids, top_vals, NULL, NULL, &err), EDDY_ERR_ARG);
     free(logits), free(kept);
     free_two_engines(m, e, s);
 }

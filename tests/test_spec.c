@@ -642,8 +642,8 @@ TEST(spec_accept_top_walks_as_whole_rows) {
         int8_t all[9];
         for (int i = 0; i < 9; i++) own[0][i] = q[0], own[1][i] = q[1], all[i] = 1;
         REQUIRE(eddy_engine_verify(e[0], &(eddy_batch){nd[0] + 1, toks, own[0], all}, rows, &err) == EDDY_OK);
-        REQUIRE(eddy_engine_verify_top(e[1], &(eddy_batch){nd[0] + 1, toks, own[1], all}, 40, ids, top, counts, &err) ==
-                EDDY_OK);
+        REQUIRE(eddy_engine_verify_top(e[1], &(eddy_batch){nd[0] + 1, toks, own[1], all}, 40, ids, top, counts, NULL,
+                                       &err) == EDDY_OK);
         if (steps == 0) { /* too few of each row's best: refused, the walk still waits */
             CHECK_EQ(eddy_spec_accept_top(sp[1], 39, ids, top, counts, -1, out[1], &n_out[1], &end[1], &err),
                      EDDY_ERR_ARG);
@@ -673,7 +673,8 @@ TEST(spec_accept_top_walks_as_whole_rows) {
     REQUIRE(eddy_spec_draft(sp[1], t, 8, drafts[1], &nd, &err) == EDDY_OK);
     const int64_t n_pos = eddy_seq_n_pos(q[1]);
     if (nd == 0)
-        REQUIRE(eddy_engine_decode_top(e[1], &(eddy_batch){1, &t, q + 1, NULL}, 40, ids, top, counts, &err) == EDDY_OK);
+        REQUIRE(eddy_engine_decode_top(e[1], &(eddy_batch){1, &t, q + 1, NULL}, 40, ids, top, counts, NULL, &err) ==
+                EDDY_OK);
     CHECK_EQ(eddy_spec_accept_top(sp[1], 40, ids, top, counts, -1, out[1], &n_out, &end, &err), EDDY_ERR_ARG);
     CHECK_CONTAINS(err.msg, "whole rows of logits");
     CHECK_EQ(eddy_seq_n_pos(q[1]), nd == 0 ? n_pos + 1 : n_pos);

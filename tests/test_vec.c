@@ -178,6 +178,32 @@ TEST(vec_logprob_matches_the_formula) {
     free(x);
 }
 
+/* vec_logsumexp against the same formula: rows of a vocabulary's size, of 3 and of 1,
+ * within 1e-6; a row's log-probabilities from it are vec_logprob's within 1e-9 (the same
+ * sum, subtracted in another order); NaN for a NaN anywhere or a row all -inf. */
+TEST(vec_logsumexp_matches_the_formula) {
+    test_rng rng = test_rng_new();
+    const int64_t lens[] = {151936, 3, 1};
+    for (int li = 0; li < 3; li++) {
+        const int64_t n = lens[li];
+        float *x = malloc((size_t)n * sizeof *x);
+        for (int64_t i = 0; i < n; i++) x[i] = 3 * test_rng_normal(&rng);
+        x[n / 2] = 30.0f;
+        double sum = 0;
+        for (int64_t i = 0; i < n; i++) sum += exp((double)x[i] - 30.0);
+        const double want = 30.0 + log(sum), got = vec_logsumexp(x, n);
+        CHECKF(fabs(got - want) <= 1e-6, "n %lld: %.12g, the formula %.12g", (long long)n, got, want);
+        const int64_t j = n - 1;
+        CHECKF(fabs(((double)x[j] - got) - vec_logprob(x, n, j)) <= 1e-9, "n %lld: %.12g, vec_logprob %.12g",
+               (long long)n, (double)x[j] - got, vec_logprob(x, n, j));
+        x[0] = NAN;
+        CHECK(isnan(vec_logsumexp(x, n)));
+        for (int64_t i = 0; i < n; i++) x[i] = -INFINITY;
+        CHECK(isnan(vec_logsumexp(x, n)));
+        free(x);
+    }
+}
+
 TEST(vec_dispatch_respects_force_ref) {
     CHECK_STR(vec_variant(), isa_name(isa_active()));
     if (cpu_force_ref()) CHECK_STR(vec_variant(), "ref");

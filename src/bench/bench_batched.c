@@ -40,7 +40,7 @@ static eddy_status step(run *r, const eddy_batch *b, eddy_error *err) {
     eddy_status st;
     switch (r->sampling) {
     case EDDY_BENCH_SAMPLE_TOP:
-        st = eddy_engine_decode_top(r->e, b, r->k_top, r->top_ids, r->top_logits, r->top_counts, err);
+        st = eddy_engine_decode_top(r->e, b, r->k_top, r->top_ids, r->top_logits, r->top_counts, NULL, err);
         for (int64_t s = 0; st == EDDY_OK && s < r->n_seq; s++)
             r->tokens[s] = eddy_sampler_sample_top(r->samplers[s], r->top_ids + s * r->k_top,
                                                    r->top_logits + s * r->k_top, r->top_counts[s]);

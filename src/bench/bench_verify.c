@@ -41,11 +41,11 @@ static eddy_status time_steps(eddy_engine *e, eddy_seq *s, int64_t k, int64_t n,
         for (int64_t j = 0; j <= k; j++) tok[j] = bench_random_token(rng, V, v), owner[j] = s, want[j] = 1;
         const eddy_batch b = {k + 1, tok, owner, want};
         if (k == 0 && o->k_top) {
-            st = eddy_engine_decode_top(e, &b, o->k_top, o->ids, o->top, o->counts, err);
+            st = eddy_engine_decode_top(e, &b, o->k_top, o->ids, o->top, o->counts, NULL, err);
         } else if (k == 0) {
             st = eddy_seq_eval(s, tok, 1, o->logits, 0, err);
         } else {
-            st = o->k_top ? eddy_engine_verify_top(e, &b, o->k_top, o->ids, o->top, o->counts, err)
+            st = o->k_top ? eddy_engine_verify_top(e, &b, o->k_top, o->ids, o->top, o->counts, NULL, err)
                           : eddy_engine_verify(e, &b, o->logits, err);
             if (st == EDDY_OK) st = eddy_seq_accept(s, 1, err);
         }

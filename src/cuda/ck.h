@@ -142,7 +142,8 @@ void ck_scale(float *x, int64_t n, float scale, void *stream);
 #define CK_TOP_MAX 64
 /* out[r] = the log-probability of token targets[r] under row r of x (rows of n floats):
  * x[t] - max - log(sum exp(x - max)), the exps summed in double; vec_logprob's, within the
- * rounding of another order of summation and of the GPU's expf. */
+ * rounding of another order of summation and of the GPU's expf. With targets NULL the
+ * row's log-sum-exp, max + log(sum exp(x - max)): vec_logsumexp's, within the same. */
 void ck_logprob_rows(const float *x, int64_t rows, int64_t n, const int32_t *targets, double *out, void *stream);
 void ck_top_rows(const float *x, int64_t rows, int64_t n, int k, int32_t *ids, float *vals, int32_t *counts,
                  void *stream);

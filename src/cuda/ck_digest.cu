@@ -2,8 +2,10 @@
  * ck_digest.cu — what a step's rows of logits come down to when the host wants less than
  * the rows: each row's k best logits (ck_top_rows), so that a step that samples with a
  * top-k (or greedily) copies back k ids and logits a row instead of the vocabulary's; and
- * each row's log-probability of a given token (ck_logprob_rows), what perplexity scores.
- * Oracles: vec_top_k and vec_logprob (src/ops/vec.c), through tests/cuda's digest cases.
+ * each row's log-probability of a given token (ck_logprob_rows), what perplexity scores, or
+ * its log-sum-exp, which turns the best k logits into log-probabilities.
+ * Oracles: vec_top_k, vec_logprob and vec_logsumexp (src/ops/vec.c), through tests/cuda's
+ * digest cases.
  *
  * ck_top_rows:
  * One block per row, in two reads of the row:
@@ -156,8 +158,9 @@ __global__ void __launch_bounds__(TOP_THREADS)
 
 } // namespace
 
-/* One block per row of x: out[row] = x[t] - max - log(sum exp(x - max)), t = targets[row];
- * each thread's exps summed in double (vec_logprob's), then the block's. */
+/* One block per row of x: out[row] = x[t] - max - log(sum exp(x - max)), t = targets[row],
+ * or with targets NULL the row's log-sum-exp, max + log(sum exp(x - max)); each thread's
+ * exps summed in double (vec_logprob's), then the block's. */
 __global__ void __launch_bounds__(LOGPROB_THREADS)
     logprob_rows_kernel(const float *x, int64_t n, const int32_t *targets, double *out) {
     ck_pdl_entry();
@@ -180,7 +183,7 @@ __global__ void __launch_bounds__(LOGPROB_THREADS)
     if (tid == 0) {
         double total = 0;
         for (int u = 0; u < n_warps; u++) total += part_sum[u];
-        out[blockIdx.x] = (double)r[targets[blockIdx.x]] - m - log(total);
+        out[blockIdx.x] = targets ? (double)r[targets[blockIdx.x]] - m - log(total) : (double)m + log(total);
     }
 }
 

@@ -16,6 +16,9 @@
 #include "cuda/cuda.h"
 #include "cuda/cuda_profile.h"
 
+/* the digest's 32-bit words a row: the best k's ids and logits, a count, a double */
+#define CUDA_DIGEST_INTS (2 * CK_TOP_MAX + 3)
+
 /* A captured decode step (CUDA graph), replayed by the steps of the same shape: the
  * plan's contents (positions, slots, block tables) are read from device memory by the
  * kernels, so only the counts below fix a step's launches. */
@@ -83,8 +86,9 @@ struct cuda_backend {
     void *moe_mq;
     float *ff_a, *ff_b, *logits;
     /* the digest of logit_rows rows of logits (cuda_forward's dg), on the device and in
-     * pinned host memory for the one copy back: the best k (ck_top_rows) as ids (rows, k),
-     * logits (rows, k), counts (rows) one after the other; or the log-probabilities
+     * pinned host memory for the one copy back (CUDA_DIGEST_INTS a row): the best k
+     * (ck_top_rows) as ids (rows, k), logits (rows, k), counts (rows) one after the other,
+     * after their log-sum-exps as doubles (rows) when wanted; or the log-probabilities
      * (ck_logprob_rows) as doubles (rows), then the targets (rows) */
     int32_t *digest, *digest_host;
     uint16_t *w16, *x16; /* f16 copies of a weight and of the activations for the tensor cores */

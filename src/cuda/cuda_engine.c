@@ -395,7 +395,7 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
      * 1.2 GB for them): more are made and copied out in groups (cuda_forward) */
     g->logit_rows = B < 512 ? B : 512;
     g->logits = dev_rows(g, g->logit_rows, hp->n_vocab, &ok);
-    g->digest = (int32_t *)dev_rows(g, g->logit_rows, 2 * CK_TOP_MAX + 1, &ok);
+    g->digest = (int32_t *)dev_rows(g, g->logit_rows, CUDA_DIGEST_INTS, &ok);
     if (hp->n_head > 0) { /* decode steps split each row's keys in up to CK_ATT_SPLITS ranges */
         g->att_rows = B < CK_GEMV_MAX_TOK ? B : CK_GEMV_MAX_TOK;
         g->att_part = dev_rows(g, g->att_rows * hp->n_head * CK_ATT_SPLITS, hp->head_dim_v + 2, &ok);
@@ -455,7 +455,7 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     }
     g->d_plan = cuda_dev_alloc(g, (size_t)g->plan_ints * sizeof(int32_t));
     if (cudaMallocHost((void **)&g->h_plan, (size_t)g->plan_ints * sizeof(int32_t)) != cudaSuccess) g->h_plan = NULL;
-    const size_t digest_bytes = (size_t)(g->logit_rows * (2 * CK_TOP_MAX + 1)) * sizeof(int32_t);
+    const size_t digest_bytes = (size_t)(g->logit_rows * CUDA_DIGEST_INTS) * sizeof(int32_t);
     if (cudaMallocHost((void **)&g->digest_host, digest_bytes) != cudaSuccess) g->digest_host = NULL;
     ok = ok && g->d_plan && g->h_plan && g->digest_host;
     if (!ok) {
@@ -922,9 +922,10 @@ static step_graph *step_graph_for(engine *c, cuda_backend *g, int64_t n, int64_t
 }
 
 /* The digest of the k_rows rows of logits in g->logits into dg (from its row `first` on),
- * found on the GPU: one copy back of 8 k + 4 bytes a row (the best k), or 8 (a target's
- * log-probability; the targets go up first). g->digest holds the ids, logits and counts, or
- * the log-probabilities (doubles, first: aligned) and the targets. */
+ * found on the GPU: one copy back of 8 k + 4 bytes a row (the best k; 8 more with their
+ * log-sum-exp), or 8 (a target's log-probability; the targets go up first). g->digest
+ * holds the log-sum-exps (doubles, first: aligned), ids, logits and counts, or the
+ * log-probabilities and the targets. */
 static void digest_rows(cuda_backend *g, int64_t n_vocab, int64_t k_rows, const step_digest *dg, int64_t first) {
     const step_digest to = step_digest_from(dg, first);
     int32_t *d = g->digest, *h = g->digest_host;
@@ -939,12 +940,14 @@ static void digest_rows(cuda_backend *g, int64_t n_vocab, int64_t k_rows, const 
         best_of_rows(g, k_rows, n_vocab, to.ids, to.p);
         return;
     }
-    const int64_t k = dg->k, nk = k_rows * k;
-    ck_top_rows(g->logits, k_rows, n_vocab, (int)k, d, (float *)(d + nk), d + 2 * nk, g->stream);
-    cudaMemcpy(h, d, (size_t)(2 * nk + k_rows) * sizeof(int32_t), cudaMemcpyDeviceToHost);
-    memcpy(to.ids, h, (size_t)nk * sizeof(int32_t));
-    if (to.logits) memcpy(to.logits, h + nk, (size_t)nk * sizeof(float));
-    if (to.counts) memcpy(to.counts, h + 2 * nk, (size_t)k_rows * sizeof(int32_t));
+    const int64_t k = dg->k, nk = k_rows * k, at = to.lse ? 2 * k_rows : 0; /* the ids after the lse */
+    ck_top_rows(g->logits, k_rows, n_vocab, (int)k, d + at, (float *)(d + at + nk), d + at + 2 * nk, g->stream);
+    if (to.lse) ck_logprob_rows(g->logits, k_rows, n_vocab, NULL, (double *)d, g->stream);
+    cudaMemcpy(h, d, (size_t)(at + 2 * nk + k_rows) * sizeof(int32_t), cudaMemcpyDeviceToHost);
+    if (to.lse) memcpy(to.lse, h, (size_t)k_rows * sizeof(double));
+    memcpy(to.ids, h + at, (size_t)nk * sizeof(int32_t));
+    if (to.logits) memcpy(to.logits, h + at + nk, (size_t)nk * sizeof(float));
+    if (to.counts) memcpy(to.counts, h + at + 2 * nk, (size_t)k_rows * sizeof(int32_t));
 }
 
 eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits, const step_digest *dg,

@@ -143,7 +143,7 @@ eddy_status eddy_generate_ex(eddy_ctx *c, const eddy_vocab *v, eddy_sampler *s, 
         if (k_top) {
             eddy_seq *seq = eddy_ctx_seq(c);
             const eddy_batch b = {1, &t, &seq, NULL};
-            rc = eddy_engine_decode_top(eddy_ctx_engine(c), &b, k_top, top_ids, top_logits, &top_n, err);
+            rc = eddy_engine_decode_top(eddy_ctx_engine(c), &b, k_top, top_ids, top_logits, &top_n, NULL, err);
             top_n = eddy_top_remove(top_ids, top_logits, top_n, eog, n_eog);
             from_top = true;
         } else {

@@ -425,12 +425,12 @@ eddy_status spec_generate(const spec_loop *L, float *logits, eddy_detok *dt, edd
         const int64_t left = L->n_predict >= 0 ? L->n_predict - st->n_generated : k_cap;
         if ((rc = eddy_spec_draft(sp, t, left, drafts, &k, err)) != EDDY_OK) break;
         if (k == 0 && k_top) {
-            rc = eddy_engine_decode_top(e, &(eddy_batch){1, &t, owner, NULL}, k_top, ids, top, counts, err);
+            rc = eddy_engine_decode_top(e, &(eddy_batch){1, &t, owner, NULL}, k_top, ids, top, counts, NULL, err);
         } else if (k == 0) {
             rc = eddy_seq_eval(seq, &t, 1, rows, 0, err);
         } else {
             eddy_batch b = {k + 1, sp->tok, owner, want}; /* t, then the drafts */
-            rc = k_top ? eddy_engine_verify_top(e, &b, k_top, ids, top, counts, err)
+            rc = k_top ? eddy_engine_verify_top(e, &b, k_top, ids, top, counts, NULL, err)
                        : eddy_engine_verify(e, &b, rows, err);
         }
         if (rc != EDDY_OK) {

@@ -293,6 +293,7 @@ int64_t step_decode_group(const step_plan *plan, int64_t i);
  *     counts may be NULL (argmax: k 1, ids alone; a row with no usable logit has id 0 first);
  *     with k 1, p (engine_decode_best) receives the best token's probability in p[r]
  *     (vec_argmax_softmax's token and probability; 0 for a row with no usable logit on a GPU);
+ *     lse, where not NULL, the row's log-sum-exp in lse[r] (vec_logsumexp);
  *   k 0 (eddy_engine_decode_logprob): the log-probability of token targets[r] under it
  *     (vec_logprob) in logprobs[r]. */
 typedef struct {
@@ -301,6 +302,7 @@ typedef struct {
     float *logits;
     int32_t *counts;
     float *p;
+    double *lse;
     const int32_t *targets;
     double *logprobs;
 } step_digest;

@@ -168,6 +168,7 @@ step_digest step_digest_from(const step_digest *d, int64_t first) {
     if (d->logits) r.logits += first * d->k;
     if (d->counts) r.counts += first;
     if (d->p) r.p += first;
+    if (d->lse) r.lse += first;
     return r;
 }
 
@@ -199,6 +200,7 @@ static void digest_of_rows(const float *logits, int64_t n_rows, int64_t n_vocab,
             if (got == 0) ids[0] = 0;
         }
         if (d->counts) d->counts[r] = (int32_t)got;
+        if (d->lse) d->lse[r] = vec_logsumexp(x, n_vocab);
     }
 }
 
@@ -360,17 +362,17 @@ eddy_status eddy_engine_decode_argmax(eddy_engine *c, const eddy_batch *b, eddy_
 
 /* A step that gives each wanted row's k best logits (eddy_engine_decode_top, _verify_top) */
 static eddy_status top_step(eddy_engine *c, const eddy_batch *b, int32_t k, eddy_token *ids, float *logits,
-                            int32_t *counts, bool verify, const char *fn, eddy_error *err) {
+                            int32_t *counts, double *lse, bool verify, const char *fn, eddy_error *err) {
     if (!ids || !logits || !counts) return eddy_error_set(err, EDDY_ERR_ARG, "%s: NULL argument", fn);
     if (k < 1 || k > EDDY_TOP_MAX)
         return eddy_error_set(err, EDDY_ERR_ARG, "%s: k %" PRId32 " is outside 1..%d", fn, k, EDDY_TOP_MAX);
-    const step_digest dg = {.k = k, .ids = ids, .logits = logits, .counts = counts};
+    const step_digest dg = {.k = k, .ids = ids, .logits = logits, .counts = counts, .lse = lse};
     return decode_or_verify(c, b, NULL, &dg, verify, fn, err);
 }
 
 eddy_status eddy_engine_decode_top(eddy_engine *c, const eddy_batch *b, int32_t k, eddy_token *ids, float *logits,
-                                   int32_t *counts, eddy_error *err) {
-    return top_step(c, b, k, ids, logits, counts, false, "eddy_engine_decode_top", err);
+                                   int32_t *counts, double *lse, eddy_error *err) {
+    return top_step(c, b, k, ids, logits, counts, lse, false, "eddy_engine_decode_top", err);
 }
 
 eddy_status engine_decode_best(engine *c, const eddy_batch *b, int32_t *ids, float *p, eddy_error *err) {
@@ -409,6 +411,6 @@ eddy_status eddy_engine_verify(eddy_engine *c, const eddy_batch *b, float *logit
 }
 
 eddy_status eddy_engine_verify_top(eddy_engine *c, const eddy_batch *b, int32_t k, eddy_token *ids, float *logits,
-                                   int32_t *counts, eddy_error *err) {
-    return top_step(c, b, k, ids, logits, counts, true, "eddy_engine_verify_top", err);
+                                   int32_t *counts, double *lse, eddy_error *err) {
+    return top_step(c, b, k, ids, logits, counts, lse, true, "eddy_engine_verify_top", err);
 }

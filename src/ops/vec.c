@@ -126,3 +126,8 @@ double vec_logprob(const float *x, int64_t n, int64_t target) {
     const float m = x[vec_argmax(x, n)]; /* a NaN or a row of -inf makes the sum NaN whichever m */
     return (double)x[target] - m - log(vec_sum_exp_f32(x, n, m));
 }
+
+double vec_logsumexp(const float *x, int64_t n) {
+    const float m = x[vec_argmax(x, n)];
+    return (double)m + log(vec_sum_exp_f32(x, n, m));
+}

@@ -63,6 +63,10 @@ double vec_sum_exp_f32_ref(const float *x, int64_t n, float m);
  * max - log(vec_sum_exp_f32(x, n, max)); NaN when a logit is NaN or all are -inf. What
  * eddy perplexity scores and eddy_engine_decode_logprob gives. */
 double vec_logprob(const float *x, int64_t n, int64_t target);
+/* log(sum over i of exp(x[i])) (n >= 1): max + log(vec_sum_exp_f32(x, n, max)); NaN as
+ * vec_logprob. x[j] - vec_logsumexp(x, n) is token j's log-probability: what
+ * eddy_engine_decode_top gives beside a row's best logits when asked. */
+double vec_logsumexp(const float *x, int64_t n);
 
 /* ISA variants, compiled only for their architecture; called only when the CPU
  * has the feature. Exposed for the tests. */

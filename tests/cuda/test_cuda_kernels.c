@@ -738,7 +738,8 @@ TEST(cuda_top_rows_match_ref) {
 
 /* ck_logprob_rows against vec_logprob: rows of a vocabulary's size and of 1, 3 and 1000,
  * the target the best, the worst or -inf, -inf elsewhere in a row, within 1e-5 (the GPU's
- * expf and another order of summation); a NaN anywhere, or a row all -inf, gives NaN. */
+ * expf and another order of summation); a NaN anywhere, or a row all -inf, gives NaN.
+ * Without targets, each row's log-sum-exp against vec_logsumexp, within the same. */
 TEST(cuda_logprob_rows_match_ref) {
     test_rng r = test_rng_new();
     const int64_t lens[] = {151936, 1000, 3, 1};
@@ -766,6 +767,16 @@ TEST(cuda_logprob_rows_match_ref) {
                        want);
             }
         CHECK(isnan(got[3]) && isnan(got[2]) && (n == 1 ? isnan(got[1]) : got[1] == -INFINITY));
+        ck_logprob_rows(dx, rows, n, NULL, dout, NULL);
+        back(got, dout, sizeof got);
+        if (ok_cuda("ck_logprob_rows without targets"))
+            for (int64_t k = 0; k < rows; k++) {
+                const double want = vec_logsumexp(x + k * n, n);
+                CHECKF(isnan(want) ? isnan(got[k]) : want == got[k] || fabs(got[k] - want) <= 1e-5,
+                       "n %lld row %lld: log-sum-exp %.12g, vec_logsumexp %.12g", (long long)n, (long long)k, got[k],
+                       want);
+            }
+        CHECK(isnan(got[3]) && isnan(got[2]) && (n == 1 ? isnan(got[1]) : isfinite(got[1])));
         cudaFree(dx), cudaFree(dt), cudaFree(dout);
         free(x);
     }

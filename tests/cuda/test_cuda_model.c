@@ -1129,11 +1129,13 @@ TEST(cuda_wide_batch_matches_alone) {
 
 /* eddy_engine_decode_argmax and eddy_engine_decode_top on the GPU (found there, only the
  * ids and their logits copied back) give the argmax and the best k of the logits
- * eddy_engine_decode gives there (tseq_check_decode_top), bit for bit. */
+ * eddy_engine_decode gives there (tseq_check_decode_top), bit for bit, and their
+ * log-sum-exps within 1e-5 (the GPU's expf, another order of summation). */
 TEST(cuda_decode_argmax_and_top_are_the_logits_best) {
-    tseq_check_decode_top("models/qwen35-tiny-q8_0.gguf", (eddy_engine_params){.device = EDDY_DEVICE_CUDA,
-                                                                                  .type_k = EDDY_KV_F16,
-                                                                                  .type_v = EDDY_KV_F16});
+    tseq_check_decode_top("models/qwen35-tiny-q8_0.gguf",
+                          (eddy_engine_params){.device = EDDY_DEVICE_CUDA, .type_k = EDDY_KV_F16,
+                                               .type_v = EDDY_KV_F16},
+                          1e-5);
 }
 
 /* eddy_generate_ex on the GPU takes each step's best 40 there (with the end-of-generation
@@ -1150,7 +1152,7 @@ TEST(cuda_generate_from_the_best_logits) {
  * bit for bit, and a verify of one sequence leaves the kept row in the GPU's buffer for
  * it (tseq_check_verify_top) */
 TEST(cuda_verify_top_is_the_verify_best) {
-    tseq_check_verify_top("models/qwen35-tiny-q8_0.gguf", (eddy_engine_params){.device = EDDY_DEVICE_CUDA});
+    tseq_check_verify_top("models/qwen35-tiny-q8_0.gguf", (eddy_engine_params){.device = EDDY_DEVICE_CUDA}, 1e-5);
 }
 
 static int count_token(void *user, eddy_token t, const char *text, size_t len) {

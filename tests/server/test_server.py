@@ -150,6 +150,43 @@ def settled_lines(sv, quiet=0.3, seconds=5):
     return n
 
 
+def logprobs_both_ways(sv, body, marker, digest_tag):
+    """body (a greedy completion with logprobs) alone, whose steps (log lines with marker)
+    must all take each row's best logits and log-sum-exp (digest_tag), then beside a request
+    that samples from whole rows (top_k 0), which makes the steps they share take whole
+    rows: the same text, and the same log-probabilities within 1e-4 (the engine's
+    log-sum-exp against the server's own over a row)."""
+    n_lines = settled_lines(sv)
+    s, _, alone = post(sv.port, "/v1/completions", body)
+    lines = [x for x in sv.lines[n_lines:settled_lines(sv)] if marker in x]
+    check(s == 200 and lines and all(digest_tag in x for x in lines),
+          "logprobs alone: %s, steps %s" % (alone, lines[:3]))
+    whole = {"prompt": "hello", "max_tokens": 200, "temperature": 1, "top_k": 0, "seed": 9}
+    for _ in range(3):  # the two must share a step at least once: on a loaded machine up to three tries
+        n_lines = settled_lines(sv)
+        got = {}
+        th = threading.Thread(target=lambda: got.update(w=post(sv.port, "/v1/completions", whole)))
+        th.start()
+        s2, _, paired = post(sv.port, "/v1/completions", body)
+        th.join(120)
+        shared = [x for x in sv.lines[n_lines:settled_lines(sv)] if marker in x and "whole rows of logits" in x]
+        if shared:
+            break
+    check(shared, "logprobs beside whole rows: no step took whole rows")
+    if s != 200 or s2 != 200:
+        check(False, "logprobs both ways: %s, %s" % (alone, paired))
+        return
+    a, b = alone["choices"][0], paired["choices"][0]
+    la, lb = a["logprobs"], b["logprobs"]
+    same = a["text"] == b["text"] and la["tokens"] == lb["tokens"] and len(la["token_logprobs"]) > 0
+    for x, y in zip(la["token_logprobs"], lb["token_logprobs"]):
+        same = same and abs(x - y) <= 1e-4
+    for x, y in zip(la["top_logprobs"], lb["top_logprobs"]):
+        same = same and sorted(x) == sorted(y) and all(abs(x[t] - y[t]) <= 1e-4 for t in x)
+    check(same, "logprobs from the best logits against whole rows: %s vs %s" %
+          ({k: la[k][:3] for k in la}, {k: lb[k][:3] for k in lb}))
+
+
 def wait_idle(port, seconds=20):
     """/metrics once no slot is busy and nothing waits (or the bound passed)."""
     deadline = time.time() + seconds
@@ -516,9 +553,10 @@ def part_api():
 
     # when every row of a step samples from its best k logits alone (greedy: 1; the default
     # top-k 40 without penalties; with ignore_eos as many more as there are end-of-generation
-    # tokens, removed from them), the step takes those alone (eddy_engine_decode_top), k the
-    # largest the rows need; a request with top_k 0 or logprobs beside them makes it take
-    # whole rows; every answer stays its own (greedy: eddy run --temp 0's text)
+    # tokens, removed from them; with logprobs at least as many as reported, and the rows'
+    # log-sum-exps), the step takes those alone (eddy_engine_decode_top), k the largest the
+    # rows need; a request with top_k 0, or logprobs with ignore_eos, beside them makes it
+    # take whole rows; every answer stays its own (greedy: eddy run --temp 0's text)
     sv = Server(LLAMA, "-np", "2", "-c", "1024", log_level="debug")
     try:
         p = sv.port
@@ -532,7 +570,8 @@ def part_api():
         for name, body in (("sampled", sampled), ("whole", whole), ("no_eos", no_eos)):
             s, _, j = post(p, "/v1/completions", body)
             alone[name] = j["choices"][0]["text"] if s == 200 else None
-        for mode, want_k in (("greedy", 1), ("sampled", 40), ("whole", 0), ("logprobs", 0), ("no_eos", -1)):
+        for mode, want_k in (("greedy", 1), ("sampled", 40), ("whole", 0), ("logprobs", 2), ("no_eos", -1),
+                             ("no_eos_logprobs", 0)):
             got = {}
 
             def one(i, body):
@@ -546,6 +585,8 @@ def part_api():
                 bodies.append({"sampled": sampled, "whole": whole, "no_eos": no_eos}[mode])
             else:
                 bodies.append({"prompt": greedy[1][0], "max_tokens": greedy[1][1], "temperature": 0, "logprobs": 2})
+                if mode == "no_eos_logprobs":
+                    bodies[-1]["ignore_eos"] = True
             # the two must decode side by side at least once: on a loaded machine one can end
             # before the other starts, so up to three tries
             for _ in range(3):
@@ -558,6 +599,8 @@ def part_api():
                 if steps:
                     break
             tag = "the best %d logits of each row" % want_k if want_k > 0 else "whole rows of logits"
+            if mode == "logprobs":
+                tag += " and its log-sum-exp"
             if want_k < 0:  # 40 and the end-of-generation tokens
                 with_tag = sum(bool(re.search(r"the best (4[1-9]|[56][0-9]) logits of each row", x)) for x in steps)
                 tag = "the best 40 + n_eog logits"
@@ -568,6 +611,8 @@ def part_api():
                   "%s beside greedy: %r vs %r" % (mode, [got.get(0), got.get(1)], want))
             check(steps and with_tag == len(steps),
                   "%s beside greedy: %d of %d two-row steps took %s" % (mode, with_tag, len(steps), tag))
+        logprobs_both_ways(sv, {"prompt": greedy[0][0], "max_tokens": 40, "temperature": 0, "logprobs": 3},
+                           "serve: a step of", "the best 3 logits of each row and its log-sum-exp")
     finally:
         check(sv.stop() == 0, "best logits server exit")
 
@@ -866,8 +911,9 @@ def part_spec():
     """Speculative decoding: prompt lookup, a draft model and the model's MTP layer give every request the
     answer eddy run gives without drafts (greedy, seeded, stop strings, length limits),
     with several requests decoding together; the counts show up in /metrics. The verify
-    steps take each row's best k logits alone (the requests' samplers read no more), or
-    whole rows for a request with logprobs, whose answer is the same."""
+    steps take each row's best k logits alone (the requests' samplers read no more), with
+    their log-sum-exps for a request with logprobs, whose answer and log-probabilities
+    are those of whole rows."""
     prompts = ["one two three one two three one two", "Once upon a time there was", "a b a b a b a"]
     for model, args in [(LLAMA, ["--spec-type", "ngram", "--draft-max", "6"]),
                         (QWEN, ["-md", "tests/data/models/qwen35-tiny-q4_k_m.gguf", "--draft-p-min", "0"]),
@@ -902,8 +948,9 @@ def part_spec():
                                            for x in verify_lines),
                       "%s: verify steps from the best logits: %s" % (args[:2], verify_lines[:3]))
             # alone, a greedy request's verify steps take each row's best logit; with logprobs
-            # whole rows; the same answer both ways
-            for extra, tag in (({}, "the best 1 logits of each row"), ({"logprobs": 1}, "whole rows of logits")):
+            # as many as it reports and the log-sum-exp; the same answer both ways
+            for extra, tag in (({}, "the best 1 logits of each row"),
+                               ({"logprobs": 2}, "the best 2 logits of each row and its log-sum-exp")):
                 n_lines = settled_lines(sv)
                 s, _, j = post(sv.port, "/v1/completions", dict({"prompt": prompts[0], "max_tokens": 24,
                                                                   "temperature": 0}, **extra))
@@ -911,6 +958,8 @@ def part_spec():
                 check(s == 200 and j["choices"][0]["text"] == want[(prompts[0], ("--temp", "0"))] and verify_lines and
                       all(tag in x for x in verify_lines),
                       "%s: %s with drafts: %s, %s" % (args[:2], extra, j, verify_lines[:3]))
+            logprobs_both_ways(sv, {"prompt": prompts[0], "max_tokens": 24, "temperature": 0, "logprobs": 2},
+                               "serve: a verify step of", "the best 2 logits of each row and its log-sum-exp")
             # a stop string inside drafted text ends the answer there
             full = want[(prompts[0], ("--temp", "0"))]
             if len(full) > 6:
