@@ -44,9 +44,9 @@ __constant__ int8_t kvalues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 
 __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ uint16_t ld16(const uint8_t *p) { return *(const uint16_t *)p; }
 __device__ __forceinline__ uint32_t ld32(const uint8_t *p) { return (uint32_t)ld16(p) | (uint32_t)ld16(p + 2) << 16; }
-/* N little-endian words from a 2-byte aligned address: N + 1 aligned 32-bit loads (N when
- * the address is aligned: the last word is then not read, so nothing past the field is)
- * joined by funnel shifts, about half the load instructions of 16-bit loads */
+/* N little-endian words from a 2-byte aligned address: N aligned 32-bit loads and, when the
+ * address is not 4-byte aligned, a 16-bit load of the last half word (nothing past the
+ * field is read), joined by funnel shifts: about half the load instructions of 16-bit loads */
 template <int N> __device__ __forceinline__ void ldw(const uint8_t *p, uint32_t w[N]) {
     const uintptr_t a = (uintptr_t)p;
     const uint32_t *q = (const uint32_t *)(a & ~(uintptr_t)3);
@@ -54,7 +54,7 @@ template <int N> __device__ __forceinline__ void ldw(const uint8_t *p, uint32_t 
     uint32_t v[N + 1];
 #pragma unroll
     for (int i = 0; i < N; i++) v[i] = q[i];
-    v[N] = sh ? q[N] : 0u;
+    v[N] = sh ? (uint32_t)*(const uint16_t *)(q + N) : 0u; /* sh is 0 or 16 */
 #pragma unroll
     for (int i = 0; i < N; i++) w[i] = __funnelshift_r(v[i], v[i + 1], sh);
 }

@@ -264,6 +264,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
             float sum = pj;
             sum = warp_sum(sum);
             if (lane < ATT_KT) P[i * ATT_KT + lane] = pj;
+            __syncwarp(); /* every lane has read M[i] before lane 0 writes it */
             if (lane == 0) {
                 const float corr = expf(M[i] - m_new); /* 0 on the first tile (M = -inf) */
                 Cr[i] = corr, L[i] = L[i] * corr + sum, M[i] = m_new;
@@ -391,8 +392,9 @@ __global__ void conv_window_kernel(const int32_t *items, int64_t n_items, const 
  * rest read now, into the vector's buffer. */
 #define SCAN_PF 4
 /* A scan's block has up to 32 columns x 16 row groups (scan_groups) = 512 threads, so each
- * scan kernel must stay within 128 registers a thread (nvcc -Xptxas -v says; no launch
- * bounds: they would change the registers of the many-block steps too) */
+ * scan kernel must stay within 128 registers a thread: __launch_bounds__(512) holds the
+ * compiler to that (sm_80 and sm_90 use 128 or fewer without it; a build for sm_86 or
+ * sm_89 alone gave mamba2_kernel 142, which no 512-thread block can launch with) */
 template <typename F>
 __device__ __forceinline__ void row_fetch(float pf[SCAN_PF], int tid, int nthr, int64_t len, F at) {
 #pragma unroll
@@ -474,9 +476,10 @@ __device__ __forceinline__ float gdn_kq(const float *kr, const float *qr, int64_
     return i < d_k ? kr[i] : scale * qr[i - d_k];
 }
 
-__global__ void gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s, const float *g,
-                           const float *beta, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k,
-                           int64_t d_v, int head_map, float scale) {
+__global__ void __launch_bounds__(512)
+    gdn_kernel(const ck_run *runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s, const float *g,
+               const float *beta, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v,
+               int head_map, float scale) {
     ck_pdl_entry();
     CK_DYNAMIC_SHARED(float, sm);
     const int cols = blockDim.x, R = blockDim.y, x = threadIdx.x, y = threadIdx.y;
@@ -809,9 +812,10 @@ __device__ __forceinline__ float mamba2_bc(const float *r, int64_t n, int64_t DI
     return n < N ? r[DI + g * N + n] : r[DI + G * N + g * N + n - N];
 }
 
-__global__ void mamba2_kernel(const ck_run *runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s,
-                              const float *dt_raw, int64_t dt_s, float *y, float *state, int64_t H, int64_t P,
-                              int64_t G, int64_t N, const float *A, const float *dt_bias, const float *D) {
+__global__ void __launch_bounds__(512)
+    mamba2_kernel(const ck_run *runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s, const float *dt_raw,
+                  int64_t dt_s, float *y, float *state, int64_t H, int64_t P, int64_t G, int64_t N, const float *A,
+                  const float *dt_bias, const float *D) {
     ck_pdl_entry();
     CK_DYNAMIC_SHARED(float, sm);
     const int cols = blockDim.x, R = blockDim.y, tx = threadIdx.x, ty = threadIdx.y;
