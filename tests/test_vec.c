@@ -178,6 +178,30 @@ TEST(vec_logprob_matches_the_formula) {
     free(x);
 }
 
+/* vec_argmax_softmax against the formula in double with libm's exp: the argmax, and its
+ * probability within 1e-6 relative, for a clear winner and for a vocabulary of near ties;
+ * NaN for a NaN anywhere. */
+TEST(vec_argmax_softmax_matches_the_formula) {
+    test_rng rng = test_rng_new();
+    const int64_t n = 151936;
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int round = 0; round < 2; round++) {
+        for (int64_t i = 0; i < n; i++) x[i] = (round ? 0.01f : 3.0f) * test_rng_normal(&rng);
+        x[4242] = round ? 0.1f : 20.0f;
+        const int64_t b = vec_argmax_ref(x, n);
+        double sum = 0;
+        for (int64_t i = 0; i < n; i++) sum += exp((double)x[i] - x[b]);
+        float p;
+        CHECK_EQ(vec_argmax_softmax(x, n, &p), b);
+        CHECKF(fabs(p * sum - 1.0) <= 1e-6, "round %d: p %.9g, the formula %.9g", round, p, 1.0 / sum);
+    }
+    x[77] = NAN;
+    float p;
+    vec_argmax_softmax(x, n, &p);
+    CHECK(isnan(p));
+    free(x);
+}
+
 /* vec_logsumexp against the same formula: rows of a vocabulary's size, of 3 and of 1,
  * within 1e-6; a row's log-probabilities from it are vec_logprob's within 1e-9 (the same
  * sum, subtracted in another order); NaN for a NaN anywhere or a row all -inf. */

@@ -106,9 +106,7 @@ int64_t vec_top_k(const float *x, int64_t n, int64_t k, int32_t *ids, float *val
 
 int64_t vec_argmax_softmax(const float *x, int64_t n, float *p) {
     const int64_t b = vec_argmax(x, n);
-    double sum = 0;
-    for (int64_t i = 0; i < n; i++) sum += exp((double)x[i] - x[b]);
-    *p = (float)(1.0 / sum);
+    *p = (float)(1.0 / vec_sum_exp_f32(x, n, x[b]));
     return b;
 }
 

@@ -36,8 +36,8 @@ int64_t vec_greedy(const float *x, int64_t n);
 #define VEC_TOP_MAX 64
 int64_t vec_top_k(const float *x, int64_t n, int64_t k, int32_t *ids, float *vals);
 
-/* vec_argmax and the argmax's probability under softmax (accumulated in double), in *p.
- * Once per drafted token. */
+/* vec_argmax and the argmax's probability under softmax, 1 / vec_sum_exp_f32(x, n, max),
+ * in *p (NaN when a logit is NaN or all are -inf). Once per drafted token. */
 int64_t vec_argmax_softmax(const float *x, int64_t n, float *p);
 
 /* sum_i x[i] * y[i] over n elements (any n >= 0, no alignment needed). */
