@@ -437,7 +437,7 @@ template <int T> struct unit_item {
             const q8x x = xs[t * n_units + u];
             const float h0 = __fadd_rn(__fmul_rn(w.d0, (float)(s0 + w.off * x.x0)), __fmul_rn(w.m0, (float)x.x0));
             const float h1 = __fadd_rn(__fmul_rn(w.d1, (float)(s1 + w.off * x.x1)), __fmul_rn(w.m1, (float)x.x1));
-            v[t] = x.d * (h0 + h1);
+            v[t] = __fmul_rn(x.d, __fadd_rn(h0, h1));
         }
     }
 };
@@ -491,7 +491,7 @@ struct q4k_item {
             const int X0 = half ? x0.x1 : x0.x0, X1 = half ? x1.x1 : x1.x0;
             const float h0 = __fsub_rn(__fmul_rn(d0, (float)s0), __fmul_rn(n0, (float)X0));
             const float h1 = __fsub_rn(__fmul_rn(d1, (float)s1), __fmul_rn(n1, (float)X1));
-            v[t] = x0.d * h0 + x1.d * h1;
+            v[t] = __fadd_rn(__fmul_rn(x0.d, h0), __fmul_rn(x1.d, h1));
         }
     }
 };
@@ -536,7 +536,7 @@ struct q6k_item {
             for (int t = 0; t < NT; t++) {
                 const int2 a = *(const int2 *)(xq + (size_t)t * n_in + 32 * u + 8 * g);
                 const int S = __dp4a((int)q[1], a.y, __dp4a((int)q[0], a.x, 0));
-                v[t] += xs[t * n_units + u].d * __fmul_rn(de, (float)S);
+                v[t] = __fadd_rn(v[t], __fmul_rn(xs[t * n_units + u].d, __fmul_rn(de, (float)S)));
             }
         }
     }
@@ -548,7 +548,8 @@ struct q6k_item {
  * loads of a row do not depend on each other; only the sums do). An item past the row's
  * end loads the group's first again and adds nothing, so a group stays one straight run
  * of instructions; the sums are added in the same order for every D, so every D gives
- * the same bits. A launch may start early (ck_device.h): the first group of weights is
+ * the same bits (the items' sums and products written as __fadd_rn and __fmul_rn: nvcc
+ * fuses no multiply into an add there, which it might do in one kernel and not another). A launch may start early (ck_device.h): the first group of weights is
  * loaded before ck_pdl_wait, while the kernel that makes x may still run. */
 template <class I, int D>
 __device__ __forceinline__ void load_group(const uint8_t *row, int64_t i0, int64_t step, int64_t n_items,
@@ -568,7 +569,7 @@ __device__ __forceinline__ void dot_group(const typename I::piece p[D], int64_t 
         float v[NT];
         I::template dot<NT>(p[d], i < n_items ? i : i0, n_in, xq, xs, v);
 #pragma unroll
-        for (int t = 0; t < NT; t++) acc[t] = i < n_items ? acc[t] + v[t] : acc[t];
+        for (int t = 0; t < NT; t++) acc[t] = i < n_items ? __fadd_rn(acc[t], v[t]) : acc[t];
     }
 }
 
