@@ -1,7 +1,7 @@
 /*
  * bench_vec.c — benchmarks of the vector kernels (ops/vec.h): a float32 dot product
  * over a buffer in cache and one far out of it, at each ISA level the CPU has; the argmax
- * of a large vocabulary's logits, chunked and scalar.
+ * of a large vocabulary's logits, chunked and scalar, and with its probability.
  */
 #include <stdio.h>
 
@@ -36,6 +36,19 @@ static void run_argmax(void *p) {
     j->sink += j->argmax(j->x, j->n);
 }
 
+/* The argmax and its probability (vec_argmax_softmax, a greedy draft's token), against
+ * the same from the scalar oracles (vec_argmax_ref, vec_sum_exp_f32_ref's libm expf) */
+static int64_t argmax_softmax_ref(const float *x, int64_t n) {
+    const int64_t b = vec_argmax_ref(x, n);
+    return b + (int64_t)(1.0 / vec_sum_exp_f32_ref(x, n, x[b]) > 2.0); /* the sum kept */
+}
+
+static int64_t argmax_softmax(const float *x, int64_t n) {
+    float p;
+    const int64_t b = vec_argmax_softmax(x, n, &p);
+    return b + (int64_t)(p > 2.0f);
+}
+
 /* A 151936-token vocabulary's logits (Qwen's), in L2 / L3 as a step leaves them */
 void bench_argmax_cases(bench_env *env) {
     const int64_t n = 151936;
@@ -45,6 +58,16 @@ void bench_argmax_cases(bench_env *env) {
     for (int k = 0; k < 2; k++) {
         argmax_job job = {k == 0 ? vec_argmax : vec_argmax_ref, x, n, 0};
         bench_result r = {.op = "vec_argmax", .variant = names[k]};
+        snprintf(r.shape, sizeof r.shape, "n=%lld (1 thread)", (long long)n);
+        r.seconds = bench_median(run_argmax, &job, 200, 0.2);
+        r.bytes = (double)n * sizeof(float);
+        r.threads = 1;
+        r.in_cache = true;
+        bench_emit(env, &r);
+    }
+    for (int k = 0; k < 2; k++) {
+        argmax_job job = {k == 0 ? argmax_softmax : argmax_softmax_ref, x, n, 0};
+        bench_result r = {.op = "argmax_softmax", .variant = k == 0 ? "vector" : "ref"};
         snprintf(r.shape, sizeof r.shape, "n=%lld (1 thread)", (long long)n);
         r.seconds = bench_median(run_argmax, &job, 200, 0.2);
         r.bytes = (double)n * sizeof(float);
