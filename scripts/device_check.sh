@@ -63,17 +63,27 @@ note "$(tail -12 "$OUT_DIR/bench.log")"
 note "== single-sequence bench at $(elapsed)"
 grep -q 'graphs are off' "$OUT_DIR/bench.log" && note "WARNING: $(grep -m1 'graphs are off' "$OUT_DIR/bench.log")"
 # llama.cpp on the same file and GPU, where its CUDA build travelled in .peer/ (made on a
-# machine with a network by scripts/build_peer_cuda.sh; carried, never committed): with its
-# defaults, and with flash attention and the prompt in one 2048-token micro-batch
-if [ -x .peer/llama-bench ]; then
+# machine with a network by scripts/build_peer_cuda.sh; carried, never committed; as is or
+# as llama-bench.xz): with its defaults, and with flash attention and the prompt in one
+# 2048-token micro-batch
+PEER=.peer/llama-bench
+if [ ! -x "$PEER" ] && [ -f .peer/llama-bench.xz ]; then
+  PEER=/tmp/llama-bench
+  xz -dc .peer/llama-bench.xz >"$PEER" 2>/dev/null ||
+    python3 -c 'import lzma, sys; sys.stdout.buffer.write(lzma.open(".peer/llama-bench.xz").read())' >"$PEER"
+  chmod +x "$PEER"
+fi
+if [ -x "$PEER" ]; then
+  CUDA_LIB=$(dirname "$(dirname "$(command -v nvcc)")")/lib64
   for flags in "" "-fa 1 -ub 2048"; do
     # shellcheck disable=SC2086
-    bounded 90 .peer/llama-bench -m "$M4B" -ngl 99 -p 2048 -n 128 -r 2 $flags >"$OUT_DIR/peer.log" 2>&1
+    LD_LIBRARY_PATH="$CUDA_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      bounded 90 "$PEER" -m "$M4B" -ngl 99 -p 2048 -n 128 -r 2 $flags >"$OUT_DIR/peer.log" 2>&1
     note "llama.cpp (-ngl 99 ${flags:-with its defaults}): $(grep -E 'pp2048|tg128' "$OUT_DIR/peer.log" | tr -s ' ' |
       tr '\n' ' ')$(grep -q 'pp2048' "$OUT_DIR/peer.log" || tail -2 "$OUT_DIR/peer.log" | tr '\n' ' ')"
   done
 else
-  note "(no llama.cpp row: .peer/llama-bench did not travel; scripts/build_peer_cuda.sh makes it)"
+  note "(no llama.cpp row: no .peer/llama-bench travelled; scripts/build_peer_cuda.sh makes it)"
 fi
 bounded 180 $E bench -m "$M4B" --device cuda --npl 1,8,32 -p 128 -n 32 -r 1 >"$OUT_DIR/batched.log" 2>&1
 note "$(tail -8 "$OUT_DIR/batched.log")"
