@@ -584,9 +584,9 @@ static void next_token(srv_sched *s, slot *sl, eddy_token t, const lp_source *sr
     take_token(s, sl, t, src, eddy_seq_n_pos(sl->seq));
 }
 
-/* Token t, sampled from what src says (the sequence holding fed positions, not t; NULL
- * when no log-probabilities are wanted) and seen by the sampler: its log-probabilities,
- * text and what it means (a stop string, the length limit, a full context). */
+/* Token t, sampled from what src says (the sequence holding fed positions, not t) and seen
+ * by the sampler: its log-probabilities (when the request wants them), text and what it
+ * means (a stop string, the length limit, a full context). */
 static void take_token(srv_sched *s, slot *sl, eddy_token t, const lp_source *src, int64_t fed) {
     srv_request *r = sl->r;
     eddy_error err;
