@@ -229,7 +229,9 @@ static const char *unsupported(const model *m, char *buf, size_t cap) {
     if (hp->n_head > 0 && (hp->head_dim_k > 512 || hp->head_dim_v > 512)) return "attention heads over 512 wide";
     if (hp->ssm_n_v > 0 && (hp->ssm_d_k > 256 || hp->ssm_d_v > 256 || hp->ssm_d_conv > 8))
         return "Gated DeltaNet heads over 256 wide";
-    if (hp->ssm_n_head > 0 && (hp->ssm_d_state > 4096 || hp->ssm_d_conv > 8)) return "Mamba-2 states over 4096";
+    /* the row-by-row scan's block holds 5 d_state + 32 floats of shared memory at least
+     * (ck_mamba2's scan_block, one column): within the 48 KiB a block has without opting in */
+    if (hp->ssm_n_head > 0 && (hp->ssm_d_state > 2048 || hp->ssm_d_conv > 8)) return "Mamba-2 states over 2048";
     return NULL;
 }
 

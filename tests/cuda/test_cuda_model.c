@@ -302,6 +302,26 @@ TEST(cuda_flash_attention_matches_tiles) {
     check_flash("models/llama-tiny-f32.gguf", 1.2e-5);
 }
 
+/* A model the GPU's kernels cannot take is refused when the engine is made, naming why,
+ * not at its first step's launch: a Mamba-2 file whose states are wider than the
+ * row-by-row scan's shared memory holds (here the tiny model with d_state set past 2048) */
+TEST(cuda_refuses_states_too_wide) {
+    eddy_model *m = tseq_load("models/mamba2-tiny-f32.gguf");
+    REQUIRE(m);
+    const int64_t d_state = m->hp.ssm_d_state;
+    m->hp.ssm_d_state = 2049;
+    eddy_engine_params p = {.n_seq_max = 1, .n_ctx = 64, .device = EDDY_DEVICE_CUDA};
+    eddy_engine *e = NULL;
+    eddy_error err;
+    CHECK_EQ(eddy_engine_new(m, &p, &e, &err), EDDY_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(err.msg, "Mamba-2 states over 2048");
+    CHECK(e == NULL);
+    m->hp.ssm_d_state = d_state;
+    REQUIRE(CHECKF(eddy_engine_new(m, &p, &e, &err) == EDDY_OK, "%s", err.msg));
+    eddy_engine_free(e);
+    eddy_model_free(m);
+}
+
 /* A step with more rows of logits than the device's buffer holds (512) gives every row's
  * logits, in order: one step of 600 rows against steps of at most 256 (1e-5: the products
  * of the two step sizes sum in other orders). */
