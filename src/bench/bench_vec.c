@@ -54,20 +54,16 @@ void bench_argmax_cases(bench_env *env) {
     const int64_t n = 151936;
     float *x = bench_random_floats(n, 3, 1.0f);
     if (!x) return;
-    static const char *const names[] = {"chunked", "ref"};
-    for (int k = 0; k < 2; k++) {
-        argmax_job job = {k == 0 ? vec_argmax : vec_argmax_ref, x, n, 0};
-        bench_result r = {.op = "vec_argmax", .variant = names[k]};
-        snprintf(r.shape, sizeof r.shape, "n=%lld (1 thread)", (long long)n);
-        r.seconds = bench_median(run_argmax, &job, 200, 0.2);
-        r.bytes = (double)n * sizeof(float);
-        r.threads = 1;
-        r.in_cache = true;
-        bench_emit(env, &r);
-    }
-    for (int k = 0; k < 2; k++) {
-        argmax_job job = {k == 0 ? argmax_softmax : argmax_softmax_ref, x, n, 0};
-        bench_result r = {.op = "argmax_softmax", .variant = k == 0 ? "vector" : "ref"};
+    static const struct {
+        const char *op, *variant;
+        int64_t (*fn)(const float *, int64_t);
+    } cases[] = {{"vec_argmax", "chunked", vec_argmax},
+                 {"vec_argmax", "ref", vec_argmax_ref},
+                 {"argmax_softmax", "vector", argmax_softmax},
+                 {"argmax_softmax", "ref", argmax_softmax_ref}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        argmax_job job = {cases[k].fn, x, n, 0};
+        bench_result r = {.op = cases[k].op, .variant = cases[k].variant};
         snprintf(r.shape, sizeof r.shape, "n=%lld (1 thread)", (long long)n);
         r.seconds = bench_median(run_argmax, &job, 200, 0.2);
         r.bytes = (double)n * sizeof(float);
