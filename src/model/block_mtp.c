@@ -161,10 +161,7 @@ static eddy_status draft_group(engine *c, eddy_seq *const *s, const int32_t *t, 
             int32_t d;
             if (rows) {
                 float *row = c->mtp_logits + j * V;
-                if (m->hp.logit_scale != 1.0f) { /* as the model's own output (forward.c) and the GPU scale it */
-                    const float inv = 1.0f / m->hp.logit_scale;
-                    for (int64_t v = 0; v < V; v++) row[v] *= inv;
-                }
+                forward_scale_logits(&m->hp, row, 1);
                 if (logits && logits[i]) memcpy(logits[i] + k * V, row, (size_t)V * sizeof(float));
                 d = (int32_t)vec_argmax_softmax(row, V, &p);
             } else {

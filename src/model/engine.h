@@ -207,6 +207,10 @@ static inline void seq_logits_held(eddy_seq *s, bool held) {
 void forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits, const int64_t *out_rows,
              int64_t n_out);
 
+/* n_rows rows of logits times 1 / logit_scale (where the file has a scale), as the output
+ * layer's and the MTP head's logits (the GPU's too) are scaled */
+void forward_scale_logits(const model_hparams *hp, float *logits, int64_t n_rows);
+
 /* One layer over the plan's rows of c->x: x += mixer(norm(x)), x += ffn(norm(x)). */
 void forward_layer(engine *c, const model_layer *l, int64_t il, const step_plan *plan);
 

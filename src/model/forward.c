@@ -30,6 +30,10 @@ static void scale_rows(float *x, int64_t n, float scale) {
     for (int64_t i = 0; i < n; i++) x[i] *= scale;
 }
 
+void forward_scale_logits(const model_hparams *hp, float *logits, int64_t n_rows) {
+    if (hp->logit_scale != 1.0f) scale_rows(logits, n_rows * hp->n_vocab, 1.0f / hp->logit_scale);
+}
+
 void forward_layer(engine *c, const model_layer *l, int64_t il, const step_plan *plan) {
     const model_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd, n = plan->n;
@@ -75,7 +79,7 @@ void forward(engine *c, const int32_t *tokens, const step_plan *plan, float *log
             else ops_rmsnorm_rows(c->xn + i * E, E, c->x + out_rows[i] * E, E, norm, E, 1, hp->rms_eps);
         }
         linear(c->pool, &m->output, c->xn, n_out, logits, c->act);
-        if (hp->logit_scale != 1.0f) scale_rows(logits, n_out * hp->n_vocab, 1.0f / hp->logit_scale);
+        forward_scale_logits(hp, logits, n_out);
     }
     if (c->mtp) block_mtp(c, tokens, plan);
 }
