@@ -116,14 +116,16 @@ EDDY_CUDA_MMQ=0 bounded 120 $E bench -m "$M4B" --device cuda --npl 8,32 -p 128 -
 note "batched decode through cuBLAS (EDDY_CUDA_MMQ=0): $(tail -4 "$OUT_DIR/batched-nommq.log" | tr -s ' ' | tr '\n' '|')"
 EDDY_CUDA_GRAPHS=0 bounded 90 $E bench -m "$M4B" --device cuda --npl 32 -p 128 -n 32 -r 1 >"$OUT_DIR/batched-nographs.log" 2>&1
 note "batched decode without graphs (EDDY_CUDA_GRAPHS=0): $(tail -1 "$OUT_DIR/batched-nographs.log" | tr -s ' ')"
-# what the tensor cores' attention, the 2048-token steps, the chunked delta rule and the
-# integer products gain, in the same run
+# what the tensor cores' attention, the 2048-token steps, the chunked delta rule (its tiles
+# on the tensor cores) and the integer products gain, in the same run
 EDDY_CUDA_FLASH=0 bounded 120 $E bench -m "$M4B" --device cuda -p 2048 -n 0 -r 1 >"$OUT_DIR/bench-tiles.log" 2>&1
 note "prefill, attention in FP32 tiles (EDDY_CUDA_FLASH=0): $(grep -E 'pp2048' "$OUT_DIR/bench-tiles.log" | tr -s ' ')"
 bounded 120 $E bench -m "$M4B" --device cuda -p 2048 -n 0 -r 1 -b 512 >"$OUT_DIR/bench-b512.log" 2>&1
 note "prefill in steps of 512 tokens (-b 512): $(grep -E 'pp2048' "$OUT_DIR/bench-b512.log" | tr -s ' ')"
 EDDY_CUDA_CHUNKED=0 bounded 120 $E bench -m "$M4B" --device cuda -p 2048 -n 0 -r 1 >"$OUT_DIR/bench-rows.log" 2>&1
 note "prefill with the scans row by row (EDDY_CUDA_CHUNKED=0): $(grep -E 'pp2048' "$OUT_DIR/bench-rows.log" | tr -s ' ')"
+EDDY_CUDA_SCAN_MMA=0 bounded 120 $E bench -m "$M4B" --device cuda -p 2048 -n 0 -r 1 >"$OUT_DIR/bench-scan-fma.log" 2>&1
+note "prefill, the delta rule's tiles on the CUDA cores (EDDY_CUDA_SCAN_MMA=0): $(grep -E 'pp2048' "$OUT_DIR/bench-scan-fma.log" | tr -s ' ')"
 EDDY_CUDA_DP4A=0 bounded 120 $E bench -m "$M4B" --device cuda -p 0 -n 128 -r 2 >"$OUT_DIR/bench-float.log" 2>&1
 note "decode with float products (EDDY_CUDA_DP4A=0): $(grep -E 'tg128|roofline' "$OUT_DIR/bench-float.log" | tr -s ' ' | tr '\n' ' ')"
 # the host's share, after the speed targets' figures: sampling from each row's best 40 found

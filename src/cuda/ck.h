@@ -322,8 +322,10 @@ void ck_gdn(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const floa
  * tiles' forward substitutions all at once, then each run's tiles in order as products
  * with the state; the same results within float rounding. n: the step's rows. work: room
  * for work_tiles tiles (CK_GDN_TILE_WORK floats a tile and value head), at least
- * ck_gdn_tiles_max(n, n_runs). Returns 0 (nothing launched) where work is short, d_k is
- * not a multiple of 4, or a tile's shared memory is more than the device has. */
+ * ck_gdn_tiles_max(n, n_runs). tensor_cores: the products with the state, T and P as TF32
+ * products in three parts (about f32's precision) where d_k is a multiple of 16; else, or
+ * 0, on the CUDA cores. Returns 0 (nothing launched) where work is short, d_k is not a
+ * multiple of 4, or a tile's shared memory is more than the device has. */
 /* a step whose longest run has this many rows takes the scans in tiles or chunks; the rows
  * of a Mamba-2 chunk (ck_mamba2_chunked) */
 #define CK_SCAN_CHUNK 16
@@ -332,7 +334,8 @@ void ck_gdn(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const floa
 int64_t ck_gdn_tiles_max(int64_t n, int64_t n_runs);
 int ck_gdn_chunked(const ck_run *runs, int64_t n_runs, int64_t n, const int32_t *ckpts, const float *qkv, int64_t qkv_s,
                    const float *g, const float *beta, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k,
-                   int64_t d_v, int head_map, float scale, float *work, int64_t work_tiles, void *stream);
+                   int64_t d_v, int head_map, float scale, float *work, int64_t work_tiles, int tensor_cores,
+                   void *stream);
 
 /* Where the decay gate's inputs are (ck_ssm_gate's arguments): for row r and value head h,
  * alpha[r alpha_stride + at] and b[r b_stride + at], at = h / group * group_stride +

@@ -19,13 +19,16 @@
  * So what is sequential (the second kernel) is products of the tile with the state, about
  * 3 d_k d_v multiply-adds a row, four barriers a tile; the forward substitution and the
  * pairs' scores, which made a chunk a chain of dependent steps, run beside each other for
- * all tiles in the first.
+ * all tiles in the first. The second has two forms: on the CUDA cores (gdn_tile_scan_kernel)
+ * and on the tensor cores (gdn_tile_scan_mma_kernel: TF32 products in three parts, about
+ * f32's precision; d_k a multiple of 16).
  */
 #include "cuda/ck_device.h"
 #include <math.h>
 #include <stdint.h>
 
 #include "cuda/ck.h"
+#include "cuda/ck_mma.h"
 #include "cuda/ck_rows.h"
 
 namespace {
@@ -59,6 +62,32 @@ __device__ __forceinline__ void tile_keys_queries(float *K, float *Q, int64_t ks
         K[t * ks + i] = t < nc ? qr[key_dim + i] : 0.0f;
         Q[t * ks + i] = t < nc ? scale * qr[i] : 0.0f;
     }
+}
+
+/* Where a scan's tiles read their keys, queries and values */
+struct tile_src {
+    const float *qkv;
+    int64_t qkv_s, kh, h, d_k, d_v, key_dim;
+    float scale;
+};
+
+/* A scan's inputs for the tile of nc rows from row0: the keys and scaled queries (K, Q:
+ * rows ks apart), T and P (rows TILE_STRIDE apart) and G from the tile's work wt, and the
+ * values of columns j0.. (X: xw columns, rows xs apart, zero past the tile's rows and d_v) */
+__device__ __forceinline__ void tile_inputs(const tile_src &src, const float *wt, int64_t row0, int32_t nc, int64_t j0,
+                                            float *K, float *Q, int64_t ks, float *T, float *P, float *X, int xw,
+                                            int64_t xs, float *G, int tid, int nthr) {
+    tile_keys_queries(K, Q, ks, src.qkv, src.qkv_s, row0, nc, src.kh, src.d_k, src.key_dim, src.scale, tid, nthr);
+    for (int e = tid; e < TILE * TILE; e += nthr) {
+        const int t = e / TILE, s = e % TILE;
+        T[t * TILE_STRIDE + s] = wt[e], P[t * TILE_STRIDE + s] = wt[TILE * TILE + e];
+    }
+    const float *v = src.qkv + 2 * src.key_dim + src.h * src.d_v + j0;
+    for (int e = tid; e < TILE * xw; e += nthr) {
+        const int t = e / xw, c = e % xw;
+        X[t * xs + c] = t < nc && j0 + c < src.d_v ? v[(row0 + t) * src.qkv_s + c] : 0.0f;
+    }
+    for (int t = tid; t < TILE; t += nthr) G[t] = wt[2 * TILE * TILE + t]; /* a block of 3 columns has 24 threads */
 }
 
 /* The tiles of runs [0, r): where run r's tiles start in the work buffer */
@@ -188,6 +217,7 @@ __global__ void __launch_bounds__(SCAN_COLS * SCAN_Y)
     const ck_run run = runs[blockIdx.x];
     const int64_t first = tiles_before(runs, blockIdx.x);
     const int64_t h = blockIdx.y, kh = ck_key_head(h, n_k, n_v, head_map), key_dim = n_k * d_k;
+    const tile_src src = {qkv, qkv_s, kh, h, d_k, d_v, key_dim, scale};
     const int64_t j0 = (int64_t)blockIdx.z * cols, j = j0 + x;
     const bool live = j < d_v;
     const int64_t slot_floats = n_v * d_k * d_v;
@@ -203,19 +233,9 @@ __global__ void __launch_bounds__(SCAN_COLS * SCAN_Y)
     for (int64_t tile = 0; tile < nt; tile++) {
         const int32_t t0 = (int32_t)tile * TILE, nc = tile_rows(run, t0);
         const int64_t row0 = run.row0 + t0;
-        const float *Tw = work + ((first + tile) * n_v + h) * CK_GDN_TILE_WORK, *Pw = Tw + TILE * TILE;
-        const float *Gw = Pw + TILE * TILE;
         __syncthreads(); /* the last tile's K, U, T and P read by all; St written */
-        tile_keys_queries(K, Q, ks, qkv, qkv_s, row0, nc, kh, d_k, key_dim, scale, tid, nthr);
-        for (int e = tid; e < TILE * TILE; e += nthr) {
-            const int t = e / TILE, s = e % TILE;
-            T[t * TILE_STRIDE + s] = Tw[e], P[t * TILE_STRIDE + s] = Pw[e];
-        }
-        for (int e = tid; e < TILE * cols; e += nthr) {
-            const int t = e / cols, c = e % cols;
-            X[e] = t < nc && j0 + c < d_v ? qkv[(row0 + t) * qkv_s + 2 * key_dim + h * d_v + j0 + c] : 0.0f;
-        }
-        for (int t = tid; t < TILE; t += nthr) G[t] = Gw[t]; /* a block of 3 columns has 24 threads */
+        tile_inputs(src, work + ((first + tile) * n_v + h) * CK_GDN_TILE_WORK, row0, nc, j0, K, Q, ks, T, P, X, cols,
+                    cols, G, tid, nthr);
         __syncthreads();
         /* K S0 and Qs S0 for this thread's rows of column x */
         float kS[ROWS_PER], qS[ROWS_PER];
@@ -273,6 +293,179 @@ __global__ void __launch_bounds__(SCAN_COLS * SCAN_Y)
     }
 }
 
+/* The tensor cores' scan (gdn_tile_scan_mma_kernel): a block of MMA_WARPS warps per (run,
+ * value head, MMA_COLS columns of the state). A tile's products with the state, and with T
+ * and P, go as TF32 m16n8k8 products in three parts (ck_tf32_split), each warp one 16 x 8
+ * output tile of the (TILE x MMA_COLS) ones and 16 x 8 tiles of the new state in turn. */
+#define MMA_COLS 16
+#define MMA_WARPS 4
+/* rows of the state slice, X, U and W: 24 floats, so a B fragment's 32 loads (rows t,
+ * columns g) fall in 32 different banks */
+#define MMA_SS (MMA_COLS + 8)
+
+/* An A fragment (16 x 8) in TF32 parts: A[r][k] at a[r ar + k ak] (ar = 1: a transposed) */
+struct tf32_a {
+    unsigned hi[4], lo[4];
+};
+__device__ __forceinline__ tf32_a load_a(const float *a, int64_t ar, int64_t ak, int g, int t) {
+    tf32_a f;
+    ck_tf32_split(a[g * ar + t * ak], &f.hi[0], &f.lo[0]);
+    ck_tf32_split(a[(g + 8) * ar + t * ak], &f.hi[1], &f.lo[1]);
+    ck_tf32_split(a[g * ar + (t + 4) * ak], &f.hi[2], &f.lo[2]);
+    ck_tf32_split(a[(g + 8) * ar + (t + 4) * ak], &f.hi[3], &f.lo[3]);
+    return f;
+}
+/* A B fragment (8 x 8): B[k][n] at b[k ldb + n] */
+struct tf32_b {
+    unsigned hi[2], lo[2];
+};
+__device__ __forceinline__ tf32_b load_b(const float *b, int64_t ldb, int g, int t) {
+    tf32_b f;
+    ck_tf32_split(b[t * ldb + g], &f.hi[0], &f.lo[0]);
+    ck_tf32_split(b[(t + 4) * ldb + g], &f.hi[1], &f.lo[1]);
+    return f;
+}
+/* C += A B: the high parts' products into c, the cross terms into e (c + e at the end) */
+__device__ __forceinline__ void mma3(float c[4], float e[4], const tf32_a &a, const tf32_b &b) {
+    mma_1688_tf32(e, a.lo, b.hi);
+    mma_1688_tf32(e, a.hi, b.lo);
+    mma_1688_tf32(c, a.hi, b.hi);
+}
+
+/* The (16 x 8) tile at row r0, column c0 of A B, A (16 x 8 kn) with A[r][k] at
+ * a[(r0 + r) ar + k ak] and B (8 kn x 8) with B[k][n] at b[k ldb + c0 + n], into this lane's
+ * c (rows g, g + 8; columns 2 t, 2 t + 1, as mma_1688_tf32's C), added to what c holds */
+__device__ __forceinline__ void tile_product(float c[4], const float *a, int64_t ar, int64_t ak, int r0,
+                                             const float *b, int64_t ldb, int c0, int64_t kn, int g, int t) {
+    float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t kk = 0; kk < kn; kk++)
+        mma3(c, e, load_a(a + r0 * ar + 8 * kk * ak, ar, ak, g, t), load_b(b + 8 * kk * ldb + c0, ldb, g, t));
+#pragma unroll
+    for (int i = 0; i < 4; i++) c[i] += e[i];
+}
+
+/* Elements (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1) of the tile at (r0, c0) of rows ld apart */
+__device__ __forceinline__ float &frag_at(float *m, int64_t ld, int r0, int c0, int i, int g, int t) {
+    return m[(r0 + g + (i >= 2 ? 8 : 0)) * ld + c0 + 2 * t + (i & 1)];
+}
+
+/* The block's columns of the state after row r of the tile, e^{G_r} S0 + K^T W with
+ * W[t] = e^{G_r - G_t} U[t] for t <= r (0 after), each element passed to put(i, c, value):
+ * W made by the block, then each warp takes 16 x 8 tiles of the d_k x MMA_COLS result in turn */
+template <typename F>
+__device__ __forceinline__ void tile_state_mma(float *S, const float *K, int64_t ks, const float *U, float *W,
+                                               const float *G, int r, int64_t d_k, int tid, F put) {
+    __syncthreads(); /* U written; a W before read by all */
+    for (int e = tid; e < TILE * MMA_COLS; e += 32 * MMA_WARPS) {
+        const int t = e / MMA_COLS, c = e % MMA_COLS;
+        W[t * MMA_SS + c] = t <= r ? expf(G[r] - G[t]) * U[t * MMA_SS + c] : 0.0f;
+    }
+    __syncthreads();
+    const int lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const float el = expf(G[r]);
+    for (int64_t f = tid >> 5; f < d_k / 16 * (MMA_COLS / 8); f += MMA_WARPS) { /* the same for a whole warp */
+        const int r0 = (int)(f / (MMA_COLS / 8)) * 16, c0 = (int)(f % (MMA_COLS / 8)) * 8;
+        float s[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) s[i] = el * frag_at(S, MMA_SS, r0, c0, i, g, t);
+        tile_product(s, K, 1, ks, r0, W, MMA_SS, c0, TILE / 8, g, t); /* K^T: A[i][t] = K[t][i] */
+#pragma unroll
+        for (int i = 0; i < 4; i++) put(r0 + g + (i >= 2 ? 8 : 0), c0 + 2 * t + (i & 1), s[i]);
+    }
+}
+
+/* gdn_tile_scan_kernel's work on the tensor cores: one block of MMA_WARPS warps per (run,
+ * value head, MMA_COLS columns of the state); warp w owns the (16 x 8) tile at rows
+ * 16 (w / 2), columns 8 (w % 2) of each tile's K S0, Qs S0, U and O. d_k: a multiple of 16. */
+__global__ void __launch_bounds__(32 * MMA_WARPS)
+    gdn_tile_scan_mma_kernel(const ck_run *runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s,
+                             const float *work, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k,
+                             int64_t d_v, int head_map, float scale) {
+    ck_pdl_entry();
+    CK_DYNAMIC_SHARED(float, sm);
+    const int tid = threadIdx.x, nthr = 32 * MMA_WARPS, w = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
+    const int64_t ks = CHUNK_STRIDE(d_k);
+    float *S = sm;                     /* (d_k, MMA_SS) the block's columns of the state */
+    float *K = S + d_k * MMA_SS;       /* (TILE, ks) the tile's keys */
+    float *Q = K + TILE * ks;          /* (TILE, ks) its scaled queries */
+    float *X = Q + TILE * ks;          /* (TILE, MMA_SS) V, then V - e^G (K S0) */
+    float *U = X + TILE * MMA_SS;      /* (TILE, MMA_SS) the corrections */
+    float *W = U + TILE * MMA_SS;      /* (TILE, MMA_SS) the corrections weighted for a state */
+    float *T = W + TILE * MMA_SS;      /* (TILE, TILE_STRIDE) */
+    float *P = T + TILE * TILE_STRIDE; /* (TILE, TILE_STRIDE) */
+    float *G = P + TILE * TILE_STRIDE; /* (TILE) */
+    const ck_run run = runs[blockIdx.x];
+    const int64_t first = tiles_before(runs, blockIdx.x);
+    const int64_t h = blockIdx.y, kh = ck_key_head(h, n_k, n_v, head_map), key_dim = n_k * d_k;
+    const tile_src src = {qkv, qkv_s, kh, h, d_k, d_v, key_dim, scale};
+    const int64_t j0 = (int64_t)blockIdx.z * MMA_COLS, slot_floats = n_v * d_k * d_v;
+    const int cols = d_v - j0 < MMA_COLS ? (int)(d_v - j0) : MMA_COLS; /* the live ones */
+    {
+        const float *head = state + (int64_t)run.slot_in * slot_floats + h * d_k * d_v;
+        for (int64_t e = tid; e < d_k * MMA_COLS; e += nthr) {
+            const int64_t i = e / MMA_COLS, c = e % MMA_COLS;
+            S[i * MMA_SS + c] = c < cols ? head[i * d_v + j0 + c] : 0.0f;
+        }
+    }
+    const int mr = 16 * (w >> 1), mc = 8 * (w & 1); /* this warp's tile of the tile's products */
+    int32_t ck = run.ck;
+    const int32_t ck_end = run.ck + run.n_ck;
+    const int64_t nt = tiles_of(run.n);
+    for (int64_t tile = 0; tile < nt; tile++) {
+        const int32_t t0 = (int32_t)tile * TILE, nc = tile_rows(run, t0);
+        const int64_t row0 = run.row0 + t0;
+        __syncthreads(); /* the last tile's K, X, U, T and P read by all; S written */
+        tile_inputs(src, work + ((first + tile) * n_v + h) * CK_GDN_TILE_WORK, row0, nc, j0, K, Q, ks, T, P, X,
+                    MMA_COLS, MMA_SS, G, tid, nthr);
+        __syncthreads();
+        float kS[4] = {0.0f, 0.0f, 0.0f, 0.0f}, qS[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        {
+            float kE[4] = {0.0f, 0.0f, 0.0f, 0.0f}, qE[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int64_t kk = 0; kk < d_k / 8; kk++) { /* K S0 and Qs S0: one B fragment of S0 for both */
+                const tf32_b b = load_b(S + 8 * kk * MMA_SS + mc, MMA_SS, g, t);
+                mma3(kS, kE, load_a(K + mr * ks + 8 * kk, ks, 1, g, t), b);
+                mma3(qS, qE, load_a(Q + mr * ks + 8 * kk, ks, 1, g, t), b);
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) kS[i] += kE[i], qS[i] += qE[i];
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) /* rows past the tile's: zero keys and values, X stays 0 */
+            frag_at(X, MMA_SS, mr, mc, i, g, t) -= expf(G[mr + g + (i >= 2 ? 8 : 0)]) * kS[i];
+        __syncthreads();
+        float u[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        tile_product(u, T, TILE_STRIDE, 1, mr, X, MMA_SS, mc, TILE / 8, g, t); /* U = T X */
+#pragma unroll
+        for (int i = 0; i < 4; i++) frag_at(U, MMA_SS, mr, mc, i, g, t) = u[i];
+        __syncthreads();
+        float out[4]; /* O = e^G Qs S0 + P U */
+#pragma unroll
+        for (int i = 0; i < 4; i++) out[i] = expf(G[mr + g + (i >= 2 ? 8 : 0)]) * qS[i];
+        tile_product(out, P, TILE_STRIDE, 1, mr, U, MMA_SS, mc, TILE / 8, g, t);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int r = mr + g + (i >= 2 ? 8 : 0), c = mc + 2 * t + (i & 1);
+            if (r < nc && c < cols) o[(row0 + r) * n_v * d_v + h * d_v + j0 + c] = out[i];
+        }
+        for (; ck < ck_end && ckpts[2 * ck] < t0 + nc; ck++) { /* the tile's prefix-cache checkpoints */
+            float *head = state + (int64_t)ckpts[2 * ck + 1] * slot_floats + h * d_k * d_v + j0;
+            tile_state_mma(S, K, ks, U, W, G, ckpts[2 * ck] - t0, d_k, tid, [&](int64_t i, int c, float v) {
+                if (c < cols) head[i * d_v + c] = v;
+            });
+        }
+        /* the state after the tile: each lane rewrites only the elements it read */
+        tile_state_mma(S, K, ks, U, W, G, nc - 1, d_k, tid, [&](int64_t i, int c, float v) { S[i * MMA_SS + c] = v; });
+    }
+    if (run.slot_out >= 0) {
+        __syncthreads();
+        float *head = state + (int64_t)run.slot_out * slot_floats + h * d_k * d_v + j0;
+        for (int64_t e = tid; e < d_k * MMA_COLS; e += nthr) {
+            const int64_t i = e / MMA_COLS, c = e % MMA_COLS;
+            if (c < cols) head[i * d_v + c] = S[i * MMA_SS + c];
+        }
+    }
+}
+
 /* Lets kernel fn have `bytes` of dynamic shared memory; false where the device has fewer */
 bool allow_shared(const void *fn, size_t bytes) {
     if (bytes <= 48 * 1024) return true;
@@ -288,7 +481,7 @@ extern "C" int64_t ck_gdn_tiles_max(int64_t n, int64_t n_runs) { return (n + n_r
 extern "C" int ck_gdn_chunked(const ck_run *runs, int64_t n_runs, int64_t n, const int32_t *ckpts, const float *qkv,
                               int64_t qkv_s, const float *g, const float *beta, float *o, float *state, int64_t n_k,
                               int64_t n_v, int64_t d_k, int64_t d_v, int head_map, float scale, float *work,
-                              int64_t work_tiles, void *stream) {
+                              int64_t work_tiles, int tensor_cores, void *stream) {
     if (n_runs <= 0) return 1;
     const int64_t tiles = ck_gdn_tiles_max(n, n_runs);
     if (d_k % 4 || tiles > work_tiles || !work) return 0;
@@ -297,13 +490,22 @@ extern "C" int ck_gdn_chunked(const ck_run *runs, int64_t n_runs, int64_t n, con
     const size_t prep_shm = (size_t)(2 * TILE * ks + TILE * TILE + 3 * TILE) * sizeof(float);
     const size_t scan_shm =
         (size_t)(cols * ks + 2 * TILE * ks + 2 * TILE * cols + 2 * TILE * TILE_STRIDE + TILE) * sizeof(float);
+    const size_t mma_shm =
+        (size_t)(d_k * MMA_SS + 2 * TILE * ks + 3 * TILE * MMA_SS + 2 * TILE * TILE_STRIDE + TILE) * sizeof(float);
+    const bool mma = tensor_cores && d_k % 16 == 0 && allow_shared((const void *)gdn_tile_scan_mma_kernel, mma_shm);
     if (!allow_shared((const void *)gdn_tile_prep_kernel, prep_shm) ||
-        !allow_shared((const void *)gdn_tile_scan_kernel, scan_shm))
+        (!mma && !allow_shared((const void *)gdn_tile_scan_kernel, scan_shm)))
         return 0;
     cudaStream_t st = (cudaStream_t)stream;
     if (tiles > 0)
         CK_LAUNCH(dim3((unsigned)tiles, (unsigned)n_v), PREP_THREADS, prep_shm, st, gdn_tile_prep_kernel)
         (runs, n_runs, qkv, qkv_s, g, beta, work, n_k, n_v, d_k, head_map, scale);
+    if (mma) {
+        const dim3 grid((unsigned)n_runs, (unsigned)n_v, blocks_for(d_v, MMA_COLS));
+        CK_LAUNCH(grid, 32 * MMA_WARPS, mma_shm, st, gdn_tile_scan_mma_kernel)
+        (runs, ckpts, qkv, qkv_s, work, o, state, n_k, n_v, d_k, d_v, head_map, scale);
+        return 1;
+    }
     const dim3 grid((unsigned)n_runs, (unsigned)n_v, (unsigned)((d_v + cols - 1) / cols));
     CK_LAUNCH(grid, dim3((unsigned)cols, SCAN_Y), scan_shm, st, gdn_tile_scan_kernel)
     (runs, ckpts, qkv, qkv_s, work, o, state, n_k, n_v, d_k, d_v, head_map, scale);

@@ -1,6 +1,6 @@
 /*
- * ck_mma.h — the tensor cores' m16n8k16 product (f16 operands, f32 sums), and the 8-bit
- * integer ones below, each as one warp-wide call with its fragment layouts written out
+ * ck_mma.h — the tensor cores' m16n8k16 product (f16 operands, f32 sums), and the TF32 and
+ * 8-bit integer ones below, each as one warp-wide call with its fragment layouts written out
  * (PTX's mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 here), so that a kernel places
  * operands and reads results by row and column instead of through opaque fragments.
  *
@@ -29,23 +29,35 @@ __device__ __forceinline__ float ck_f16_bits_to_float(unsigned h) {
 }
 
 #ifdef EDDY_CUDA_EMU
-inline void mma_16816(float c[4], const unsigned a[4], const unsigned b[2]) {
-    struct frag {
-        unsigned a[4], b[2];
-    } mine = {{a[0], a[1], a[2], a[3]}, {b[0], b[1]}}, all[32];
+/* The operand registers of a lane */
+struct emu_frag {
+    unsigned a[4], b[2];
+};
+/* C += A B (K deep) in float, k in order, for this lane's four elements of C; a_at(all, row,
+ * k) and b_at(all, k, col) read A[row][k] and B[k][col] from the warp's registers */
+template <typename FA, typename FB>
+inline void emu_mma_f32(float c[4], const unsigned a[4], const unsigned b[2], int K, FA a_at, FB b_at) {
+    emu_frag mine = {{a[0], a[1], a[2], a[3]}, {b[0], b[1]}}, all[32];
     emu_warp_gather(&mine, all, sizeof mine);
     const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
     for (int i = 0; i < 4; i++) {
         const int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
         float s = c[i];
-        for (int k = 0; k < 16; k++) {
-            /* A[row][k] and B[k][col], found by the layouts above */
-            const unsigned ar = all[(row & 7) * 4 + ((k & 7) >> 1)].a[(row >> 3) + 2 * (k >> 3)];
-            const unsigned br = all[col * 4 + ((k & 7) >> 1)].b[k >> 3];
-            s += ck_f16_bits_to_float(ar >> (16 * (k & 1))) * ck_f16_bits_to_float(br >> (16 * (k & 1)));
-        }
+        for (int k = 0; k < K; k++) s += a_at(all, row, k) * b_at(all, k, col);
         c[i] = s;
     }
+}
+inline void mma_16816(float c[4], const unsigned a[4], const unsigned b[2]) {
+    /* A[row][k] and B[k][col], found by the layouts above */
+    emu_mma_f32(
+        c, a, b, 16,
+        [](const emu_frag *all, int row, int k) {
+            return ck_f16_bits_to_float(all[(row & 7) * 4 + ((k & 7) >> 1)].a[(row >> 3) + 2 * (k >> 3)] >>
+                                        (16 * (k & 1)));
+        },
+        [](const emu_frag *all, int k, int col) {
+            return ck_f16_bits_to_float(all[col * 4 + ((k & 7) >> 1)].b[k >> 3] >> (16 * (k & 1)));
+        });
 }
 #else
 __device__ __forceinline__ void mma_16816(float c[4], const unsigned a[4], const unsigned b[2]) {
@@ -55,6 +67,44 @@ __device__ __forceinline__ void mma_16816(float c[4], const unsigned a[4], const
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 #endif
+
+/* The TF32 product m16n8k8 (PTX's mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32): a
+ * register of A or B holds one TF32 value (a float with its 13 low bits zero, ck_tf32);
+ * C is as above, in f32.
+ *   A (16 x 8)  a[0] = A[g][t]  a[1] = A[g+8][t]  a[2] = A[g][t+4]  a[3] = A[g+8][t+4]
+ *   B (8 x 8)   b[0] = B[t][g]  b[1] = B[t+4][g]
+ * mma_1688_tf32(c, a, b): C += A B; the products of two TF32 values are exact in f32.
+ * ck_tf32_split(x, &hi, &lo): x = hi + lo to about 2^-22 of x, both TF32, so that three
+ * products (lo hi, hi lo, hi hi) give what f32 operands would to that precision, with
+ * f32's range (where f16 pairs would need scaling). */
+#ifdef EDDY_CUDA_EMU
+/* cvt.rna.tf32.f32: to 10 bits after the point, halves away from zero (finite x) */
+inline unsigned ck_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+inline void mma_1688_tf32(float c[4], const unsigned a[4], const unsigned b[2]) {
+    emu_mma_f32(
+        c, a, b, 8,
+        [](const emu_frag *all, int row, int k) {
+            return __uint_as_float(all[(row & 7) * 4 + (k & 3)].a[(row >> 3) + 2 * (k >> 2)]);
+        },
+        [](const emu_frag *all, int k, int col) { return __uint_as_float(all[col * 4 + (k & 3)].b[k >> 2]); });
+}
+#else
+__device__ __forceinline__ unsigned ck_tf32(float x) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ void mma_1688_tf32(float c[4], const unsigned a[4], const unsigned b[2]) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
+__device__ __forceinline__ void ck_tf32_split(float x, unsigned *hi, unsigned *lo) {
+    *hi = ck_tf32(x);
+    *lo = ck_tf32(x - __uint_as_float(*hi));
+}
 
 /* The 8-bit integer products (PTX's mma.sync.aligned.m16n8k32 and m16n8k16
  * .row.col.s32.s8.s8.s32): a register of A or B holds four s8, the lowest index in the

@@ -323,6 +323,8 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->graphs = !(graphs && !strcmp(graphs, "0"));
     const char *chunked = getenv("EDDY_CUDA_CHUNKED");
     g->chunked = !(chunked && !strcmp(chunked, "0"));
+    const char *scan_mma = getenv("EDDY_CUDA_SCAN_MMA");
+    g->scan_mma = !(scan_mma && !strcmp(scan_mma, "0"));
     const char *flash = getenv("EDDY_CUDA_FLASH");
     g->flash = !(flash && !strcmp(flash, "0"));
     const char *fused = getenv("EDDY_CUDA_FUSED");
@@ -650,7 +652,7 @@ static void layer_gdn(engine *c, cuda_backend *g, const model_layer *l, int64_t 
             if (!(g->chunked && g->longest_run >= CK_SCAN_CHUNK &&
                   ck_gdn_chunked(g->step.runs, g->n_runs, n, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g,
                                  g->gdn_beta, g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v, map, scale, g->gdn_work,
-                                 g->gdn_work_tiles, g->stream)))
+                                 g->gdn_work_tiles, g->scan_mma, g->stream)))
                 ck_gdn(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, conv_dim, g->gdn_g, g->gdn_beta,
                        g->gdn_o, sp->rec[il], n_k, n_v, d_k, d_v, map, scale, g->stream);
         });

@@ -934,10 +934,11 @@ TEST(cuda_conv1d_matches_scan_ref) {
 
 /* Runs of 1, 7, 1 and 3 rows, or (long) of 1, 45, 3 and 75 with checkpoints after row 20
  * of the second (to slot 8; inside a tile of 32) and rows 31 and 64 of the fourth (to
- * slots 0 and 2: a tile's last row, then the first row of a tile): the row-by-row kernel,
- * or the tiled one. single: the second run alone (a one-sequence step). */
+ * slots 0 and 2: a tile's last row, then the first row of a tile): the row-by-row kernel
+ * (chunked 0), the tiled one on the CUDA cores (1) or on the tensor cores (2). single: the
+ * second run alone (a one-sequence step). */
 static void gdn_case(test_rng *r, int64_t n_k, int64_t n_v, int64_t d_k, int64_t d_v, int map, bool verify,
-                     bool chunked, bool longer, bool single) {
+                     int chunked, bool longer, bool single) {
     const int64_t lens[] = {1, 7, 1, 3}, pos0[] = {0, 0, 5, 2}, long_lens[] = {1, 45, 3, 75};
     step_fixture f;
     const int skip = single ? 1 : 0; /* single: the second run alone */
@@ -968,9 +969,9 @@ static void gdn_case(test_rng *r, int64_t n_k, int64_t n_v, int64_t d_k, int64_t
     if (chunked) {
         /* too little work room: refused, nothing launched */
         CHECK(!ck_gdn_chunked(f.d.runs, f.n_runs, n, dck, dq, C, dg, db, dout, ds, n_k, n_v, d_k, d_v, map, scale,
-                              dwork, tiles - 1, NULL));
+                              dwork, tiles - 1, chunked == 2, NULL));
         CHECK(ck_gdn_chunked(f.d.runs, f.n_runs, n, dck, dq, C, dg, db, dout, ds, n_k, n_v, d_k, d_v, map, scale, dwork,
-                             tiles, NULL));
+                             tiles, chunked == 2, NULL));
     } else
         ck_gdn(f.d.runs, f.n_runs, dck, dq, C, dg, db, dout, ds, n_k, n_v, d_k, d_v, map, scale, NULL);
     float *o = malloc((size_t)(n * n_v * d_v) * 4), *oref = malloc((size_t)(n * n_v * d_v) * 4);
@@ -1008,7 +1009,7 @@ static void gdn_case(test_rng *r, int64_t n_k, int64_t n_v, int64_t d_k, int64_t
 
 TEST(cuda_gdn_matches_scan_ref) {
     test_rng r = test_rng_new();
-    for (int chunked = 0; chunked < 2; chunked++)
+    for (int chunked = 0; chunked < 3; chunked++)
         for (int longer = 0; longer < 2; longer++) {
             gdn_case(&r, 2, 4, 16, 16, 0, false, chunked, longer, false);
             gdn_case(&r, 2, 6, 32, 48, 1, false, chunked, longer, false);

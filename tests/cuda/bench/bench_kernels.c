@@ -286,13 +286,13 @@ static void bench_gdn(int64_t n_runs, double copy_gbs, cudaStream_t st) {
     cudaFree(d.a), cudaFree(d.dt), cudaFree(d.w), cudaFree(d.state), cudaFree(d.ckpts), cudaFree(d.q8);
 }
 
-/* ==== A Gated DeltaNet layer's prefill: the tiles against the row-by-row scan ==== */
+/* ==== A Gated DeltaNet layer's prefill: the tiles (tensor cores, CUDA cores) against the row-by-row scan ==== */
 
 typedef struct {
     gdn_arg d;
     int64_t n, tiles;
     float *work;
-    int tiled;
+    int tiled; /* 0: row by row; 1: tiles on the CUDA cores; 2: on the tensor cores */
 } prefill_arg;
 static void run_prefill(void *p, cudaStream_t st) {
     const prefill_arg *a = p;
@@ -300,7 +300,7 @@ static void run_prefill(void *p, cudaStream_t st) {
     if (!a->tiled)
         ck_gdn(d->runs, 1, d->ckpts, d->qkv, d->conv_dim, d->g, d->beta, d->o, d->state, NK, NV, DK, DV, 1, 0.088f, st);
     else if (!ck_gdn_chunked(d->runs, 1, a->n, d->ckpts, d->qkv, d->conv_dim, d->g, d->beta, d->o, d->state, NK, NV, DK,
-                             DV, 1, 0.088f, a->work, a->tiles, st))
+                             DV, 1, 0.088f, a->work, a->tiles, a->tiled == 2, st))
         die("ck_gdn_chunked refused the shape");
 }
 
@@ -316,10 +316,11 @@ static void bench_prefill(int64_t n, cudaStream_t st) {
     d->qkv = rand_floats(n * conv_dim), d->g = rand_floats(n * NV), d->beta = rand_floats(n * NV);
     d->o = dev_alloc((size_t)(n * V) * 4), d->state = rand_floats(NV * DK * DV), d->ckpts = dev_alloc(8);
     a.work = dev_alloc((size_t)(a.tiles * NV * CK_GDN_TILE_WORK) * 4);
-    double us[2];
-    for (int tiled = 1; tiled >= 0; tiled--) a.tiled = tiled, us[tiled] = time_us(run_prefill, &a, st, 0);
-    printf("gdn prefill, %5lld rows               %8.1f us in tiles  %8.1f row by row  (%.1fx; %.2f us a row)\n",
-           (long long)n, us[1], us[0], us[0] / us[1], us[1] / (double)n);
+    double us[3];
+    for (int tiled = 2; tiled >= 0; tiled--) a.tiled = tiled, us[tiled] = time_us(run_prefill, &a, st, 0);
+    printf("gdn prefill, %5lld rows               %8.1f us in tiles on tensor cores  %8.1f on CUDA cores  %8.1f row "
+           "by row  (%.1fx, %.1fx; %.2f us a row)\n",
+           (long long)n, us[2], us[1], us[0], us[1] / us[2], us[0] / us[2], us[2] / (double)n);
     cudaFree(druns), cudaFree(d->qkv), cudaFree(d->g), cudaFree(d->beta), cudaFree(d->o), cudaFree(d->state);
     cudaFree(d->ckpts), cudaFree(a.work);
 }
