@@ -387,11 +387,14 @@ void ck_keep_rows(const int32_t *items, int64_t n_items, int gather, const ck_se
 void ck_mamba2(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s,
                const float *dt_raw, int64_t dt_s, float *y, float *state, int64_t H, int64_t P, int64_t G, int64_t N,
                const float *A, const float *dt_bias, const float *D, void *stream);
-/* The same in chunks of up to CK_SCAN_CHUNK rows (the SSD form), for prefill; 0: the
- * shape's chunk does not fit in shared memory (nothing launched). */
+/* The same in chunks (the SSD form), for prefill: tensor_cores, chunks of 32 rows whose
+ * products go as TF32 products in three parts (about f32's precision) where N is a multiple
+ * of 16 and the device has the shared memory; else, or 0, chunks of up to CK_SCAN_CHUNK
+ * rows on the CUDA cores. 0: the shape's chunk does not fit in shared memory (nothing
+ * launched). */
 int ck_mamba2_chunked(const ck_run *runs, int64_t n_runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s,
                       const float *dt_raw, int64_t dt_s, float *y, float *state, int64_t H, int64_t P, int64_t G,
-                      int64_t N, const float *A, const float *dt_bias, const float *D, void *stream);
+                      int64_t N, const float *A, const float *dt_bias, const float *D, int tensor_cores, void *stream);
 
 /* Per-group gated RMSNorm of ssm.h (gated_rmsnorm_group_ref): x = y silu(z), normed per
  * group, times w per channel. out may equal y. */

@@ -64,6 +64,15 @@ __device__ __forceinline__ int64_t ck_key_head(int64_t h, int64_t n_k, int64_t n
     return head_map == 0 ? h % n_k : h / (n_v / n_k);
 }
 
+/* Lets kernel fn have `bytes` of dynamic shared memory (past the 48 KiB every block may
+ * have); false where the device has fewer */
+static inline bool ck_allow_shared(const void *fn, size_t bytes) {
+    if (bytes <= 48 * 1024) return true;
+    if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) == cudaSuccess) return true;
+    cudaGetLastError(); /* not a sticky error */
+    return false;
+}
+
 /* Blocks of `per` threads (or other items) that cover n */
 static inline unsigned blocks_for(int64_t n, int64_t per) { return (unsigned)((n + per - 1) / per); }
 

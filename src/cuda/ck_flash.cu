@@ -233,11 +233,7 @@ template <int DV, int W>
 int launch_flash_w(const ck_step *s, const ck_run *runs, int64_t n_runs, const float *q, float *out, const void *kc,
                    const void *vc, int64_t n_head, int64_t n_kv, int64_t hd, float scale, cudaStream_t st) {
     const size_t shm = flash_shared_bytes(hd, DV, W);
-    if (cudaFuncSetAttribute((const void *)attention_mma_kernel<DV, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)shm) != cudaSuccess) {
-        cudaGetLastError(); /* not a sticky error */
-        return 0;
-    }
+    if (!ck_allow_shared((const void *)attention_mma_kernel<DV, W>, shm)) return 0;
     int64_t tiles = 0;
     for (int64_t k = 0; k < n_runs; k++) tiles += (runs[k].n + FA_BQ(W) - 1) / FA_BQ(W);
     const dim3 grid((unsigned)tiles, (unsigned)n_head);

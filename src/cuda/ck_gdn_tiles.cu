@@ -303,52 +303,6 @@ __global__ void __launch_bounds__(SCAN_COLS * SCAN_Y)
  * columns g) fall in 32 different banks */
 #define MMA_SS (MMA_COLS + 8)
 
-/* An A fragment (16 x 8) in TF32 parts: A[r][k] at a[r ar + k ak] (ar = 1: a transposed) */
-struct tf32_a {
-    unsigned hi[4], lo[4];
-};
-__device__ __forceinline__ tf32_a load_a(const float *a, int64_t ar, int64_t ak, int g, int t) {
-    tf32_a f;
-    ck_tf32_split(a[g * ar + t * ak], &f.hi[0], &f.lo[0]);
-    ck_tf32_split(a[(g + 8) * ar + t * ak], &f.hi[1], &f.lo[1]);
-    ck_tf32_split(a[g * ar + (t + 4) * ak], &f.hi[2], &f.lo[2]);
-    ck_tf32_split(a[(g + 8) * ar + (t + 4) * ak], &f.hi[3], &f.lo[3]);
-    return f;
-}
-/* A B fragment (8 x 8): B[k][n] at b[k ldb + n] */
-struct tf32_b {
-    unsigned hi[2], lo[2];
-};
-__device__ __forceinline__ tf32_b load_b(const float *b, int64_t ldb, int g, int t) {
-    tf32_b f;
-    ck_tf32_split(b[t * ldb + g], &f.hi[0], &f.lo[0]);
-    ck_tf32_split(b[(t + 4) * ldb + g], &f.hi[1], &f.lo[1]);
-    return f;
-}
-/* C += A B: the high parts' products into c, the cross terms into e (c + e at the end) */
-__device__ __forceinline__ void mma3(float c[4], float e[4], const tf32_a &a, const tf32_b &b) {
-    mma_1688_tf32(e, a.lo, b.hi);
-    mma_1688_tf32(e, a.hi, b.lo);
-    mma_1688_tf32(c, a.hi, b.hi);
-}
-
-/* The (16 x 8) tile at row r0, column c0 of A B, A (16 x 8 kn) with A[r][k] at
- * a[(r0 + r) ar + k ak] and B (8 kn x 8) with B[k][n] at b[k ldb + c0 + n], into this lane's
- * c (rows g, g + 8; columns 2 t, 2 t + 1, as mma_1688_tf32's C), added to what c holds */
-__device__ __forceinline__ void tile_product(float c[4], const float *a, int64_t ar, int64_t ak, int r0,
-                                             const float *b, int64_t ldb, int c0, int64_t kn, int g, int t) {
-    float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t kk = 0; kk < kn; kk++)
-        mma3(c, e, load_a(a + r0 * ar + 8 * kk * ak, ar, ak, g, t), load_b(b + 8 * kk * ldb + c0, ldb, g, t));
-#pragma unroll
-    for (int i = 0; i < 4; i++) c[i] += e[i];
-}
-
-/* Elements (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1) of the tile at (r0, c0) of rows ld apart */
-__device__ __forceinline__ float &frag_at(float *m, int64_t ld, int r0, int c0, int i, int g, int t) {
-    return m[(r0 + g + (i >= 2 ? 8 : 0)) * ld + c0 + 2 * t + (i & 1)];
-}
-
 /* The block's columns of the state after row r of the tile, e^{G_r} S0 + K^T W with
  * W[t] = e^{G_r - G_t} U[t] for t <= r (0 after), each element passed to put(i, c, value):
  * W made by the block, then each warp takes 16 x 8 tiles of the d_k x MMA_COLS result in turn */
@@ -367,10 +321,10 @@ __device__ __forceinline__ void tile_state_mma(float *S, const float *K, int64_t
         const int r0 = (int)(f / (MMA_COLS / 8)) * 16, c0 = (int)(f % (MMA_COLS / 8)) * 8;
         float s[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) s[i] = el * frag_at(S, MMA_SS, r0, c0, i, g, t);
-        tile_product(s, K, 1, ks, r0, W, MMA_SS, c0, TILE / 8, g, t); /* K^T: A[i][t] = K[t][i] */
+        for (int i = 0; i < 4; i++) s[i] = el * ck_frag_at(S, MMA_SS, r0, c0, i, g, t);
+        ck_tile_product(s, K, 1, ks, r0, W, MMA_SS, 1, c0, TILE / 8, g, t); /* K^T: A[i][t] = K[t][i] */
 #pragma unroll
-        for (int i = 0; i < 4; i++) put(r0 + g + (i >= 2 ? 8 : 0), c0 + 2 * t + (i & 1), s[i]);
+        for (int i = 0; i < 4; i++) put(ck_frag_row(r0, i, g), ck_frag_col(c0, i, t), s[i]);
     }
 }
 
@@ -400,13 +354,8 @@ __global__ void __launch_bounds__(32 * MMA_WARPS)
     const tile_src src = {qkv, qkv_s, kh, h, d_k, d_v, key_dim, scale};
     const int64_t j0 = (int64_t)blockIdx.z * MMA_COLS, slot_floats = n_v * d_k * d_v;
     const int cols = d_v - j0 < MMA_COLS ? (int)(d_v - j0) : MMA_COLS; /* the live ones */
-    {
-        const float *head = state + (int64_t)run.slot_in * slot_floats + h * d_k * d_v;
-        for (int64_t e = tid; e < d_k * MMA_COLS; e += nthr) {
-            const int64_t i = e / MMA_COLS, c = e % MMA_COLS;
-            S[i * MMA_SS + c] = c < cols ? head[i * d_v + j0 + c] : 0.0f;
-        }
-    }
+    slice_in(S, MMA_SS, state + (int64_t)run.slot_in * slot_floats + h * d_k * d_v + j0, d_v, d_k, MMA_COLS, cols, tid,
+             nthr);
     const int mr = 16 * (w >> 1), mc = 8 * (w & 1); /* this warp's tile of the tile's products */
     int32_t ck = run.ck;
     const int32_t ck_end = run.ck + run.n_ck;
@@ -422,29 +371,29 @@ __global__ void __launch_bounds__(32 * MMA_WARPS)
         {
             float kE[4] = {0.0f, 0.0f, 0.0f, 0.0f}, qE[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             for (int64_t kk = 0; kk < d_k / 8; kk++) { /* K S0 and Qs S0: one B fragment of S0 for both */
-                const tf32_b b = load_b(S + 8 * kk * MMA_SS + mc, MMA_SS, g, t);
-                mma3(kS, kE, load_a(K + mr * ks + 8 * kk, ks, 1, g, t), b);
-                mma3(qS, qE, load_a(Q + mr * ks + 8 * kk, ks, 1, g, t), b);
+                const ck_tf32_b b = ck_load_b(S + 8 * kk * MMA_SS + mc, MMA_SS, 1, g, t);
+                ck_mma3(kS, kE, ck_load_a(K + mr * ks + 8 * kk, ks, 1, g, t), b);
+                ck_mma3(qS, qE, ck_load_a(Q + mr * ks + 8 * kk, ks, 1, g, t), b);
             }
 #pragma unroll
             for (int i = 0; i < 4; i++) kS[i] += kE[i], qS[i] += qE[i];
         }
 #pragma unroll
         for (int i = 0; i < 4; i++) /* rows past the tile's: zero keys and values, X stays 0 */
-            frag_at(X, MMA_SS, mr, mc, i, g, t) -= expf(G[mr + g + (i >= 2 ? 8 : 0)]) * kS[i];
+            ck_frag_at(X, MMA_SS, mr, mc, i, g, t) -= expf(G[ck_frag_row(mr, i, g)]) * kS[i];
         __syncthreads();
         float u[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        tile_product(u, T, TILE_STRIDE, 1, mr, X, MMA_SS, mc, TILE / 8, g, t); /* U = T X */
+        ck_tile_product(u, T, TILE_STRIDE, 1, mr, X, MMA_SS, 1, mc, TILE / 8, g, t); /* U = T X */
 #pragma unroll
-        for (int i = 0; i < 4; i++) frag_at(U, MMA_SS, mr, mc, i, g, t) = u[i];
+        for (int i = 0; i < 4; i++) ck_frag_at(U, MMA_SS, mr, mc, i, g, t) = u[i];
         __syncthreads();
         float out[4]; /* O = e^G Qs S0 + P U */
 #pragma unroll
-        for (int i = 0; i < 4; i++) out[i] = expf(G[mr + g + (i >= 2 ? 8 : 0)]) * qS[i];
-        tile_product(out, P, TILE_STRIDE, 1, mr, U, MMA_SS, mc, TILE / 8, g, t);
+        for (int i = 0; i < 4; i++) out[i] = expf(G[ck_frag_row(mr, i, g)]) * qS[i];
+        ck_tile_product(out, P, TILE_STRIDE, 1, mr, U, MMA_SS, 1, mc, TILE / 8, g, t);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const int r = mr + g + (i >= 2 ? 8 : 0), c = mc + 2 * t + (i & 1);
+            const int r = ck_frag_row(mr, i, g), c = ck_frag_col(mc, i, t);
             if (r < nc && c < cols) o[(row0 + r) * n_v * d_v + h * d_v + j0 + c] = out[i];
         }
         for (; ck < ck_end && ckpts[2 * ck] < t0 + nc; ck++) { /* the tile's prefix-cache checkpoints */
@@ -458,20 +407,9 @@ __global__ void __launch_bounds__(32 * MMA_WARPS)
     }
     if (run.slot_out >= 0) {
         __syncthreads();
-        float *head = state + (int64_t)run.slot_out * slot_floats + h * d_k * d_v + j0;
-        for (int64_t e = tid; e < d_k * MMA_COLS; e += nthr) {
-            const int64_t i = e / MMA_COLS, c = e % MMA_COLS;
-            if (c < cols) head[i * d_v + c] = S[i * MMA_SS + c];
-        }
+        slice_out(S, MMA_SS, state + (int64_t)run.slot_out * slot_floats + h * d_k * d_v + j0, d_v, d_k, MMA_COLS, cols,
+                  tid, nthr);
     }
-}
-
-/* Lets kernel fn have `bytes` of dynamic shared memory; false where the device has fewer */
-bool allow_shared(const void *fn, size_t bytes) {
-    if (bytes <= 48 * 1024) return true;
-    if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) == cudaSuccess) return true;
-    cudaGetLastError(); /* not a sticky error */
-    return false;
 }
 
 } // namespace
@@ -492,9 +430,9 @@ extern "C" int ck_gdn_chunked(const ck_run *runs, int64_t n_runs, int64_t n, con
         (size_t)(cols * ks + 2 * TILE * ks + 2 * TILE * cols + 2 * TILE * TILE_STRIDE + TILE) * sizeof(float);
     const size_t mma_shm =
         (size_t)(d_k * MMA_SS + 2 * TILE * ks + 3 * TILE * MMA_SS + 2 * TILE * TILE_STRIDE + TILE) * sizeof(float);
-    const bool mma = tensor_cores && d_k % 16 == 0 && allow_shared((const void *)gdn_tile_scan_mma_kernel, mma_shm);
-    if (!allow_shared((const void *)gdn_tile_prep_kernel, prep_shm) ||
-        (!mma && !allow_shared((const void *)gdn_tile_scan_kernel, scan_shm)))
+    const bool mma = tensor_cores && d_k % 16 == 0 && ck_allow_shared((const void *)gdn_tile_scan_mma_kernel, mma_shm);
+    if (!ck_allow_shared((const void *)gdn_tile_prep_kernel, prep_shm) ||
+        (!mma && !ck_allow_shared((const void *)gdn_tile_scan_kernel, scan_shm)))
         return 0;
     cudaStream_t st = (cudaStream_t)stream;
     if (tiles > 0)

@@ -106,6 +106,60 @@ __device__ __forceinline__ void ck_tf32_split(float x, unsigned *hi, unsigned *l
     *lo = ck_tf32(x - __uint_as_float(*hi));
 }
 
+/* Products of f32 matrices in shared memory through mma_1688_tf32 in three parts: a
+ * warp's 16 x 8 tile of A B at a time (ck_tile_product), each lane holding its c[4] as
+ * mma_1688_tf32's C. */
+
+/* An A fragment (16 x 8) in TF32 parts: A[r][k] at a[r ar + k ak] (ar = 1: a transposed) */
+struct ck_tf32_a {
+    unsigned hi[4], lo[4];
+};
+__device__ __forceinline__ ck_tf32_a ck_load_a(const float *a, int64_t ar, int64_t ak, int g, int t) {
+    ck_tf32_a f;
+    ck_tf32_split(a[g * ar + t * ak], &f.hi[0], &f.lo[0]);
+    ck_tf32_split(a[(g + 8) * ar + t * ak], &f.hi[1], &f.lo[1]);
+    ck_tf32_split(a[g * ar + (t + 4) * ak], &f.hi[2], &f.lo[2]);
+    ck_tf32_split(a[(g + 8) * ar + (t + 4) * ak], &f.hi[3], &f.lo[3]);
+    return f;
+}
+/* A B fragment (8 x 8): B[k][n] at b[k bk + n bn] */
+struct ck_tf32_b {
+    unsigned hi[2], lo[2];
+};
+__device__ __forceinline__ ck_tf32_b ck_load_b(const float *b, int64_t bk, int64_t bn, int g, int t) {
+    ck_tf32_b f;
+    ck_tf32_split(b[t * bk + g * bn], &f.hi[0], &f.lo[0]);
+    ck_tf32_split(b[(t + 4) * bk + g * bn], &f.hi[1], &f.lo[1]);
+    return f;
+}
+/* C += A B: the high parts' products into c, the cross terms into e (c + e at the end) */
+__device__ __forceinline__ void ck_mma3(float c[4], float e[4], const ck_tf32_a &a, const ck_tf32_b &b) {
+    mma_1688_tf32(e, a.lo, b.hi);
+    mma_1688_tf32(e, a.hi, b.lo);
+    mma_1688_tf32(c, a.hi, b.hi);
+}
+
+/* c += the (16 x 8) tile at row r0, column c0 of A B: A (16 x 8 kn) with A[r][k] at
+ * a[(r0 + r) ar + k ak], B (8 kn x 8) with B[k][n] at b[k bk + (c0 + n) bn] */
+__device__ __forceinline__ void ck_tile_product(float c[4], const float *a, int64_t ar, int64_t ak, int r0,
+                                                const float *b, int64_t bk, int64_t bn, int c0, int64_t kn, int g,
+                                                int t) {
+    float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t kk = 0; kk < kn; kk++)
+        ck_mma3(c, e, ck_load_a(a + r0 * ar + 8 * kk * ak, ar, ak, g, t),
+                ck_load_b(b + 8 * kk * bk + c0 * bn, bk, bn, g, t));
+#pragma unroll
+    for (int i = 0; i < 4; i++) c[i] += e[i];
+}
+
+/* Element i of a lane's c: (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1) of the tile at
+ * (r0, c0) of a matrix of rows ld apart */
+__device__ __forceinline__ int ck_frag_row(int r0, int i, int g) { return r0 + g + (i >= 2 ? 8 : 0); }
+__device__ __forceinline__ int ck_frag_col(int c0, int i, int t) { return c0 + 2 * t + (i & 1); }
+__device__ __forceinline__ float &ck_frag_at(float *m, int64_t ld, int r0, int c0, int i, int g, int t) {
+    return m[ck_frag_row(r0, i, g) * ld + ck_frag_col(c0, i, t)];
+}
+
 /* The 8-bit integer products (PTX's mma.sync.aligned.m16n8k32 and m16n8k16
  * .row.col.s32.s8.s8.s32): a register of A or B holds four s8, the lowest index in the
  * low byte; C is as above, in s32.

@@ -36,8 +36,8 @@ struct cuda_backend {
     bool graphs;         /* decode steps as CUDA graphs (EDDY_CUDA_GRAPHS=0: off; off after a failure) */
     bool chunked;        /* the scans in tiles or chunks for steps with a run of CK_SCAN_CHUNK rows or more
                           * (EDDY_CUDA_CHUNKED=0: row by row always) */
-    bool scan_mma;       /* the delta rule's tiles multiply on the tensor cores, TF32 in three parts
-                          * (EDDY_CUDA_SCAN_MMA=0: on the CUDA cores) */
+    bool scan_mma;       /* the delta rule's tiles and Mamba-2's chunks multiply on the tensor cores,
+                          * TF32 in three parts (EDDY_CUDA_SCAN_MMA=0: on the CUDA cores) */
     bool flash;          /* a prefill's attention on the tensor cores where ck_attention_prefill_mma
                           * can (EDDY_CUDA_FLASH=0: FP32 tiles always) */
     bool fused;          /* decode steps' fused kernels (EDDY_CUDA_FUSED=0: the kernels they fuse) */

@@ -685,7 +685,7 @@ static void layer_mamba2(engine *c, cuda_backend *g, const model_layer *l, int64
         if (!(g->chunked && g->longest_run >= CK_SCAN_CHUNK &&
               ck_mamba2_chunked(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, CD, g->mb_in + DI + CD, IN,
                                 g->gdn_o, sp->rec[il], H, DI / H, hp->ssm_n_group, hp->ssm_d_state, f32(&l->ssm_a),
-                                f32(&l->ssm_dt_bias), f32(&l->ssm_d), g->stream)))
+                                f32(&l->ssm_dt_bias), f32(&l->ssm_d), g->scan_mma, g->stream)))
             ck_mamba2(g->step.runs, g->n_runs, g->d_plan + g->o_ckpt, g->gdn_qkv, CD, g->mb_in + DI + CD, IN, g->gdn_o,
                       sp->rec[il], H, DI / H, hp->ssm_n_group, hp->ssm_d_state, f32(&l->ssm_a), f32(&l->ssm_dt_bias),
                       f32(&l->ssm_d), g->stream);

@@ -1318,10 +1318,10 @@ TEST(cuda_attention_matches_ref) {
 }
 
 /* Runs of 1, 6, 1 and 3 rows, or (long) of 1, 45, 3 and 20 with a checkpoint after row 20
- * of the second (to slot 8): the row-by-row kernel or the chunked one; single: the second
- * run alone. */
+ * of the second (to slot 8): the row-by-row kernel (chunked 0) or the chunked one on the
+ * CUDA cores (1) or the tensor cores (2); single: the second run alone. */
 static void mamba2_case(test_rng *r, int64_t H, int64_t P, int64_t G, int64_t N, bool with_d, bool verify,
-                        bool chunked, bool longer, bool single) {
+                        int chunked, bool longer, bool single) {
     const int64_t lens[] = {1, 6, 1, 3}, pos0[] = {0, 0, 4, 2}, long_lens[] = {1, 45, 3, 20};
     step_fixture f;
     const int skip = single ? 1 : 0; /* single: the second run alone */
@@ -1340,7 +1340,7 @@ static void mamba2_case(test_rng *r, int64_t H, int64_t P, int64_t G, int64_t N,
     float *dy = dev(NULL, (size_t)(n * DI) * 4);
     if (chunked)
         CHECK(ck_mamba2_chunked(f.d.runs, f.n_runs, dck, dx, CD, ddt, H, dy, ds, H, P, G, N, dA, db, with_d ? dD : NULL,
-                                NULL));
+                                chunked == 2, NULL));
     else ck_mamba2(f.d.runs, f.n_runs, dck, dx, CD, ddt, H, dy, ds, H, P, G, N, dA, db, with_d ? dD : NULL, NULL);
     float *y = malloc((size_t)(n * DI) * 4), *yr = malloc((size_t)(n * DI) * 4);
     float *st = malloc((size_t)(n_slots * sf) * 4), *sref = malloc((size_t)(n_slots * sf) * 4);
@@ -1379,7 +1379,7 @@ static void mamba2_case(test_rng *r, int64_t H, int64_t P, int64_t G, int64_t N,
 
 TEST(cuda_mamba2_matches_scan_ref) {
     test_rng r = test_rng_new();
-    for (int chunked = 0; chunked < 2; chunked++)
+    for (int chunked = 0; chunked < 3; chunked++)
         for (int longer = 0; longer < 2; longer++) {
             mamba2_case(&r, 8, 16, 2, 16, true, false, chunked, longer, false);
             /* two column blocks, the last partial */

@@ -1,6 +1,6 @@
 /*
- * bench_kernels.c — the CUDA kernels of a decode step, one at a time, and the delta rule of
- * a prefill, at the device check's 4B-parameter-shaped Qwen3.5 (hidden 2560, FFN 9216, 32
+ * bench_kernels.c — the CUDA kernels of a decode step, one at a time, and the delta rule (and
+ * a Mamba-2 layer) of a prefill, at the device check's 4B-parameter-shaped Qwen3.5 (hidden 2560, FFN 9216, 32
  * Gated DeltaNet value heads of 128 x 128, 16 attention heads of 256, vocabulary 151936),
  * against the device's own read bandwidth measured in the same run. What a step's profile cannot say: each
  * kernel's time at the GPU's real clocks, alone and back to back, and what each variant
@@ -325,6 +325,45 @@ static void bench_prefill(int64_t n, cudaStream_t st) {
     cudaFree(d->ckpts), cudaFree(a.work);
 }
 
+/* ==== A Mamba-2 layer's prefill: chunks (tensor cores, CUDA cores) against the row-by-row scan ==== */
+
+/* Nemotron-H 8B's mixer: 128 heads of 64, 8 groups, state 128 */
+enum { M2_H = 128, M2_P = 64, M2_G = 8, M2_N = 128 };
+
+typedef struct {
+    const ck_run *runs;
+    const int32_t *ckpts;
+    float *xbc, *dt, *y, *state, *A, *bias, *D;
+    int how; /* 0: row by row; 1: chunks on the CUDA cores; 2: on the tensor cores */
+} mamba2_arg;
+static void run_mamba2(void *p, cudaStream_t st) {
+    const mamba2_arg *a = p;
+    const int64_t CD = M2_H * M2_P + 2 * M2_G * M2_N;
+    if (!a->how)
+        ck_mamba2(a->runs, 1, a->ckpts, a->xbc, CD, a->dt, M2_H, a->y, a->state, M2_H, M2_P, M2_G, M2_N, a->A, a->bias,
+                  a->D, st);
+    else if (!ck_mamba2_chunked(a->runs, 1, a->ckpts, a->xbc, CD, a->dt, M2_H, a->y, a->state, M2_H, M2_P, M2_G, M2_N,
+                                a->A, a->bias, a->D, a->how == 2, st))
+        die("ck_mamba2_chunked refused the shape");
+}
+
+static void bench_mamba2_prefill(int64_t n, cudaStream_t st) {
+    const int64_t CD = M2_H * M2_P + 2 * M2_G * M2_N;
+    const ck_run run = {0, (int32_t)n, 0, 0, 0, 0, 0};
+    ck_run *druns = dev_alloc(sizeof run);
+    cudaMemcpy(druns, &run, sizeof run, cudaMemcpyHostToDevice);
+    mamba2_arg a = {druns, dev_alloc(8), rand_floats(n * CD), rand_floats(n * M2_H), NULL,
+                    rand_floats(M2_H * M2_N * M2_P), rand_floats(M2_H), rand_floats(M2_H), rand_floats(M2_H), 0};
+    a.y = dev_alloc((size_t)(n * M2_H * M2_P) * 4);
+    double us[3];
+    for (int how = 2; how >= 0; how--) a.how = how, us[how] = time_us(run_mamba2, &a, st, 0);
+    printf("mamba2 prefill, %5lld rows            %8.1f us in chunks on tensor cores  %8.1f on CUDA cores  %8.1f row "
+           "by row  (%.1fx, %.1fx)\n",
+           (long long)n, us[2], us[1], us[0], us[1] / us[2], us[0] / us[2]);
+    cudaFree(druns), cudaFree((void *)a.ckpts), cudaFree(a.xbc), cudaFree(a.dt), cudaFree(a.y), cudaFree(a.state);
+    cudaFree(a.A), cudaFree(a.bias), cudaFree(a.D);
+}
+
 /* ==== Decode attention over a long context: the heads of a KV head in one block, or one at a time ==== */
 
 typedef struct {
@@ -450,6 +489,8 @@ int main(int argc, char **argv) {
     for (int64_t ctx = 2048; ctx <= 32768; ctx *= 4) bench_attention(ctx / div_rows > 1 ? ctx / div_rows : 1, copy_gbs, st);
     printf("== a Gated DeltaNet layer's prefill (one sequence, 32 heads of 128 x 128)\n");
     for (int64_t n = 512; n <= 2048; n *= 4) bench_prefill(n / div_rows > 1 ? n / div_rows : 1, st);
+    printf("== a Mamba-2 layer's prefill (one sequence, Nemotron-H 8B's: 128 heads of 64, 8 groups, state 128)\n");
+    bench_mamba2_prefill(2048 / div_rows > 1 ? 2048 / div_rows : 1, st);
     printf("== a mixture of experts' routed experts: routing, gate/up, SwiGLU, down, weighted sum\n");
     static const int64_t moe_toks[] = {1, 8, 32};
     for (size_t i = 0; i < sizeof moe_toks / sizeof moe_toks[0]; i++) bench_moe(moe_toks[i], 0, copy_gbs, st);
