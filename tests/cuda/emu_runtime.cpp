@@ -330,6 +330,8 @@ void emu_run(const void *fn, const char *name, dim3 grid, dim3 block, size_t sha
     if (device_faulted()) return;
     launches_run++;
     running_kernel = name;
+    static FILE *trace = getenv("EDDY_EMU_TRACE") ? fopen(getenv("EDDY_EMU_TRACE"), "w") : nullptr;
+    if (trace) fprintf(trace, "%s\n", name), fflush(trace); /* each kernel run, by name */
     const size_t n = (size_t)block.x * block.y * block.z;
     /* CUDA's limits: a GPU refuses the launch beyond them */
     if (n == 0 || n > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 0x7fffffffu ||
