@@ -293,69 +293,51 @@ __global__ void __launch_bounds__(SCAN_COLS * SCAN_Y)
     }
 }
 
-/* The tensor cores' scan (gdn_tile_scan_mma_kernel): a block of MMA_WARPS warps per (run,
- * value head, MMA_COLS columns of the state). A tile's products with the state, and with T
- * and P, go as TF32 m16n8k8 products in three parts (ck_tf32_split), each warp one 16 x 8
- * output tile of the (TILE x MMA_COLS) ones and 16 x 8 tiles of the new state in turn. */
-#define MMA_COLS 16
-#define MMA_WARPS 4
-/* rows of the state slice, X, U and W: 24 floats, so a B fragment's 32 loads (rows t,
- * columns g) fall in 32 different banks */
-#define MMA_SS (MMA_COLS + 8)
-
-/* The block's columns of the state after row r of the tile, e^{G_r} S0 + K^T W with
- * W[t] = e^{G_r - G_t} U[t] for t <= r (0 after), each element passed to put(i, c, value):
- * W made by the block, then each warp takes 16 x 8 tiles of the d_k x MMA_COLS result in turn */
+/* The tensor cores' scan's columns of the state after row r of the tile, e^{G_r} S0 + K^T W
+ * with W[t] = e^{G_r - G_t} U[t] for t <= r (0 after), each element passed to put(i, c,
+ * value): W made by the block, then ck_scan_state's 16 x 8 tiles, a warp's in turn */
 template <typename F>
-__device__ __forceinline__ void tile_state_mma(float *S, const float *K, int64_t ks, const float *U, float *W,
+__device__ __forceinline__ void tile_state_mma(const float *S, const float *K, int64_t ks, const float *U, float *W,
                                                const float *G, int r, int64_t d_k, int tid, F put) {
     __syncthreads(); /* U written; a W before read by all */
-    for (int e = tid; e < TILE * MMA_COLS; e += 32 * MMA_WARPS) {
-        const int t = e / MMA_COLS, c = e % MMA_COLS;
-        W[t * MMA_SS + c] = t <= r ? expf(G[r] - G[t]) * U[t * MMA_SS + c] : 0.0f;
+    for (int e = tid; e < TILE * CK_SCAN_COLS; e += 32 * CK_SCAN_WARPS) {
+        const int t = e / CK_SCAN_COLS, c = e % CK_SCAN_COLS;
+        W[t * CK_SCAN_SS + c] = t <= r ? expf(G[r] - G[t]) * U[t * CK_SCAN_SS + c] : 0.0f;
     }
     __syncthreads();
-    const int lane = tid & 31, g = lane >> 2, t = lane & 3;
-    const float el = expf(G[r]);
-    for (int64_t f = tid >> 5; f < d_k / 16 * (MMA_COLS / 8); f += MMA_WARPS) { /* the same for a whole warp */
-        const int r0 = (int)(f / (MMA_COLS / 8)) * 16, c0 = (int)(f % (MMA_COLS / 8)) * 8;
-        float s[4];
-#pragma unroll
-        for (int i = 0; i < 4; i++) s[i] = el * ck_frag_at(S, MMA_SS, r0, c0, i, g, t);
-        ck_tile_product(s, K, 1, ks, r0, W, MMA_SS, 1, c0, TILE / 8, g, t); /* K^T: A[i][t] = K[t][i] */
-#pragma unroll
-        for (int i = 0; i < 4; i++) put(ck_frag_row(r0, i, g), ck_frag_col(c0, i, t), s[i]);
-    }
+    ck_scan_state(S, d_k, expf(G[r]), K, ks, W, TILE / 8, tid >> 5, (tid & 31) >> 2, tid & 3, put);
 }
 
-/* gdn_tile_scan_kernel's work on the tensor cores: one block of MMA_WARPS warps per (run,
- * value head, MMA_COLS columns of the state); warp w owns the (16 x 8) tile at rows
- * 16 (w / 2), columns 8 (w % 2) of each tile's K S0, Qs S0, U and O. d_k: a multiple of 16. */
-__global__ void __launch_bounds__(32 * MMA_WARPS)
+/* gdn_tile_scan_kernel's work on the tensor cores: one block of CK_SCAN_WARPS warps per (run,
+ * value head, CK_SCAN_COLS columns of the state); warp w owns the (16 x 8) tile at rows
+ * 16 (w / 2), columns 8 (w % 2) of each tile's K S0, Qs S0, U and O, each a TF32 m16n8k8
+ * product in three parts (ck_tile_product). d_k: a multiple of 16. */
+__global__ void __launch_bounds__(32 * CK_SCAN_WARPS)
     gdn_tile_scan_mma_kernel(const ck_run *runs, const int32_t *ckpts, const float *qkv, int64_t qkv_s,
                              const float *work, float *o, float *state, int64_t n_k, int64_t n_v, int64_t d_k,
                              int64_t d_v, int head_map, float scale) {
     ck_pdl_entry();
     CK_DYNAMIC_SHARED(float, sm);
-    const int tid = threadIdx.x, nthr = 32 * MMA_WARPS, w = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
+    const int tid = threadIdx.x, nthr = 32 * CK_SCAN_WARPS, w = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
     const int64_t ks = CHUNK_STRIDE(d_k);
-    float *S = sm;                     /* (d_k, MMA_SS) the block's columns of the state */
-    float *K = S + d_k * MMA_SS;       /* (TILE, ks) the tile's keys */
+    float *S = sm;                     /* (d_k, CK_SCAN_SS) the block's columns of the state */
+    float *K = S + d_k * CK_SCAN_SS;   /* (TILE, ks) the tile's keys */
     float *Q = K + TILE * ks;          /* (TILE, ks) its scaled queries */
-    float *X = Q + TILE * ks;          /* (TILE, MMA_SS) V, then V - e^G (K S0) */
-    float *U = X + TILE * MMA_SS;      /* (TILE, MMA_SS) the corrections */
-    float *W = U + TILE * MMA_SS;      /* (TILE, MMA_SS) the corrections weighted for a state */
-    float *T = W + TILE * MMA_SS;      /* (TILE, TILE_STRIDE) */
+    float *X = Q + TILE * ks;          /* (TILE, CK_SCAN_SS) V, then V - e^G (K S0) */
+    float *U = X + TILE * CK_SCAN_SS;  /* (TILE, CK_SCAN_SS) the corrections */
+    float *W = U + TILE * CK_SCAN_SS;  /* (TILE, CK_SCAN_SS) the corrections weighted for a state */
+    float *T = W + TILE * CK_SCAN_SS;  /* (TILE, TILE_STRIDE) */
     float *P = T + TILE * TILE_STRIDE; /* (TILE, TILE_STRIDE) */
     float *G = P + TILE * TILE_STRIDE; /* (TILE) */
     const ck_run run = runs[blockIdx.x];
     const int64_t first = tiles_before(runs, blockIdx.x);
     const int64_t h = blockIdx.y, kh = ck_key_head(h, n_k, n_v, head_map), key_dim = n_k * d_k;
     const tile_src src = {qkv, qkv_s, kh, h, d_k, d_v, key_dim, scale};
-    const int64_t j0 = (int64_t)blockIdx.z * MMA_COLS, slot_floats = n_v * d_k * d_v;
-    const int cols = d_v - j0 < MMA_COLS ? (int)(d_v - j0) : MMA_COLS; /* the live ones */
-    slice_in(S, MMA_SS, state + (int64_t)run.slot_in * slot_floats + h * d_k * d_v + j0, d_v, d_k, MMA_COLS, cols, tid,
-             nthr);
+    const int64_t j0 = (int64_t)blockIdx.z * CK_SCAN_COLS, slot_floats = n_v * d_k * d_v;
+    const int cols = d_v - j0 < CK_SCAN_COLS ? (int)(d_v - j0) : CK_SCAN_COLS; /* the live ones */
+    /* the block's columns of slot k's head */
+    const auto slice_of = [&](int64_t k) { return state + k * slot_floats + h * d_k * d_v + j0; };
+    slice_in(S, CK_SCAN_SS, slice_of(run.slot_in), d_v, d_k, CK_SCAN_COLS, cols, tid, nthr);
     const int mr = 16 * (w >> 1), mc = 8 * (w & 1); /* this warp's tile of the tile's products */
     int32_t ck = run.ck;
     const int32_t ck_end = run.ck + run.n_ck;
@@ -365,13 +347,13 @@ __global__ void __launch_bounds__(32 * MMA_WARPS)
         const int64_t row0 = run.row0 + t0;
         __syncthreads(); /* the last tile's K, X, U, T and P read by all; S written */
         tile_inputs(src, work + ((first + tile) * n_v + h) * CK_GDN_TILE_WORK, row0, nc, j0, K, Q, ks, T, P, X,
-                    MMA_COLS, MMA_SS, G, tid, nthr);
+                    CK_SCAN_COLS, CK_SCAN_SS, G, tid, nthr);
         __syncthreads();
         float kS[4] = {0.0f, 0.0f, 0.0f, 0.0f}, qS[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         {
             float kE[4] = {0.0f, 0.0f, 0.0f, 0.0f}, qE[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             for (int64_t kk = 0; kk < d_k / 8; kk++) { /* K S0 and Qs S0: one B fragment of S0 for both */
-                const ck_tf32_b b = ck_load_b(S + 8 * kk * MMA_SS + mc, MMA_SS, 1, g, t);
+                const ck_tf32_b b = ck_load_b(S + 8 * kk * CK_SCAN_SS + mc, CK_SCAN_SS, 1, g, t);
                 ck_mma3(kS, kE, ck_load_a(K + mr * ks + 8 * kk, ks, 1, g, t), b);
                 ck_mma3(qS, qE, ck_load_a(Q + mr * ks + 8 * kk, ks, 1, g, t), b);
             }
@@ -380,35 +362,35 @@ __global__ void __launch_bounds__(32 * MMA_WARPS)
         }
 #pragma unroll
         for (int i = 0; i < 4; i++) /* rows past the tile's: zero keys and values, X stays 0 */
-            ck_frag_at(X, MMA_SS, mr, mc, i, g, t) -= expf(G[ck_frag_row(mr, i, g)]) * kS[i];
+            ck_frag_at(X, CK_SCAN_SS, mr, mc, i, g, t) -= expf(G[ck_frag_row(mr, i, g)]) * kS[i];
         __syncthreads();
         float u[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        ck_tile_product(u, T, TILE_STRIDE, 1, mr, X, MMA_SS, 1, mc, TILE / 8, g, t); /* U = T X */
+        ck_tile_product(u, T, TILE_STRIDE, 1, mr, X, CK_SCAN_SS, 1, mc, TILE / 8, g, t); /* U = T X */
 #pragma unroll
-        for (int i = 0; i < 4; i++) ck_frag_at(U, MMA_SS, mr, mc, i, g, t) = u[i];
+        for (int i = 0; i < 4; i++) ck_frag_at(U, CK_SCAN_SS, mr, mc, i, g, t) = u[i];
         __syncthreads();
         float out[4]; /* O = e^G Qs S0 + P U */
 #pragma unroll
         for (int i = 0; i < 4; i++) out[i] = expf(G[ck_frag_row(mr, i, g)]) * qS[i];
-        ck_tile_product(out, P, TILE_STRIDE, 1, mr, U, MMA_SS, 1, mc, TILE / 8, g, t);
+        ck_tile_product(out, P, TILE_STRIDE, 1, mr, U, CK_SCAN_SS, 1, mc, TILE / 8, g, t);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int r = ck_frag_row(mr, i, g), c = ck_frag_col(mc, i, t);
             if (r < nc && c < cols) o[(row0 + r) * n_v * d_v + h * d_v + j0 + c] = out[i];
         }
         for (; ck < ck_end && ckpts[2 * ck] < t0 + nc; ck++) { /* the tile's prefix-cache checkpoints */
-            float *head = state + (int64_t)ckpts[2 * ck + 1] * slot_floats + h * d_k * d_v + j0;
+            float *head = slice_of(ckpts[2 * ck + 1]);
             tile_state_mma(S, K, ks, U, W, G, ckpts[2 * ck] - t0, d_k, tid, [&](int64_t i, int c, float v) {
                 if (c < cols) head[i * d_v + c] = v;
             });
         }
         /* the state after the tile: each lane rewrites only the elements it read */
-        tile_state_mma(S, K, ks, U, W, G, nc - 1, d_k, tid, [&](int64_t i, int c, float v) { S[i * MMA_SS + c] = v; });
+        tile_state_mma(S, K, ks, U, W, G, nc - 1, d_k, tid,
+                       [&](int64_t i, int c, float v) { S[i * CK_SCAN_SS + c] = v; });
     }
     if (run.slot_out >= 0) {
         __syncthreads();
-        slice_out(S, MMA_SS, state + (int64_t)run.slot_out * slot_floats + h * d_k * d_v + j0, d_v, d_k, MMA_COLS, cols,
-                  tid, nthr);
+        slice_out(S, CK_SCAN_SS, slice_of(run.slot_out), d_v, d_k, CK_SCAN_COLS, cols, tid, nthr);
     }
 }
 
@@ -429,7 +411,8 @@ extern "C" int ck_gdn_chunked(const ck_run *runs, int64_t n_runs, int64_t n, con
     const size_t scan_shm =
         (size_t)(cols * ks + 2 * TILE * ks + 2 * TILE * cols + 2 * TILE * TILE_STRIDE + TILE) * sizeof(float);
     const size_t mma_shm =
-        (size_t)(d_k * MMA_SS + 2 * TILE * ks + 3 * TILE * MMA_SS + 2 * TILE * TILE_STRIDE + TILE) * sizeof(float);
+        (size_t)(d_k * CK_SCAN_SS + 2 * TILE * ks + 3 * TILE * CK_SCAN_SS + 2 * TILE * TILE_STRIDE + TILE) *
+        sizeof(float);
     const bool mma = tensor_cores && d_k % 16 == 0 && ck_allow_shared((const void *)gdn_tile_scan_mma_kernel, mma_shm);
     if (!ck_allow_shared((const void *)gdn_tile_prep_kernel, prep_shm) ||
         (!mma && !ck_allow_shared((const void *)gdn_tile_scan_kernel, scan_shm)))
@@ -439,8 +422,8 @@ extern "C" int ck_gdn_chunked(const ck_run *runs, int64_t n_runs, int64_t n, con
         CK_LAUNCH(dim3((unsigned)tiles, (unsigned)n_v), PREP_THREADS, prep_shm, st, gdn_tile_prep_kernel)
         (runs, n_runs, qkv, qkv_s, g, beta, work, n_k, n_v, d_k, head_map, scale);
     if (mma) {
-        const dim3 grid((unsigned)n_runs, (unsigned)n_v, blocks_for(d_v, MMA_COLS));
-        CK_LAUNCH(grid, 32 * MMA_WARPS, mma_shm, st, gdn_tile_scan_mma_kernel)
+        const dim3 grid((unsigned)n_runs, (unsigned)n_v, blocks_for(d_v, CK_SCAN_COLS));
+        CK_LAUNCH(grid, 32 * CK_SCAN_WARPS, mma_shm, st, gdn_tile_scan_mma_kernel)
         (runs, ckpts, qkv, qkv_s, work, o, state, n_k, n_v, d_k, d_v, head_map, scale);
         return 1;
     }

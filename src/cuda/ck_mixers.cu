@@ -879,6 +879,21 @@ __global__ void __launch_bounds__(512)
         slice_store(S, cols, tx, n0, n1, state + run.slot_out * slot_floats + h * N * P, P, q);
 }
 
+/* A chunk's gates, for len rows (nc of them the chunk's, from dt_raw, rows dt_s apart;
+ * the rest zero): dt = softplus(dt_raw + bias), G_t = a dt_0 + ... + a dt_t, and
+ * wl_t = e^{G_last - G_t} dt_t with G_last that of the chunk's last row. One thread's work. */
+__device__ __forceinline__ void chunk_gates(const float *dt_raw, int64_t dt_s, int32_t nc, int len, float a,
+                                            float bias, float *dt, float *G, float *wl) {
+    float acc = 0.0f;
+    for (int t = 0; t < len; t++) {
+        const float v = t < nc ? dt_raw[t * dt_s] + bias : 0.0f;
+        dt[t] = t >= nc ? 0.0f : v > 20.0f ? v : log1pf(expf(v));
+        acc += dt[t] * a;
+        G[t] = acc;
+    }
+    for (int t = 0; t < len; t++) wl[t] = expf(G[nc - 1] - G[t]) * dt[t];
+}
+
 /* The same recurrence over chunks of up to C rows (the SSD form; a chunk's state S0 at its
  * start): with a_t = dt_t A, G_t = a_0 + ... + a_t within the chunk,
  *   y_t = e^{G_t} S0^T C_t + sum_{s <= t} e^{G_t - G_s} dt_s (C_t . B_s) x_s + D x_t
@@ -922,16 +937,7 @@ __global__ void __launch_bounds__(512, 2) /* two blocks of 32 x 16 threads an SM
             Cc[t * ns + n] = r[DI + G * N + g * N + n];
         }
         for (int t = ty; t < nc; t += R) X[t * cols + tx] = live ? xbc[(row0 + t) * xbc_s + h * P + q] : 0.0f;
-        if (tid == 0) {
-            float acc = 0.0f;
-            for (int t = 0; t < nc; t++) {
-                const float v = dt_raw[(row0 + t) * dt_s + h] + dt_bias[h];
-                dt[t] = v > 20.0f ? v : log1pf(expf(v));
-                acc += dt[t] * A[h];
-                Gc[t] = acc;
-            }
-            for (int t = 0; t < nc; t++) wl[t] = expf(Gc[nc - 1] - Gc[t]) * dt[t];
-        }
+        if (tid == 0) chunk_gates(dt_raw + row0 * dt_s + h, dt_s, nc, C, A[h], dt_bias[h], dt, Gc, wl);
         __syncthreads();
         for (int e = tid; e < nc * nc; e += nthr) {
             const int t = e / nc, s2 = e % nc;
@@ -973,8 +979,8 @@ __global__ void __launch_bounds__(512, 2) /* two blocks of 32 x 16 threads an SM
         slice_store(S, cols, tx, n0, n1, state + run.slot_out * slot_floats + h * N * P, P, q);
 }
 
-/* mamba2_chunk_kernel's work on the tensor cores: one block of SSD_WARPS warps per (run,
- * head, SSD_COLS columns of the head's P) and chunks of up to SSD_C rows (fewer at a
+/* mamba2_chunk_kernel's work on the tensor cores: one block of CK_SCAN_WARPS warps per (run,
+ * head, CK_SCAN_COLS columns of the head's P) and chunks of up to SSD_C rows (fewer at a
  * checkpoint or the run's end, zero rows after). With the chunk's B and C (rows of N) and
  * x (its columns), per chunk:
  *   CB[t][s] = e^{G_t - G_s} dt_s (C_t . B_s), s <= t      C B^T, 16 x 8 tiles in turn
@@ -983,38 +989,38 @@ __global__ void __launch_bounds__(512, 2) /* two blocks of 32 x 16 threads an SM
  * each a TF32 product in three parts (ck_tile_product: about f32's precision). N: a
  * multiple of 16. */
 #define SSD_C 32
-#define SSD_COLS 16
-#define SSD_WARPS 4
-#define SSD_SS (SSD_COLS + 8)        /* rows of the state slice, X and wl X: B loads in 32 banks */
 #define SSD_CBS CHUNK_STRIDE(SSD_C) /* rows of CB */
 
 size_t ssd_mma_shared(int64_t N) {
-    return (size_t)(N * SSD_SS + 2 * SSD_C * CHUNK_STRIDE(N) + SSD_C * SSD_CBS + 2 * SSD_C * SSD_SS + 3 * SSD_C) *
+    return (size_t)(N * CK_SCAN_SS + 2 * SSD_C * CHUNK_STRIDE(N) + SSD_C * SSD_CBS + 2 * SSD_C * CK_SCAN_SS +
+                    3 * SSD_C) *
            sizeof(float);
 }
 
-__global__ void __launch_bounds__(32 * SSD_WARPS)
+__global__ void __launch_bounds__(32 * CK_SCAN_WARPS)
     mamba2_chunk_mma_kernel(const ck_run *runs, const int32_t *ckpts, const float *xbc, int64_t xbc_s,
                             const float *dt_raw, int64_t dt_s, float *y, float *state, int64_t H, int64_t P, int64_t G,
                             int64_t N, const float *A, const float *dt_bias, const float *D) {
     ck_pdl_entry();
     CK_DYNAMIC_SHARED(float, sm);
-    const int tid = threadIdx.x, nthr = 32 * SSD_WARPS, w = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
+    const int tid = threadIdx.x, nthr = 32 * CK_SCAN_WARPS, w = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
     const int64_t ns = CHUNK_STRIDE(N);
-    float *S = sm;                    /* (N, SSD_SS) the block's columns of the state */
-    float *Bc = S + N * SSD_SS;       /* (SSD_C, ns) the chunk's B */
-    float *Cc = Bc + SSD_C * ns;      /* (SSD_C, ns) its C */
-    float *CB = Cc + SSD_C * ns;      /* (SSD_C, SSD_CBS) */
-    float *X = CB + SSD_C * SSD_CBS;  /* (SSD_C, SSD_SS) its x */
-    float *XW = X + SSD_C * SSD_SS;   /* (SSD_C, SSD_SS) wl x */
-    float *Gc = XW + SSD_C * SSD_SS;  /* (SSD_C) cumulative a */
+    float *S = sm;                       /* (N, CK_SCAN_SS) the block's columns of the state */
+    float *Bc = S + N * CK_SCAN_SS;      /* (SSD_C, ns) the chunk's B */
+    float *Cc = Bc + SSD_C * ns;         /* (SSD_C, ns) its C */
+    float *CB = Cc + SSD_C * ns;         /* (SSD_C, SSD_CBS) */
+    float *X = CB + SSD_C * SSD_CBS;     /* (SSD_C, CK_SCAN_SS) its x */
+    float *XW = X + SSD_C * CK_SCAN_SS;  /* (SSD_C, CK_SCAN_SS) wl x */
+    float *Gc = XW + SSD_C * CK_SCAN_SS; /* (SSD_C) cumulative a */
     float *dt = Gc + SSD_C, *wl = dt + SSD_C;
     const ck_run run = runs[blockIdx.x];
-    const int64_t h = blockIdx.y, grp = h / (H / G), j0 = (int64_t)blockIdx.z * SSD_COLS;
-    const int cols = P - j0 < SSD_COLS ? (int)(P - j0) : SSD_COLS; /* the live ones */
+    const int64_t h = blockIdx.y, grp = h / (H / G), j0 = (int64_t)blockIdx.z * CK_SCAN_COLS;
+    const int cols = P - j0 < CK_SCAN_COLS ? (int)(P - j0) : CK_SCAN_COLS; /* the live ones */
     const int64_t slot_floats = H * N * P, DI = H * P;
     const float Dh = D ? D[h] : 0.0f;
-    slice_in(S, SSD_SS, state + (int64_t)run.slot_in * slot_floats + h * N * P + j0, P, N, SSD_COLS, cols, tid, nthr);
+    /* the block's columns of slot k's head */
+    const auto slice_of = [&](int64_t k) { return state + k * slot_floats + h * N * P + j0; };
+    slice_in(S, CK_SCAN_SS, slice_of(run.slot_in), P, N, CK_SCAN_COLS, cols, tid, nthr);
     const int mr = 16 * (w >> 1), mc = 8 * (w & 1); /* this warp's tile of Y */
     int32_t ck = run.ck;
     for (int32_t t0 = 0; t0 < run.n;) {
@@ -1028,22 +1034,13 @@ __global__ void __launch_bounds__(32 * SSD_WARPS)
             Bc[r * ns + n] = r < nc ? src[0] : 0.0f;
             Cc[r * ns + n] = r < nc ? src[G * N] : 0.0f;
         }
-        for (int e = tid; e < SSD_C * SSD_COLS; e += nthr) {
-            const int r = e / SSD_COLS, c = e % SSD_COLS;
-            X[r * SSD_SS + c] = r < nc && c < cols ? xbc[(row0 + r) * xbc_s + h * P + j0 + c] : 0.0f;
+        for (int e = tid; e < SSD_C * CK_SCAN_COLS; e += nthr) {
+            const int r = e / CK_SCAN_COLS, c = e % CK_SCAN_COLS;
+            X[r * CK_SCAN_SS + c] = r < nc && c < cols ? xbc[(row0 + r) * xbc_s + h * P + j0 + c] : 0.0f;
         }
-        if (tid == 0) {
-            float acc = 0.0f;
-            for (int r = 0; r < SSD_C; r++) {
-                const float v = r < nc ? dt_raw[(row0 + r) * dt_s + h] + dt_bias[h] : 0.0f;
-                dt[r] = r >= nc ? 0.0f : v > 20.0f ? v : log1pf(expf(v));
-                acc += dt[r] * A[h];
-                Gc[r] = acc;
-            }
-            for (int r = 0; r < SSD_C; r++) wl[r] = expf(Gc[nc - 1] - Gc[r]) * dt[r];
-        }
+        if (tid == 0) chunk_gates(dt_raw + row0 * dt_s + h, dt_s, nc, SSD_C, A[h], dt_bias[h], dt, Gc, wl);
         __syncthreads();
-        for (int f = w; f < (SSD_C / 16) * (SSD_C / 8); f += SSD_WARPS) { /* CB: B[n][s] = Bc[s][n] */
+        for (int f = w; f < (SSD_C / 16) * (SSD_C / 8); f += CK_SCAN_WARPS) { /* CB: B[n][s] = Bc[s][n] */
             const int r0 = 16 * (f / (SSD_C / 8)), c0 = 8 * (f % (SSD_C / 8));
             float cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             ck_tile_product(cb, Cc, ns, 1, r0, Bc, 1, ns, c0, N / 8, g, t);
@@ -1053,43 +1050,33 @@ __global__ void __launch_bounds__(32 * SSD_WARPS)
                 CB[r * SSD_CBS + s2] = s2 <= r ? expf(Gc[r] - Gc[s2]) * dt[s2] * cb[i] : 0.0f;
             }
         }
-        for (int e = tid; e < SSD_C * SSD_COLS; e += nthr) {
-            const int r = e / SSD_COLS, c = e % SSD_COLS;
-            XW[r * SSD_SS + c] = wl[r] * X[r * SSD_SS + c];
+        for (int e = tid; e < SSD_C * CK_SCAN_COLS; e += nthr) {
+            const int r = e / CK_SCAN_COLS, c = e % CK_SCAN_COLS;
+            XW[r * CK_SCAN_SS + c] = wl[r] * X[r * CK_SCAN_SS + c];
         }
         float ys[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* e^G C S0 */
-        ck_tile_product(ys, Cc, ns, 1, mr, S, SSD_SS, 1, mc, N / 8, g, t);
+        ck_tile_product(ys, Cc, ns, 1, mr, S, CK_SCAN_SS, 1, mc, N / 8, g, t);
 #pragma unroll
         for (int i = 0; i < 4; i++) ys[i] *= expf(Gc[ck_frag_row(mr, i, g)]);
         __syncthreads();
-        ck_tile_product(ys, CB, SSD_CBS, 1, mr, X, SSD_SS, 1, mc, SSD_C / 8, g, t);
+        ck_tile_product(ys, CB, SSD_CBS, 1, mr, X, CK_SCAN_SS, 1, mc, SSD_C / 8, g, t);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int r = ck_frag_row(mr, i, g), c = ck_frag_col(mc, i, t);
-            if (r < nc && c < cols) y[(row0 + r) * DI + h * P + j0 + c] = ys[i] + Dh * X[r * SSD_SS + c];
+            if (r < nc && c < cols) y[(row0 + r) * DI + h * P + j0 + c] = ys[i] + Dh * X[r * CK_SCAN_SS + c];
         }
-        const float el = expf(Gc[nc - 1]);
-        for (int64_t f = w; f < N / 16 * (SSD_COLS / 8); f += SSD_WARPS) { /* each lane rewrites what it read */
-            const int r0 = (int)(f / (SSD_COLS / 8)) * 16, c0 = (int)(f % (SSD_COLS / 8)) * 8;
-            float sv[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++) sv[i] = el * ck_frag_at(S, SSD_SS, r0, c0, i, g, t);
-            ck_tile_product(sv, Bc, 1, ns, r0, XW, SSD_SS, 1, c0, SSD_C / 8, g, t); /* B^T: A[n][r] = Bc[r][n] */
-#pragma unroll
-            for (int i = 0; i < 4; i++) ck_frag_at(S, SSD_SS, r0, c0, i, g, t) = sv[i];
-        }
+        ck_scan_state(S, N, expf(Gc[nc - 1]), Bc, ns, XW, SSD_C / 8, w, g, t,
+                      [&](int64_t i, int c, float v) { S[i * CK_SCAN_SS + c] = v; });
         if (at_ck) {
             __syncthreads();
-            slice_out(S, SSD_SS, state + (int64_t)ckpts[2 * ck + 1] * slot_floats + h * N * P + j0, P, N, SSD_COLS,
-                      cols, tid, nthr);
+            slice_out(S, CK_SCAN_SS, slice_of(ckpts[2 * ck + 1]), P, N, CK_SCAN_COLS, cols, tid, nthr);
             ck++;
         }
         t0 += nc;
     }
     if (run.slot_out >= 0) {
         __syncthreads();
-        slice_out(S, SSD_SS, state + (int64_t)run.slot_out * slot_floats + h * N * P + j0, P, N, SSD_COLS, cols, tid,
-                  nthr);
+        slice_out(S, CK_SCAN_SS, slice_of(run.slot_out), P, N, CK_SCAN_COLS, cols, tid, nthr);
     }
 }
 
@@ -1111,9 +1098,10 @@ extern "C" int ck_mamba2_chunked(const ck_run *runs, int64_t n_runs, const int32
                                  int64_t P, int64_t G, int64_t N, const float *A, const float *dt_bias, const float *D,
                                  int tensor_cores, void *stream) {
     if (n_runs <= 0) return 1;
-    if (tensor_cores && N % 16 == 0 && ck_allow_shared((const void *)mamba2_chunk_mma_kernel, ssd_mma_shared(N))) {
-        const dim3 grid((unsigned)n_runs, (unsigned)H, blocks_for(P, SSD_COLS));
-        CK_LAUNCH(grid, 32 * SSD_WARPS, ssd_mma_shared(N), (cudaStream_t)stream, mamba2_chunk_mma_kernel)
+    const size_t mma_shm = ssd_mma_shared(N);
+    if (tensor_cores && N % 16 == 0 && ck_allow_shared((const void *)mamba2_chunk_mma_kernel, mma_shm)) {
+        const dim3 grid((unsigned)n_runs, (unsigned)H, blocks_for(P, CK_SCAN_COLS));
+        CK_LAUNCH(grid, 32 * CK_SCAN_WARPS, mma_shm, (cudaStream_t)stream, mamba2_chunk_mma_kernel)
         (runs, ckpts, xbc, xbc_s, dt_raw, dt_s, y, state, H, P, G, N, A, dt_bias, D);
         return 1;
     }

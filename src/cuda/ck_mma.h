@@ -160,6 +160,33 @@ __device__ __forceinline__ float &ck_frag_at(float *m, int64_t ld, int r0, int c
     return m[ck_frag_row(r0, i, g) * ld + ck_frag_col(c0, i, t)];
 }
 
+/* The tensor-core scans (ck_gdn_tiles.cu's delta rule tiles, ck_mixers.cu's Mamba-2
+ * chunks): a block of CK_SCAN_WARPS warps per (run, head, CK_SCAN_COLS columns of the
+ * state), the slice's rows CK_SCAN_SS floats apart (24: a B fragment's 32 loads, rows t and
+ * columns g, fall in 32 different banks). */
+#define CK_SCAN_COLS 16
+#define CK_SCAN_WARPS 4
+#define CK_SCAN_SS (CK_SCAN_COLS + 8)
+
+/* A scan's state slice after a tile or chunk, el S + A^T W: S (rows x CK_SCAN_COLS, rows
+ * CK_SCAN_SS apart), A (8 kn x rows) at a with rows lda apart (the keys, or Mamba-2's B), W
+ * (8 kn x CK_SCAN_COLS, rows CK_SCAN_SS apart); warp w of the block takes 16 x 8 tiles in
+ * turn and passes each element to put(i, c, value) (S itself: each lane rewrites only the
+ * elements it read). */
+template <typename F>
+__device__ __forceinline__ void ck_scan_state(const float *S, int64_t rows, float el, const float *a, int64_t lda,
+                                              const float *W, int64_t kn, int w, int g, int t, F put) {
+    for (int64_t f = w; f < rows / 16 * (CK_SCAN_COLS / 8); f += CK_SCAN_WARPS) { /* the same for a whole warp */
+        const int r0 = (int)(f / (CK_SCAN_COLS / 8)) * 16, c0 = (int)(f % (CK_SCAN_COLS / 8)) * 8;
+        float s[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) s[i] = el * S[ck_frag_row(r0, i, g) * CK_SCAN_SS + ck_frag_col(c0, i, t)];
+        ck_tile_product(s, a, 1, lda, r0, W, CK_SCAN_SS, 1, c0, kn, g, t); /* A^T: A[i][k] = a[k][i] */
+#pragma unroll
+        for (int i = 0; i < 4; i++) put(ck_frag_row(r0, i, g), ck_frag_col(c0, i, t), s[i]);
+    }
+}
+
 /* The 8-bit integer products (PTX's mma.sync.aligned.m16n8k32 and m16n8k16
  * .row.col.s32.s8.s8.s32): a register of A or B holds four s8, the lowest index in the
  * low byte; C is as above, in s32.
