@@ -288,6 +288,12 @@ static float *dev_rows(cuda_backend *g, int64_t rows, int64_t cols, bool *ok) {
     return p;
 }
 
+/* Whether a switch of the environment leaves its feature on: anything but "0" (unset too) */
+static bool env_not_off(const char *name) {
+    const char *v = getenv(name);
+    return !(v && !strcmp(v, "0"));
+}
+
 eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **mem, eddy_error *err) {
     *out = NULL;
     const model *m = c->m;
@@ -310,8 +316,7 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     else snprintf(g->name, sizeof g->name, "cuda");
     /* products that start while the kernel before them still runs (compute capability 9.0
      * and later; EDDY_CUDA_PDL=0: plain launches, to measure what it gains) */
-    const char *pdl = getenv("EDDY_CUDA_PDL");
-    ck_set_pdl(have_prop && prop.major >= 9 && !(pdl && !strcmp(pdl, "0")));
+    ck_set_pdl(have_prop && prop.major >= 9 && env_not_off("EDDY_CUDA_PDL"));
     if (cudaStreamCreate(&g->stream) != cudaSuccess || cublasCreate(&g->blas) != CUBLAS_STATUS_SUCCESS ||
         cublasSetStream(g->blas, g->stream) != CUBLAS_STATUS_SUCCESS) {
         cudaGetLastError();
@@ -319,16 +324,11 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
         return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "cannot start a stream and cuBLAS on the GPU");
     }
     g->f16_budget = -1;
-    const char *graphs = getenv("EDDY_CUDA_GRAPHS");
-    g->graphs = !(graphs && !strcmp(graphs, "0"));
-    const char *chunked = getenv("EDDY_CUDA_CHUNKED");
-    g->chunked = !(chunked && !strcmp(chunked, "0"));
-    const char *scan_mma = getenv("EDDY_CUDA_SCAN_MMA");
-    g->scan_mma = !(scan_mma && !strcmp(scan_mma, "0"));
-    const char *flash = getenv("EDDY_CUDA_FLASH");
-    g->flash = !(flash && !strcmp(flash, "0"));
-    const char *fused = getenv("EDDY_CUDA_FUSED");
-    g->fused = !(fused && !strcmp(fused, "0"));
+    g->graphs = env_not_off("EDDY_CUDA_GRAPHS");
+    g->chunked = env_not_off("EDDY_CUDA_CHUNKED");
+    g->scan_mma = env_not_off("EDDY_CUDA_SCAN_MMA");
+    g->flash = env_not_off("EDDY_CUDA_FLASH");
+    g->fused = env_not_off("EDDY_CUDA_FUSED");
     /* EDDY_CUDA_GEMV_DEPTH=1: the products load one item a lane at a time (to measure
      * what loading four ahead gains) */
     const char *depth = getenv("EDDY_CUDA_GEMV_DEPTH");
@@ -372,12 +372,10 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->ff_b = dev_rows(g, B, F, &ok);
     const int64_t X = hp->n_expert, KX = hp->n_expert_used;
     /* EDDY_CUDA_DP4A=0: the float products for every type (to measure what the integer ones gain) */
-    const char *dp4a = getenv("EDDY_CUDA_DP4A");
-    const bool integer = !(dp4a && !strcmp(dp4a, "0"));
+    const bool integer = env_not_off("EDDY_CUDA_DP4A");
     g->moe_rows = X ? cuda_moe_rows(X, KX, B) : 0;
     /* the steps of more rows group their experts' slots on the GPU, or route on the host */
-    const char *grouped = getenv("EDDY_CUDA_MOE_GROUPED");
-    g->moe_grouped = X && integer && cuda_moe_groups(c->m) && B > g->moe_rows && !(grouped && !strcmp(grouped, "0"));
+    g->moe_grouped = X && integer && cuda_moe_groups(c->m) && B > g->moe_rows && env_not_off("EDDY_CUDA_MOE_GROUPED");
     const bool by_host = X && !g->moe_grouped && B > g->moe_rows;
     g->router = dev_rows(g, B, X, &ok);
     g->moe_x = dev_rows(g, B, by_host ? E : 0, &ok);
