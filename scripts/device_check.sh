@@ -10,7 +10,8 @@
 # Logs go to OUT_DIR (default $OUT, else /tmp/eddy-device); the last lines printed are a
 # summary. Needs nvcc, python3 with numpy, and gguf importable, or its wheel in .whl/ (on a
 # machine with a network: python3 -m pip download --no-deps -d .whl gguf==0.17.1), and
-# xxhash.h installed or in .deps/include (scripts/device_env.sh says how to get it there).
+# xxhash.h installed or in .deps/include (scripts/device_env.sh says how to get it there;
+# scripts/device_carry.sh prepares both, and makes room for llama.cpp's binary in .peer/).
 # Stages are bounded by timeouts so the whole check stays within about 10 minutes; the
 # last, where Nsight Compute is installed, is scripts/device_profile.sh's per-kernel table.
 set -u

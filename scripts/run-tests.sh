@@ -14,8 +14,9 @@
 #   4c. the CUDA backend's tests on the CPU emulator (build/cuda-emu, made when nvcc is
 #       there): every kernel against its CPU oracle, whole models against transformers
 #       and the CPU engine, sequences, verify and rollback on the GPU path; then the kernel
-#       tests with the threads in reverse and in random order (races); eddy serve on an
-#       emulated GPU whose snapshot states share few KV blocks
+#       tests with the threads in reverse and in random order (races); the eddy command and
+#       eddy serve on an emulated GPU (snapshot states sharing few KV blocks), stopping at
+#       any operation on the legacy stream
 #   5. fuzz smoke: each fuzzer for FUZZ_SMOKE_SECONDS (default 20) from its seeds
 set -u
 B=${1:-build}
@@ -72,9 +73,12 @@ if [ -x "$B/cuda-emu/eddy-cuda-tests" ]; then
     "$B/cuda-emu/eddy-cuda-tests" test_cuda_kernels
   suite "CUDA kernel tests, emulated, threads in random order" env EDDY_EMU_ORDER=shuffle \
     "$B/cuda-emu/eddy-cuda-tests" test_cuda_kernels
-  suite "CUDA backend CLI tests, emulated on the CPU" tests/cuda/cli.sh "$B/eddy" "$B/cuda-emu/eddy"
+  # the eddy command's GPU work all on its engines' own streams: the emulator stops at an
+  # operation on the legacy stream
+  suite "CUDA backend CLI tests, emulated on the CPU" env EDDY_EMU_LEGACY_STREAM=fail \
+    tests/cuda/cli.sh "$B/eddy" "$B/cuda-emu/eddy"
   suite "server tests, emulated GPU (pinned sessions give way to running requests)" \
-    tests/server/run.sh "$B/cuda-emu/eddy" gpu
+    env EDDY_EMU_LEGACY_STREAM=fail tests/server/run.sh "$B/cuda-emu/eddy" gpu
 else
   echo "== CUDA backend tests: not built (no nvcc)"
 fi

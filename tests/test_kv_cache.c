@@ -146,21 +146,28 @@ TEST(state_pool_row_slots) {
     state_pool_free(p);
 }
 
-/* Host slots in a pool whose memory functions count their calls: a copy from a
- * recurrent slot to a host slot goes through to_host, back through from_host, between
- * host slots through neither; the state comes back whole; clearing a host slot zeroes
- * it without the pool's zero. */
+/* Host slots in a pool whose memory functions count their calls (in the array their
+ * ctx points to): a copy from a recurrent slot to a host slot goes through to_host, back
+ * through from_host, between host slots through neither; the state comes back whole;
+ * clearing a host slot zeroes it without the pool's zero. */
 static int host_test_calls[4]; /* copy, to_host, from_host, zero */
-static void *host_test_alloc(size_t bytes) { return calloc(1, bytes); }
-static void host_test_copy(void *d, const void *s, size_t n) { host_test_calls[0]++, memcpy(d, s, n); }
-static void host_test_to(void *d, const void *s, size_t n) { host_test_calls[1]++, memcpy(d, s, n); }
-static void host_test_from(void *d, const void *s, size_t n) { host_test_calls[2]++, memcpy(d, s, n); }
-static void host_test_zero(void *d, size_t n) { host_test_calls[3]++, memset(d, 0, n); }
+static void *host_test_alloc(void *ctx, size_t bytes) { return ctx == host_test_calls ? calloc(1, bytes) : NULL; }
+static void host_test_free(void *ctx, void *p) { (void)ctx, free(p); }
+static void host_test_copy(void *ctx, void *d, const void *s, size_t n) { ((int *)ctx)[0]++, memcpy(d, s, n); }
+static void host_test_to(void *ctx, void *d, const state_piece *s, int64_t n) {
+    ((int *)ctx)[1]++;
+    for (int64_t i = 0; i < n; d = (char *)d + s[i].bytes, i++) memcpy(d, s[i].at, s[i].bytes);
+}
+static void host_test_from(void *ctx, const state_piece *d, int64_t n, const void *s) {
+    ((int *)ctx)[2]++;
+    for (int64_t i = 0; i < n; s = (const char *)s + d[i].bytes, i++) memcpy(d[i].at, s, d[i].bytes);
+}
+static void host_test_zero(void *ctx, void *d, size_t n) { ((int *)ctx)[3]++, memset(d, 0, n); }
 
 TEST(state_pool_host_slots) {
-    const state_mem mem = {.alloc = host_test_alloc, .free = free, .zero = host_test_zero, .copy = host_test_copy,
-                           .to_host = host_test_to, .from_host = host_test_from, .alloc_host = host_test_alloc,
-                           .free_host = free};
+    const state_mem mem = {.ctx = host_test_calls, .alloc = host_test_alloc, .free = host_test_free,
+                           .zero = host_test_zero, .copy = host_test_copy, .to_host = host_test_to,
+                           .from_host = host_test_from, .alloc_host = host_test_alloc, .free_host = host_test_free};
     const state_layer_shape shapes[2] = {{8, 8, 0, 0, 0}, {0, 0, 6, 20, 5}};
     state_pool *p;
     REQUIRE(state_pool_new_in(&p, &mem, shapes, 2, &(state_pool_size){2, 1, 2, 1}, QTYPE_F32, QTYPE_F32, NULL) ==

@@ -24,6 +24,8 @@ extern "C" {
 /* The first CUDA error since the last call (launch or asynchronous), as a message, or
  * NULL when there is none; `sync` waits for the device first. */
 const char *ck_check(int sync);
+/* The same after waiting for stream's work only (an engine's: never the whole device). */
+const char *ck_check_stream(void *stream);
 
 /* ==== Weights (ck_quant.cu) ====
  * W: n_out rows of n_in elements in GGUF type `type` (F32, F16, BF16, Q4_0, Q4_1,

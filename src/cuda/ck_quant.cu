@@ -961,6 +961,12 @@ extern "C" void ck_f32_to_f16(const float *x, uint16_t *out, int64_t n, void *st
     if (n > 0) CK_LAUNCH(blocks_for(n, 256), 256, 0, (cudaStream_t)stream, f32_to_f16_kernel)(x, (__half *)out, n);
 }
 
+extern "C" const char *ck_check_stream(void *stream) {
+    cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
+    if (e == cudaSuccess) e = cudaGetLastError();
+    return e == cudaSuccess ? NULL : cudaGetErrorString(e);
+}
+
 extern "C" const char *ck_check(int sync) {
     cudaError_t e = sync ? cudaDeviceSynchronize() : cudaSuccess;
     if (e == cudaSuccess) e = cudaGetLastError();

@@ -31,8 +31,13 @@ typedef struct {
 
 struct cuda_backend {
     char name[320];
-    cudaStream_t stream; /* every kernel and product of the engine; blocking: ordered with the
-                          * synchronous copies on the legacy stream */
+    cudaStream_t stream; /* every kernel, product, copy and memset of the engine; it does not
+                          * wait for the legacy stream, which the engine never uses */
+    state_mem mem;       /* the state pool's memory operations (cuda_memory.c), ctx this */
+    char *staging;       /* pinned, two halves of staging_half bytes (NULL: copies go straight
+                          * to pageable memory) */
+    size_t staging_half;
+    cudaEvent_t staged[2]; /* the last copies through each half */
     bool graphs;         /* decode steps as CUDA graphs (EDDY_CUDA_GRAPHS=0: off; off after a failure) */
     bool chunked;        /* the scans in tiles or chunks for steps with a run of CK_SCAN_CHUNK rows or more
                           * (EDDY_CUDA_CHUNKED=0: row by row always) */
@@ -133,7 +138,19 @@ static inline const float *f32(const tensor *t) { return (const float *)t->data;
     } while (0)
 
 /* Device memory of size bytes, freed with the backend (NULL: none, or bytes 0) */
+/* cuda_memory.c: device memory (freed with the backend), copies and memsets on the
+ * engine's stream (a copy with a host side returns once it is done), the pinned staging
+ * buffer and the pool's memory operations */
 void *cuda_dev_alloc(cuda_backend *g, size_t bytes);
+cudaError_t cuda_copy(cuda_backend *g, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind);
+void cuda_zero(cuda_backend *g, void *p, size_t bytes);
+void cuda_staging_new(cuda_backend *g);
+void cuda_staging_free(cuda_backend *g);
+/* n pieces of device memory into host memory, back to back, and out of it: through the
+ * staging buffer unless the host side is pinned */
+void cuda_pieces_to_host(cuda_backend *g, void *dst, const state_piece *src, int64_t n);
+void cuda_pieces_from_host(cuda_backend *g, const state_piece *dst, int64_t n, const void *src);
+void cuda_state_mem(cuda_backend *g);
 /* The device's free and total memory (cudaMemGetInfo); false, and both 0, when it cannot
  * say (the error is cleared) */
 bool cuda_memory_info(size_t *free_bytes, size_t *total);

@@ -112,10 +112,10 @@ static void experts_by_host(engine *c, cuda_backend *g, const model_layer *l, in
     cuda_lin_again(g, &l->moe_router, g->xn, n, g->router);
     /* moe_order holds the experts (n, k) first, then the slots sorted by expert */
     ck_moe_route(g->router, n, X, k, g->moe_order, g->moe_w, g->stream);
-    cudaMemcpy(c->moe_sel, g->moe_order, (size_t)(n * k) * sizeof(int32_t), cudaMemcpyDeviceToHost);
+    cuda_copy(g, c->moe_sel, g->moe_order, (size_t)(n * k) * sizeof(int32_t), cudaMemcpyDeviceToHost);
     moe_sort_slots(c, n);
-    cudaMemcpy(g->moe_order, c->moe_order, (size_t)(n * k) * sizeof(int32_t), cudaMemcpyHostToDevice);
-    cudaMemset(g->mix, 0, (size_t)(n * E) * sizeof(float));
+    cuda_copy(g, g->moe_order, c->moe_order, (size_t)(n * k) * sizeof(int32_t), cudaMemcpyHostToDevice);
+    cuda_zero(g, g->mix, (size_t)(n * E) * sizeof(float));
     for (int64_t e = 0; e < X; e++) {
         const int64_t m = c->moe_start[e + 1] - c->moe_start[e];
         if (m == 0) continue;

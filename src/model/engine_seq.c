@@ -247,8 +247,8 @@ eddy_status eddy_seq_accept(eddy_seq *s, int64_t n_keep, eddy_error *err) {
             else EDDY_ASSERT(c->sp->shape[il].conv_floats == 0);
         }
         if (c->mtp) /* the MTP layer's h: the last kept row's */
-            c->sp->mem->copy(state_conv(c->sp, c->mtp_il, s->st.slot),
-                             state_conv(c->sp, c->mtp_il, s->pending[n_keep - 1]), (size_t)c->m->hp.n_embd * sizeof(float));
+            state_mem_copy(c->sp, state_conv(c->sp, c->mtp_il, s->st.slot),
+                           state_conv(c->sp, c->mtp_il, s->pending[n_keep - 1]), (size_t)c->m->hp.n_embd * sizeof(float));
         engine_release_pending(c, s);
         s->st.n_pos += n_keep;
     }

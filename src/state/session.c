@@ -110,22 +110,30 @@ static uint64_t align_up(uint64_t x) { return (x + SECTION_ALIGN - 1) / SECTION_
 /* ==== Saving ==== */
 
 /* Key (or value) rows [0, n_pos) of layer il between a flat array (n_pos rows, position
- * order) and the blocks of st: into the blocks when to_pool, else out of them. */
+ * order) and the blocks of st: into the blocks when to_pool, else out of them. The
+ * blocks go to the pool's memory operations up to 64 at a time (on a GPU: one batch of
+ * copies through pinned memory). */
 static void copy_kv(const engine *c, const seq_state *st, int64_t n_pos, int64_t il, bool keys, uint8_t *flat,
                     bool to_pool) {
     const state_pool *sp = c->sp;
     const size_t row = (size_t)(keys ? sp->shape[il].kv_k : sp->shape[il].kv_v) * state_elem_bytes(keys ? sp->type_k : sp->type_v);
     uint8_t *slab = keys ? sp->k[il] : sp->v[il];
+    state_piece pieces[64];
+    int64_t n = 0;
+    uint8_t *batch = flat; /* where the pieces' rows begin in flat */
     for (int64_t b = 0; b * STATE_KV_BLOCK < n_pos; b++) {
         const int64_t rows = n_pos - b * STATE_KV_BLOCK < STATE_KV_BLOCK ? n_pos - b * STATE_KV_BLOCK : STATE_KV_BLOCK;
         uint8_t *in_pool = slab + (size_t)st->blocks[b] * STATE_KV_BLOCK * row, *in_flat = flat + (size_t)(b * STATE_KV_BLOCK) * row;
         if (keys && sp->k_tiled) { /* host memory; the file holds rows */
             state_tiled_keys_copy(sp, il, in_pool, in_flat, rows, to_pool);
-        } else if (to_pool) {
-            sp->mem->from_host(in_pool, in_flat, (size_t)rows * row);
-        } else {
-            sp->mem->to_host(in_flat, in_pool, (size_t)rows * row);
+            continue;
         }
+        if (n == 0) batch = in_flat;
+        pieces[n++] = (state_piece){in_pool, (size_t)rows * row};
+        if (n < 64 && (b + 1) * STATE_KV_BLOCK < n_pos) continue;
+        if (to_pool) state_mem_from_host(sp, pieces, n, batch);
+        else state_mem_to_host(sp, batch, pieces, n);
+        n = 0;
     }
 }
 
@@ -163,7 +171,7 @@ static eddy_status serialize_state(engine *c, const seq_state *st, const float *
         else if (secs[i].kind == SEC_KEYS || secs[i].kind == SEC_VALUES)
             copy_kv(c, st, st->n_pos, secs[i].layer, secs[i].kind == SEC_KEYS, dst, false);
         else if (secs[i].kind == SEC_CONV || secs[i].kind == SEC_REC)
-            sp->mem->to_host(dst, secs[i].src, (size_t)secs[i].bytes); /* pool memory: host or device */
+            state_mem_to_host(sp, dst, &(state_piece){(void *)secs[i].src, (size_t)secs[i].bytes}, 1); /* host or device */
         else if (secs[i].bytes)
             memcpy(dst, secs[i].src, (size_t)secs[i].bytes);
         uint8_t *e = buf + HEADER_BYTES + i * ENTRY_BYTES;
@@ -403,9 +411,11 @@ static eddy_status apply(engine *c, eddy_seq *s, sampler *smp, const parsed *p, 
     }
     for (int64_t il = 0; il < sp->n_layer; il++) {
         if (p->conv[il])
-            sp->mem->from_host(state_conv(sp, il, st->slot), p->conv[il], (size_t)sp->shape[il].conv_floats * 4);
+            state_mem_from_host(sp, &(state_piece){state_conv(sp, il, st->slot), (size_t)sp->shape[il].conv_floats * 4}, 1,
+                                p->conv[il]);
         if (p->rec[il])
-            sp->mem->from_host(state_rec(sp, il, st->slot), p->rec[il], (size_t)sp->shape[il].rec_floats * 4);
+            state_mem_from_host(sp, &(state_piece){state_rec(sp, il, st->slot), (size_t)sp->shape[il].rec_floats * 4}, 1,
+                                p->rec[il]);
         if (p->keys[il]) copy_kv(c, st, p->n_pos, il, true, (uint8_t *)p->keys[il], true);
         if (p->values[il]) copy_kv(c, st, p->n_pos, il, false, (uint8_t *)p->values[il], true);
     }

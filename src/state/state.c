@@ -52,17 +52,42 @@ static void **region_slab(state_pool *p, int r, int64_t il) {
 
 /* ==== Host memory ==== */
 
-static void *host_alloc(size_t bytes) { return eddy_malloc_big(bytes); }
-static void host_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
-static void host_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+static void *host_alloc(void *ctx, size_t bytes) {
+    (void)ctx;
+    return eddy_malloc_big(bytes);
+}
+static void *host_alloc_rec(void *ctx, size_t bytes) {
+    (void)ctx;
+    return eddy_malloc_small_pages(bytes);
+}
+static void host_free(void *ctx, void *p) {
+    (void)ctx;
+    eddy_free_aligned(p);
+}
+static void host_zero(void *ctx, void *p, size_t bytes) {
+    (void)ctx;
+    memset(p, 0, bytes);
+}
+static void host_copy(void *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    memcpy(dst, src, bytes);
+}
+static void host_to_host(void *ctx, void *dst, const state_piece *src, int64_t n) {
+    (void)ctx;
+    for (int64_t i = 0; i < n; dst = (char *)dst + src[i].bytes, i++) memcpy(dst, src[i].at, src[i].bytes);
+}
+static void host_from_host(void *ctx, const state_piece *dst, int64_t n, const void *src) {
+    (void)ctx;
+    for (int64_t i = 0; i < n; src = (const char *)src + dst[i].bytes, i++) memcpy(dst[i].at, src, dst[i].bytes);
+}
 
 /* The recurrent slabs are read a state (hundreds of KiB) at a time and gain little from
  * huge pages, in which a row slot's first use would zero 2 MiB per layer for the few
  * KiB it writes (a 17-token verify of a 0.5B hybrid: 150 MB, 230 ms on a VM). KV blocks
  * and weights keep huge pages. */
-static const state_mem host_mem = {.alloc = host_alloc, .free = eddy_free_aligned, .zero = host_zero,
-                                   .copy = host_copy, .to_host = host_copy, .from_host = host_copy, .host = true,
-                                   .alloc_rec = eddy_malloc_small_pages};
+static const state_mem host_mem = {.alloc = host_alloc, .free = host_free, .zero = host_zero, .copy = host_copy,
+                                   .to_host = host_to_host, .from_host = host_from_host, .host = true,
+                                   .alloc_rec = host_alloc_rec};
 
 void state_pool_free(state_pool *p) {
     if (!p) return;
@@ -70,8 +95,8 @@ void state_pool_free(state_pool *p) {
     for (int64_t il = 0; arrays && il < p->n_layer; il++)
         for (int r = 0; r < STATE_REGIONS; r++) {
             void *slab = *region_slab(p, r, il);
-            if (slab && r < STATE_MEM_REGIONS) p->mem->free(slab);
-            else if (slab) p->mem->free_host(slab);
+            if (slab && r < STATE_MEM_REGIONS) p->mem->free(p->mem->ctx, slab);
+            else if (slab) p->mem->free_host(p->mem->ctx, slab);
         }
     eddy_free(p->conv);
     eddy_free(p->rec);
@@ -145,10 +170,10 @@ eddy_status state_pool_new_in(state_pool **out, const state_mem *mem, const stat
         size_t b[STATE_REGIONS];
         layer_bytes(&shapes[il], &z, type_k, type_v, b); /* checked above */
         for (int r = 0; r < STATE_REGIONS && ok; r++) {
-            void *(*alloc)(size_t) = mem->alloc;
+            void *(*alloc)(void *, size_t) = mem->alloc;
             if (r >= STATE_MEM_REGIONS) alloc = mem->alloc_host;
             else if (r <= R_KEEP && mem->alloc_rec) alloc = mem->alloc_rec;
-            if (b[r]) ok = (*region_slab(p, r, il) = alloc(b[r])) != NULL;
+            if (b[r]) ok = (*region_slab(p, r, il) = alloc(mem->ctx, b[r])) != NULL;
         }
     }
     if (!ok) {
@@ -200,8 +225,8 @@ static int64_t take_slot(state_pool *p, int64_t first, int64_t n, int64_t *n_fre
 int64_t state_slot_alloc(state_pool *p, bool zero) {
     const int64_t s = take_slot(p, 0, p->n_slots, &p->n_slots_free);
     for (int64_t il = 0; s >= 0 && zero && il < p->n_layer; il++) {
-        if (p->conv[il]) p->mem->zero(state_conv(p, il, s), (size_t)p->shape[il].conv_floats * sizeof(float));
-        if (p->rec[il]) p->mem->zero(state_rec(p, il, s), (size_t)p->shape[il].rec_floats * sizeof(float));
+        if (p->conv[il]) state_mem_zero(p, state_conv(p, il, s), (size_t)p->shape[il].conv_floats * sizeof(float));
+        if (p->rec[il]) state_mem_zero(p, state_rec(p, il, s), (size_t)p->shape[il].rec_floats * sizeof(float));
     }
     return s;
 }
@@ -235,9 +260,9 @@ void state_slot_copy_layer(state_pool *p, int64_t il, int64_t dst, int64_t src) 
         bool dst_host, src_host;
         float *d = slot_part(p, il, dst, rec, &dst_host), *s = slot_part(p, il, src, rec, &src_host);
         if (dst_host && src_host) memcpy(d, s, bytes);
-        else if (dst_host) p->mem->to_host(d, s, bytes);
-        else if (src_host) p->mem->from_host(d, s, bytes);
-        else p->mem->copy(d, s, bytes);
+        else if (dst_host) state_mem_to_host(p, d, &(state_piece){s, bytes}, 1);
+        else if (src_host) state_mem_from_host(p, &(state_piece){d, bytes}, 1, s);
+        else state_mem_copy(p, d, s, bytes);
     }
 }
 
@@ -269,13 +294,13 @@ static void block_copy_rows(state_pool *p, int32_t dst, int32_t src, int64_t row
         if (p->k[il]) {
             const size_t row = (size_t)p->shape[il].kv_k * state_elem_bytes(p->type_k);
             const int64_t krows = p->k_tiled ? (rows + STATE_KV_TILE - 1) / STATE_KV_TILE * STATE_KV_TILE : rows;
-            p->mem->copy((char *)p->k[il] + (size_t)dst * STATE_KV_BLOCK * row,
-                   (const char *)p->k[il] + (size_t)src * STATE_KV_BLOCK * row, (size_t)krows * row);
+            state_mem_copy(p, (char *)p->k[il] + (size_t)dst * STATE_KV_BLOCK * row,
+                           (const char *)p->k[il] + (size_t)src * STATE_KV_BLOCK * row, (size_t)krows * row);
         }
         if (p->v[il]) {
             const size_t row = (size_t)p->shape[il].kv_v * state_elem_bytes(p->type_v);
-            p->mem->copy((char *)p->v[il] + (size_t)dst * STATE_KV_BLOCK * row,
-                   (const char *)p->v[il] + (size_t)src * STATE_KV_BLOCK * row, (size_t)rows * row);
+            state_mem_copy(p, (char *)p->v[il] + (size_t)dst * STATE_KV_BLOCK * row,
+                           (const char *)p->v[il] + (size_t)src * STATE_KV_BLOCK * row, (size_t)rows * row);
         }
     }
 }
@@ -388,7 +413,7 @@ void seq_state_clear(state_pool *p, seq_state *s) {
             bool host;
             float *at = bytes ? slot_part(p, il, s->slot, rec, &host) : NULL;
             if (at && host) memset(at, 0, bytes);
-            else if (at) p->mem->zero(at, bytes);
+            else if (at) state_mem_zero(p, at, bytes);
         }
 }
 

@@ -63,19 +63,31 @@ typedef struct {
     int64_t keep_floats;   /* a verified row's kept inputs (row slots); 0 for a layer without recurrence */
 } state_layer_shape;
 
-/* Where a pool's slabs live: host memory (the default) or a device's (the CUDA
- * backend). Everything the pool itself does to slab contents goes through these. */
+/* A piece of pool memory that a copy to or from the host takes or fills: a KV block's
+ * rows, a slot's conv window or recurrent matrices. */
 typedef struct {
-    void *(*alloc)(size_t bytes); /* NULL when it cannot */
-    void (*free)(void *p);
-    void (*zero)(void *p, size_t bytes);
-    void (*copy)(void *dst, const void *src, size_t bytes);
-    void (*to_host)(void *host_dst, const void *src, size_t bytes);   /* session files */
-    void (*from_host)(void *dst, const void *host_src, size_t bytes);
+    void *at;
+    size_t bytes;
+} state_piece;
+
+/* Where a pool's slabs live: host memory (the default) or a device's (the CUDA
+ * backend). Everything the pool itself does to slab contents goes through these, each
+ * given ctx (the backend's: the GPU's copies run on its engine's stream). */
+typedef struct {
+    void *ctx;
+    void *(*alloc)(void *ctx, size_t bytes); /* NULL when it cannot */
+    void (*free)(void *ctx, void *p);
+    void (*zero)(void *ctx, void *p, size_t bytes);
+    void (*copy)(void *ctx, void *dst, const void *src, size_t bytes);
+    /* n pieces of pool memory into one run of host memory, back to back, and out of one
+     * (session files, host slots): a backend whose copies each cost a round trip batches
+     * them */
+    void (*to_host)(void *ctx, void *host_dst, const state_piece *src, int64_t n);
+    void (*from_host)(void *ctx, const state_piece *dst, int64_t n, const void *host_src);
     bool host;                    /* the slabs are host memory: the CPU may read them */
-    void *(*alloc_rec)(size_t bytes); /* the recurrent slabs' (NULL: alloc's) */
-    void *(*alloc_host)(size_t bytes); /* the host slots' slabs, zeroed (NULL: the pool has none) */
-    void (*free_host)(void *p);
+    void *(*alloc_rec)(void *ctx, size_t bytes); /* the recurrent slabs' (NULL: alloc's) */
+    void *(*alloc_host)(void *ctx, size_t bytes); /* the host slots' slabs, zeroed (NULL: the pool has none) */
+    void (*free_host)(void *ctx, void *p);
 } state_mem;
 
 /* The slots and blocks of a pool. */
@@ -148,6 +160,19 @@ static inline float *state_rec(const state_pool *p, int64_t il, int64_t slot) {
 /* Row slot `slot`'s (n_slots + r) kept inputs in layer il. */
 static inline float *state_keep(const state_pool *p, int64_t il, int64_t slot) {
     return p->keep[il] + (slot - p->n_slots) * p->shape[il].keep_floats;
+}
+
+/* The pool's memory operations (mem's, given its ctx). */
+static inline void state_mem_zero(const state_pool *p, void *at, size_t bytes) { p->mem->zero(p->mem->ctx, at, bytes); }
+static inline void state_mem_copy(const state_pool *p, void *dst, const void *src, size_t bytes) {
+    p->mem->copy(p->mem->ctx, dst, src, bytes);
+}
+/* n pieces of pool memory into host_dst, back to back, and out of host_src. */
+static inline void state_mem_to_host(const state_pool *p, void *host_dst, const state_piece *src, int64_t n) {
+    p->mem->to_host(p->mem->ctx, host_dst, src, n);
+}
+static inline void state_mem_from_host(const state_pool *p, const state_piece *dst, int64_t n, const void *host_src) {
+    p->mem->from_host(p->mem->ctx, dst, n, host_src);
 }
 
 /* ==== KV blocks ==== */

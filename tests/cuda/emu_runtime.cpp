@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -280,6 +281,24 @@ void run_block(emu_idx at, dim3 block, sched_order how) {
 static long long launches_run = 0;
 extern "C" long long emu_launches(void) { return launches_run; }
 
+/* Operations on the legacy stream (cudaMemcpy, cudaMemset, a launch or an asynchronous
+ * copy given stream 0, a wait for it) and waits for the whole device: an engine makes
+ * none, its work all going to its own stream, which a test counts */
+static std::atomic<long long> legacy_ops{0};
+extern "C" long long emu_legacy_ops(void) { return legacy_ops; }
+/* Counts one; with EDDY_EMU_LEGACY_STREAM=fail (the command-line suites' setting) stops */
+static void legacy_op(const char *what) {
+    legacy_ops++;
+    const char *e = getenv("EDDY_EMU_LEGACY_STREAM");
+    if (!e || strcmp(e, "fail")) return;
+    fprintf(stderr, "emu: %s on the legacy stream (EDDY_EMU_LEGACY_STREAM=fail)\n", what);
+    abort();
+}
+/* Copies between device memory and pageable host memory (neither device nor pinned
+ * memory): what a test counts to see that session files go through pinned memory */
+static std::atomic<long long> pageable_copies{0};
+extern "C" long long emu_pageable_copies(void) { return pageable_copies; }
+
 /* The kernel running now, for the message of an access past a device allocation's end */
 static const char *running_kernel = nullptr;
 
@@ -396,6 +415,7 @@ bool emu_record(const std::function<void()> &launch) {
 }
 
 bool emu_record_on(const void *stream, const std::function<void()> &launch) {
+    if (!stream) legacy_op("a launch");
     if (capturing && (cudaStream_t)stream != capture_stream) {
         /* CUDA fails the capture (the legacy stream waits for the captured one) */
         fprintf(stderr, "emu: a launch on %s while another stream is being captured\n",
@@ -486,9 +506,15 @@ cudaError_t cudaStreamCreate(cudaStream_t *s) {
     *s = (cudaStream_t)malloc(1);
     return cudaSuccess;
 }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int) { return cudaStreamCreate(s); }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
     free(s);
     return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { /* the work has run when it was issued */
+    not_while_capturing("cudaStreamSynchronize");
+    if (!s) legacy_op("cudaStreamSynchronize");
+    return sticky_error;
 }
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode) {
     if (capturing) return cudaErrorIllegalState;
@@ -582,26 +608,49 @@ cudaError_t cudaFreeHost(void *p) {
     free(p);
     return cudaSuccess;
 }
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
-    not_while_capturing("cudaMemcpy");
+static bool pinned(const void *p) {
+    std::lock_guard<std::mutex> hold(mem_lock);
+    return inside(pinned_live, p);
+}
+static cudaError_t copy_now(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, const char *what) {
+    not_while_capturing(what);
     if (bytes && kind != cudaMemcpyDefault) {
         const bool to_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
         const bool from_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
-        check_side(dst, to_device, "cudaMemcpy", "destination");
-        check_side(src, from_device, "cudaMemcpy", "source");
+        check_side(dst, to_device, what, "destination");
+        check_side(src, from_device, what, "source");
+        if ((!to_device && !pinned(dst)) || (!from_device && !pinned(src))) pageable_copies++;
     }
     if (device_faulted()) return sticky_error;
     memmove(dst, src, bytes);
     return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t) {
-    return cudaMemcpy(dst, src, bytes, kind); /* streams run in order, at once */
-}
-cudaError_t cudaMemset(void *p, int v, size_t bytes) {
-    not_while_capturing("cudaMemset");
-    if (bytes) check_side(p, true, "cudaMemset", "destination");
+static cudaError_t set_now(void *p, int v, size_t bytes, const char *what) {
+    not_while_capturing(what);
+    if (bytes) check_side(p, true, what, "destination");
     if (device_faulted()) return sticky_error;
     memset(p, v, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
+    legacy_op("cudaMemcpy");
+    return copy_now(dst, src, bytes, kind, "cudaMemcpy");
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t s) {
+    if (!s) legacy_op("cudaMemcpyAsync");
+    return copy_now(dst, src, bytes, kind, "cudaMemcpyAsync"); /* streams run in order, at once */
+}
+cudaError_t cudaMemset(void *p, int v, size_t bytes) {
+    legacy_op("cudaMemset");
+    return set_now(p, v, bytes, "cudaMemset");
+}
+cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s) {
+    if (!s) legacy_op("cudaMemsetAsync");
+    return set_now(p, v, bytes, "cudaMemsetAsync");
+}
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p) {
+    memset(a, 0, sizeof *a);
+    a->type = on_device(p) ? cudaMemoryTypeDevice : pinned(p) ? cudaMemoryTypeHost : cudaMemoryTypeUnregistered;
     return cudaSuccess;
 }
 cudaError_t cudaGetDeviceCount(int *n) {
@@ -628,7 +677,10 @@ cudaError_t cudaFuncSetAttribute(const void *fn, enum cudaFuncAttribute attr, in
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) {
-    not_while_capturing("cudaDeviceSynchronize"); return sticky_error; }
+    not_while_capturing("cudaDeviceSynchronize");
+    legacy_op("cudaDeviceSynchronize");
+    return sticky_error;
+}
 const char *cudaGetErrorString(cudaError_t e) {
     return e == cudaSuccess ? "no error" : e == cudaErrorIllegalAddress ? "an illegal memory access was encountered"
                                                                           : "emulated error";
@@ -637,6 +689,7 @@ cudaError_t cudaEventCreate(cudaEvent_t *e) {
     *e = (cudaEvent_t)malloc(sizeof(double));
     return cudaSuccess;
 }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int) { return cudaEventCreate(e); }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

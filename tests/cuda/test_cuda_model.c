@@ -1243,10 +1243,66 @@ TEST(cuda_decode_logprob_is_the_logits_logprob) {
 }
 
 
+/* The emulator's counts (tests/cuda/emu_runtime.cpp), absent on a GPU: operations on the
+ * legacy stream or waits for the whole device, and copies between the device and
+ * pageable host memory */
+long long emu_legacy_ops(void) __attribute__((weak));
+long long emu_pageable_copies(void) __attribute__((weak));
+
 TEST(cuda_sequences_batch_verify_snapshot) {
+    const long long legacy = emu_legacy_ops ? emu_legacy_ops() : 0;
     check_sequences("models/qwen35-tiny-q8_0.gguf");
     check_sequences("models/nemotron_h-tiny-q8_0.gguf");
     check_sequences("models/qwen35moe-tiny-q8_0.gguf");
+    /* an engine's whole life (upload, steps, graphs, verify, snapshots, sessions) stays on
+     * its own stream, so another engine's graph capture in another thread cannot fail */
+    CHECKF(!emu_legacy_ops || emu_legacy_ops() == legacy, "the engines made %lld operations on the legacy stream",
+           emu_legacy_ops ? emu_legacy_ops() - legacy : 0);
+}
+
+/* A session of 600 positions (three KV blocks a layer) saved from and loaded into a GPU
+ * engine whose pinned staging halves are 1 KiB, so that windows cut blocks and pieces:
+ * no copy touches pageable memory, a load then a save gives the same bytes, and the
+ * state loaded on the GPU and on the CPU goes on as the sequence saved. */
+TEST(cuda_session_files_through_pinned_memory) {
+    eddy_model *m = tseq_load("models/qwen35-tiny-q8_0.gguf");
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m), n = 600;
+    REQUIRE(V <= 1024);
+    setenv("EDDY_CUDA_STAGING_KIB", "1", 1);
+    eddy_engine *e = tseq_engine(m, (eddy_engine_params){.n_seq_max = 2, .device = EDDY_DEVICE_CUDA, .n_ctx = 1024});
+    unsetenv("EDDY_CUDA_STAGING_KIB");
+    eddy_engine *ec = tseq_engine(m, (eddy_engine_params){.n_ctx = 1024});
+    eddy_seq *s = e ? tseq_new(e) : NULL, *back = e ? tseq_new(e) : NULL, *cpu = ec ? tseq_new(ec) : NULL;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
+    test_rng r = test_rng_new();
+    tseq_rand_ids(&r, ids, n, V);
+    void *buf = NULL, *again = NULL;
+    size_t len = 0, len_again = 0;
+    eddy_error err;
+    if (s && back && cpu && ids && tseq_feed(s, ids, n, NULL)) {
+        const long long pageable = emu_pageable_copies ? emu_pageable_copies() : 0;
+        REQUIRE(CHECKF(eddy_seq_save_buffer(s, NULL, &buf, &len, &err) == EDDY_OK, "%s", err.msg));
+        REQUIRE(CHECKF(eddy_seq_load_buffer(back, NULL, buf, len, &err) == EDDY_OK, "%s", err.msg));
+        REQUIRE(CHECKF(eddy_seq_save_buffer(back, NULL, &again, &len_again, &err) == EDDY_OK, "%s", err.msg));
+        CHECKF(!emu_pageable_copies || emu_pageable_copies() == pageable,
+               "%lld copies between the GPU and pageable memory", emu_pageable_copies() - pageable);
+        CHECKF(len == len_again && !memcmp(buf, again, len), "a session loaded and saved again differs");
+        REQUIRE(CHECKF(eddy_seq_load_buffer(cpu, NULL, buf, len, &err) == EDDY_OK, "%s", err.msg));
+        int32_t probe = 5;
+        float y1[1024], y2[1024], y3[1024];
+        tseq_feed(s, &probe, 1, y1);
+        tseq_feed(back, &probe, 1, y2);
+        tseq_feed(cpu, &probe, 1, y3);
+        CHECKF(rel_rms(y2, y1, V) <= 1e-5, "session reloaded on the GPU: %g", rel_rms(y2, y1, V));
+        CHECKF(rel_rms(y3, y1, V) <= 5e-2, "session loaded on the CPU: %g", rel_rms(y3, y1, V));
+    } else {
+        CHECK(!"engines and sequences made, the prompt fed");
+    }
+    free(buf), free(again), free(ids);
+    eddy_seq_free(s), eddy_seq_free(back), eddy_seq_free(cpu);
+    eddy_engine_free(e), eddy_engine_free(ec);
+    eddy_model_free(m);
 }
 
 /* ==== The MTP layer on the GPU ==== */
