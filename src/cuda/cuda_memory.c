@@ -75,6 +75,7 @@ void cuda_staging_free(cuda_backend *g) {
 /* Whether p is pinned host memory, which copies reach without staging. */
 static bool pinned(const void *p) {
     struct cudaPointerAttributes a;
+    if (!p) return false; /* an error to clear, maybe with another one before it */
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
         cudaGetLastError();
         return false;

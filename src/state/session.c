@@ -170,8 +170,8 @@ static eddy_status serialize_state(engine *c, const seq_state *st, const float *
         if (secs[i].kind == SEC_SAMPLER) sampler_state_write(smp, dst);
         else if (secs[i].kind == SEC_KEYS || secs[i].kind == SEC_VALUES)
             copy_kv(c, st, st->n_pos, secs[i].layer, secs[i].kind == SEC_KEYS, dst, false);
-        else if (secs[i].kind == SEC_CONV || secs[i].kind == SEC_REC)
-            state_mem_to_host(sp, dst, &(state_piece){(void *)secs[i].src, (size_t)secs[i].bytes}, 1); /* host or device */
+        else if (secs[i].kind == SEC_CONV || secs[i].kind == SEC_REC) /* pool memory: host or device */
+            state_mem_to_host(sp, dst, &(state_piece){(void *)secs[i].src, (size_t)secs[i].bytes}, 1);
         else if (secs[i].bytes)
             memcpy(dst, secs[i].src, (size_t)secs[i].bytes);
         uint8_t *e = buf + HEADER_BYTES + i * ENTRY_BYTES;
@@ -410,12 +410,14 @@ static eddy_status apply(engine *c, eddy_seq *s, sampler *smp, const parsed *p, 
                                   " positions", p->n_pos);
     }
     for (int64_t il = 0; il < sp->n_layer; il++) {
-        if (p->conv[il])
-            state_mem_from_host(sp, &(state_piece){state_conv(sp, il, st->slot), (size_t)sp->shape[il].conv_floats * 4}, 1,
-                                p->conv[il]);
-        if (p->rec[il])
-            state_mem_from_host(sp, &(state_piece){state_rec(sp, il, st->slot), (size_t)sp->shape[il].rec_floats * 4}, 1,
-                                p->rec[il]);
+        if (p->conv[il]) {
+            const state_piece conv = {state_conv(sp, il, st->slot), (size_t)sp->shape[il].conv_floats * 4};
+            state_mem_from_host(sp, &conv, 1, p->conv[il]);
+        }
+        if (p->rec[il]) {
+            const state_piece rec = {state_rec(sp, il, st->slot), (size_t)sp->shape[il].rec_floats * 4};
+            state_mem_from_host(sp, &rec, 1, p->rec[il]);
+        }
         if (p->keys[il]) copy_kv(c, st, p->n_pos, il, true, (uint8_t *)p->keys[il], true);
         if (p->values[il]) copy_kv(c, st, p->n_pos, il, false, (uint8_t *)p->values[il], true);
     }
