@@ -278,7 +278,7 @@ void run_block(emu_idx at, dim3 block, sched_order how) {
 } // namespace
 
 /* Kernel launches run so far: what a test counts to see that a step took its fused kernels */
-static long long launches_run = 0;
+static std::atomic<long long> launches_run{0};
 extern "C" long long emu_launches(void) { return launches_run; }
 
 /* Operations on the legacy stream (cudaMemcpy, cudaMemset, a launch or an asynchronous
@@ -287,8 +287,12 @@ extern "C" long long emu_launches(void) { return launches_run; }
 static std::atomic<long long> legacy_ops{0};
 extern "C" long long emu_legacy_ops(void) { return legacy_ops; }
 /* Counts one; with EDDY_EMU_LEGACY_STREAM=fail (the command-line suites' setting) stops */
+namespace {
+void invalidate_blocking_captures();
+}
 static void legacy_op(const char *what) {
     legacy_ops++;
+    invalidate_blocking_captures();
     const char *e = getenv("EDDY_EMU_LEGACY_STREAM");
     if (!e || strcmp(e, "fail")) return;
     fprintf(stderr, "emu: %s on the legacy stream (EDDY_EMU_LEGACY_STREAM=fail)\n", what);
@@ -332,7 +336,7 @@ static void place_shared(size_t bytes) {
  * launch does not run and the device keeps the error, as a GPU keeps a sticky one (an
  * illegal address): no kernel or copy runs after it, and cudaGetLastError,
  * cudaDeviceSynchronize and the copies report it. */
-static cudaError_t sticky_error = cudaSuccess;
+static std::atomic<cudaError_t> sticky_error{cudaSuccess};
 /* The device back (a test's stand-in for a new process) */
 extern "C" void emu_clear_fault(void) { sticky_error = cudaSuccess; }
 static bool device_faulted() {
@@ -344,8 +348,13 @@ static bool device_faulted() {
     return sticky_error != cudaSuccess;
 }
 
+/* The emulated device runs one piece of work (a launch, a copy, a product) at a time,
+ * whichever host thread asks: its fibers, shared memory and counters are one set. */
+static std::recursive_mutex device_mu;
+
 void emu_run(const void *fn, const char *name, dim3 grid, dim3 block, size_t shared_bytes,
              const std::function<void()> &body) {
+    std::lock_guard<std::recursive_mutex> hold(device_mu);
     if (device_faulted()) return;
     launches_run++;
     running_kernel = name;
@@ -392,14 +401,26 @@ namespace {
 struct emu_graph {
     std::vector<std::function<void()>> launches;
 };
-emu_graph *capturing = nullptr;
-cudaStream_t capture_stream; /* the stream being captured */
+/* A thread's capture (CUDA's cudaStreamCaptureModeThreadLocal: another thread's work
+ * goes on as usual) */
+thread_local emu_graph *capturing = nullptr;
+thread_local cudaStream_t capture_stream; /* the stream being captured */
 /* EDDY_EMU_PDL_CAPTURE_FAILS=1 stands for a driver that cannot capture programmatic
  * dependent launches: a capture with a launch made while ck_pdl_enabled fails at its end */
-bool capture_refused = false;
+thread_local bool capture_refused = false;
 
-/* The runtime calls that must not happen inside a capture (they would run at once, not
- * at the graph's launch): the emulator stops there, as CUDA fails the capture. */
+/* A stream is one byte: whether it waits for the legacy stream (cudaStreamCreate) or not
+ * (cudaStreamNonBlocking). The captures of blocking streams under way, in any thread: an
+ * operation on the legacy stream meanwhile invalidates them (it would wait for them). */
+std::mutex captures_mu;
+std::map<emu_graph *, bool> blocking_captures; /* graph -> invalidated */
+
+/* A legacy-stream operation: every blocking stream's capture under way fails at its end. */
+void invalidate_blocking_captures() {
+    std::lock_guard<std::mutex> hold(captures_mu);
+    for (auto &c : blocking_captures) c.second = true;
+}
+
 void not_while_capturing(const char *what) {
     if (!capturing) return;
     fprintf(stderr, "emu: %s while a stream is being captured\n", what);
@@ -411,6 +432,10 @@ void not_while_capturing(const char *what) {
 bool emu_record(const std::function<void()> &launch) {
     if (!capturing) return false;
     capturing->launches.push_back(launch);
+    /* EDDY_EMU_CAPTURE_US=N: each recorded launch takes N microseconds, so that a capture
+     * lasts as long as the other threads' steps (a test of two engines in two threads) */
+    const char *us = getenv("EDDY_EMU_CAPTURE_US");
+    if (us && atoi(us) > 0) usleep((useconds_t)atoi(us));
     return true;
 }
 
@@ -502,11 +527,12 @@ static void catch_overruns() {
 
 extern "C" {
 
-cudaError_t cudaStreamCreate(cudaStream_t *s) {
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) {
     *s = (cudaStream_t)malloc(1);
+    *(unsigned char *)*s = !(flags & cudaStreamNonBlocking);
     return cudaSuccess;
 }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int) { return cudaStreamCreate(s); }
+cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
     free(s);
     return cudaSuccess;
@@ -520,11 +546,26 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode) {
     if (capturing) return cudaErrorIllegalState;
     capturing = new emu_graph;
     capture_stream = s;
+    if (s && *(unsigned char *)s) {
+        std::lock_guard<std::mutex> hold(captures_mu);
+        blocking_captures[capturing] = false;
+    }
     return cudaSuccess;
 }
 cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t *g) {
     *g = (cudaGraph_t)capturing;
+    bool invalidated = false;
+    {
+        std::lock_guard<std::mutex> hold(captures_mu);
+        const auto it = blocking_captures.find(capturing);
+        if (it != blocking_captures.end()) invalidated = it->second, blocking_captures.erase(it);
+    }
     capturing = nullptr;
+    if (*g && invalidated) { /* another thread used the legacy stream meanwhile */
+        delete (emu_graph *)*g;
+        *g = nullptr;
+        return cudaErrorStreamCaptureInvalidated;
+    }
     if (*g && capture_refused) {
         capture_refused = false;
         delete (emu_graph *)*g;
@@ -539,6 +580,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned 
 }
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t) {
     not_while_capturing("cudaGraphLaunch");
+    std::lock_guard<std::recursive_mutex> hold(device_mu);
     for (const auto &l : ((emu_graph *)exec)->launches) l();
     return cudaSuccess;
 }
@@ -621,6 +663,7 @@ static cudaError_t copy_now(void *dst, const void *src, size_t bytes, enum cudaM
         check_side(src, from_device, what, "source");
         if ((!to_device && !pinned(dst)) || (!from_device && !pinned(src))) pageable_copies++;
     }
+    std::lock_guard<std::recursive_mutex> hold(device_mu);
     if (device_faulted()) return sticky_error;
     memmove(dst, src, bytes);
     return cudaSuccess;
@@ -628,6 +671,7 @@ static cudaError_t copy_now(void *dst, const void *src, size_t bytes, enum cudaM
 static cudaError_t set_now(void *p, int v, size_t bytes, const char *what) {
     not_while_capturing(what);
     if (bytes) check_side(p, true, what, "destination");
+    std::lock_guard<std::recursive_mutex> hold(device_mu);
     if (device_faulted()) return sticky_error;
     memset(p, v, bytes);
     return cudaSuccess;
@@ -715,6 +759,7 @@ static float elem(const void *p, cudaDataType t, size_t i) {
 static cublasStatus_t gemm_now(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
                            const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt, int ldb, float beta,
                            float *C, int ldc) {
+    std::lock_guard<std::recursive_mutex> hold(device_mu);
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
             float s = 0.0f;

@@ -17,6 +17,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1258,6 +1259,75 @@ TEST(cuda_sequences_batch_verify_snapshot) {
      * its own stream, so another engine's graph capture in another thread cannot fail */
     CHECKF(!emu_legacy_ops || emu_legacy_ops() == legacy, "the engines made %lld operations on the legacy stream",
            emu_legacy_ops ? emu_legacy_ops() - legacy : 0);
+}
+
+/* Two GPU engines, each stepped by its own thread at the same time: a 20-token prompt,
+ * then 10 tokens one at a time (decode steps, captured as graphs): each gives the logits
+ * it gives alone, bit for bit, and keeps its graphs (a capture another thread's work
+ * broke would have turned them off: on a GPU, a blocking stream's capture fails when any
+ * thread touches the legacy stream meanwhile, which the emulator stands for too). */
+#define TT_PROMPT 20
+#define TT_STEPS 10
+typedef struct {
+    eddy_engine *e;
+    const int32_t *ids; /* TT_PROMPT + TT_STEPS */
+    float *logits;      /* (TT_STEPS, V): after each token fed alone */
+    int64_t V;
+    bool ok;
+} tt_job;
+
+static void *tt_run(void *arg) { /* no CHECK here: the test's records belong to its thread */
+    tt_job *j = arg;
+    eddy_seq *s = NULL;
+    float *prompt = malloc(sizeof(float) * (size_t)j->V);
+    j->ok = prompt && eddy_seq_new(j->e, &s, NULL) == EDDY_OK &&
+            eddy_seq_eval(s, j->ids, TT_PROMPT, prompt, 0, NULL) == EDDY_OK;
+    for (int t = 0; j->ok && t < TT_STEPS; t++)
+        j->ok = eddy_seq_eval(s, j->ids + TT_PROMPT + t, 1, j->logits + t * j->V, 0, NULL) == EDDY_OK;
+    eddy_seq_free(s);
+    free(prompt);
+    return NULL;
+}
+
+TEST(cuda_two_engines_in_two_threads) {
+    eddy_model *m = tseq_load("models/qwen35-tiny-q8_0.gguf");
+    REQUIRE(m);
+    const int64_t V = eddy_model_n_vocab(m);
+    const eddy_engine_params p = {.n_seq_max = 1, .device = EDDY_DEVICE_CUDA, .n_ctx = 64};
+    int32_t ids[2][TT_PROMPT + TT_STEPS];
+    test_rng r = test_rng_new();
+    tseq_rand_ids(&r, ids[0], TT_PROMPT + TT_STEPS, V), tseq_rand_ids(&r, ids[1], TT_PROMPT + TT_STEPS, V);
+    float *alone = malloc(sizeof(float) * (size_t)(2 * TT_STEPS * V));
+    float *together = malloc(sizeof(float) * (size_t)(2 * TT_STEPS * V));
+    REQUIRE(alone && together);
+    tt_job job[2];
+    for (int k = 0; k < 2; k++) { /* alone: one engine at a time */
+        job[k] = (tt_job){tseq_engine(m, p), ids[k], alone + k * TT_STEPS * V, V, false};
+        if (job[k].e) tt_run(&job[k]);
+        REQUIRE(CHECKF(job[k].ok, "engine %d alone", k));
+        eddy_engine_free(job[k].e);
+    }
+    for (int k = 0; k < 2; k++) job[k] = (tt_job){tseq_engine(m, p), ids[k], together + k * TT_STEPS * V, V, false};
+    pthread_t th[2];
+    bool started[2] = {false, false};
+    const int pdl = ck_set_pdl(0); /* as the engines set it (a process's setting) */
+    ck_set_pdl(pdl);
+    setenv("EDDY_EMU_CAPTURE_US", "2000", 1); /* the emulator's captures as long as a step */
+    for (int k = 0; k < 2; k++) started[k] = job[k].e && pthread_create(&th[k], NULL, tt_run, &job[k]) == 0;
+    for (int k = 0; k < 2; k++)
+        if (started[k]) pthread_join(th[k], NULL);
+    unsetenv("EDDY_EMU_CAPTURE_US");
+    const int pdl_after = ck_set_pdl(pdl);
+    CHECKF(pdl_after == pdl, "a capture failed: kernels launch without programmatic dependent launch now");
+    for (int k = 0; k < 2; k++) {
+        CHECKF(started[k] && job[k].ok, "engine %d in its thread", k);
+        CHECKF(!memcmp(alone + k * TT_STEPS * V, together + k * TT_STEPS * V, sizeof(float) * (size_t)(TT_STEPS * V)),
+               "engine %d: its logits beside another engine differ from alone", k);
+        CHECKF(job[k].e && cuda_backend_graphs(job[k].e->gpu, 1) == 1, "engine %d lost its decode graph", k);
+        eddy_engine_free(job[k].e);
+    }
+    free(alone), free(together);
+    eddy_model_free(m);
 }
 
 /* A session of 600 positions (three KV blocks a layer) saved from and loaded into a GPU
