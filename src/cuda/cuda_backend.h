@@ -138,6 +138,10 @@ static inline const float *f32(const tensor *t) { return (const float *)t->data;
     } while (0)
 
 /* Device memory of size bytes, freed with the backend (NULL: none, or bytes 0) */
+/* The number name=N of the environment sets, lo <= N <= hi; dflt where it is unset or not
+ * such a number (with a warning naming it). */
+int64_t cuda_env_int(const char *name, int64_t lo, int64_t hi, int64_t dflt);
+
 /* cuda_memory.c: device memory (freed with the backend), copies and memsets on the
  * engine's stream (a copy with a host side returns once it is done), the pinned staging
  * buffer and the pool's memory operations */

@@ -20,6 +20,7 @@
 #include "cuda/cuda_backend.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
@@ -242,6 +243,20 @@ static bool env_not_off(const char *name) {
     return !(v && !strcmp(v, "0"));
 }
 
+int64_t cuda_env_int(const char *name, int64_t lo, int64_t hi, int64_t dflt) {
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    char *end;
+    errno = 0;
+    const long long n = strtoll(v, &end, 10);
+    if (*end || errno || n < lo || n > hi) {
+        eddy_log(EDDY_LOG_WARN, "%s=%s is not a number from %lld to %lld: using %lld", name, v, (long long)lo,
+                 (long long)hi, (long long)dflt);
+        return dflt;
+    }
+    return n;
+}
+
 eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **mem, eddy_error *err) {
     *out = NULL;
     const model *m = c->m;
@@ -280,8 +295,7 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->fused = env_not_off("EDDY_CUDA_FUSED");
     /* EDDY_CUDA_GEMV_DEPTH=1: the products load one item a lane at a time (to measure
      * what loading four ahead gains) */
-    const char *depth = getenv("EDDY_CUDA_GEMV_DEPTH");
-    if (depth && *depth) ck_gemv_set_depth(atoi(depth));
+    ck_gemv_set_depth((int)cuda_env_int("EDDY_CUDA_GEMV_DEPTH", 1, 4, 4)); /* 1 or 4 */
     g->prof = cuda_profile_new();
     if (g->prof) g->graphs = false; /* a replayed graph is one piece of work */
     for (int64_t il = 0; il < hp->n_layer; il++) g->moe |= m->layers[il].ffn == FFN_MOE;
@@ -333,8 +347,8 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     g->sh_gate = dev_rows(g, B, X ? 1 : 0, &ok);
     g->moe_order = (int32_t *)dev_rows(g, B, by_host ? KX : 0, &ok);
     g->moe_chunk = X ? (B < MOE_CHUNK ? B : MOE_CHUNK) : 0;
-    const char *chunk = getenv("EDDY_CUDA_MOE_CHUNK"); /* a test's smaller chunks */
-    if (X && chunk && atoll(chunk) > 0 && atoll(chunk) < g->moe_chunk) g->moe_chunk = atoll(chunk);
+    const int64_t chunk = cuda_env_int("EDDY_CUDA_MOE_CHUNK", 1, MOE_CHUNK, MOE_CHUNK); /* a test's smaller chunks */
+    if (X && chunk < g->moe_chunk) g->moe_chunk = chunk;
     const int64_t slots = g->moe_rows * KX; /* of the steps routed on the GPU */
     const int64_t F_exp = X ? hp->n_ff_exp : 0;
     const int64_t routed = g->moe_rows > g->moe_chunk ? g->moe_rows : g->moe_chunk; /* tokens a routing takes */
@@ -378,9 +392,7 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
         /* products of 9 to 128 rows (batched decode, verify of long drafts) multiply the
          * quantized weights on the tensor cores (ck_mmq_parts), more rows (prefill) an f16
          * copy through cuBLAS; EDDY_CUDA_MMQ=N moves the bound (0: cuBLAS from 9 rows on) */
-        g->mmq_rows = 128;
-        const char *mmq = getenv("EDDY_CUDA_MMQ");
-        if (mmq && *mmq) g->mmq_rows = atoll(mmq);
+        g->mmq_rows = cuda_env_int("EDDY_CUDA_MMQ", 0, 1 << 20, 128);
         if (B > CK_GEMV_MAX_TOK && g->mmq_rows > CK_GEMV_MAX_TOK) {
             g->mmq_q8 = cuda_dev_alloc(g, ck_mmq_scratch_bytes(max_in, B < g->mmq_rows ? B : g->mmq_rows));
             ok = ok && g->mmq_q8;

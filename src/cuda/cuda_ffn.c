@@ -20,8 +20,7 @@
 int64_t cuda_moe_rows(int64_t X, int64_t k, int64_t B) {
     int64_t rows = 4 * X / k < 128 ? 4 * X / k : 128;
     if (rows < CK_GEMV_MAX_TOK) rows = CK_GEMV_MAX_TOK;
-    const char *env = getenv("EDDY_CUDA_MOE_ROWS");
-    if (env && *env) rows = atoll(env) < 1 ? 1 : (atoll(env) > 128 ? 128 : atoll(env));
+    rows = cuda_env_int("EDDY_CUDA_MOE_ROWS", 1, 128, rows);
     return rows < B ? rows : B;
 }
 

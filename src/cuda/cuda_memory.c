@@ -55,8 +55,7 @@ void cuda_zero(cuda_backend *g, void *p, size_t bytes) {
 }
 
 void cuda_staging_new(cuda_backend *g) {
-    const char *kib = getenv("EDDY_CUDA_STAGING_KIB");
-    g->staging_half = kib && atoll(kib) > 0 ? (size_t)atoll(kib) << 10 : STAGING_HALF;
+    g->staging_half = (size_t)cuda_env_int("EDDY_CUDA_STAGING_KIB", 1, 1 << 20, STAGING_HALF >> 10) << 10;
     if (cudaMallocHost((void **)&g->staging, 2 * g->staging_half) != cudaSuccess) g->staging = NULL;
     if (g->staging && (cudaEventCreateWithFlags(&g->staged[0], cudaEventDisableTiming) != cudaSuccess ||
                        cudaEventCreateWithFlags(&g->staged[1], cudaEventDisableTiming) != cudaSuccess)) {

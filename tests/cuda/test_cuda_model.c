@@ -26,6 +26,7 @@
 #include "eddy.h"
 #include "cuda/ck.h"
 #include "cuda/cuda.h"
+#include "cuda/cuda_backend.h"
 #include "model/engine.h"
 #include "ops/vec.h"
 #include "test.h"
@@ -665,6 +666,26 @@ TEST(cuda_engine_after_a_gpu_fault) {
 }
 
 /* A device that is not one is refused. */
+/* The numbers the backend's switches take (EDDY_CUDA_MMQ and the others): within their
+ * bounds, else the default; unset, empty, trailing text, out of range or of long long's
+ * range the default too. */
+TEST(cuda_env_numbers) {
+    const char *n = "EDDY_TEST_CUDA_NUMBER";
+    unsetenv(n);
+    CHECK_EQ(cuda_env_int(n, 1, 128, 7), 7);
+    const struct {
+        const char *v;
+        int64_t lo, want;
+    } cases[] = {{"12", 1, 12}, {"1", 1, 1}, {"128", 1, 128}, {"0", 1, 7}, {"129", 1, 7}, {"12x", 1, 7},
+                 {"", 1, 7}, {" 5", 1, 5}, {"-3", -5, -3}, {"99999999999999999999", 1, 7}, {"abc", 1, 7}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv(n, cases[i].v, 1);
+        CHECKF(cuda_env_int(n, cases[i].lo, 128, 7) == cases[i].want, "%s=\"%s\": %lld", n, cases[i].v,
+               (long long)cuda_env_int(n, cases[i].lo, 128, 7));
+    }
+    unsetenv(n);
+}
+
 TEST(cuda_refuses_unknown_device) {
     eddy_model *m = tseq_load("models/qwen35-mtp-tiny-q8_0.gguf");
     REQUIRE(m);
