@@ -154,13 +154,15 @@ static int host_test_calls[4]; /* copy, to_host, from_host, zero */
 static void *host_test_alloc(void *ctx, size_t bytes) { return ctx == host_test_calls ? calloc(1, bytes) : NULL; }
 static void host_test_free(void *ctx, void *p) { (void)ctx, free(p); }
 static void host_test_copy(void *ctx, void *d, const void *s, size_t n) { ((int *)ctx)[0]++, memcpy(d, s, n); }
-static void host_test_to(void *ctx, void *d, const state_piece *s, int64_t n) {
+static bool host_test_to(void *ctx, void *d, const state_piece *s, int64_t n) {
     ((int *)ctx)[1]++;
     for (int64_t i = 0; i < n; d = (char *)d + s[i].bytes, i++) memcpy(d, s[i].at, s[i].bytes);
+    return true;
 }
-static void host_test_from(void *ctx, const state_piece *d, int64_t n, const void *s) {
+static bool host_test_from(void *ctx, const state_piece *d, int64_t n, const void *s) {
     ((int *)ctx)[2]++;
     for (int64_t i = 0; i < n; s = (const char *)s + d[i].bytes, i++) memcpy(d[i].at, s, d[i].bytes);
+    return true;
 }
 static void host_test_zero(void *ctx, void *d, size_t n) { ((int *)ctx)[3]++, memset(d, 0, n); }
 

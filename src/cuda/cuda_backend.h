@@ -151,9 +151,10 @@ void cuda_zero(cuda_backend *g, void *p, size_t bytes);
 void cuda_staging_new(cuda_backend *g);
 void cuda_staging_free(cuda_backend *g);
 /* n pieces of device memory into host memory, back to back, and out of it: through the
- * staging buffer unless the host side is pinned */
-void cuda_pieces_to_host(cuda_backend *g, void *dst, const state_piece *src, int64_t n);
-void cuda_pieces_from_host(cuda_backend *g, const state_piece *dst, int64_t n, const void *src);
+ * staging buffer unless the host side is pinned; false when the GPU refused a copy or
+ * failed (a sticky error) */
+bool cuda_pieces_to_host(cuda_backend *g, void *dst, const state_piece *src, int64_t n);
+bool cuda_pieces_from_host(cuda_backend *g, const state_piece *dst, int64_t n, const void *src);
 void cuda_state_mem(cuda_backend *g);
 /* The device's free and total memory (cudaMemGetInfo); false, and both 0, when it cannot
  * say (the error is cleared) */

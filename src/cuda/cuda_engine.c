@@ -47,8 +47,7 @@ static bool upload(cuda_backend *g, const tensor *t, tensor *out) {
     const size_t bytes = t->row_bytes * (size_t)tensor_rows(t);
     g->weight_bytes += bytes;
     void *d = cuda_dev_alloc(g, bytes);
-    if (!d) return false;
-    cuda_pieces_from_host(g, &(state_piece){d, bytes}, 1, t->data); /* errors: upload_model asks */
+    if (!d || !cuda_pieces_from_host(g, &(state_piece){d, bytes}, 1, t->data)) return false;
     out->data = d;
     return true;
 }

@@ -89,56 +89,57 @@ static size_t pieces_bytes(const state_piece *p, int64_t n) {
 }
 
 /* Queues the copies of window [w, w + len) of the pieces' concatenation to (to_host) or
- * from host memory, host being where the window's first byte goes or comes from. */
-static void copy_window(cuda_backend *g, const state_piece *p, int64_t n, size_t w, size_t len, char *host,
+ * from host memory, host being where the window's first byte goes or comes from; false
+ * when one is refused. */
+static bool copy_window(cuda_backend *g, const state_piece *p, int64_t n, size_t w, size_t len, char *host,
                         bool to_host) {
+    bool ok = true;
     size_t at = 0; /* where piece i begins in the concatenation */
     for (int64_t i = 0; i < n && at < w + len; at += p[i].bytes, i++) {
         const size_t a = at > w ? at : w, b = at + p[i].bytes < w + len ? at + p[i].bytes : w + len;
         if (a >= b) continue;
         char *dev = (char *)p[i].at + (a - at), *h = host + (a - w);
-        if (to_host) cudaMemcpyAsync(h, dev, b - a, cudaMemcpyDeviceToHost, g->stream);
-        else cudaMemcpyAsync(dev, h, b - a, cudaMemcpyHostToDevice, g->stream);
+        ok &= (to_host ? cudaMemcpyAsync(h, dev, b - a, cudaMemcpyDeviceToHost, g->stream)
+                       : cudaMemcpyAsync(dev, h, b - a, cudaMemcpyHostToDevice, g->stream)) == cudaSuccess;
     }
+    return ok;
 }
 
-void cuda_pieces_to_host(cuda_backend *g, void *dst, const state_piece *src, int64_t n) {
+bool cuda_pieces_to_host(cuda_backend *g, void *dst, const state_piece *src, int64_t n) {
     const size_t total = pieces_bytes(src, n), half = g->staging_half;
-    if (!g->staging || pinned(dst)) {
-        copy_window(g, src, n, 0, total, dst, true);
-        cudaStreamSynchronize(g->stream);
-        return;
-    }
+    if (!g->staging || pinned(dst))
+        return copy_window(g, src, n, 0, total, dst, true) && cudaStreamSynchronize(g->stream) == cudaSuccess;
+    bool ok = true;
     const size_t windows = (total + half - 1) / half;
     for (size_t k = 0; k <= windows; k++) {
         if (k < windows) { /* half k % 2 was copied out at step k - 1 */
             const size_t len = total - k * half < half ? total - k * half : half;
-            copy_window(g, src, n, k * half, len, g->staging + k % 2 * half, true);
-            cudaEventRecord(g->staged[k % 2], g->stream);
+            ok &= copy_window(g, src, n, k * half, len, g->staging + k % 2 * half, true);
+            ok &= cudaEventRecord(g->staged[k % 2], g->stream) == cudaSuccess;
         }
         if (k > 0) {
             const size_t j = k - 1, len = total - j * half < half ? total - j * half : half;
-            cudaEventSynchronize(g->staged[j % 2]);
+            ok &= cudaEventSynchronize(g->staged[j % 2]) == cudaSuccess;
             memcpy((char *)dst + j * half, g->staging + j % 2 * half, len);
         }
     }
+    return ok;
 }
 
-void cuda_pieces_from_host(cuda_backend *g, const state_piece *dst, int64_t n, const void *src) {
+bool cuda_pieces_from_host(cuda_backend *g, const state_piece *dst, int64_t n, const void *src) {
     const size_t total = pieces_bytes(dst, n), half = g->staging_half;
-    if (!g->staging || pinned(src)) {
-        copy_window(g, dst, n, 0, total, (char *)src, false);
-        cudaStreamSynchronize(g->stream);
-        return;
-    }
+    if (!g->staging || pinned(src))
+        return copy_window(g, dst, n, 0, total, (char *)src, false) && cudaStreamSynchronize(g->stream) == cudaSuccess;
+    bool ok = true;
     for (size_t k = 0; k * half < total; k++) {
         const size_t len = total - k * half < half ? total - k * half : half;
-        if (k >= 2) cudaEventSynchronize(g->staged[k % 2]); /* window k - 2 has left this half */
+        if (k >= 2) ok &= cudaEventSynchronize(g->staged[k % 2]) == cudaSuccess; /* window k - 2 left this half */
         memcpy(g->staging + k % 2 * half, (const char *)src + k * half, len);
-        copy_window(g, dst, n, k * half, len, g->staging + k % 2 * half, false);
-        cudaEventRecord(g->staged[k % 2], g->stream);
+        ok &= copy_window(g, dst, n, k * half, len, g->staging + k % 2 * half, false);
+        ok &= cudaEventRecord(g->staged[k % 2], g->stream) == cudaSuccess;
     }
-    cudaStreamSynchronize(g->stream); /* the caller may free or reuse what the pieces hold */
+    /* the caller may free or reuse what the pieces hold once they are on the device */
+    return cudaStreamSynchronize(g->stream) == cudaSuccess && ok;
 }
 
 /* ==== The state pool's memory operations ==== */
@@ -160,11 +161,11 @@ static void state_zero(void *ctx, void *p, size_t bytes) { cuda_zero(ctx, p, byt
 static void state_copy(void *ctx, void *dst, const void *src, size_t bytes) {
     cuda_copy(ctx, dst, src, bytes, cudaMemcpyDeviceToDevice);
 }
-static void state_to_host(void *ctx, void *dst, const state_piece *src, int64_t n) {
-    cuda_pieces_to_host(ctx, dst, src, n);
+static bool state_to_host(void *ctx, void *dst, const state_piece *src, int64_t n) {
+    return cuda_pieces_to_host(ctx, dst, src, n);
 }
-static void state_from_host(void *ctx, const state_piece *dst, int64_t n, const void *src) {
-    cuda_pieces_from_host(ctx, dst, n, src);
+static bool state_from_host(void *ctx, const state_piece *dst, int64_t n, const void *src) {
+    return cuda_pieces_from_host(ctx, dst, n, src);
 }
 /* host slots (snapshots kept off the GPU): pinned, so copies to and from them run at the
  * bus's speed without staging */

@@ -210,8 +210,8 @@ eddy_status engine_run(engine *c, const eddy_token *tokens, eddy_seq *const *seq
     eddy_error own;
     if (!err) err = &own; /* a failed GPU step's message is kept */
     if (c->gpu_failed[0])
-        return eddy_error_set(err, EDDY_ERR_IO, "an earlier step on the GPU failed (%s): the engine's states are "
-                              "lost; a new engine is needed", c->gpu_failed);
+        return eddy_error_set(err, EDDY_ERR_IO, "an earlier step or copy on the GPU failed (%s): the engine's "
+                              "states are lost; a new engine is needed", c->gpu_failed);
     eddy_status st = check_batch(c, tokens, seqs, n, verify, err);
     if (st == EDDY_OK && dg && !c->gpu) st = digest_room(c, seqs, n, want, err);
     if (st == EDDY_OK) st = reserve_blocks(c, seqs, n, err);

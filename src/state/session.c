@@ -112,8 +112,8 @@ static uint64_t align_up(uint64_t x) { return (x + SECTION_ALIGN - 1) / SECTION_
 /* Key (or value) rows [0, n_pos) of layer il between a flat array (n_pos rows, position
  * order) and the blocks of st: into the blocks when to_pool, else out of them. The
  * blocks go to the pool's memory operations up to 64 at a time (on a GPU: one batch of
- * copies through pinned memory). */
-static void copy_kv(const engine *c, const seq_state *st, int64_t n_pos, int64_t il, bool keys, uint8_t *flat,
+ * copies through pinned memory). False when the device failed. */
+static bool copy_kv(const engine *c, const seq_state *st, int64_t n_pos, int64_t il, bool keys, uint8_t *flat,
                     bool to_pool) {
     const state_pool *sp = c->sp;
     const size_t row = (size_t)(keys ? sp->shape[il].kv_k : sp->shape[il].kv_v) * state_elem_bytes(keys ? sp->type_k : sp->type_v);
@@ -121,6 +121,7 @@ static void copy_kv(const engine *c, const seq_state *st, int64_t n_pos, int64_t
     state_piece pieces[64];
     int64_t n = 0;
     uint8_t *batch = flat; /* where the pieces' rows begin in flat */
+    bool ok = true;
     for (int64_t b = 0; b * STATE_KV_BLOCK < n_pos; b++) {
         const int64_t rows = n_pos - b * STATE_KV_BLOCK < STATE_KV_BLOCK ? n_pos - b * STATE_KV_BLOCK : STATE_KV_BLOCK;
         uint8_t *in_pool = slab + (size_t)st->blocks[b] * STATE_KV_BLOCK * row, *in_flat = flat + (size_t)(b * STATE_KV_BLOCK) * row;
@@ -131,10 +132,17 @@ static void copy_kv(const engine *c, const seq_state *st, int64_t n_pos, int64_t
         if (n == 0) batch = in_flat;
         pieces[n++] = (state_piece){in_pool, (size_t)rows * row};
         if (n < 64 && (b + 1) * STATE_KV_BLOCK < n_pos) continue;
-        if (to_pool) state_mem_from_host(sp, pieces, n, batch);
-        else state_mem_to_host(sp, batch, pieces, n);
+        ok &= to_pool ? state_mem_from_host(sp, pieces, n, batch) : state_mem_to_host(sp, batch, pieces, n);
         n = 0;
     }
+    return ok;
+}
+
+/* A GPU that failed: the engine's states are lost (the next step refuses too). */
+static eddy_status device_lost(engine *c, const char *what, eddy_error *err) {
+    if (!c->gpu_failed[0]) snprintf(c->gpu_failed, sizeof c->gpu_failed, "a copy %s the GPU failed", what);
+    return eddy_error_set(err, EDDY_ERR_IO, "the GPU failed (%s): the engine's states are lost; a new engine is "
+                          "needed", c->gpu_failed);
 }
 
 /* The whole file of state st in memory, with the logits after its last token (NULL:
@@ -143,6 +151,7 @@ static eddy_status serialize_state(engine *c, const seq_state *st, const float *
                                    app_bytes app, uint8_t **out, size_t *len, eddy_error *err) {
     const state_pool *sp = c->sp;
     const size_t smp_bytes = smp ? sampler_state_bytes(smp) : 0;
+    if (c->gpu_failed[0]) return device_lost(c, "from", err);
     section secs[4 + 4 * 1024];
     int64_t n = 0;
     if (sp->n_layer > 1024) return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "session: more than 1024 layers");
@@ -165,13 +174,14 @@ static eddy_status serialize_state(engine *c, const seq_state *st, const float *
     }
     uint8_t *buf = eddy_calloc(1, (size_t)at);
     if (!buf) return eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate %.1f MiB for the session", (double)at / (1 << 20));
+    bool copied = true;
     for (int64_t i = 0; i < n; i++) {
         uint8_t *dst = buf + secs[i].offset;
         if (secs[i].kind == SEC_SAMPLER) sampler_state_write(smp, dst);
         else if (secs[i].kind == SEC_KEYS || secs[i].kind == SEC_VALUES)
-            copy_kv(c, st, st->n_pos, secs[i].layer, secs[i].kind == SEC_KEYS, dst, false);
+            copied &= copy_kv(c, st, st->n_pos, secs[i].layer, secs[i].kind == SEC_KEYS, dst, false);
         else if (secs[i].kind == SEC_CONV || secs[i].kind == SEC_REC) /* pool memory: host or device */
-            state_mem_to_host(sp, dst, &(state_piece){(void *)secs[i].src, (size_t)secs[i].bytes}, 1);
+            copied &= state_mem_to_host(sp, dst, &(state_piece){(void *)secs[i].src, (size_t)secs[i].bytes}, 1);
         else if (secs[i].bytes)
             memcpy(dst, secs[i].src, (size_t)secs[i].bytes);
         uint8_t *e = buf + HEADER_BYTES + i * ENTRY_BYTES;
@@ -180,6 +190,10 @@ static eddy_status serialize_state(engine *c, const seq_state *st, const float *
         put64(e + 8, secs[i].offset);
         put64(e + 16, secs[i].bytes);
         put64(e + 24, XXH3_64bits(dst, (size_t)secs[i].bytes));
+    }
+    if (!copied) { /* nothing of it is written anywhere */
+        eddy_free(buf);
+        return device_lost(c, "from", err);
     }
     const XXH128_hash_t fp = fingerprint(c->m);
     memcpy(buf, SESSION_MAGIC, 8);
@@ -409,17 +423,23 @@ static eddy_status apply(engine *c, eddy_seq *s, sampler *smp, const parsed *p, 
             return eddy_error_set(err, EDDY_ERR_NOMEM, "the KV cache has no free block for the session's %" PRId64
                                   " positions", p->n_pos);
     }
+    bool copied = true;
     for (int64_t il = 0; il < sp->n_layer; il++) {
         if (p->conv[il]) {
             const state_piece conv = {state_conv(sp, il, st->slot), (size_t)sp->shape[il].conv_floats * 4};
-            state_mem_from_host(sp, &conv, 1, p->conv[il]);
+            copied &= state_mem_from_host(sp, &conv, 1, p->conv[il]);
         }
         if (p->rec[il]) {
             const state_piece rec = {state_rec(sp, il, st->slot), (size_t)sp->shape[il].rec_floats * 4};
-            state_mem_from_host(sp, &rec, 1, p->rec[il]);
+            copied &= state_mem_from_host(sp, &rec, 1, p->rec[il]);
         }
-        if (p->keys[il]) copy_kv(c, st, p->n_pos, il, true, (uint8_t *)p->keys[il], true);
-        if (p->values[il]) copy_kv(c, st, p->n_pos, il, false, (uint8_t *)p->values[il], true);
+        if (p->keys[il]) copied &= copy_kv(c, st, p->n_pos, il, true, (uint8_t *)p->keys[il], true);
+        if (p->values[il]) copied &= copy_kv(c, st, p->n_pos, il, false, (uint8_t *)p->values[il], true);
+    }
+    if (!copied) { /* the sequence holds no half-loaded state */
+        seq_state_clear(sp, st);
+        seq_logits_held(s, false);
+        return device_lost(c, "to", err);
     }
     for (int64_t i = 0; i < p->n_pos; i++) st->tokens[i] = (int32_t)get32(p->sec[SEC_TOKENS] + 4 * i);
     st->n_pos = p->n_pos;
@@ -501,7 +521,8 @@ static eddy_status load_bytes(eddy_seq *s, sampler *smp, const char *what, const
     seq_state stage = {.slot = -1, .n_ctx = c->n_ctx};
     eddy_status st = s->n_pending ? eddy_error_set(err, EDDY_ERR_ARG, "cannot load into a sequence whose verify awaits "
                                                    "eddy_seq_accept")
-                                  : staged_check(c, s, what, buf, len, &p, &stage, err);
+                     : c->gpu_failed[0] ? device_lost(c, "to", err)
+                                        : staged_check(c, s, what, buf, len, &p, &stage, err);
     /* the sampler's bytes are checked against it before anything changes */
     if (st == EDDY_OK && smp && p.sec[SEC_SAMPLER] && !sampler_state_valid(smp, p.sec[SEC_SAMPLER], (size_t)p.sampler_bytes))
         st = BAD("%s: the sampler section is not a sampler state of this vocabulary", what);

@@ -72,13 +72,15 @@ static void host_copy(void *ctx, void *dst, const void *src, size_t bytes) {
     (void)ctx;
     memcpy(dst, src, bytes);
 }
-static void host_to_host(void *ctx, void *dst, const state_piece *src, int64_t n) {
+static bool host_to_host(void *ctx, void *dst, const state_piece *src, int64_t n) {
     (void)ctx;
     for (int64_t i = 0; i < n; dst = (char *)dst + src[i].bytes, i++) memcpy(dst, src[i].at, src[i].bytes);
+    return true;
 }
-static void host_from_host(void *ctx, const state_piece *dst, int64_t n, const void *src) {
+static bool host_from_host(void *ctx, const state_piece *dst, int64_t n, const void *src) {
     (void)ctx;
     for (int64_t i = 0; i < n; src = (const char *)src + dst[i].bytes, i++) memcpy(dst[i].at, src, dst[i].bytes);
+    return true;
 }
 
 /* The recurrent slabs are read a state (hundreds of KiB) at a time and gain little from
@@ -260,8 +262,8 @@ void state_slot_copy_layer(state_pool *p, int64_t il, int64_t dst, int64_t src) 
         bool dst_host, src_host;
         float *d = slot_part(p, il, dst, rec, &dst_host), *s = slot_part(p, il, src, rec, &src_host);
         if (dst_host && src_host) memcpy(d, s, bytes);
-        else if (dst_host) state_mem_to_host(p, d, &(state_piece){s, bytes}, 1);
-        else if (src_host) state_mem_from_host(p, &(state_piece){d, bytes}, 1, s);
+        else if (dst_host) (void)state_mem_to_host(p, d, &(state_piece){s, bytes}, 1); /* a failed device: its */
+        else if (src_host) (void)state_mem_from_host(p, &(state_piece){d, bytes}, 1, s); /* next step says so */
         else state_mem_copy(p, d, s, bytes);
     }
 }

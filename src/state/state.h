@@ -81,9 +81,9 @@ typedef struct {
     void (*copy)(void *ctx, void *dst, const void *src, size_t bytes);
     /* n pieces of pool memory into one run of host memory, back to back, and out of one
      * (session files, host slots): a backend whose copies each cost a round trip batches
-     * them */
-    void (*to_host)(void *ctx, void *host_dst, const state_piece *src, int64_t n);
-    void (*from_host)(void *ctx, const state_piece *dst, int64_t n, const void *host_src);
+     * them. False when the device failed (the copy's bytes are then not to be trusted). */
+    bool (*to_host)(void *ctx, void *host_dst, const state_piece *src, int64_t n);
+    bool (*from_host)(void *ctx, const state_piece *dst, int64_t n, const void *host_src);
     bool host;                    /* the slabs are host memory: the CPU may read them */
     void *(*alloc_rec)(void *ctx, size_t bytes); /* the recurrent slabs' (NULL: alloc's) */
     void *(*alloc_host)(void *ctx, size_t bytes); /* the host slots' slabs, zeroed (NULL: the pool has none) */
@@ -167,12 +167,13 @@ static inline void state_mem_zero(const state_pool *p, void *at, size_t bytes) {
 static inline void state_mem_copy(const state_pool *p, void *dst, const void *src, size_t bytes) {
     p->mem->copy(p->mem->ctx, dst, src, bytes);
 }
-/* n pieces of pool memory into host_dst, back to back, and out of host_src. */
-static inline void state_mem_to_host(const state_pool *p, void *host_dst, const state_piece *src, int64_t n) {
-    p->mem->to_host(p->mem->ctx, host_dst, src, n);
+/* n pieces of pool memory into host_dst, back to back, and out of host_src; false when
+ * the device failed. */
+static inline bool state_mem_to_host(const state_pool *p, void *host_dst, const state_piece *src, int64_t n) {
+    return p->mem->to_host(p->mem->ctx, host_dst, src, n);
 }
-static inline void state_mem_from_host(const state_pool *p, const state_piece *dst, int64_t n, const void *host_src) {
-    p->mem->from_host(p->mem->ctx, dst, n, host_src);
+static inline bool state_mem_from_host(const state_pool *p, const state_piece *dst, int64_t n, const void *host_src) {
+    return p->mem->from_host(p->mem->ctx, dst, n, host_src);
 }
 
 /* ==== KV blocks ==== */

@@ -616,6 +616,12 @@ TEST(cuda_products_reuse_input_forms) {
  * kernels may have written part of the step's states. A new engine gives the logits of
  * one that never failed. Only on the emulator, which can fault on request. */
 void emu_clear_fault(void) __attribute__((weak));
+/* An empty file at path (the emulator's EDDY_EMU_FAIL_FILE: the GPU faults from then on) */
+static bool make_file(const char *path) {
+    FILE *f = fopen(path, "w");
+    return f && fclose(f) == 0;
+}
+
 TEST(cuda_engine_after_a_gpu_fault) {
     if (!emu_clear_fault) return;
     eddy_model *m = tseq_load("models/qwen35-tiny-f32.gguf");
@@ -632,18 +638,28 @@ TEST(cuda_engine_after_a_gpu_fault) {
     tseq_rand_ids(&r, ids, 12, V);
     float *x1 = malloc(sizeof(float) * (size_t)V), *x2 = malloc(sizeof(float) * (size_t)V);
     eddy_error err;
-    if (s && x1 && x2 && tseq_feed(s, ids, 8, NULL)) {
-        FILE *f = fopen(flag, "w");
-        REQUIRE(f);
-        fclose(f);
+    void *saved = NULL;
+    size_t saved_len = 0;
+    if (s && x1 && x2 && tseq_feed(s, ids, 8, NULL) &&
+        CHECKF(eddy_seq_save_buffer(s, NULL, &saved, &saved_len, &err) == EDDY_OK, "%s", err.msg)) {
+        REQUIRE(CHECKF(make_file(flag), "cannot make %s", flag));
         eddy_status st = eddy_seq_eval(s, ids + 8, 4, x1, 0, &err);
         CHECKF(st == EDDY_ERR_IO && strstr(err.msg, "illegal memory access"), "the step the fault hit: %d %s",
                (int)st, st ? err.msg : "");
         remove(flag);
         emu_clear_fault();
         st = eddy_seq_eval(s, ids + 8, 4, x1, 0, &err);
-        CHECKF(st == EDDY_ERR_IO && strstr(err.msg, "an earlier step on the GPU failed") &&
+        CHECKF(st == EDDY_ERR_IO && strstr(err.msg, "an earlier step or copy on the GPU failed") &&
                strstr(err.msg, "illegal memory access"), "a step after it: %d %s", (int)st, st ? err.msg : "");
+        /* nor does it save or load a session: no state of it is trusted */
+        void *lost = NULL;
+        size_t lost_len = 0;
+        st = eddy_seq_save_buffer(s, NULL, &lost, &lost_len, &err);
+        CHECKF(st == EDDY_ERR_IO && !lost && strstr(err.msg, "illegal memory access"), "a save after it: %d %s",
+               (int)st, st ? err.msg : "");
+        st = eddy_seq_load_buffer(s, NULL, saved, saved_len, &err);
+        CHECKF(st == EDDY_ERR_IO && strstr(err.msg, "states are lost"), "a load after it: %d %s", (int)st,
+               st ? err.msg : "");
         eddy_seq_free(s), s = NULL;
         eddy_engine_free(e);
         e = tseq_engine(m, p);
@@ -653,9 +669,32 @@ TEST(cuda_engine_after_a_gpu_fault) {
         if (s && c && tseq_feed(s, ids, 11, NULL) && tseq_feed(s, ids + 11, 1, x1) && tseq_feed(c, ids, 11, NULL) &&
             tseq_feed(c, ids + 11, 1, x2))
             CHECKF(rel_rms(x1, x2, V) <= 1e-4, "a new engine after the fault: %g", rel_rms(x1, x2, V));
+        /* a fault in the copies of a save: the save fails, no bytes come back, and the
+         * engine refuses its next step; a load whose copies fault leaves the sequence empty */
+        REQUIRE(CHECKF(make_file(flag), "cannot make %s", flag));
+        lost = NULL;
+        st = s ? eddy_seq_save_buffer(s, NULL, &lost, &lost_len, &err) : EDDY_OK;
+        CHECKF(st == EDDY_ERR_IO && !lost && strstr(err.msg, "a copy from the GPU failed"), "a save that faults: %d %s",
+               (int)st, st ? err.msg : "");
+        remove(flag);
+        emu_clear_fault();
+        st = s ? eddy_seq_eval(s, ids + 11, 1, x1, 0, &err) : EDDY_OK;
+        CHECKF(st == EDDY_ERR_IO && strstr(err.msg, "a copy from the GPU failed"), "a step after it: %d %s", (int)st,
+               st ? err.msg : "");
+        eddy_seq_free(s), s = NULL;
+        eddy_engine_free(e);
+        e = tseq_engine(m, p);
+        s = e ? tseq_new(e) : NULL;
+        REQUIRE(CHECKF(make_file(flag), "cannot make %s", flag));
+        st = s ? eddy_seq_load_buffer(s, NULL, saved, saved_len, &err) : EDDY_OK;
+        CHECKF(st == EDDY_ERR_IO && strstr(err.msg, "a copy to the GPU failed") && s && eddy_seq_n_pos(s) == 0,
+               "a load that faults: %d %s", (int)st, st ? err.msg : "");
+        remove(flag);
+        emu_clear_fault();
         eddy_seq_free(c);
         eddy_engine_free(cpu);
     }
+    free(saved);
     remove(flag);
     unsetenv("EDDY_EMU_FAIL_FILE");
     emu_clear_fault();
