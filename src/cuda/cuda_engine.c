@@ -280,7 +280,8 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
      * and later; EDDY_CUDA_PDL=0: plain launches, to measure what it gains) */
     ck_set_pdl(have_prop && prop.major >= 9 && env_not_off("EDDY_CUDA_PDL"));
     if (cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking) != cudaSuccess ||
-        cublasCreate(&g->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(g->blas, g->stream) != CUBLAS_STATUS_SUCCESS) {
+        cublasCreate(&g->blas) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetStream(g->blas, g->stream) != CUBLAS_STATUS_SUCCESS) {
         cudaGetLastError();
         cuda_backend_free(g);
         return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "cannot start a stream and cuBLAS on the GPU");

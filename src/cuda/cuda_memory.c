@@ -150,7 +150,11 @@ static void *state_alloc(void *ctx, size_t bytes) {
         cudaGetLastError();
         return NULL;
     }
-    cuda_zero(ctx, p, bytes);
+    if (cudaMemsetAsync(p, 0, bytes, ((cuda_backend *)ctx)->stream) != cudaSuccess) {
+        cudaGetLastError();
+        cudaFree(p);
+        return NULL;
+    }
     return p;
 }
 static void state_free(void *ctx, void *p) {

@@ -421,6 +421,9 @@ void invalidate_blocking_captures() {
     for (auto &c : blocking_captures) c.second = true;
 }
 
+/* The runtime calls that must not happen inside the calling thread's capture (they would
+ * run at once, not at the graph's launch): the emulator stops there, as CUDA fails the
+ * capture. */
 void not_while_capturing(const char *what) {
     if (!capturing) return;
     fprintf(stderr, "emu: %s while a stream is being captured\n", what);
