@@ -147,7 +147,7 @@ int64_t cuda_env_int(const char *name, int64_t lo, int64_t hi, int64_t dflt);
  * buffer and the pool's memory operations */
 void *cuda_dev_alloc(cuda_backend *g, size_t bytes);
 cudaError_t cuda_copy(cuda_backend *g, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind);
-void cuda_zero(cuda_backend *g, void *p, size_t bytes);
+cudaError_t cuda_zero(cuda_backend *g, void *p, size_t bytes);
 void cuda_staging_new(cuda_backend *g);
 void cuda_staging_free(cuda_backend *g);
 /* n pieces of device memory into host memory, back to back, and out of it: through the

@@ -50,8 +50,8 @@ cudaError_t cuda_copy(cuda_backend *g, void *dst, const void *src, size_t bytes,
     return e;
 }
 
-void cuda_zero(cuda_backend *g, void *p, size_t bytes) {
-    if (bytes) cudaMemsetAsync(p, 0, bytes, g->stream);
+cudaError_t cuda_zero(cuda_backend *g, void *p, size_t bytes) {
+    return bytes ? cudaMemsetAsync(p, 0, bytes, g->stream) : cudaSuccess;
 }
 
 void cuda_staging_new(cuda_backend *g) {
@@ -80,6 +80,11 @@ static bool pinned(const void *p) {
         return false;
     }
     return a.type == cudaMemoryTypeHost;
+}
+
+/* The bytes of window k, of `half` each, of a copy of `total` */
+static size_t window_len(size_t total, size_t half, size_t k) {
+    return total - k * half < half ? total - k * half : half;
 }
 
 static size_t pieces_bytes(const state_piece *p, int64_t n) {
@@ -113,14 +118,13 @@ bool cuda_pieces_to_host(cuda_backend *g, void *dst, const state_piece *src, int
     const size_t windows = (total + half - 1) / half;
     for (size_t k = 0; k <= windows; k++) {
         if (k < windows) { /* half k % 2 was copied out at step k - 1 */
-            const size_t len = total - k * half < half ? total - k * half : half;
-            ok &= copy_window(g, src, n, k * half, len, g->staging + k % 2 * half, true);
+            ok &= copy_window(g, src, n, k * half, window_len(total, half, k), g->staging + k % 2 * half, true);
             ok &= cudaEventRecord(g->staged[k % 2], g->stream) == cudaSuccess;
         }
         if (k > 0) {
-            const size_t j = k - 1, len = total - j * half < half ? total - j * half : half;
+            const size_t j = k - 1;
             ok &= cudaEventSynchronize(g->staged[j % 2]) == cudaSuccess;
-            memcpy((char *)dst + j * half, g->staging + j % 2 * half, len);
+            memcpy((char *)dst + j * half, g->staging + j % 2 * half, window_len(total, half, j));
         }
     }
     return ok;
@@ -132,7 +136,7 @@ bool cuda_pieces_from_host(cuda_backend *g, const state_piece *dst, int64_t n, c
         return copy_window(g, dst, n, 0, total, (char *)src, false) && cudaStreamSynchronize(g->stream) == cudaSuccess;
     bool ok = true;
     for (size_t k = 0; k * half < total; k++) {
-        const size_t len = total - k * half < half ? total - k * half : half;
+        const size_t len = window_len(total, half, k);
         if (k >= 2) ok &= cudaEventSynchronize(g->staged[k % 2]) == cudaSuccess; /* window k - 2 left this half */
         memcpy(g->staging + k % 2 * half, (const char *)src + k * half, len);
         ok &= copy_window(g, dst, n, k * half, len, g->staging + k % 2 * half, false);
@@ -150,7 +154,7 @@ static void *state_alloc(void *ctx, size_t bytes) {
         cudaGetLastError();
         return NULL;
     }
-    if (cudaMemsetAsync(p, 0, bytes, ((cuda_backend *)ctx)->stream) != cudaSuccess) {
+    if (cuda_zero(ctx, p, bytes) != cudaSuccess) {
         cudaGetLastError();
         cudaFree(p);
         return NULL;
@@ -161,7 +165,7 @@ static void state_free(void *ctx, void *p) {
     (void)ctx;
     cudaFree(p);
 }
-static void state_zero(void *ctx, void *p, size_t bytes) { cuda_zero(ctx, p, bytes); }
+static void state_zero(void *ctx, void *p, size_t bytes) { (void)cuda_zero(ctx, p, bytes); }
 static void state_copy(void *ctx, void *dst, const void *src, size_t bytes) {
     cuda_copy(ctx, dst, src, bytes, cudaMemcpyDeviceToDevice);
 }
