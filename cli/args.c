@@ -23,7 +23,7 @@ static const struct {
     const char *hint;
 } llama_hints[] = {
     {"-sm --split-mode -ts --tensor-split -mg --main-gpu -dev",
-     "eddy runs a model on the CPU or whole on one GPU: --device cuda (or -ngl N)"},
+     "eddy runs a model on the CPU, on one GPU (--device cuda) or split between the two (-ngl N)"},
     {"-fa --flash-attn", "eddy has one attention implementation, nothing to switch"},
     {"-tb --threads-batch -C --cpu-mask -Cr --cpu-range --cpu-strict --prio --poll --numa",
      "eddy takes only -t, for prefill and decode alike"},

@@ -35,10 +35,12 @@ int cli_parse_float(const char *flag, const char *s, double lo, double hi, doubl
  * 1 after printing an error naming the flag and the value. */
 int cli_parse_kv_flag(const char *a, const char *val, eddy_kv_type *type_k, eddy_kv_type *type_v);
 
-/* --device cpu|cuda, and llama.cpp's -ngl/--n-gpu-layers N (0: the CPU; N >= 1: the whole
- * model on the GPU, eddy does not split a model between the two): -1 when a is neither,
- * 0 after storing the device, 1 after printing an error naming the flag and the value. */
-int cli_parse_device_flag(const char *a, const char *val, eddy_device *device);
+/* --device cpu|cuda (the whole model on the GPU), and llama.cpp's -ngl/--n-gpu-layers N
+ * (0: the CPU; N >= 1: the model's last N layers on the GPU, the ones before on the CPU;
+ * N at or above the layer count: all of them): -1 when a is neither, 0 after storing the
+ * device and *gpu_layers (eddy_engine_params's), 1 after printing an error naming the flag
+ * and the value. */
+int cli_parse_device_flag(const char *a, const char *val, eddy_device *device, int *gpu_layers);
 
 /* ==== Standard output (main.c) ====
  *
@@ -122,6 +124,7 @@ typedef struct {
     int enable_thinking; /* -1: the template's default */
     eddy_kv_type type_k, type_v;
     eddy_device device;
+    int gpu_layers;      /* with device cuda: the last layers on the GPU (-ngl N; 0: all) */
     eddy_sampler_params sp;
     bool seed_random;    /* no --seed S (S >= 0): sp.seed is drawn when the session opens */
     bool ignore_eos, escape, no_mmap, mlock, chat;

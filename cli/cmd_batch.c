@@ -420,7 +420,8 @@ int cmd_batch(int argc, char **argv) {
                                  .n_verify = (int)(np * (sc.draft_max ? sc.draft_max + 1 : 0)),
                                  .n_batch = sc.draft_max ? np * (sc.draft_max + 1) > 512 ? np * (sc.draft_max + 1) : 512
                                                          : 0,
-                                 .mtp = o.spec.type == EDDY_SPEC_MTP, .device = o.device};
+                                 .mtp = o.spec.type == EDDY_SPEC_MTP, .device = o.device,
+                                 .gpu_layers = o.gpu_layers};
         eddy_ctx_free(g.c); /* its memory goes to the engine's sequences */
         g.c = NULL;
         if (eddy_engine_new(g.m, &ep, &sc.e, &err) != EDDY_OK) rc = cli_error("%s", err.msg);

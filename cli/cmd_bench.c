@@ -47,9 +47,10 @@ const char usage_bench[] =
     "        a model with an MTP layer adds its engine's plain step and one MTP draft. Each\n"
     "        step gives every row's argmax (default), best 40 (top) or logits, as the walk\n"
     "        of greedy, run's default or penalized sampling takes them\n"
-    "        Each model benchmark takes --device cuda (or -ngl N): the model on the GPU, the\n"
-    "        bandwidth then the GPU memory's (a device-to-device copy) (docs/cuda.md), and\n"
-    "        -b N (or -ub N): tokens per forward step (default 512, 2048 on a GPU)\n"
+    "        Each model benchmark takes --device cuda: the model on the GPU, the bandwidth then\n"
+    "        the GPU memory's (a device-to-device copy) (docs/cuda.md); -ngl N: its last N\n"
+    "        layers there, the others on the CPU; and -b N (or -ub N): tokens per forward step\n"
+    "        (default 512, 2048 on a GPU)\n"
     "eddy bench --kernels [--json] [-t THREADS] [--filter NAME]\n"
     "        kernel benchmarks, each against this machine's read bandwidth or f32 FMA peak\n"
     "        measured in the same run (--json: one object per line); 2 threads by default\n";
@@ -353,9 +354,10 @@ int cmd_bench(int argc, char **argv) {
     int n_npl = 0, n_k = 0, session_turn = 0, prompt_given = 0, gen_given = 0, reps_given = 0, sampling = -1;
     const char *dir = NULL;
     eddy_device device = EDDY_DEVICE_CPU;
+    int gpu_layers = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        const int dv = cli_parse_device_flag(a, val, &device);
+        const int dv = cli_parse_device_flag(a, val, &device, &gpu_layers);
         if (dv > 0) return 1;
         if (dv == 0) {
             i++, model_only = 1;
@@ -422,7 +424,8 @@ int cmd_bench(int argc, char **argv) {
     if (filter) return cli_error("bench: --filter applies to kernel benchmarks (--kernels), not -m");
     if (n_prompt == 0 && n_gen == 0) return cli_error("bench: nothing to run: -p and -n are both 0");
     eddy_bench_params p = {.n_prompt = n_prompt, .n_gen = n_gen, .n_threads = (int)threads, .n_reps = (int)reps,
-                           .seed = 42, .device = device, .n_batch = n_batch, .n_depth = n_depth};
+                           .seed = 42, .device = device, .gpu_layers = gpu_layers, .n_batch = n_batch,
+                           .n_depth = n_depth};
     if (n_depth && (session_turn || n_npl || n_k))
         return cli_error("bench: -d applies to the prefill and decode tests (-p, -n), not --session-turn, --npl "
                          "or --verify (whose -p is the depth)");

@@ -61,11 +61,12 @@ int cmd_logits(int argc, char **argv) {
     long long threads = 0, n_ctx = 0;
     eddy_kv_type type_k = EDDY_KV_DEFAULT, type_v = EDDY_KV_DEFAULT;
     eddy_device device = EDDY_DEVICE_CPU;
+    int gpu_layers = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         int kv = cli_parse_kv_flag(a, val, &type_k, &type_v);
-        if (kv < 0) kv = cli_parse_device_flag(a, val, &device);
+        if (kv < 0) kv = cli_parse_device_flag(a, val, &device, &gpu_layers);
         if (kv > 0) return 1;
         if (kv == 0) {
             i++;
@@ -104,7 +105,7 @@ int cmd_logits(int argc, char **argv) {
     cli_log_model(model_path, m);
     int64_t n_vocab = eddy_model_n_vocab(m);
     eddy_ctx_params p = {.n_ctx = n_ctx > 0 ? n_ctx : (n > 4096 ? n : 0), .n_threads = (int)threads, .n_batch = n,
-                         .type_k = type_k, .type_v = type_v, .device = device};
+                         .type_k = type_k, .type_v = type_v, .device = device, .gpu_layers = gpu_layers};
     eddy_ctx *c = NULL;
     float *logits = NULL;
     int rc = 0;

@@ -21,7 +21,7 @@ const char usage_perplexity[] =
     "                [--device cpu|cuda | -ngl N]\n"
     "        perplexity of a text, chunked as llama.cpp's perplexity tool does (each chunk of CTX\n"
     "        tokens from an empty state, its second half scored), so the figures compare;\n"
-    "        --device cuda (or -ngl N, N >= 1) runs the model on the GPU (a CUDA build); -b N\n"
+    "        --device cuda runs the model on the GPU (a CUDA build; -ngl N: its last N layers); -b N\n"
     "        evaluates N / CTX chunks together in a step, as sequences of one batch (default:\n"
     "        2048 tokens on a GPU, one chunk on the CPU); the figures are the same either way\n";
 
@@ -41,10 +41,11 @@ int cmd_perplexity(int argc, char **argv) {
     long long n_ctx = 512, chunks = -1, threads = 0, batch = 0;
     eddy_kv_type type_k = EDDY_KV_DEFAULT, type_v = EDDY_KV_DEFAULT;
     eddy_device device = EDDY_DEVICE_CPU;
+    int gpu_layers = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         int kv = cli_parse_kv_flag(a, val, &type_k, &type_v);
-        if (kv < 0) kv = cli_parse_device_flag(a, val, &device);
+        if (kv < 0) kv = cli_parse_device_flag(a, val, &device, &gpu_layers);
         if (kv > 0) return 1;
         if (kv == 0) {
             i++;
@@ -115,7 +116,7 @@ int cmd_perplexity(int argc, char **argv) {
     per_step = batch / n_ctx < 1 ? 1 : batch / n_ctx < n_chunk ? batch / n_ctx : n_chunk;
     const eddy_engine_params ep = {.n_ctx = n_ctx, .n_seq_max = (int)per_step, .n_threads = (int)threads,
                                    .n_batch = per_step * n_ctx, .type_k = type_k, .type_v = type_v,
-                                   .device = device};
+                                   .device = device, .gpu_layers = gpu_layers};
     if (eddy_engine_new(m, &ep, &e, &err) != EDDY_OK) {
         rc = cli_error("%s", err.msg);
         goto done;

@@ -50,7 +50,7 @@ int gen_opts_parse(gen_opts *o, int argc, char **argv, int *i) {
     if (!strcmp(a, "--mlock")) return o->mlock = true, 0;
     if (!strcmp(a, "--jinja")) return 0; /* llama.cpp's switch to Jinja templates: eddy always runs them */
     int kv = cli_parse_kv_flag(a, val, &o->type_k, &o->type_v);
-    if (kv < 0) kv = cli_parse_device_flag(a, val, &o->device);
+    if (kv < 0) kv = cli_parse_device_flag(a, val, &o->device, &o->gpu_layers);
     if (kv >= 0) {
         if (kv == 0) (*i)++;
         return kv;
@@ -223,7 +223,8 @@ int gen_session_open(const gen_opts *o, gen_session *g) {
                           .type_v = o->type_v, .n_snapshots = o->n_snapshots, .n_verify = spec_states,
                           .cache_bytes = o->cache_mib > 0 ? (size_t)o->cache_mib << 20 : 0,
                           .cache_dir = o->cache_dir, .cache_dir_bytes = (size_t)o->cache_dir_mib << 20,
-                          .mtp = o->spec.type == EDDY_SPEC_MTP, .device = o->device, .host_snapshots = true,
+                          .mtp = o->spec.type == EDDY_SPEC_MTP, .device = o->device, .gpu_layers = o->gpu_layers,
+                          .host_snapshots = true,
                           .cache_fit = o->cache_fit || o->cache_mib < 0};
     /* the disk tier stages its states in memory: 256 MiB unless --cache-ram says */
     if (o->cache_dir && o->cache_mib < 0) cp.cache_bytes = (size_t)256 << 20;

@@ -100,18 +100,20 @@ int cli_parse_kv_flag(const char *a, const char *val, eddy_kv_type *type_k, eddy
     return 0;
 }
 
-int cli_parse_device_flag(const char *a, const char *val, eddy_device *device) {
+int cli_parse_device_flag(const char *a, const char *val, eddy_device *device, int *gpu_layers) {
     if (!strcmp(a, "--device")) {
         if (!val) return cli_error("--device needs a device (cpu or cuda)");
         if (!strcmp(val, "cpu")) *device = EDDY_DEVICE_CPU;
         else if (!strcmp(val, "cuda") || !strcmp(val, "cuda0") || !strcmp(val, "gpu")) *device = EDDY_DEVICE_CUDA;
         else return cli_error("--device: unknown device \"%s\" (cpu or cuda)", val);
+        *gpu_layers = 0;
         return 0;
     }
     if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers") || !strcmp(a, "--gpu-layers")) {
         long long n;
         if (cli_parse_int(a, val, 0, 1 << 20, &n)) return 1;
         *device = n > 0 ? EDDY_DEVICE_CUDA : EDDY_DEVICE_CPU;
+        *gpu_layers = (int)n;
         return 0;
     }
     return -1;

@@ -95,6 +95,7 @@ typedef struct {
     int64_t prefill_chunk; /* ... while some request is decoding (each waits on those steps) */
     eddy_kv_type type_k, type_v;
     eddy_device device;   /* where the engine runs (--device, -ngl) */
+    int gpu_layers;       /* with device cuda: the last layers on the GPU (-ngl N; 0: all) */
     size_t cache_bytes;   /* the prefix cache's budget */
     bool cache_default;   /* cache_bytes is the default, not --cache-ram: on a GPU it shrinks to fit */
     int max_queue;        /* requests waiting for a slot before 429 */

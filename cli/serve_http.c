@@ -1127,7 +1127,7 @@ int cmd_serve(int argc, char **argv) {
     const int64_t n_batch = o.n_batch > 0 ? o.n_batch : 256;
     srv_sched_params sp = {.m = g.m, .n_slots = (int)np, .n_ctx = o.n_ctx, .n_threads = (int)o.threads,
                            .n_batch = n_batch, .prefill_chunk = prefill_chunk < n_batch ? prefill_chunk : n_batch,
-                           .type_k = o.type_k, .type_v = o.type_v, .device = o.device,
+                           .type_k = o.type_k, .type_v = o.type_v, .device = o.device, .gpu_layers = o.gpu_layers,
                            .cache_bytes = (size_t)(o.cache_mib >= 0 ? o.cache_mib : 4096) << 20,
                            .cache_default = o.cache_mib < 0,
                            .max_queue = (int)max_queue, .max_sessions = (int)sessions,

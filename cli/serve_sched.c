@@ -974,7 +974,8 @@ int srv_sched_start(const srv_sched_params *p, srv_sched **out) {
     eddy_engine_params ep = {.n_ctx = p->n_ctx, .n_seq_max = p->n_slots, .n_snapshots = p->max_sessions,
                              .n_verify = spec_states, .n_threads = p->n_threads, .type_k = p->type_k, .type_v = p->type_v,
                              .cache_bytes = p->cache_bytes, .mtp = s->spec_on && s->spec.type == EDDY_SPEC_MTP,
-                             .device = p->device, .cache_fit = p->cache_default, .host_snapshots = true};
+                             .device = p->device, .gpu_layers = p->gpu_layers, .cache_fit = p->cache_default,
+                             .host_snapshots = true};
     if (eddy_engine_new(p->m, &ep, &s->e, &err) != EDDY_OK) return cli_error("%s", err.msg);
     cli_warn_cache_fit(s->e, p->cache_bytes, "serve: ", "the model and the slots");
     if (s->spec_on && s->spec.type == EDDY_SPEC_DRAFT) { /* a draft sequence and its snapshot per slot */

@@ -176,6 +176,7 @@ typedef struct {
     size_t cache_dir_bytes;
     bool mtp;           /* run the multi-token-prediction layer (eddy_engine_params) */
     eddy_device device; /* where it runs (eddy_engine_params) */
+    int gpu_layers;     /* with EDDY_DEVICE_CUDA: the last layers on the GPU (eddy_engine_params; 0: all) */
     int n_verify;       /* tokens of verifies awaiting accept at once (eddy_engine_params; 0: none) */
     bool host_snapshots; /* on a GPU, the snapshots' state in host memory (eddy_engine_params) */
     bool cache_fit;      /* on a GPU, a cache_bytes that does not fit is halved (eddy_engine_params) */
@@ -254,6 +255,12 @@ typedef struct {
      * naming the reason, in a build without CUDA, without a GPU, or for what the GPU
      * backend does not run yet (docs/cuda.md). */
     eddy_device device;
+    /* With EDDY_DEVICE_CUDA: how many of the model's layers run on the GPU, counted from the
+     * last (llama.cpp's -ngl); the CPU runs the ones before them, from the token embeddings
+     * on, and hands each step's hidden states to the GPU, which runs the rest, the output
+     * layer and the MTP layer. Each layer's weights and state are where it runs. 0, or the
+     * layer count or more: the whole model on the GPU (docs/cuda.md). */
+    int gpu_layers;
     /* Tokens of verifies awaiting eddy_seq_accept at once, over all sequences (speculative
      * decoding: each sequence's t and drafts; 0: none, eddy_engine_verify refuses). Each
      * holds a row state until then: the conv windows after the token and the recurrent
@@ -536,6 +543,7 @@ typedef struct {
     /* where the model runs (eddy_engine_params); on the GPU, read_bw is the GPU memory's
      * (a device-to-device copy, bytes read plus bytes written over its time) */
     eddy_device device;
+    int gpu_layers;  /* with EDDY_DEVICE_CUDA: the last layers on the GPU (eddy_engine_params; 0: all) */
     int64_t n_batch; /* tokens per forward step (0: the engine's default, 512, 2048 on a GPU) */
     /* eddy_bench_model: positions the sequence holds before each test, as llama-bench's
      * -d: random tokens prefilled once, untimed, and restored from a snapshot before each

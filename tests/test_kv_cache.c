@@ -41,7 +41,7 @@ TEST(kv_cache_stores_rounded_rows) {
     state_store_kv(p32, 0, s32.blocks[0], 3, k, v);
     /* host pools keep keys in transposed tiles of STATE_KV_TILE rows: element e of row 3
      * at e * STATE_KV_TILE + 3 of the block's first tile; values stay rows */
-    CHECK(p16->k_tiled && p32->k_tiled);
+    CHECK(state_k_tiled(p16, 0) && state_k_tiled(p32, 1));
     const int64_t kb = (int64_t)s16.blocks[0] * STATE_KV_BLOCK * 8, at = ((int64_t)s16.blocks[0] * STATE_KV_BLOCK + 3) * 8;
     const uint16_t *hk = (const uint16_t *)p16->k[0] + kb, *hv = (const uint16_t *)p16->v[0] + at;
     for (int i = 0; i < 8; i++) {
@@ -112,7 +112,7 @@ TEST(kv_cache_recurrent_slabs_stay_in_small_pages) {
 TEST(state_pool_row_slots) {
     const state_layer_shape shapes[2] = {{8, 8, 0, 0, 0}, {0, 0, 6, 20, 5}};
     state_pool *p;
-    REQUIRE(state_pool_new_in(&p, NULL, shapes, 2, &(state_pool_size){2, 3, 0, 1}, QTYPE_F32, QTYPE_F32, NULL) ==
+    REQUIRE(state_pool_new_in(&p, NULL, shapes, 2, &(state_pool_size){2, 3, 0, 1, 0}, QTYPE_F32, QTYPE_F32, NULL) ==
             EDDY_OK);
     CHECK_EQ(state_slot_bytes(p), (6 + 20) * sizeof(float));
     CHECK_EQ(state_row_bytes(p), (6 + 5) * sizeof(float));
@@ -172,7 +172,7 @@ TEST(state_pool_host_slots) {
                            .from_host = host_test_from, .alloc_host = host_test_alloc, .free_host = host_test_free};
     const state_layer_shape shapes[2] = {{8, 8, 0, 0, 0}, {0, 0, 6, 20, 5}};
     state_pool *p;
-    REQUIRE(state_pool_new_in(&p, &mem, shapes, 2, &(state_pool_size){2, 1, 2, 1}, QTYPE_F32, QTYPE_F32, NULL) ==
+    REQUIRE(state_pool_new_in(&p, &mem, shapes, 2, &(state_pool_size){2, 1, 2, 1, 0}, QTYPE_F32, QTYPE_F32, NULL) ==
             EDDY_OK);
     CHECK_EQ(p->host_bytes, 64 + 192); /* (2, 6) and (2, 20) floats, each rounded up to 64 bytes */
     seq_state a, h1, h2;
@@ -207,6 +207,55 @@ TEST(state_pool_host_slots) {
     seq_state_release(p, &h1);
     CHECK_EQ(p->n_host_free, 1);
     seq_state_release(p, &h2), seq_state_release(p, &a);
+    state_pool_free(p);
+}
+
+/* A pool split between host memory and another (a model split between the CPU and a GPU:
+ * mem_from 2): layers 0 and 1 in host memory, layer 2 in the counting memory, whose
+ * operations see only layer 2's slabs: its bytes are the pool's, its keys are not tiled
+ * where the host layers' are, and a slot copy, a host slot's copy and a shared block's
+ * copy-on-write call it once per piece of layer 2 while the host layers' state moves too. */
+TEST(state_pool_split_memory) {
+    const state_mem mem = {.ctx = host_test_calls, .alloc = host_test_alloc, .free = host_test_free,
+                           .zero = host_test_zero, .copy = host_test_copy, .to_host = host_test_to,
+                           .from_host = host_test_from, .alloc_host = host_test_alloc, .free_host = host_test_free};
+    const state_layer_shape shapes[3] = {{0, 0, 6, 20, 5}, {8, 8, 0, 0, 0}, {8, 8, 6, 20, 5}};
+    state_pool *p;
+    REQUIRE(state_pool_new_in(&p, &mem, shapes, 3, &(state_pool_size){2, 1, 1, 4, 2}, QTYPE_F32, QTYPE_F32, NULL) ==
+            EDDY_OK);
+    /* layer 2 alone: conv (3, 6), rec (2, 20), keep (1, 5), k and v (4 * 256, 8) floats, rounded to 64 bytes */
+    CHECK_EQ(p->bytes, 128 + 192 + 64 + 2 * 4 * 256 * 8 * 4);
+    CHECK_EQ(p->host_bytes, 64 + 128); /* layer 2's host slot: (1, 6) and (1, 20) floats */
+    CHECK(state_layer_mem(p, 1)->host && !state_layer_mem(p, 2)->host);
+    CHECK(state_k_tiled(p, 1) && !state_k_tiled(p, 2));
+    seq_state a, b, h;
+    REQUIRE(seq_state_init(p, &a, 512, false, "sequence", NULL) == EDDY_OK);
+    REQUIRE(seq_state_init(p, &b, 512, false, "sequence", NULL) == EDDY_OK);
+    REQUIRE(seq_state_init(p, &h, 512, true, "snapshot", NULL) == EDDY_OK);
+    for (int il = 0; il < 3; il += 2)
+        for (int i = 0; i < 20; i++) state_rec(p, il, a.slot)[i] = (float)(100 * il + i);
+    REQUIRE(seq_state_reserve_kv(p, &a, 0, 300));
+    a.n_pos = 300;
+    memset(host_test_calls, 0, sizeof host_test_calls);
+    seq_state_copy(p, &b, &a);
+    CHECK(host_test_calls[0] == 2 && host_test_calls[1] == 0 && host_test_calls[2] == 0);
+    for (int il = 0; il < 3; il += 2)
+        for (int i = 0; i < 20; i++) CHECK_EQ(state_rec(p, il, b.slot)[i], (float)(100 * il + i));
+    seq_state_copy(p, &h, &a); /* layer 0's host slot by memcpy, layer 2's across */
+    CHECK(host_test_calls[0] == 2 && host_test_calls[1] == 2 && host_test_calls[2] == 0);
+    seq_state_clear(p, &b);
+    seq_state_copy(p, &b, &h);
+    CHECK_EQ(host_test_calls[2], 2);
+    for (int il = 0; il < 3; il += 2)
+        for (int i = 0; i < 20; i++) CHECK_EQ(state_rec(p, il, b.slot)[i], (float)(100 * il + i));
+    /* b shares a's two blocks; writing at 280 copies the second in layers 1 (host) and 2 */
+    seq_state_copy(p, &b, &a);
+    const int32_t shared = b.blocks[1];
+    const int copies = host_test_calls[0];
+    REQUIRE(seq_state_reserve_kv(p, &b, 280, 1));
+    CHECK(b.blocks[1] != shared && b.blocks[0] == a.blocks[0]);
+    CHECK_EQ(host_test_calls[0], copies + 2); /* layer 2's keys and values */
+    seq_state_release(p, &a), seq_state_release(p, &b), seq_state_release(p, &h);
     state_pool_free(p);
 }
 

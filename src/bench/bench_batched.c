@@ -101,7 +101,7 @@ eddy_status eddy_bench_batched(const eddy_model *m, const eddy_bench_params *p, 
         return eddy_error_set(err, EDDY_ERR_ARG, "bench: %d repetitions out of range 1..1000", p->n_reps);
     const int reps = p->n_reps > 0 ? p->n_reps : 5;
     eddy_engine_params ep = {.n_ctx = p->n_prompt + p->n_gen, .n_seq_max = (int)n_seq, .n_threads = p->n_threads,
-                             .device = p->device, .n_batch = p->n_batch};
+                             .device = p->device, .gpu_layers = p->gpu_layers, .n_batch = p->n_batch};
     run r = {.n_seq = n_seq, .n_prompt = p->n_prompt, .n_gen = p->n_gen, .n_vocab = eddy_model_n_vocab(m),
              .sampling = p->sampling};
     eddy_status st = eddy_engine_new(m, &ep, &r.e, err);

@@ -135,7 +135,7 @@ eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, ed
 
     eddy_ctx_params cp = {.n_ctx = p->n_depth + p->n_prompt + p->n_gen,
                           .n_threads = p->n_threads, .n_batch = p->n_batch, .n_snapshots = p->n_depth > 0,
-                          .device = p->device};
+                          .device = p->device, .gpu_layers = p->gpu_layers};
     eddy_ctx *c = NULL;
     eddy_snapshot *depth = NULL;
     eddy_status s = eddy_ctx_new(m, &cp, &c, err);

@@ -69,7 +69,8 @@ eddy_status eddy_bench_session(const eddy_model *m, const eddy_bench_params *p, 
     const int64_t n = p->n_prompt + p->n_gen, V = eddy_model_n_vocab(m);
     /* checkpoints at the conversation's end: cache_every must divide n_prompt; put does it */
     eddy_engine_params ep = {.n_ctx = n, .n_seq_max = 2, .n_threads = p->n_threads, .cache_bytes = (size_t)4 << 30,
-                             .n_batch = p->n_batch, .device = p->device, .cache_fit = true};
+                             .n_batch = p->n_batch, .device = p->device, .gpu_layers = p->gpu_layers,
+                             .cache_fit = true};
     eddy_engine *e = NULL;
     eddy_status st = eddy_engine_new(m, &ep, &e, err);
     if (st != EDDY_OK) return st;

@@ -83,7 +83,8 @@ eddy_status eddy_bench_verify(const eddy_model *m, const eddy_bench_params *p, c
     /* every repetition of every test advances the sequence by `steps` */
     const int64_t n_ctx = depth + steps * (int64_t)(n_k + 1) * (reps + 1) + k_max + 1;
     eddy_engine_params ep = {.n_ctx = n_ctx, .n_seq_max = 1, .n_verify = (int)k_max + 1,
-                             .n_threads = p->n_threads, .device = p->device, .n_batch = p->n_batch};
+                             .n_threads = p->n_threads, .device = p->device, .gpu_layers = p->gpu_layers,
+                             .n_batch = p->n_batch};
     eddy_engine *e = NULL;
     eddy_status st = eddy_engine_new(m, &ep, &e, err);
     if (st != EDDY_OK) return st;

@@ -86,9 +86,9 @@ static const struct {
 
 /* Whether some product's weight lacks the integer path and is not cuda_small_float (cuBLAS then
  * multiplies it in every step of more than CK_GEMV_MAX_TOK rows) */
-static bool has_float_products(const model *m) {
+static bool has_float_products(const model *m, int64_t from) {
     if (m->output.name && !ck_gemv_integer(m->output.type) && !cuda_small_float(&m->output)) return true;
-    for (int64_t il = 0; il < m->hp.n_layer; il++)
+    for (int64_t il = from; il < m->hp.n_layer; il++)
         for (size_t i = 0; i < sizeof layer_tensors / sizeof layer_tensors[0]; i++) {
             const tensor *t = (const tensor *)((const char *)&m->layers[il] + layer_tensors[i].at);
             if (layer_tensors[i].product && t->name && !ck_gemv_integer(t->type) && !cuda_small_float(t)) return true;
@@ -105,13 +105,23 @@ static bool upload_or_share(cuda_backend *g, const model *m, const tensor *t, te
     return upload(g, t, out);
 }
 
-static eddy_status upload_model(cuda_backend *g, const model *m, bool mtp, int64_t *w16, int64_t *max_in,
-                                eddy_error *err) {
+/* Whether the GPU reads the token embeddings: it runs the first layer, or the output layer
+ * or the MTP layer's embedding is that matrix. */
+static bool embeddings_on_gpu(const engine *c) {
+    return c->gpu_from == 0 || c->m->output.data == c->m->tok_embd.data || c->mtp;
+}
+
+/* The end tensors, and the layers from c->gpu_from on (with the MTP layer); the layers
+ * before stay zero in g->layers (the CPU runs them). */
+static eddy_status upload_model(cuda_backend *g, const engine *c, int64_t *w16, int64_t *max_in, eddy_error *err) {
+    const model *m = c->m;
     const model_hparams *hp = &m->hp;
+    const bool mtp = c->mtp;
     const int64_t n_layers = hp->n_layer + (mtp ? 1 : 0);
     g->layers = eddy_calloc((size_t)(n_layers > 0 ? n_layers : 1), sizeof *g->layers);
     if (!g->layers) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
-    bool ok = upload(g, &m->tok_embd, &g->tok_embd) && upload(g, &m->output_norm, &g->output_norm);
+    bool ok = (!embeddings_on_gpu(c) || upload(g, &m->tok_embd, &g->tok_embd)) &&
+              upload(g, &m->output_norm, &g->output_norm);
     if (ok && m->output.data == m->tok_embd.data) g->output = g->tok_embd;
     else ok = ok && upload(g, &m->output, &g->output);
     note_linear(&m->output, w16, max_in);
@@ -124,7 +134,7 @@ static eddy_status upload_model(cuda_backend *g, const model *m, bool mtp, int64
             note_linear(src[i], w16, max_in);
         }
     }
-    for (int64_t il = 0; ok && il < n_layers; il++) {
+    for (int64_t il = c->gpu_from; ok && il < n_layers; il++) {
         const model_layer *l = il < hp->n_layer ? &m->layers[il] : m->mtp;
         model_layer *d = &g->layers[il];
         *d = *l;
@@ -150,10 +160,11 @@ static eddy_status upload_model(cuda_backend *g, const model *m, bool mtp, int64
     return EDDY_OK;
 }
 
-/* What the backend does not run yet, or NULL. */
-static const char *unsupported(const model *m, char *buf, size_t cap) {
+/* What the backend does not run yet of engine c's layers from c->gpu_from on, or NULL. */
+static const char *unsupported(const engine *c, char *buf, size_t cap) {
+    const model *m = c->m;
     const model_hparams *hp = &m->hp;
-    for (int64_t il = 0; il < hp->n_layer; il++) {
+    for (int64_t il = c->gpu_from; il < hp->n_layer; il++) {
         const model_layer *l = &m->layers[il];
         const tensor *ts[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ssm_qkv, &l->ssm_z, &l->ssm_beta, &l->ssm_alpha,
                               &l->ssm_ba, &l->ssm_out, &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->ssm_in,
@@ -167,8 +178,8 @@ static const char *unsupported(const model *m, char *buf, size_t cap) {
             }
         }
     }
-    const tensor *ends[] = {&m->tok_embd, &m->output};
-    for (size_t i = 0; i < 2; i++)
+    const tensor *ends[] = {&m->output, &m->tok_embd};
+    for (size_t i = 0; i < (embeddings_on_gpu(c) ? 2u : 1u); i++)
         if (check_linear(ends[i])) {
             snprintf(buf, cap, "tensor %s in %s", ends[i]->name, qtype_name(ends[i]->type));
             return buf;
@@ -261,7 +272,7 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     const model *m = c->m;
     const model_hparams *hp = &m->hp;
     char why[256];
-    const char *bad = unsupported(m, why, sizeof why);
+    const char *bad = unsupported(c, why, sizeof why);
     if (bad)
         return eddy_error_set(err, EDDY_ERR_UNSUPPORTED, "the CUDA backend does not run %s yet (model %s)", bad,
                               m->arch_name);
@@ -274,8 +285,10 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     if (!g) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     struct cudaDeviceProp prop;
     const bool have_prop = cudaGetDeviceProperties(&prop, 0) == cudaSuccess;
-    if (have_prop) snprintf(g->name, sizeof g->name, "cuda: %s", prop.name);
-    else snprintf(g->name, sizeof g->name, "cuda");
+    int at = snprintf(g->name, sizeof g->name, "cuda%s%s", have_prop ? ": " : "", have_prop ? prop.name : "");
+    if (c->gpu_from > 0 && at > 0 && (size_t)at < sizeof g->name)
+        snprintf(g->name + at, sizeof g->name - (size_t)at, " (layers %" PRId64 "..%" PRId64 "; the CPU runs 0..%"
+                 PRId64 ")", c->gpu_from, hp->n_layer - 1, c->gpu_from - 1);
     /* products that start while the kernel before them still runs (compute capability 9.0
      * and later; EDDY_CUDA_PDL=0: plain launches, to measure what it gains) */
     ck_set_pdl(have_prop && prop.major >= 9 && env_not_off("EDDY_CUDA_PDL"));
@@ -298,10 +311,10 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     ck_gemv_set_depth((int)cuda_env_int("EDDY_CUDA_GEMV_DEPTH", 1, 4, 4)); /* 1 or 4 */
     g->prof = cuda_profile_new();
     if (g->prof) g->graphs = false; /* a replayed graph is one piece of work */
-    for (int64_t il = 0; il < hp->n_layer; il++) g->moe |= m->layers[il].ffn == FFN_MOE;
-    g->float_products = has_float_products(m);
+    for (int64_t il = c->gpu_from; il < hp->n_layer; il++) g->moe |= m->layers[il].ffn == FFN_MOE;
+    g->float_products = has_float_products(m, c->gpu_from);
     int64_t w16 = 0, max_in = 0;
-    eddy_status s = upload_model(g, m, c->mtp, &w16, &max_in, err);
+    eddy_status s = upload_model(g, c, &w16, &max_in, err);
     if (s != EDDY_OK) {
         cuda_backend_free(g);
         return s;
@@ -814,10 +827,11 @@ static void step_kernels(engine *c, cuda_backend *g, int64_t n, int64_t n_out) {
     const model_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd;
     cuda_x_written(g, NULL, 0, 0, false, false); /* nothing of the last step is held */
-    ck_embed(g->tok_embd.type, g->tok_embd.data, g->tok_embd.row_bytes, E, g->d_plan + g->o_tokens, n,
-             hp->embd_scale, g->x, g->stream);
+    if (c->gpu_from == 0) /* else cuda_forward uploaded x after the CPU's layers */
+        ck_embed(g->tok_embd.type, g->tok_embd.data, g->tok_embd.row_bytes, E, g->d_plan + g->o_tokens, n,
+                 hp->embd_scale, g->x, g->stream);
     bool pending = false;
-    for (int64_t il = 0; il < hp->n_layer; il++) gpu_layer(c, g, il, n, &pending);
+    for (int64_t il = c->gpu_from; il < hp->n_layer; il++) gpu_layer(c, g, il, n, &pending);
     block_output(c, g, n, &pending);
     if (c->mtp) ck_rmsnorm_rows(g->h, E, g->x, E, f32(&g->output_norm), E, n, hp->rms_eps, g->stream);
     if (n_out > 0) output_rows(c, g, 0, n_out < g->logit_rows ? n_out : g->logit_rows);
@@ -922,6 +936,8 @@ eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan
     const int64_t n = plan->n;
     if (!logits && !dg) n_out = 0;
     upload_plan(g, c->sp, tokens, plan, out_rows, n_out);
+    if (c->gpu_from > 0) /* the residual stream after the CPU's layers (forward_front) */
+        cuda_copy(g, g->x, c->x, (size_t)(n * hp->n_embd) * sizeof(float), cudaMemcpyHostToDevice);
     step_graph *sg = step_graph_for(c, g, n, n_out);
     if (sg) cudaGraphLaunch(sg->exec, g->stream);
     else PROF(g, PROF_STEP, step_kernels(c, g, n, n_out));

@@ -92,7 +92,7 @@ void block_attention(engine *c, const model_layer *l, int64_t il, const step_pla
          * the pool's types, the run's queries at positions pos0 .. pos0 + n - 1 */
         attn_args a = {out + run->row0 * O, c->q + run->row0 * Q, sp->k[il], sp->v[il], O, Q, K, V, run->n,
                        run->pos0, sp->type_k, sp->type_v, run->seq->st.blocks, state_block_elems_k(sp, il),
-                       state_block_elems_v(sp, il), sp->k_tiled};
+                       state_block_elems_v(sp, il), state_k_tiled(sp, il)};
         ops_attention(c->pool, &shape, &a);
     }
     if (hp->attn_gated)

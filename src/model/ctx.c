@@ -25,7 +25,7 @@ eddy_status eddy_ctx_new(const eddy_model *m, const eddy_ctx_params *p, eddy_ctx
                              .type_k = p->type_k, .type_v = p->type_v, .n_snapshots = p->n_snapshots,
                              .cache_bytes = p->cache_bytes,
                              .cache_dir = p->cache_dir, .cache_dir_bytes = p->cache_dir_bytes, .mtp = p->mtp,
-                             .device = p->device, .n_verify = p->n_verify,
+                             .device = p->device, .gpu_layers = p->gpu_layers, .n_verify = p->n_verify,
                              .host_snapshots = p->host_snapshots, .cache_fit = p->cache_fit};
     eddy_ctx *c = eddy_calloc(1, sizeof *c);
     if (!c) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");

@@ -212,6 +212,7 @@ static bool alloc_buffers(engine *c) {
 static int64_t device_snapshot_blocks(const engine *c, size_t free_bytes, double slots_bytes, int64_t n_own_blocks,
                                       size_t block_bytes) {
     const int64_t most = c->n_snap_max * seq_state_n_blocks(c->n_ctx);
+    if (block_bytes == 0) return most; /* the GPU's layers keep no KV (a split model's CPU layers may) */
     const double room = (double)free_bytes * 7 / 8;
     const double left = room - slots_bytes - (double)n_own_blocks * (double)block_bytes;
     const double fit = block_bytes && left > 0 ? left / (double)block_bytes : 0;
@@ -224,9 +225,19 @@ static int64_t device_snapshot_blocks(const engine *c, size_t free_bytes, double
     return n;
 }
 
+/* Of the bytes of a recurrent slot, a row slot and a KV block (all layers), the GPU's
+ * share: its layers' (c->gpu_from on). */
+static void device_share(const engine *c, qtype type_k, qtype type_v, size_t *slot_bytes, size_t *row_bytes,
+                         size_t *block_bytes) {
+    size_t slot_cpu, row_cpu, block_cpu;
+    cache_sizes(c->m, c->gpu_from, type_k, type_v, &slot_cpu, &row_cpu, &block_cpu);
+    *slot_bytes -= slot_cpu, *row_bytes -= row_cpu, *block_bytes -= block_cpu;
+}
+
 static eddy_status new_state_pool(engine *c, const state_mem *mem, int64_t n_cache_blocks, qtype type_k,
                                   qtype type_v, size_t slot_bytes, size_t row_bytes, size_t block_bytes,
                                   eddy_error *err) {
+    if (c->gpu) device_share(c, type_k, type_v, &slot_bytes, &row_bytes, &block_bytes); /* what it commits */
     /* recurrent slots for the sequences, the snapshots (unless host slots hold them) and
      * the prefix cache's entries */
     const int64_t n_host = c->host_snapshots ? c->n_snap_max : 0;
@@ -251,8 +262,8 @@ static eddy_status new_state_pool(engine *c, const state_mem *mem, int64_t n_cac
                         ? eddy_error_set(err, EDDY_ERR_ARG, "%" PRId64 " states of %" PRId64 " positions are too many",
                                          n_states, c->n_ctx)
                         : state_pool_new_in(&c->sp, mem, shapes, n_layers,
-                                            &(state_pool_size){n_states, n_rows, n_host, n_blocks}, type_k, type_v,
-                                            err);
+                                            &(state_pool_size){n_states, n_rows, n_host, n_blocks, c->gpu_from},
+                                            type_k, type_v, err);
     const double pool_bytes = slots_bytes + (double)n_blocks * (double)block_bytes;
     if (s == EDDY_ERR_NOMEM && c->gpu) {
         s = eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate %.1f MiB of sequence state on the GPU (%.1f MiB "
@@ -324,6 +335,8 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
                               "no nextn_predict_layers or holds no blk.%" PRId64 ".nextn tensors)", hp->n_layer);
     if (p->device != EDDY_DEVICE_CPU && p->device != EDDY_DEVICE_CUDA)
         return eddy_error_set(err, EDDY_ERR_ARG, "device %d is not an eddy_device", (int)p->device);
+    if (p->gpu_layers < 0)
+        return eddy_error_set(err, EDDY_ERR_ARG, "%d GPU layers: not a count (0: all of them)", p->gpu_layers);
     int n_threads = p->n_threads > 0 ? p->n_threads : pool_default_threads();
     qtype type_k, type_v;
     if (!kv_qtype(p->type_k, &type_k))
@@ -343,6 +356,9 @@ eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, ed
     c->host_snapshots = p->host_snapshots && p->device == EDDY_DEVICE_CUDA;
     c->mtp = p->mtp;
     c->mtp_il = hp->n_layer;
+    /* the last gpu_layers layers on the GPU, the ones before them on the CPU */
+    if (p->device == EDDY_DEVICE_CUDA && p->gpu_layers > 0 && p->gpu_layers < hp->n_layer)
+        c->gpu_from = hp->n_layer - p->gpu_layers;
     c->seqs = eddy_calloc((size_t)c->n_seq_max, sizeof *c->seqs);
     c->snaps = eddy_calloc((size_t)(c->n_snap_max > 0 ? c->n_snap_max : 1), sizeof *c->snaps);
     eddy_status s = c->seqs && c->snaps ? pool_create(&c->pool, n_threads, err)

@@ -88,6 +88,9 @@ struct eddy_engine {
     const model *m;
     threadpool *pool;
     struct cuda_backend *gpu; /* NULL: the CPU runs the steps (src/cuda/cuda.h) */
+    int64_t gpu_from;         /* with gpu: the first layer it runs; the CPU runs the ones before
+                               * (from the embeddings on), the GPU the rest, the output layer and
+                               * the MTP layer (0: the whole model on the GPU) */
     state_pool *sp;
     pthread_mutex_t lock;
     int64_t n_ctx;        /* positions a sequence may hold */
@@ -191,6 +194,9 @@ struct eddy_engine {
 
 typedef struct eddy_engine engine;
 
+/* Whether layer il (the MTP layer's il: n_layer) runs on the GPU; its state is then in GPU memory. */
+static inline bool engine_layer_on_gpu(const engine *c, int64_t il) { return c->gpu && il >= c->gpu_from; }
+
 /* Sets whether s holds the logits after its last token (s->logits); either way a digest
  * step's logits left behind for it (pending_seq) are no longer its. */
 static inline void seq_logits_held(eddy_seq *s, bool held) {
@@ -206,6 +212,10 @@ static inline void seq_logits_held(eddy_seq *s, bool held) {
  * sequences are the caller's to update. */
 void forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits, const int64_t *out_rows,
              int64_t n_out);
+
+/* The embeddings of the plan's tokens and layers [0, il_end) over them, into c->x: the
+ * CPU's part of a step of a model split between the CPU and a GPU. */
+void forward_front(engine *c, const int32_t *tokens, const step_plan *plan, int64_t il_end);
 
 /* n_rows rows of logits times 1 / logit_scale (where the file has a scale), as the output
  * layer's and the MTP head's logits (the GPU's too) are scaled */

@@ -241,13 +241,14 @@ eddy_status eddy_seq_accept(eddy_seq *s, int64_t n_keep, eddy_error *err) {
          * on the sequence's slot (attention layers hold the rows in the KV cache already) */
         for (int64_t il = 0; il < c->m->hp.n_layer; il++) {
             const model_layer *l = &c->m->layers[il];
-            if (c->gpu && (l->mixer == MIXER_GDN || l->mixer == MIXER_MAMBA2)) cuda_accept(c, il, s, n_keep);
+            if (engine_layer_on_gpu(c, il) && (l->mixer == MIXER_GDN || l->mixer == MIXER_MAMBA2))
+                cuda_accept(c, il, s, n_keep);
             else if (l->mixer == MIXER_GDN) block_gdn_accept(c, l, il, s, n_keep);
             else if (l->mixer == MIXER_MAMBA2) block_mamba2_accept(c, l, il, s, n_keep);
             else EDDY_ASSERT(c->sp->shape[il].conv_floats == 0);
         }
         if (c->mtp) /* the MTP layer's h: the last kept row's */
-            state_mem_copy(c->sp, state_conv(c->sp, c->mtp_il, s->st.slot),
+            state_mem_copy(c->sp, c->mtp_il, state_conv(c->sp, c->mtp_il, s->st.slot),
                            state_conv(c->sp, c->mtp_il, s->pending[n_keep - 1]), (size_t)c->m->hp.n_embd * sizeof(float));
         engine_release_pending(c, s);
         s->st.n_pos += n_keep;

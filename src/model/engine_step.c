@@ -244,6 +244,7 @@ eddy_status engine_run(engine *c, const eddy_token *tokens, eddy_seq *const *seq
         const step_digest dg_at = dg ? step_digest_from(dg, done_out) : (step_digest){0};
         const int64_t n_made = logits || dg ? n_out : 0;
         if (c->gpu) {
+            if (c->gpu_from > 0) forward_front(c, tokens + r0, p, c->gpu_from); /* the CPU's layers */
             st = cuda_forward(c, tokens + r0, p, step_logits, dg ? &dg_at : NULL, p->out, n_made, err);
             if (st != EDDY_OK) {
                 snprintf(c->gpu_failed, sizeof c->gpu_failed, "%s", err->msg);

@@ -7,6 +7,8 @@
  *   (a layer may have only one of the two)
  *   logits = output(norm(x)) for the rows asked for
  *   then, in an engine with it, the multi-token-prediction layer (block_mtp.c)
+ * (A model split between the CPU and a GPU runs the embeddings and its first layers here,
+ * forward_front, and the rest on the GPU: src/cuda/cuda_engine.c.)
  * (Granite scales the embeddings, each block's output and the logits by constants.)
  * Every product runs over all rows of the step at once, so each weight is read once
  * per step whatever the number of sequences; only the mixers' recurrences and
@@ -59,15 +61,21 @@ void forward_layer(engine *c, const model_layer *l, int64_t il, const step_plan 
     }
 }
 
-void forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits, const int64_t *out_rows,
-             int64_t n_out) {
+void forward_front(engine *c, const int32_t *tokens, const step_plan *plan, int64_t il_end) {
     const model *m = c->m;
     const model_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd, n = plan->n;
     for (int64_t t = 0; t < n; t++) tensor_row_f32(&m->tok_embd, tokens[t], c->x + t * E);
     if (hp->embd_scale != 1.0f) scale_rows(c->x, n * E, hp->embd_scale);
+    for (int64_t il = 0; il < il_end; il++) forward_layer(c, &m->layers[il], il, plan);
+}
 
-    for (int64_t il = 0; il < hp->n_layer; il++) forward_layer(c, &m->layers[il], il, plan);
+void forward(engine *c, const int32_t *tokens, const step_plan *plan, float *logits, const int64_t *out_rows,
+             int64_t n_out) {
+    const model *m = c->m;
+    const model_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd, n = plan->n;
+    forward_front(c, tokens, plan, hp->n_layer);
 
     /* output: only the rows whose logits are wanted, gathered into xn (with the MTP
      * layer every row is normed, into c->h, which that layer reads next) */

@@ -125,14 +125,15 @@ static bool copy_kv(const engine *c, const seq_state *st, int64_t n_pos, int64_t
     for (int64_t b = 0; b * STATE_KV_BLOCK < n_pos; b++) {
         const int64_t rows = n_pos - b * STATE_KV_BLOCK < STATE_KV_BLOCK ? n_pos - b * STATE_KV_BLOCK : STATE_KV_BLOCK;
         uint8_t *in_pool = slab + (size_t)st->blocks[b] * STATE_KV_BLOCK * row, *in_flat = flat + (size_t)(b * STATE_KV_BLOCK) * row;
-        if (keys && sp->k_tiled) { /* host memory; the file holds rows */
+        if (keys && state_k_tiled(sp, il)) { /* host memory; the file holds rows */
             state_tiled_keys_copy(sp, il, in_pool, in_flat, rows, to_pool);
             continue;
         }
         if (n == 0) batch = in_flat;
         pieces[n++] = (state_piece){in_pool, (size_t)rows * row};
         if (n < 64 && (b + 1) * STATE_KV_BLOCK < n_pos) continue;
-        ok &= to_pool ? state_mem_from_host(sp, pieces, n, batch) : state_mem_to_host(sp, batch, pieces, n);
+        ok &= to_pool ? state_mem_from_host(sp, il, pieces, n, batch)
+                      : state_mem_to_host(sp, il, batch, pieces, n);
         n = 0;
     }
     return ok;
@@ -181,7 +182,8 @@ static eddy_status serialize_state(engine *c, const seq_state *st, const float *
         else if (secs[i].kind == SEC_KEYS || secs[i].kind == SEC_VALUES)
             copied &= copy_kv(c, st, st->n_pos, secs[i].layer, secs[i].kind == SEC_KEYS, dst, false);
         else if (secs[i].kind == SEC_CONV || secs[i].kind == SEC_REC) /* pool memory: host or device */
-            copied &= state_mem_to_host(sp, dst, &(state_piece){(void *)secs[i].src, (size_t)secs[i].bytes}, 1);
+            copied &= state_mem_to_host(sp, secs[i].layer, dst,
+                                        &(state_piece){(void *)secs[i].src, (size_t)secs[i].bytes}, 1);
         else if (secs[i].bytes)
             memcpy(dst, secs[i].src, (size_t)secs[i].bytes);
         uint8_t *e = buf + HEADER_BYTES + i * ENTRY_BYTES;
@@ -427,11 +429,11 @@ static eddy_status apply(engine *c, eddy_seq *s, sampler *smp, const parsed *p, 
     for (int64_t il = 0; il < sp->n_layer; il++) {
         if (p->conv[il]) {
             const state_piece conv = {state_conv(sp, il, st->slot), (size_t)sp->shape[il].conv_floats * 4};
-            copied &= state_mem_from_host(sp, &conv, 1, p->conv[il]);
+            copied &= state_mem_from_host(sp, il, &conv, 1, p->conv[il]);
         }
         if (p->rec[il]) {
             const state_piece rec = {state_rec(sp, il, st->slot), (size_t)sp->shape[il].rec_floats * 4};
-            copied &= state_mem_from_host(sp, &rec, 1, p->rec[il]);
+            copied &= state_mem_from_host(sp, il, &rec, 1, p->rec[il]);
         }
         if (p->keys[il]) copied &= copy_kv(c, st, p->n_pos, il, true, (uint8_t *)p->keys[il], true);
         if (p->values[il]) copied &= copy_kv(c, st, p->n_pos, il, false, (uint8_t *)p->values[il], true);
@@ -472,8 +474,8 @@ typedef struct {
 
 static void populate_dest(const check_job *j) {
     const state_pool *sp = j->c->sp;
-    if (!sp->mem->host) return; /* device memory: nothing to fault in */
     for (int64_t il = 0; il < sp->n_layer; il++) {
+        if (!state_layer_mem(sp, il)->host) continue; /* device memory: nothing to fault in */
         if (sp->conv[il]) mem_populate_write(state_conv(sp, il, j->s->st.slot), (size_t)sp->shape[il].conv_floats * 4);
         if (sp->rec[il]) mem_populate_write(state_rec(sp, il, j->s->st.slot), (size_t)sp->shape[il].rec_floats * 4);
         for (int kv = 0; kv < 2 && j->stage->blocks; kv++) {

@@ -82,24 +82,33 @@ static bool host_from_host(void *ctx, const state_piece *dst, int64_t n, const v
     for (int64_t i = 0; i < n; src = (const char *)src + dst[i].bytes, i++) memcpy(dst[i].at, src, dst[i].bytes);
     return true;
 }
+/* host slots of the layers a split pool keeps in host memory: plain, zeroed */
+static void *host_alloc_host(void *ctx, size_t bytes) {
+    (void)ctx;
+    void *p = eddy_malloc_aligned(bytes, 64);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
 
 /* The recurrent slabs are read a state (hundreds of KiB) at a time and gain little from
  * huge pages, in which a row slot's first use would zero 2 MiB per layer for the few
  * KiB it writes (a 17-token verify of a 0.5B hybrid: 150 MB, 230 ms on a VM). KV blocks
  * and weights keep huge pages. */
-static const state_mem host_mem = {.alloc = host_alloc, .free = host_free, .zero = host_zero, .copy = host_copy,
-                                   .to_host = host_to_host, .from_host = host_from_host, .host = true,
-                                   .alloc_rec = host_alloc_rec};
+const state_mem state_host_mem = {.alloc = host_alloc, .free = host_free, .zero = host_zero, .copy = host_copy,
+                                  .to_host = host_to_host, .from_host = host_from_host, .host = true,
+                                  .alloc_rec = host_alloc_rec, .alloc_host = host_alloc_host, .free_host = host_free};
 
 void state_pool_free(state_pool *p) {
     if (!p) return;
     const bool arrays = p->conv && p->rec && p->keep && p->k && p->v && p->conv_host && p->rec_host;
-    for (int64_t il = 0; arrays && il < p->n_layer; il++)
+    for (int64_t il = 0; arrays && il < p->n_layer; il++) {
+        const state_mem *mem = state_layer_mem(p, il);
         for (int r = 0; r < STATE_REGIONS; r++) {
             void *slab = *region_slab(p, r, il);
-            if (slab && r < STATE_MEM_REGIONS) p->mem->free(p->mem->ctx, slab);
-            else if (slab) p->mem->free_host(p->mem->ctx, slab);
+            if (slab && r < STATE_MEM_REGIONS) mem->free(mem->ctx, slab);
+            else if (slab) mem->free_host(mem->ctx, slab);
         }
+    }
     eddy_free(p->conv);
     eddy_free(p->rec);
     eddy_free(p->keep);
@@ -122,16 +131,17 @@ eddy_status state_pool_new(state_pool **out, const state_layer_shape *shapes, in
 eddy_status state_pool_new_in(state_pool **out, const state_mem *mem, const state_layer_shape *shapes, int64_t n_layer,
                               const state_pool_size *size, qtype type_k, qtype type_v, eddy_error *err) {
     *out = NULL;
-    if (!mem) mem = &host_mem;
+    if (!mem) mem = &state_host_mem;
     state_pool_size z = *size;
     EDDY_ASSERT((type_k == QTYPE_F32 || type_k == QTYPE_F16) && (type_v == QTYPE_F32 || type_v == QTYPE_F16));
     EDDY_ASSERT(n_layer >= 0 && z.n_slots >= 1 && z.n_rows >= 0 && z.n_blocks >= 0 && z.n_blocks <= INT32_MAX);
     EDDY_ASSERT(z.n_host == 0 || (z.n_host > 0 && mem->alloc_host));
+    EDDY_ASSERT(z.mem_from >= 0 && z.mem_from <= n_layer);
     bool any_kv = false;
     for (int64_t il = 0; il < n_layer; il++) any_kv |= shapes[il].kv_k > 0 || shapes[il].kv_v > 0;
     if (!any_kv) z.n_blocks = 0;
-    size_t total[2] = {0, 0}; /* the pool's memory, pinned host memory */
-    for (int64_t il = 0; il < n_layer; il++) {
+    size_t total[2] = {0, 0}; /* the pool's memory, pinned host memory (of mem's layers) */
+    for (int64_t il = z.mem_from; il < n_layer; il++) {
         size_t b[STATE_REGIONS];
         bool fits = layer_bytes(&shapes[il], &z, type_k, type_v, b);
         for (int r = 0; fits && r < STATE_REGIONS; r++) {
@@ -146,6 +156,7 @@ eddy_status state_pool_new_in(state_pool **out, const state_mem *mem, const stat
     state_pool *p = eddy_calloc(1, sizeof *p);
     if (!p) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     p->mem = mem;
+    p->mem_from = z.mem_from;
     p->n_layer = n_layer;
     p->type_k = type_k, p->type_v = type_v;
     p->n_slots = p->n_slots_free = z.n_slots;
@@ -153,7 +164,6 @@ eddy_status state_pool_new_in(state_pool **out, const state_mem *mem, const stat
     p->n_host = p->n_host_free = z.n_host;
     p->n_blocks = p->n_blocks_free = z.n_blocks;
     p->bytes = total[0], p->host_bytes = total[1];
-    p->k_tiled = p->mem->host;
     const size_t nl = (size_t)(n_layer > 0 ? n_layer : 1);
     p->shape = eddy_calloc(nl, sizeof *p->shape);
     p->conv = eddy_calloc(nl, sizeof *p->conv);
@@ -170,12 +180,13 @@ eddy_status state_pool_new_in(state_pool **out, const state_mem *mem, const stat
     for (int64_t il = 0; ok && il < n_layer; il++) {
         p->shape[il] = shapes[il];
         size_t b[STATE_REGIONS];
-        layer_bytes(&shapes[il], &z, type_k, type_v, b); /* checked above */
+        const state_mem *lm = state_layer_mem(p, il);
+        ok = layer_bytes(&shapes[il], &z, type_k, type_v, b); /* mem's layers checked above */
         for (int r = 0; r < STATE_REGIONS && ok; r++) {
-            void *(*alloc)(void *, size_t) = mem->alloc;
-            if (r >= STATE_MEM_REGIONS) alloc = mem->alloc_host;
-            else if (r <= R_KEEP && mem->alloc_rec) alloc = mem->alloc_rec;
-            if (b[r]) ok = (*region_slab(p, r, il) = alloc(mem->ctx, b[r])) != NULL;
+            void *(*alloc)(void *, size_t) = lm->alloc;
+            if (r >= STATE_MEM_REGIONS) alloc = lm->alloc_host;
+            else if (r <= R_KEEP && lm->alloc_rec) alloc = lm->alloc_rec;
+            if (b[r]) ok = (*region_slab(p, r, il) = alloc(lm->ctx, b[r])) != NULL;
         }
     }
     if (!ok) {
@@ -227,8 +238,8 @@ static int64_t take_slot(state_pool *p, int64_t first, int64_t n, int64_t *n_fre
 int64_t state_slot_alloc(state_pool *p, bool zero) {
     const int64_t s = take_slot(p, 0, p->n_slots, &p->n_slots_free);
     for (int64_t il = 0; s >= 0 && zero && il < p->n_layer; il++) {
-        if (p->conv[il]) state_mem_zero(p, state_conv(p, il, s), (size_t)p->shape[il].conv_floats * sizeof(float));
-        if (p->rec[il]) state_mem_zero(p, state_rec(p, il, s), (size_t)p->shape[il].rec_floats * sizeof(float));
+        if (p->conv[il]) state_mem_zero(p, il, state_conv(p, il, s), (size_t)p->shape[il].conv_floats * sizeof(float));
+        if (p->rec[il]) state_mem_zero(p, il, state_rec(p, il, s), (size_t)p->shape[il].rec_floats * sizeof(float));
     }
     return s;
 }
@@ -261,10 +272,11 @@ void state_slot_copy_layer(state_pool *p, int64_t il, int64_t dst, int64_t src) 
         if (!bytes) continue;
         bool dst_host, src_host;
         float *d = slot_part(p, il, dst, rec, &dst_host), *s = slot_part(p, il, src, rec, &src_host);
+        /* (a copy that a failed device refuses: the next step says so) */
         if (dst_host && src_host) memcpy(d, s, bytes);
-        else if (dst_host) (void)state_mem_to_host(p, d, &(state_piece){s, bytes}, 1); /* a failed device: its */
-        else if (src_host) (void)state_mem_from_host(p, &(state_piece){d, bytes}, 1, s); /* next step says so */
-        else state_mem_copy(p, d, s, bytes);
+        else if (dst_host) (void)state_mem_to_host(p, il, d, &(state_piece){s, bytes}, 1);
+        else if (src_host) (void)state_mem_from_host(p, il, &(state_piece){d, bytes}, 1, s);
+        else state_mem_copy(p, il, d, s, bytes);
     }
 }
 
@@ -295,13 +307,14 @@ static void block_copy_rows(state_pool *p, int32_t dst, int32_t src, int64_t row
     for (int64_t il = 0; il < p->n_layer; il++) {
         if (p->k[il]) {
             const size_t row = (size_t)p->shape[il].kv_k * state_elem_bytes(p->type_k);
-            const int64_t krows = p->k_tiled ? (rows + STATE_KV_TILE - 1) / STATE_KV_TILE * STATE_KV_TILE : rows;
-            state_mem_copy(p, (char *)p->k[il] + (size_t)dst * STATE_KV_BLOCK * row,
+            const int64_t krows =
+                state_k_tiled(p, il) ? (rows + STATE_KV_TILE - 1) / STATE_KV_TILE * STATE_KV_TILE : rows;
+            state_mem_copy(p, il, (char *)p->k[il] + (size_t)dst * STATE_KV_BLOCK * row,
                            (const char *)p->k[il] + (size_t)src * STATE_KV_BLOCK * row, (size_t)krows * row);
         }
         if (p->v[il]) {
             const size_t row = (size_t)p->shape[il].kv_v * state_elem_bytes(p->type_v);
-            state_mem_copy(p, (char *)p->v[il] + (size_t)dst * STATE_KV_BLOCK * row,
+            state_mem_copy(p, il, (char *)p->v[il] + (size_t)dst * STATE_KV_BLOCK * row,
                            (const char *)p->v[il] + (size_t)src * STATE_KV_BLOCK * row, (size_t)rows * row);
         }
     }
@@ -331,7 +344,7 @@ static void store_row(void *dst, qtype t, const float *src, int64_t n, int64_t s
         }
 
 void state_tiled_keys_copy(const state_pool *p, int64_t il, void *block, void *flat, int64_t rows, bool to_block) {
-    EDDY_ASSERT(p->k_tiled && rows >= 0 && rows <= STATE_KV_BLOCK);
+    EDDY_ASSERT(state_k_tiled(p, il) && rows >= 0 && rows <= STATE_KV_BLOCK);
     const int64_t kv_k = p->shape[il].kv_k;
     const size_t el = state_elem_bytes(p->type_k), tile_bytes = (size_t)(STATE_KV_TILE * kv_k) * el;
     for (int64_t t0 = 0; t0 < rows; t0 += STATE_KV_TILE) {
@@ -354,7 +367,7 @@ void state_store_kv(state_pool *p, int64_t il, int32_t block, int64_t row, const
     const int64_t rk = (int64_t)block * STATE_KV_BLOCK + row;
     const int64_t k0 = (int64_t)block * state_block_elems_k(p, il) + state_k_elem(p, il, row, 0);
     store_row((char *)p->k[il] + (size_t)k0 * state_elem_bytes(p->type_k), p->type_k, k, sh->kv_k,
-              p->k_tiled ? STATE_KV_TILE : 1);
+              state_k_tiled(p, il) ? STATE_KV_TILE : 1);
     store_row((char *)p->v[il] + (size_t)(rk * sh->kv_v) * state_elem_bytes(p->type_v), p->type_v, v, sh->kv_v, 1);
 }
 
@@ -415,7 +428,7 @@ void seq_state_clear(state_pool *p, seq_state *s) {
             bool host;
             float *at = bytes ? slot_part(p, il, s->slot, rec, &host) : NULL;
             if (at && host) memset(at, 0, bytes);
-            else if (at) state_mem_zero(p, at, bytes);
+            else if (at) state_mem_zero(p, il, at, bytes);
         }
 }
 

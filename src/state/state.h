@@ -22,7 +22,7 @@
  *   KV blocks        per attention layer, key rows (n_blocks, STATE_KV_BLOCK, kv_k)
  *                    in type_k and value rows (n_blocks, STATE_KV_BLOCK, kv_v) in
  *                    type_v (f32, or f16 rounded to nearest even as llama.cpp stores
- *                    its F16 cache). In host memory (k_tiled) each STATE_KV_TILE rows
+ *                    its F16 cache). In host memory (state_k_tiled) each STATE_KV_TILE rows
  *                    of keys are stored transposed, (kv_k, STATE_KV_TILE): the
  *                    attention kernels read a tile's keys dimension by dimension, as
  *                    vectors of STATE_KV_TILE positions, without transposing them at
@@ -90,16 +90,19 @@ typedef struct {
     void (*free_host)(void *ctx, void *p);
 } state_mem;
 
-/* The slots and blocks of a pool. */
+/* The slots and blocks of a pool, and which of its layers are in its memory. */
 typedef struct {
     int64_t n_slots;  /* recurrent slots, >= 1 */
     int64_t n_rows;   /* row slots */
     int64_t n_host;   /* host slots (0 unless mem->alloc_host) */
     int64_t n_blocks; /* KV blocks */
+    int64_t mem_from; /* layers [mem_from, n_layer) in mem, the ones before in host memory (a
+                       * model split between the CPU and a GPU); 0: all */
 } state_pool_size;
 
 typedef struct {
-    const state_mem *mem;
+    const state_mem *mem;     /* of layers [mem_from, n_layer); host memory before them */
+    int64_t mem_from;
     int64_t n_layer;
     state_layer_shape *shape; /* (n_layer) */
     qtype type_k, type_v;     /* QTYPE_F32 or QTYPE_F16 */
@@ -113,9 +116,11 @@ typedef struct {
     int32_t *block_refs;      /* (n_blocks) holders of each block; 0: free */
     int64_t n_slots_free, n_rows_free, n_host_free, n_blocks_free;
     size_t bytes;             /* of every slab and block in mem's memory together */
-    size_t host_bytes;        /* of the host slots' slabs */
-    bool k_tiled;             /* keys in transposed tiles (STATE_KV_TILE rows); host pools */
+    size_t host_bytes;        /* of the host slots' slabs in mem's layers */
 } state_pool;
+
+/* Host memory's operations (the default pool memory). */
+extern const state_mem state_host_mem;
 
 /* shapes: (n_layer). The memory is reserved, not touched: pages a sequence never
  * reaches cost address space only. Fails with NOMEM naming the bytes. */
@@ -162,18 +167,33 @@ static inline float *state_keep(const state_pool *p, int64_t il, int64_t slot) {
     return p->keep[il] + (slot - p->n_slots) * p->shape[il].keep_floats;
 }
 
-/* The pool's memory operations (mem's, given its ctx). */
-static inline void state_mem_zero(const state_pool *p, void *at, size_t bytes) { p->mem->zero(p->mem->ctx, at, bytes); }
-static inline void state_mem_copy(const state_pool *p, void *dst, const void *src, size_t bytes) {
-    p->mem->copy(p->mem->ctx, dst, src, bytes);
+/* The memory of layer il's slabs: the pool's, or host memory for a layer before mem_from. */
+static inline const state_mem *state_layer_mem(const state_pool *p, int64_t il) {
+    return il >= p->mem_from ? p->mem : &state_host_mem;
 }
-/* n pieces of pool memory into host_dst, back to back, and out of host_src; false when
- * the device failed. */
-static inline bool state_mem_to_host(const state_pool *p, void *host_dst, const state_piece *src, int64_t n) {
-    return p->mem->to_host(p->mem->ctx, host_dst, src, n);
+/* Whether layer il's keys are stored in transposed tiles (STATE_KV_TILE rows): in host memory. */
+static inline bool state_k_tiled(const state_pool *p, int64_t il) { return state_layer_mem(p, il)->host; }
+
+/* The memory operations of layer il's slabs (its memory's, given its ctx). */
+static inline void state_mem_zero(const state_pool *p, int64_t il, void *at, size_t bytes) {
+    const state_mem *m = state_layer_mem(p, il);
+    m->zero(m->ctx, at, bytes);
 }
-static inline bool state_mem_from_host(const state_pool *p, const state_piece *dst, int64_t n, const void *host_src) {
-    return p->mem->from_host(p->mem->ctx, dst, n, host_src);
+static inline void state_mem_copy(const state_pool *p, int64_t il, void *dst, const void *src, size_t bytes) {
+    const state_mem *m = state_layer_mem(p, il);
+    m->copy(m->ctx, dst, src, bytes);
+}
+/* n pieces of layer il's memory into host_dst, back to back, and out of host_src; false
+ * when the device failed. */
+static inline bool state_mem_to_host(const state_pool *p, int64_t il, void *host_dst, const state_piece *src,
+                                     int64_t n) {
+    const state_mem *m = state_layer_mem(p, il);
+    return m->to_host(m->ctx, host_dst, src, n);
+}
+static inline bool state_mem_from_host(const state_pool *p, int64_t il, const state_piece *dst, int64_t n,
+                                       const void *host_src) {
+    const state_mem *m = state_layer_mem(p, il);
+    return m->from_host(m->ctx, dst, n, host_src);
 }
 
 /* ==== KV blocks ==== */
@@ -189,11 +209,11 @@ static inline int64_t state_block_elems_v(const state_pool *p, int64_t il) {
 /* Element offset of element e of key row `row` in a block of layer il's key slab. */
 static inline int64_t state_k_elem(const state_pool *p, int64_t il, int64_t row, int64_t e) {
     const int64_t kv_k = p->shape[il].kv_k;
-    if (!p->k_tiled) return row * kv_k + e;
+    if (!state_k_tiled(p, il)) return row * kv_k + e;
     return (row - row % STATE_KV_TILE) * kv_k + e * STATE_KV_TILE + row % STATE_KV_TILE;
 }
 
-/* Key rows [0, rows) of a block of layer il's tiled key slab (k_tiled; host memory)
+/* Key rows [0, rows) of a block of layer il's tiled key slab (state_k_tiled; host memory)
  * between that block and flat rows (rows, kv_k) in type_k: into the block when
  * to_block, else out of it. */
 void state_tiled_keys_copy(const state_pool *p, int64_t il, void *block, void *flat, int64_t rows, bool to_block);

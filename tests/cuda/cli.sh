@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/cuda/cli.sh CPU_EDDY GPU_EDDY — the eddy command with --device cuda / -ngl against
 # the CPU: greedy text from F32 tiny models is the CPU's (the logits agree within 1e-4,
-# far inside the gaps between the top tokens here), for run, batch (greedy and sampled), chat's
-# /undo and a session file made on one device and resumed on the other; bench runs on the device. GPU_EDDY is a
+# far inside the gaps between the top tokens here), for run (the whole model on the GPU, or
+# split: -ngl 1), batch (greedy and sampled), chat's /undo and a session file made on one
+# device and resumed on the other; bench runs on the device. GPU_EDDY is a
 # `make CUDA=1` binary on a GPU machine, or the `make CUDA_EMU=1` one on the CPU emulator.
 # Prints "N passed, M failed".
 set -u
@@ -14,7 +15,7 @@ EDDY=$GPU
 for m in qwen35-tiny-f32 llama-tiny-f32 nemotron_h-tiny-f32 qwen35moe-tiny-f32; do
   M=tests/data/models/$m.gguf
   "$CPU" run -m "$M" -p "Once upon a time" -n 16 --temp 0 -t 2 >"$TMP/cpu" 2>/dev/null
-  for dev in "--device cuda" "-ngl 99"; do
+  for dev in "--device cuda" "-ngl 99" "-ngl 1"; do
     # shellcheck disable=SC2086
     if "$GPU" run -m "$M" -p "Once upon a time" -n 16 --temp 0 $dev >"$TMP/gpu" 2>"$TMP/err" &&
        [ -s "$TMP/cpu" ] && cmp -s "$TMP/cpu" "$TMP/gpu"; then ok
@@ -51,14 +52,25 @@ else bad "a GPU session resumed on the CPU: [$(head -c 80 "$TMP/whole")] [$(head
 if [ -s "$TMP/c.eddy" ] && cmp -s "$TMP/whole" "$TMP/resumed"; then ok
 else bad "a CPU session resumed on the GPU: [$(head -c 80 "$TMP/whole")] [$(head -c 80 "$TMP/resumed")]"; fi
 
+# a session saved by a model split between the CPU and the GPU (-ngl 2 of 4 layers)
+# resumes on the CPU: the continuation of a single run
+"$GPU" run -m "$M" -p "Once upon a time there" -n 0 --temp 0 -ngl 2 --session "$TMP/s.eddy" >/dev/null 2>&1
+"$CPU" run -m "$M" -p "Once upon a time there" -n 12 --temp 0 -t 2 --session "$TMP/s.eddy" --session-ro \
+  >"$TMP/resumed" 2>/dev/null
+if [ -s "$TMP/s.eddy" ] && cmp -s "$TMP/whole" "$TMP/resumed"; then ok
+else bad "a split model's session resumed on the CPU: [$(head -c 80 "$TMP/whole")] [$(head -c 80 "$TMP/resumed")]"; fi
+
 # chat's /undo and /regen restore snapshots kept in host memory on the GPU: the CPU's replies
+# (the whole model on the GPU, and its second layer only: -ngl 1)
 C="chat -m tests/data/models/mamba2-tiny-f32.gguf --chat-template chatml --temp 0 -n 8"
 # shellcheck disable=SC2086
 printf 'hello there\nwhat now\n/undo\nwhat now\n/regen\nand then\n' | "$CPU" $C -t 2 >"$TMP/cpu" 2>/dev/null
-# shellcheck disable=SC2086
-if printf 'hello there\nwhat now\n/undo\nwhat now\n/regen\nand then\n' | "$GPU" $C --device cuda >"$TMP/gpu" 2>"$TMP/err" &&
-   [ "$(wc -l <"$TMP/cpu")" -eq 5 ] && cmp -s "$TMP/cpu" "$TMP/gpu"; then ok
-else bad "chat /undo /regen on the GPU differs from the CPU: $(diff "$TMP/cpu" "$TMP/gpu" | head -4) $(tail -1 "$TMP/err")"; fi
+for dev in "--device cuda" "-ngl 1"; do
+  # shellcheck disable=SC2086
+  if printf 'hello there\nwhat now\n/undo\nwhat now\n/regen\nand then\n' | "$GPU" $C $dev >"$TMP/gpu" 2>"$TMP/err" &&
+     [ "$(wc -l <"$TMP/cpu")" -eq 5 ] && cmp -s "$TMP/cpu" "$TMP/gpu"; then ok
+  else bad "chat /undo /regen with $dev differs from the CPU: $(diff "$TMP/cpu" "$TMP/gpu" | head -4) $(tail -1 "$TMP/err")"; fi
+done
 
 # chat's default prefix cache (256 MiB) on a GPU of 200 MiB: halved to fit, with a warning; the same
 # budget given with --cache-ram stops it with the error naming the option. Only the emulator's GPU
@@ -79,6 +91,10 @@ fi
 if "$GPU" bench -m "$M" --device cuda -p 16 -n 4 -r 1 --json >"$TMP/bench" 2>"$TMP/err" &&
    grep -q '"pp_tps"\|"pp"' "$TMP/bench"; then ok
 else bad "bench --device cuda: $(head -c 200 "$TMP/bench") $(tail -1 "$TMP/err")"; fi
+# split (-ngl 1): the device names the GPU's layers
+if "$GPU" bench -m "$M" -ngl 1 -p 16 -n 4 -r 1 --json >"$TMP/bench" 2>"$TMP/err" &&
+   grep -q '"device": "cuda.*(layers 3..3; the CPU runs 0..2)"' "$TMP/bench"; then ok
+else bad "bench -ngl 1: $(head -c 300 "$TMP/bench") $(tail -1 "$TMP/err")"; fi
 # the next turn of a conversation on the device: reprocessed, through a session file and
 # through the prefix cache, each timed
 if "$GPU" bench -m "$M" --device cuda --session-turn -p 40 -n 4 -r 1 --dir "$TMP" --json >"$TMP/bench" 2>"$TMP/err" &&
@@ -88,9 +104,12 @@ else bad "bench --session-turn --device cuda: $(head -c 200 "$TMP/bench") $(tail
 # speculative decoding with the MTP layer on the GPU: the greedy text of plain decoding
 M=tests/data/models/qwen35-mtp-tiny-f32.gguf
 "$CPU" run -m "$M" -p "Once upon a time" -n 24 --temp 0 -t 2 >"$TMP/plain" 2>/dev/null
-if "$GPU" run -m "$M" -p "Once upon a time" -n 24 --temp 0 --spec-type mtp --device cuda >"$TMP/spec" 2>"$TMP/err" &&
-   [ -s "$TMP/plain" ] && cmp -s "$TMP/plain" "$TMP/spec"; then ok
-else bad "--spec-type mtp on the GPU differs: [$(head -c 80 "$TMP/plain")] [$(head -c 80 "$TMP/spec")] $(tail -1 "$TMP/err")"; fi
+for dev in "--device cuda" "-ngl 2"; do
+  # shellcheck disable=SC2086
+  if "$GPU" run -m "$M" -p "Once upon a time" -n 24 --temp 0 --spec-type mtp $dev >"$TMP/spec" 2>"$TMP/err" &&
+     [ -s "$TMP/plain" ] && cmp -s "$TMP/plain" "$TMP/spec"; then ok
+  else bad "--spec-type mtp with $dev differs: [$(head -c 80 "$TMP/plain")] [$(head -c 80 "$TMP/spec")] $(tail -1 "$TMP/err")"; fi
+done
 # a draft model on the GPU too (-md with --device cuda): the greedy text of plain decoding
 M=tests/data/models/qwen35-tiny-f32.gguf
 "$CPU" run -m "$M" -p "Once upon a time" -n 20 --temp 0 -t 2 >"$TMP/plain" 2>/dev/null

@@ -66,11 +66,17 @@ static int64_t read_ids(const char *file, int32_t *ids, int64_t max) {
     return count;
 }
 
-/* n_states snapshot states and as many verify states */
-static eddy_engine *gpu_engine(const eddy_model *m, int n_seq, int n_states, eddy_kv_type kv) {
+/* n_states snapshot states and as many verify states; the model's last gpu_layers
+ * layers on the GPU, the ones before on the CPU (0: all on the GPU) */
+static eddy_engine *split_engine(const eddy_model *m, int n_seq, int n_states, eddy_kv_type kv, int gpu_layers) {
     eddy_engine_params p = {.n_seq_max = n_seq, .n_snapshots = n_states, .n_verify = n_states,
-                            .device = EDDY_DEVICE_CUDA, .n_ctx = 512, .type_k = kv, .type_v = kv};
+                            .device = EDDY_DEVICE_CUDA, .gpu_layers = gpu_layers, .n_ctx = 512, .type_k = kv,
+                            .type_v = kv};
     return tseq_engine(m, p);
+}
+
+static eddy_engine *gpu_engine(const eddy_model *m, int n_seq, int n_states, eddy_kv_type kv) {
+    return split_engine(m, n_seq, n_states, kv, 0);
 }
 
 /* ids [0, n_prefill) in one step, then one-token steps to n: the logits of all n rows of
@@ -86,9 +92,10 @@ static void prefill_then_decode(eddy_seq *s, const int32_t *ids, int64_t n_prefi
 
 /* ==== Against transformers ==== */
 
-/* The file's logits for 100 ids: ref holds the first cols columns of each row. */
-static void check_against_transformers(const char *gguf, const char *ids_file, const char *logits_file,
-                                       int64_t cols) {
+/* The file's logits for 100 ids: ref holds the first cols columns of each row. The
+ * model's last gpu_layers layers on the GPU (0: all). */
+static void check_split_against_transformers(const char *gguf, const char *ids_file, const char *logits_file,
+                                             int64_t cols, int gpu_layers) {
     int32_t ids[N_IDS];
     REQUIRE_EQ(read_ids(ids_file, ids, N_IDS), N_IDS);
     size_t bytes;
@@ -96,7 +103,7 @@ static void check_against_transformers(const char *gguf, const char *ids_file, c
     REQUIRE(ref && bytes == sizeof(float) * N_IDS * (size_t)cols);
     eddy_model *m = tseq_load(gguf);
     if (!m) return free(ref);
-    eddy_engine *e = gpu_engine(m, 1, 0, EDDY_KV_F32);
+    eddy_engine *e = split_engine(m, 1, 0, EDDY_KV_F32, gpu_layers);
     eddy_seq *s = e ? tseq_new(e) : NULL;
     const int64_t V = eddy_model_n_vocab(m);
     float *got = malloc(sizeof(float) * N_IDS * (size_t)V);
@@ -109,12 +116,18 @@ static void check_against_transformers(const char *gguf, const char *ids_file, c
             const double e2 = rel_rms(got + t * V, ref + t * cols, cols);
             if (!(e2 <= worst)) worst = e2, at = t;
         }
-        CHECKF(worst <= 1e-4, "%s: worst relative RMS %g at position %lld", gguf, worst, (long long)at);
+        CHECKF(worst <= 1e-4, "%s (%d GPU layers): worst relative RMS %g at position %lld", gguf, gpu_layers, worst,
+               (long long)at);
     }
     free(got), free(ref);
     eddy_seq_free(s);
     eddy_engine_free(e);
     eddy_model_free(m);
+}
+
+static void check_against_transformers(const char *gguf, const char *ids_file, const char *logits_file,
+                                       int64_t cols) {
+    check_split_against_transformers(gguf, ids_file, logits_file, cols, 0);
 }
 
 TEST(cuda_qwen35_f32_matches_transformers) {
@@ -175,7 +188,7 @@ TEST(cuda_llama_f32_matches_transformers) {
 
 /* ==== Against the CPU engine ==== */
 
-static void check_against_cpu(const char *gguf) {
+static void check_split_against_cpu(const char *gguf, int gpu_layers) {
     eddy_model *m = tseq_load(gguf);
     REQUIRE(m);
     const int64_t V = eddy_model_n_vocab(m);
@@ -183,7 +196,7 @@ static void check_against_cpu(const char *gguf) {
     int32_t ids[80];
     tseq_rand_ids(&r, ids, 80, V);
     eddy_engine *ec = tseq_engine(m, (eddy_engine_params){.n_ctx = 512});
-    eddy_engine *eg = gpu_engine(m, 1, 0, EDDY_KV_F16);
+    eddy_engine *eg = split_engine(m, 1, 0, EDDY_KV_F16, gpu_layers);
     eddy_seq *sc = ec ? tseq_new(ec) : NULL, *sg = eg ? tseq_new(eg) : NULL;
     float *a = malloc(sizeof(float) * (size_t)(80 * V)), *b = malloc(sizeof(float) * (size_t)(80 * V));
     if (sc && sg && tseq_feed(sc, ids, 70, a) && tseq_feed(sg, ids, 70, b)) {
@@ -201,6 +214,8 @@ static void check_against_cpu(const char *gguf) {
     eddy_engine_free(ec), eddy_engine_free(eg);
     eddy_model_free(m);
 }
+
+static void check_against_cpu(const char *gguf) { check_split_against_cpu(gguf, 0); }
 
 TEST(cuda_quantized_models_match_cpu) {
     check_against_cpu("models/qwen35-tiny-q8_0.gguf");
@@ -843,25 +858,11 @@ static size_t free_beside(const eddy_model *m, eddy_engine_params p, size_t *poo
     return free_bytes;
 }
 
-/* host_snapshots: 4 snapshot states take their recurrent slots' bytes in host memory, not
- * the GPU's (the device keeps 4 slots more free than without it, within the slabs'
- * rounding); a snapshot restored gives the bits the sequence had, and a rollback past
- * it (restore, then the tokens after it again) the CPU's logits. */
-TEST(cuda_snapshots_in_host_memory) {
-    eddy_model *m = tseq_load("models/qwen35-tiny-f32.gguf");
-    REQUIRE(m);
+/* On engine e (of model m, 256 positions, F32 cache, a snapshot state): a snapshot
+ * after 30 tokens, restored, gives the bits the sequence had after 10 more, and a
+ * rollback past it (to 35, then the last 5 again) the CPU's logits. */
+static void check_snapshot_rollback(const eddy_model *m, eddy_engine *e) {
     const int64_t V = eddy_model_n_vocab(m);
-    eddy_engine_params p = {.n_ctx = 256, .n_snapshots = 4, .device = EDDY_DEVICE_CUDA, .type_k = EDDY_KV_F32,
-                            .type_v = EDDY_KV_F32};
-    const size_t free_device = free_beside(m, p, NULL);
-    p.host_snapshots = true;
-    eddy_engine *e = tseq_engine(m, p);
-    REQUIRE(e);
-    const size_t slot = eddy_engine_state_bytes(e), slack = (size_t)e->sp->n_layer * 2 * 64 + ((size_t)1 << 16);
-    const size_t gained = cuda_backend_free_bytes(e->gpu) - free_device;
-    CHECKF(e->sp->n_host == 4 && gained + slack >= 4 * slot && gained <= 4 * slot + slack,
-           "%lld host slots; the device kept %zu bytes more free for 4 slots of %zu", (long long)e->sp->n_host, gained,
-           slot);
     eddy_engine *cpu = tseq_engine(m, (eddy_engine_params){.n_ctx = 256, .type_k = EDDY_KV_F32,
                                                            .type_v = EDDY_KV_F32});
     eddy_seq *s = tseq_new(e), *ref = cpu ? tseq_new(cpu) : NULL;
@@ -886,8 +887,31 @@ TEST(cuda_snapshots_in_host_memory) {
         CHECKF(rel_rms(l2, lc, V) <= 1e-4, "after a rollback through the host snapshot: %g", rel_rms(l2, lc, V));
     }
     eddy_snapshot_free(snap);
+    eddy_seq_free(s), eddy_seq_free(ref);
     free(l1), free(l2), free(lc);
-    eddy_engine_free(e), eddy_engine_free(cpu);
+    eddy_engine_free(cpu);
+}
+
+/* host_snapshots: 4 snapshot states take their recurrent slots' bytes in host memory, not
+ * the GPU's (the device keeps 4 slots more free than without it, within the slabs'
+ * rounding); a snapshot restored gives the bits the sequence had, and a rollback past
+ * it (restore, then the tokens after it again) the CPU's logits. */
+TEST(cuda_snapshots_in_host_memory) {
+    eddy_model *m = tseq_load("models/qwen35-tiny-f32.gguf");
+    REQUIRE(m);
+    eddy_engine_params p = {.n_ctx = 256, .n_snapshots = 4, .device = EDDY_DEVICE_CUDA, .type_k = EDDY_KV_F32,
+                            .type_v = EDDY_KV_F32};
+    const size_t free_device = free_beside(m, p, NULL);
+    p.host_snapshots = true;
+    eddy_engine *e = tseq_engine(m, p);
+    REQUIRE(e);
+    const size_t slot = eddy_engine_state_bytes(e), slack = (size_t)e->sp->n_layer * 2 * 64 + ((size_t)1 << 16);
+    const size_t gained = cuda_backend_free_bytes(e->gpu) - free_device;
+    CHECKF(e->sp->n_host == 4 && gained + slack >= 4 * slot && gained <= 4 * slot + slack,
+           "%lld host slots; the device kept %zu bytes more free for 4 slots of %zu", (long long)e->sp->n_host, gained,
+           slot);
+    check_snapshot_rollback(m, e);
+    eddy_engine_free(e);
     eddy_model_free(m);
 }
 
@@ -1024,12 +1048,12 @@ TEST(cuda_prefix_cache) {
 
 /* Three sequences with prompts of different lengths decoded in one batch give each
  * one's logits alone; verify 4 + accept 2 = feeding the 2; snapshot / restore. */
-static void check_sequences(const char *gguf) {
+static void check_split_sequences(const char *gguf, int gpu_layers) {
     eddy_model *m = tseq_load(gguf);
     REQUIRE(m);
     const int64_t V = eddy_model_n_vocab(m);
     test_rng r = test_rng_new();
-    eddy_engine *e = gpu_engine(m, 5, 16, EDDY_KV_F16);
+    eddy_engine *e = split_engine(m, 5, 16, EDDY_KV_F16, gpu_layers);
     REQUIRE(e);
     int32_t p[3][40], next[3][6];
     const int64_t len[3] = {40, 7, 23};
@@ -1124,6 +1148,8 @@ static void check_sequences(const char *gguf) {
     eddy_engine_free(e);
     eddy_model_free(m);
 }
+
+static void check_sequences(const char *gguf) { check_split_sequences(gguf, 0); }
 
 enum { WIDE_N = 12, WIDE_STEPS = 3 };
 
@@ -1444,7 +1470,7 @@ typedef struct {
     float chain[3][1024];
 } mtp_ref;
 
-static void check_mtp(const char *arch) {
+static void check_mtp(const char *arch, int gpu_layers) {
     char gguf[96], ref_file[96];
     snprintf(gguf, sizeof gguf, "models/%s-mtp-tiny-f32.gguf", arch);
     snprintf(ref_file, sizeof ref_file, "models/%s-mtp-tiny.ref", arch);
@@ -1460,7 +1486,7 @@ static void check_mtp(const char *arch) {
     }
     eddy_engine *e = tseq_engine(m, (eddy_engine_params){.n_ctx = 128, .n_seq_max = 4, .n_snapshots = 8,
                                                          .n_verify = 8, .n_batch = 64, .mtp = true, .type_k = EDDY_KV_F32, .type_v = EDDY_KV_F32,
-                                                         .device = EDDY_DEVICE_CUDA});
+                                                         .device = EDDY_DEVICE_CUDA, .gpu_layers = gpu_layers});
     eddy_seq *s = e ? tseq_new(e) : NULL, *t = e ? tseq_new(e) : NULL;
     float *l = malloc(sizeof(float) * 1024 * 40);
     eddy_error err;
@@ -1523,6 +1549,78 @@ static void check_mtp(const char *arch) {
 }
 
 TEST(cuda_mtp_matches_reference) {
-    check_mtp("qwen35");
-    check_mtp("qwen35moe");
+    check_mtp("qwen35", 0);
+    check_mtp("qwen35moe", 0);
+    check_mtp("qwen35", 1); /* the model split: the MTP layer runs on the GPU after its last layer */
+}
+
+/* ==== A model split between the CPU and the GPU (gpu_layers) ==== */
+
+/* The model's last gpu_layers layers on the GPU and the ones before on the CPU, wherever
+ * the split falls (after recurrent layers, attention layers, feed-forward-only layers):
+ * each architecture's F32 logits against transformers within the whole GPU's bound (1e-4;
+ * the CPU's layers are within 1e-6 of it), and a quantized transformer against the CPU
+ * engine within the quantized bound. */
+TEST(cuda_split_models_match_transformers) {
+    const char *q = "models/qwen-tiny.ids";
+    check_split_against_transformers("models/qwen35-tiny-f32.gguf", q, "models/qwen35-tiny.logits.f32", VOCAB, 1);
+    check_split_against_transformers("models/qwen35-tiny-f32.gguf", q, "models/qwen35-tiny.logits.f32", VOCAB, 3);
+    check_split_against_transformers("models/mamba2-tiny-f32.gguf", "models/mamba2-tiny.ids",
+                                     "models/mamba2-tiny.logits.f32", 512, 1);
+    check_split_against_transformers("models/nemotron_h-tiny-f32.gguf", q, "models/nemotron_h-tiny.logits.f32", VOCAB,
+                                     3);
+    check_split_against_transformers("models/nemotron_h-tiny-f32.gguf", q, "models/nemotron_h-tiny.logits.f32", VOCAB,
+                                     5);
+    check_split_against_transformers("models/qwen35moe-tiny-f32.gguf", q, "models/qwen35moe-tiny.logits.f32", VOCAB,
+                                     2);
+    check_split_against_transformers("models/qwen3next-tiny-f32.gguf", q, "models/qwen3next-tiny.logits.f32", VOCAB,
+                                     2);
+    check_split_against_transformers("models/granitehybrid-tiny-f32.gguf", q, "models/granitehybrid-tiny.logits.f32",
+                                     VOCAB, 2);
+    check_split_against_cpu("models/llama-tiny-q8_0.gguf", 1);
+}
+
+/* A split engine's sequences as the whole GPU's (check_sequences): a batch against each
+ * alone, verify + accept against feeding the kept tokens (row states on both sides),
+ * snapshot / restore, rollback, and a session saved from it that loads on it and on the
+ * CPU. */
+TEST(cuda_split_sequences_batch_verify_snapshot) {
+    check_split_sequences("models/qwen35-tiny-q8_0.gguf", 2);
+    check_split_sequences("models/nemotron_h-tiny-q8_0.gguf", 3);
+}
+
+/* What a split engine holds where: only its layers' weights and state on the GPU (less
+ * than the whole model's), the pool's layers before the split in host memory; its name
+ * says which layers; gpu_layers at or above the layer count is the whole model, a
+ * negative count is refused. With host_snapshots, a snapshot restored gives the bits the
+ * sequence had and a rollback through it the CPU's logits. */
+TEST(cuda_split_memory_and_snapshots) {
+    eddy_model *m = tseq_load("models/qwen35-tiny-f32.gguf");
+    REQUIRE(m);
+    eddy_engine_params p = {.n_ctx = 256, .n_snapshots = 2, .device = EDDY_DEVICE_CUDA, .type_k = EDDY_KV_F32,
+                            .type_v = EDDY_KV_F32};
+    eddy_engine *whole = tseq_engine(m, p);
+    p.gpu_layers = 4;
+    eddy_engine *four = tseq_engine(m, p);
+    p.gpu_layers = 1, p.host_snapshots = true;
+    eddy_engine *e = tseq_engine(m, p);
+    REQUIRE(whole && four && e);
+    CHECK(whole->gpu_from == 0 && four->gpu_from == 0 && e->gpu_from == 3 && e->sp->mem_from == 3);
+    CHECKF(e->gpu->weight_bytes < whole->gpu->weight_bytes / 2, "the GPU holds %zu bytes of weights of the "
+           "whole model's %zu", e->gpu->weight_bytes, whole->gpu->weight_bytes);
+    /* (its one layer is the attention layer, whose keys and values are most of the state) */
+    CHECKF(e->sp->bytes < whole->sp->bytes, "the GPU holds %zu bytes of state, the whole model %zu", e->sp->bytes,
+           whole->sp->bytes);
+    CHECK(state_layer_mem(e->sp, 0)->host && !state_layer_mem(e->sp, 3)->host && state_k_tiled(e->sp, 2));
+    CHECKF(strstr(eddy_engine_device_name(e), "(layers 3..3; the CPU runs 0..2)") != NULL, "%s",
+           eddy_engine_device_name(e));
+    eddy_engine_free(whole), eddy_engine_free(four);
+    eddy_error err;
+    eddy_engine *bad = NULL;
+    p.gpu_layers = -1;
+    CHECK(eddy_engine_new(m, &p, &bad, &err) == EDDY_ERR_ARG && !bad && strstr(err.msg, "GPU layers"));
+
+    check_snapshot_rollback(m, e);
+    eddy_engine_free(e);
+    eddy_model_free(m);
 }
