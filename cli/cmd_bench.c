@@ -153,7 +153,9 @@ static void print_table(const char *name, const char *arch, double size_mib, con
            fmt_bytes(b0, sizeof b0, r->bytes_per_token), fmt_bytes(b1, sizeof b1, (double)r->bytes.weights),
            fmt_bytes(b2, sizeof b2, (double)r->bytes.state),
            fmt_bytes(b3, sizeof b3, (double)r->bytes.kv_per_pos * r->kv_positions), r->kv_positions);
-    if (p->n_gen > 0)
+    if (p->n_gen > 0 && r->roofline == 0)
+        printf("roofline         - (the model is split between the CPU and the GPU: their two memories bound it)\n");
+    else if (p->n_gen > 0)
         printf("roofline         %.3f (tg %.2f t/s x %s / %.2f GB/s: %.1f%% of read bandwidth)\n", r->roofline,
                r->tg.median, b0, r->read_bw / 1e9, 100 * r->roofline);
     else

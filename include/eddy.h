@@ -575,8 +575,11 @@ typedef struct {
                                * (n_gen + 1) / 2; 1 without a tg test */
     double bytes_per_token;   /* bytes.weights + bytes.state + bytes.kv_per_pos * kv_positions */
     double roofline;          /* tg.median * bytes_per_token / read_bw: 1 would be decode at the
-                               * machine's read bandwidth; 0 when tg is skipped */
-    char device[96];          /* where it ran: "cpu", or "cuda: " and the GPU's name */
+                               * machine's read bandwidth; 0 when tg is skipped, or for a model
+                               * split between the CPU and the GPU (gpu_layers), which the two
+                               * memories bound together */
+    char device[96];          /* where it ran: "cpu", or "cuda: " and the GPU's name (and which
+                               * layers it ran, for a split model) */
     double peak_rss;          /* bytes: the process's peak resident set after the tests (taken
                                * before the bandwidth probe allocates its buffer) */
     int64_t n_batch;          /* tokens per forward step, as the engine resolved it */

@@ -150,6 +150,12 @@ done
 bounded 90 $E bench -m "$M4B" --device cuda --session-turn -p 4000 -n 32 -r 1 --dir "$OUT_DIR" \
   >"$OUT_DIR/session-turn.log" 2>&1
 note "$(tail -6 "$OUT_DIR/session-turn.log")"
+# the model split between the CPU and the GPU (-ngl 16: the last 16 of the 32 layers on the
+# GPU, the 16 before on this machine's CPUs): decode and a 512-token prefill, against the
+# whole model on the GPU above
+bounded 90 $E bench -m "$M4B" -ngl 16 -p 512 -n 32 -r 1 >"$OUT_DIR/bench-split.log" 2>&1
+note "split, the last 16 layers on the GPU (-ngl 16): $(grep -E 'device|pp512|tg32' "$OUT_DIR/bench-split.log" | \
+tr -s ' ' | tr '\n' ' ')"
 # perplexity on the GPU (chunks of 512, 2048 tokens a step, the log-probabilities computed
 # there): its rate against the prefill's above, which it should approach
 ppl_t0=$(date +%s.%N) # not t0: bounded and elapsed count from device_env.sh's

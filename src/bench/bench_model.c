@@ -198,7 +198,8 @@ eddy_status eddy_bench_model(const eddy_model *m, const eddy_bench_params *p, ed
      * without a tg test, the first step's */
     r->kv_positions = (double)p->n_depth + (p->n_gen > 0 ? 0.5 * (double)(p->n_gen + 1) : 1.0);
     r->bytes_per_token = (double)r->bytes.weights + (double)r->bytes.state + (double)r->bytes.kv_per_pos * r->kv_positions;
-    r->roofline = r->tg.median * r->bytes_per_token / r->read_bw;
+    const bool split = eddy_ctx_engine(c)->gpu_from > 0; /* two memories: no one bandwidth bounds it */
+    r->roofline = split ? 0 : r->tg.median * r->bytes_per_token / r->read_bw;
 done:
     eddy_snapshot_free(depth);
     eddy_free(rates);

@@ -91,9 +91,10 @@ fi
 if "$GPU" bench -m "$M" --device cuda -p 16 -n 4 -r 1 --json >"$TMP/bench" 2>"$TMP/err" &&
    grep -q '"pp_tps"\|"pp"' "$TMP/bench"; then ok
 else bad "bench --device cuda: $(head -c 200 "$TMP/bench") $(tail -1 "$TMP/err")"; fi
-# split (-ngl 1): the device names the GPU's layers
+# split (-ngl 1): the device names the GPU's layers; no roofline (two memories bound it)
 if "$GPU" bench -m "$M" -ngl 1 -p 16 -n 4 -r 1 --json >"$TMP/bench" 2>"$TMP/err" &&
-   grep -q '"device": "cuda.*(layers 3..3; the CPU runs 0..2)"' "$TMP/bench"; then ok
+   grep -q '"device": "cuda.*(layers 3..3; the CPU runs 0..2)"' "$TMP/bench" && grep -q '"roofline": 0,' "$TMP/bench"
+then ok
 else bad "bench -ngl 1: $(head -c 300 "$TMP/bench") $(tail -1 "$TMP/err")"; fi
 # the next turn of a conversation on the device: reprocessed, through a session file and
 # through the prefix cache, each timed

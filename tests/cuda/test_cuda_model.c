@@ -1009,18 +1009,19 @@ TEST(cuda_verify_states_are_row_states) {
 
 /* The prefix cache on the GPU: a sequence's checkpoint at 256 positions (taken inside a
  * longer prefill) serves another sequence with the same first tokens, which then gets
- * the first one's logits. EDDY_CUDA_MMQ=0: the 40-row step takes cuBLAS's f16 products
+ * the first one's logits; the same with the model split (the CPU's layers checkpoint
+ * their part). EDDY_CUDA_MMQ=0: the 40-row step takes cuBLAS's f16 products
  * as the 300-row one does (ck_mmq_parts' 8-bit activations move these tiny models'
  * logits by about 1%). */
 TEST(cuda_prefix_cache) {
     const char *files[] = {"models/qwen35-tiny-q8_0.gguf", "models/nemotron_h-tiny-q8_0.gguf"};
     setenv("EDDY_CUDA_MMQ", "0", 1);
-    for (int f = 0; f < 2; f++) {
-        eddy_model *m = tseq_load(files[f]);
+    for (int f = 0; f < 4; f++) { /* each file whole on the GPU, then split (its last 2 layers there) */
+        eddy_model *m = tseq_load(files[f % 2]);
         if (!m) continue;
         const int64_t V = eddy_model_n_vocab(m);
-        eddy_engine_params p = {.device = EDDY_DEVICE_CUDA, .n_seq_max = 2, .n_ctx = 512, .cache_bytes = 64 << 20,
-                                .cache_every = 256};
+        eddy_engine_params p = {.device = EDDY_DEVICE_CUDA, .gpu_layers = f < 2 ? 0 : 2, .n_seq_max = 2,
+                                .n_ctx = 512, .cache_bytes = 64 << 20, .cache_every = 256};
         eddy_engine *e = tseq_engine(m, p);
         eddy_seq *a = e ? tseq_new(e) : NULL, *b = a ? tseq_new(e) : NULL;
         test_rng r = test_rng_new();
@@ -1031,10 +1032,11 @@ TEST(cuda_prefix_cache) {
         int64_t restored = -1;
         if (b && tseq_feed(a, ids, 300, la) &&
             CHECKF(eddy_seq_restore_prefix(b, ids, 290, &restored, &err) == EDDY_OK, "%s", err.msg)) {
-            CHECKF(restored == 256, "%s: restored %lld positions", files[f], (long long)restored);
+            CHECKF(restored == 256, "%s (%d GPU layers): restored %lld positions", files[f % 2], p.gpu_layers,
+                   (long long)restored);
             if (restored == 256 && tseq_feed(b, ids + 256, 40, lb))
-                CHECKF(rel_rms(lb, la + 256 * V, 40 * V) <= 1e-4, "%s: after the cached prefix: %g", files[f],
-                       rel_rms(lb, la + 256 * V, 40 * V));
+                CHECKF(rel_rms(lb, la + 256 * V, 40 * V) <= 1e-4, "%s (%d GPU layers): after the cached prefix: %g",
+                       files[f % 2], p.gpu_layers, rel_rms(lb, la + 256 * V, 40 * V));
         }
         free(la), free(lb);
         eddy_seq_free(a), eddy_seq_free(b);

@@ -1084,6 +1084,44 @@ def part_gpu():
     check(r.returncode == 1 and "cannot allocate" in err and "--cache-ram" in err, "--cache-ram 1024 in 256 MiB: "
           "exit %d, %s" % (r.returncode, err[-300:]))
 
+    # the model split (-ngl 2: its last 2 of 4 layers on the GPU): two conversations at once, each answer
+    # eddy run's on the CPU, and the second turn of one goes on from its pinned session (its snapshot's state
+    # on both sides of the split)
+    sv = Server(QWEN, "-ngl", "2", "-np", "2", "--cache-ram", "64")
+    try:
+        p = sv.port
+        check(any(re.search(r"listening on .*, on cuda: .*\(layers 2\.\.3; the CPU runs 0\.\.1\)", ln)
+                  for ln in sv.lines), "the split in the first line: %s" % [ln for ln in sv.lines if "listening" in ln])
+        prompts = {"x": "Once upon a time there was a river", "y": "The cat sat on the mat and looked at"}
+        results = {}
+
+        def turn(sid, prompt):
+            s, _, j = post(p, "/v1/completions", {"prompt": prompt, "max_tokens": 6, "temperature": 0,
+                                                  "session_id": sid}, timeout=300)
+            results[sid] = (s, j, prompt)
+
+        threads = [threading.Thread(target=turn, args=(sid, prompts[sid])) for sid in prompts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for sid, (s, j, prompt) in sorted(results.items()):
+            want = eddy_run(QWEN, prompt, "-n", "6", "--temp", "0")
+            check(s == 200 and j["choices"][0]["text"] == want, "split, session %s: %s %r against eddy run's %r" %
+                  (sid, s, j if s != 200 else j["choices"][0]["text"], want))
+        s, j0, _ = results["x"]
+        if s == 200:
+            prompt = prompts["x"] + j0["choices"][0]["text"] + " and then"
+            s, _, j = post(p, "/v1/completions", {"prompt": prompt, "max_tokens": 6, "temperature": 0,
+                                                  "session_id": "x"}, timeout=300)
+            want = eddy_run(QWEN, prompt, "-n", "6", "--temp", "0")
+            cached = j["usage"]["prompt_tokens_details"]["cached_tokens"] if s == 200 else -1
+            check(s == 200 and j["choices"][0]["text"] == want and cached >= j0["usage"]["prompt_tokens"],
+                  "split, session x's next turn: %s %r (restored %d) against eddy run's %r" %
+                  (s, j if s != 200 else j["choices"][0]["text"], cached, want))
+    finally:
+        check(sv.stop() == 0, "split server exit: %s" % sv.lines[-3:])
+
 
 for part in PARTS:
     try:
