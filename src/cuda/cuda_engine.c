@@ -111,6 +111,37 @@ static bool embeddings_on_gpu(const engine *c) {
     return c->gpu_from == 0 || c->m->output.data == c->m->tok_embd.data || c->mtp;
 }
 
+static size_t tensor_bytes(const tensor *t) { return t->name ? t->row_bytes * (size_t)tensor_rows(t) : 0; }
+
+/* Bytes of layer l's weights on the GPU */
+static size_t layer_weight_bytes(const model_layer *l) {
+    size_t b = 0;
+    for (size_t i = 0; i < sizeof layer_tensors / sizeof layer_tensors[0]; i++)
+        b += tensor_bytes((const tensor *)((const char *)l + layer_tensors[i].at));
+    return b;
+}
+
+/* The weights of engine c's GPU part did not fit in the free_bytes the GPU had: the error,
+ * with how many of the model's last layers would (-ngl), beside the output layer. */
+static eddy_status weights_too_large(const engine *c, size_t free_bytes, eddy_error *err) {
+    const model *m = c->m;
+    const bool tied = m->output.data == m->tok_embd.data;
+    size_t need = tensor_bytes(&m->output) + tensor_bytes(&m->output_norm) + (c->mtp ? layer_weight_bytes(m->mtp) : 0);
+    size_t fit_bytes = need + (c->mtp && !tied ? tensor_bytes(&m->tok_embd) : 0); /* a split's end tensors */
+    if (embeddings_on_gpu(c) && !tied) need += tensor_bytes(&m->tok_embd);
+    for (int64_t il = c->gpu_from; il < m->hp.n_layer; il++) need += layer_weight_bytes(&m->layers[il]);
+    int64_t fit = 0;
+    for (int64_t il = m->hp.n_layer - 1; il > 0 && fit_bytes + layer_weight_bytes(&m->layers[il]) <= free_bytes; il--)
+        fit_bytes += layer_weight_bytes(&m->layers[il]), fit++;
+    char hint[320] = "";
+    if (fit > 0)
+        snprintf(hint, sizeof hint, "; with -ngl %" PRId64 " the weights of its last %" PRId64 " layer(s) and the "
+                 "output layer take %.1f MiB there (the step's buffers and the sequences' state need room beside "
+                 "them), and the CPU runs the others", fit, fit, (double)fit_bytes / (1 << 20));
+    return eddy_error_set(err, EDDY_ERR_NOMEM, "cannot upload the weights to the GPU: they take %.1f MiB and %.1f MiB "
+                          "were free%s", (double)need / (1 << 20), (double)free_bytes / (1 << 20), hint);
+}
+
 /* The end tensors, and the layers from c->gpu_from on (with the MTP layer); the layers
  * before stay zero in g->layers (the CPU runs them). */
 static eddy_status upload_model(cuda_backend *g, const engine *c, int64_t *w16, int64_t *max_in, eddy_error *err) {
@@ -120,6 +151,8 @@ static eddy_status upload_model(cuda_backend *g, const engine *c, int64_t *w16, 
     const int64_t n_layers = hp->n_layer + (mtp ? 1 : 0);
     g->layers = eddy_calloc((size_t)(n_layers > 0 ? n_layers : 1), sizeof *g->layers);
     if (!g->layers) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
+    size_t free_bytes, total;
+    cuda_memory_info(&free_bytes, &total);
     bool ok = (!embeddings_on_gpu(c) || upload(g, &m->tok_embd, &g->tok_embd)) &&
               upload(g, &m->output_norm, &g->output_norm);
     if (ok && m->output.data == m->tok_embd.data) g->output = g->tok_embd;
@@ -154,9 +187,7 @@ static eddy_status upload_model(cuda_backend *g, const engine *c, int64_t *w16, 
     const cudaError_t e = cudaGetLastError(); /* of the copies (a failed allocation clears its own) */
     if (e != cudaSuccess && e != cudaErrorMemoryAllocation) /* a device that failed, not one that is full */
         return eddy_error_set(err, EDDY_ERR_IO, "cannot upload the weights to the GPU: %s", cudaGetErrorString(e));
-    if (!ok)
-        return eddy_error_set(err, EDDY_ERR_NOMEM, "cannot upload the weights to the GPU (out of device memory after "
-                              "%.1f MiB)", (double)g->weight_bytes / (1 << 20));
+    if (!ok) return weights_too_large(c, free_bytes, err);
     return EDDY_OK;
 }
 
@@ -437,7 +468,7 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     if (!ok) {
         cuda_backend_free(g);
         return eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate the GPU work buffers for a batch of %" PRId64
-                              " tokens", B);
+                              " tokens beside the weights (a smaller batch, -b, needs less)", B);
     }
     g->step = (ck_step){g->d_plan + g->o_pos, g->d_plan + g->o_run, g->d_plan + g->o_blocks,
                         (const ck_run *)(g->d_plan + g->o_runs)};

@@ -87,6 +87,14 @@ if [ -n "$free" ] && [ "$free" -lt $((200 << 20)) ]; then
   then ok; else bad "chat --cache-ram 256 on a small GPU: $(tail -1 "$TMP/err")"; fi
 fi
 
+# a model whose weights do not fit the GPU (the emulator's, of 0.8 MiB; only there): the error says
+# how many of its last layers would (-ngl N, N below its 4 layers)
+if "$GPU" bench -m "$M" --device cuda -p 1 -n 0 -r 1 --json 2>/dev/null | grep -q '"device": "cuda: emulated'; then
+  if ! EDDY_EMU_GPU_MIB=0.8 "$GPU" run -m "$M" -p hi -n 1 -ngl 99 >/dev/null 2>"$TMP/err" &&
+     grep -q "cannot upload the weights to the GPU: they take .* MiB were free; with -ngl [123] the weights" "$TMP/err"
+  then ok; else bad "weights too large for the GPU: $(tail -1 "$TMP/err")"; fi
+fi
+
 # bench on the device: a prefill and a decode rate, and the GPU's bandwidth
 if "$GPU" bench -m "$M" --device cuda -p 16 -n 4 -r 1 --json >"$TMP/bench" 2>"$TMP/err" &&
    grep -q '"pp_tps"\|"pp"' "$TMP/bench"; then ok
