@@ -35,9 +35,9 @@ int cli_parse_float(const char *flag, const char *s, double lo, double hi, doubl
  * 1 after printing an error naming the flag and the value. */
 int cli_parse_kv_flag(const char *a, const char *val, eddy_kv_type *type_k, eddy_kv_type *type_v);
 
-/* --device cpu|cuda (the whole model on the GPU), and llama.cpp's -ngl/--n-gpu-layers N
- * (0: the CPU; N >= 1: the model's last N layers on the GPU, the ones before on the CPU;
- * N at or above the layer count: all of them): -1 when a is neither, 0 after storing the
+/* --device cpu|cuda (cuda: the whole model on the GPU, or the last layers an -ngl gives),
+ * and llama.cpp's -ngl/--n-gpu-layers N (0: the CPU; N >= 1: the model's last N layers on
+ * the GPU, the ones before on the CPU; N at or above the layer count: all of them): -1 when a is neither, 0 after storing the
  * device and *gpu_layers (eddy_engine_params's), 1 after printing an error naming the flag
  * and the value. */
 int cli_parse_device_flag(const char *a, const char *val, eddy_device *device, int *gpu_layers);

@@ -106,7 +106,7 @@ int cli_parse_device_flag(const char *a, const char *val, eddy_device *device, i
         if (!strcmp(val, "cpu")) *device = EDDY_DEVICE_CPU;
         else if (!strcmp(val, "cuda") || !strcmp(val, "cuda0") || !strcmp(val, "gpu")) *device = EDDY_DEVICE_CUDA;
         else return cli_error("--device: unknown device \"%s\" (cpu or cuda)", val);
-        *gpu_layers = 0;
+        (void)gpu_layers; /* an -ngl before it still counts */
         return 0;
     }
     if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers") || !strcmp(a, "--gpu-layers")) {

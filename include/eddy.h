@@ -161,8 +161,9 @@ typedef enum {
 /* Where an engine runs its forward steps and keeps its state. */
 typedef enum {
     EDDY_DEVICE_CPU = 0,  /* the default */
-    EDDY_DEVICE_CUDA = 1, /* the first NVIDIA GPU: weights, state pool and KV cache in its memory
-                           * (a build with `make CUDA=1`; docs/cuda.md says what it runs) */
+    EDDY_DEVICE_CUDA = 1, /* the first NVIDIA GPU: weights, state pool and KV cache in its memory,
+                           * all of them or those of the layers it runs (gpu_layers) (a build
+                           * with `make CUDA=1`; docs/cuda.md says what it runs) */
 } eddy_device;
 
 typedef struct {
@@ -176,10 +177,10 @@ typedef struct {
     size_t cache_dir_bytes;
     bool mtp;           /* run the multi-token-prediction layer (eddy_engine_params) */
     eddy_device device; /* where it runs (eddy_engine_params) */
-    int gpu_layers;     /* with EDDY_DEVICE_CUDA: the last layers on the GPU (eddy_engine_params; 0: all) */
     int n_verify;       /* tokens of verifies awaiting accept at once (eddy_engine_params; 0: none) */
     bool host_snapshots; /* on a GPU, the snapshots' state in host memory (eddy_engine_params) */
     bool cache_fit;      /* on a GPU, a cache_bytes that does not fit is halved (eddy_engine_params) */
+    int gpu_layers;      /* with EDDY_DEVICE_CUDA: the last layers on the GPU (eddy_engine_params; 0: all) */
 } eddy_ctx_params;
 
 eddy_status eddy_model_load(const char *path, eddy_model **out, eddy_error *err);
@@ -255,12 +256,6 @@ typedef struct {
      * naming the reason, in a build without CUDA, without a GPU, or for what the GPU
      * backend does not run yet (docs/cuda.md). */
     eddy_device device;
-    /* With EDDY_DEVICE_CUDA: how many of the model's layers run on the GPU, counted from the
-     * last (llama.cpp's -ngl); the CPU runs the ones before them, from the token embeddings
-     * on, and hands each step's hidden states to the GPU, which runs the rest, the output
-     * layer and the MTP layer. Each layer's weights and state are where it runs. 0, or the
-     * layer count or more: the whole model on the GPU (docs/cuda.md). */
-    int gpu_layers;
     /* Tokens of verifies awaiting eddy_seq_accept at once, over all sequences (speculative
      * decoding: each sequence's t and drafts; 0: none, eddy_engine_verify refuses). Each
      * holds a row state until then: the conv windows after the token and the recurrent
@@ -280,6 +275,13 @@ typedef struct {
      * now and then (a server's pinned sessions, a chat's undo), not a rollback every
      * step. The CPU ignores it. */
     bool host_snapshots;
+    /* With EDDY_DEVICE_CUDA: how many of the model's layers run on the GPU, counted from the
+     * last (llama.cpp's -ngl); the CPU runs the ones before them, from the token embeddings
+     * on, and hands each step's hidden states to the GPU, which runs the rest, the output
+     * layer and the MTP layer. Each layer's weights and state are where it runs. 0, or the
+     * layer count or more: the whole model on the GPU (docs/cuda.md); negative:
+     * EDDY_ERR_ARG. The CPU ignores it. */
+    int gpu_layers;
 } eddy_engine_params;
 
 eddy_status eddy_engine_new(const eddy_model *m, const eddy_engine_params *p, eddy_engine **out, eddy_error *err);
@@ -290,7 +292,8 @@ int64_t eddy_engine_n_ctx(const eddy_engine *e);
 int eddy_engine_n_threads(const eddy_engine *e);
 /* Tokens per forward step, as the engine resolved n_batch. */
 int64_t eddy_engine_n_batch(const eddy_engine *e);
-/* "cpu", or "cuda: " and the GPU's name. */
+/* "cpu", or "cuda: " and the GPU's name, and for a model split between the CPU and the
+ * GPU (gpu_layers) " (layers A..B; the CPU runs 0..C)". */
 const char *eddy_engine_device_name(const eddy_engine *e);
 /* Bytes of one sequence's recurrent state, of its KV cache per position, and of one row
  * state of a verify (all layers each). */
@@ -543,7 +546,6 @@ typedef struct {
     /* where the model runs (eddy_engine_params); on the GPU, read_bw is the GPU memory's
      * (a device-to-device copy, bytes read plus bytes written over its time) */
     eddy_device device;
-    int gpu_layers;  /* with EDDY_DEVICE_CUDA: the last layers on the GPU (eddy_engine_params; 0: all) */
     int64_t n_batch; /* tokens per forward step (0: the engine's default, 512, 2048 on a GPU) */
     /* eddy_bench_model: positions the sequence holds before each test, as llama-bench's
      * -d: random tokens prefilled once, untimed, and restored from a snapshot before each
@@ -558,6 +560,7 @@ typedef struct {
         EDDY_BENCH_SAMPLE_LOGITS, /* the same samplers on whole rows of logits (eddy_engine_decode):
                                    * the same tokens as EDDY_BENCH_SAMPLE_TOP */
     } sampling;
+    int gpu_layers; /* with EDDY_DEVICE_CUDA: the last layers on the GPU (eddy_engine_params; 0: all) */
 } eddy_bench_params;
 
 typedef struct {

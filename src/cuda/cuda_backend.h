@@ -188,8 +188,9 @@ uint16_t *cuda_x16_room(const cuda_backend *g, int64_t n);
  * ReLU, or a mixture of experts */
 void cuda_layer_ffn(engine *c, cuda_backend *g, const model_layer *l, int64_t n);
 /* The most rows of a step whose experts take a launch for all the token slots, and
- * whether every layer's experts take the grouped products (cuda_ffn.c says why) */
+ * whether the experts of every layer from gpu_from on take the grouped products (cuda_ffn.c
+ * says why) */
 int64_t cuda_moe_rows(int64_t X, int64_t k, int64_t B);
-bool cuda_moe_groups(const model *m);
+bool cuda_moe_groups(const model *m, int64_t gpu_from);
 
 #endif

@@ -105,41 +105,61 @@ static bool upload_or_share(cuda_backend *g, const model *m, const tensor *t, te
     return upload(g, t, out);
 }
 
-/* Whether the GPU reads the token embeddings: it runs the first layer, or the output layer
- * or the MTP layer's embedding is that matrix. */
-static bool embeddings_on_gpu(const engine *c) {
-    return c->gpu_from == 0 || c->m->output.data == c->m->tok_embd.data || c->mtp;
+/* Whether the GPU reads the token embeddings when it runs layers gpu_from on: it runs the
+ * first layer, or the output layer or one of the MTP layer's tensors is that matrix. */
+static bool embeddings_on_gpu(const engine *c, int64_t gpu_from) {
+    const model *m = c->m;
+    const void *e = m->tok_embd.data;
+    return gpu_from == 0 || m->output.data == e || (c->mtp && (m->mtp_embd.data == e || m->mtp_head.data == e));
 }
 
 static size_t tensor_bytes(const tensor *t) { return t->name ? t->row_bytes * (size_t)tensor_rows(t) : 0; }
 
-/* Bytes of layer l's weights on the GPU */
-static size_t layer_weight_bytes(const model_layer *l) {
+/* Bytes of layer l's weights on the GPU, its conv taps with them */
+static size_t layer_weight_bytes(const model_hparams *hp, const model_layer *l) {
     size_t b = 0;
     for (size_t i = 0; i < sizeof layer_tensors / sizeof layer_tensors[0]; i++)
         b += tensor_bytes((const tensor *)((const char *)l + layer_tensors[i].at));
+    if (l->mixer == MIXER_GDN || l->mixer == MIXER_MAMBA2)
+        b += (size_t)(hp->ssm_d_conv * (l->mixer == MIXER_GDN ? model_gdn_conv_dim(hp) : mamba2_conv_dim(hp))) *
+             sizeof(float);
+    return b;
+}
+
+/* Bytes of the weights upload_model puts on the GPU when it runs layers gpu_from on */
+static size_t gpu_weight_bytes(const engine *c, int64_t gpu_from) {
+    const model *m = c->m;
+    const model_hparams *hp = &m->hp;
+    const void *e = m->tok_embd.data;
+    size_t b = tensor_bytes(&m->output_norm) + (m->output.data == e ? 0 : tensor_bytes(&m->output));
+    if (embeddings_on_gpu(c, gpu_from)) b += tensor_bytes(&m->tok_embd);
+    if (c->mtp) {
+        const tensor *ts[] = {&m->mtp_eh_proj, &m->mtp_enorm, &m->mtp_hnorm, &m->mtp_head_norm, &m->mtp_embd,
+                              &m->mtp_head};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) /* the end tensors they may be are counted */
+            if (ts[i]->data != e && ts[i]->data != m->output.data && ts[i]->data != m->output_norm.data)
+                b += tensor_bytes(ts[i]);
+        b += layer_weight_bytes(hp, m->mtp);
+    }
+    for (int64_t il = gpu_from; il < hp->n_layer; il++) b += layer_weight_bytes(hp, &m->layers[il]);
     return b;
 }
 
 /* The weights of engine c's GPU part did not fit in the free_bytes the GPU had: the error,
- * with how many of the model's last layers would (-ngl), beside the output layer. */
+ * with how many of the model's last layers would (gpu_layers, -ngl) beside the output layer. */
 static eddy_status weights_too_large(const engine *c, size_t free_bytes, eddy_error *err) {
-    const model *m = c->m;
-    const bool tied = m->output.data == m->tok_embd.data;
-    size_t need = tensor_bytes(&m->output) + tensor_bytes(&m->output_norm) + (c->mtp ? layer_weight_bytes(m->mtp) : 0);
-    size_t fit_bytes = need + (c->mtp && !tied ? tensor_bytes(&m->tok_embd) : 0); /* a split's end tensors */
-    if (embeddings_on_gpu(c) && !tied) need += tensor_bytes(&m->tok_embd);
-    for (int64_t il = c->gpu_from; il < m->hp.n_layer; il++) need += layer_weight_bytes(&m->layers[il]);
-    int64_t fit = 0;
-    for (int64_t il = m->hp.n_layer - 1; il > 0 && fit_bytes + layer_weight_bytes(&m->layers[il]) <= free_bytes; il--)
-        fit_bytes += layer_weight_bytes(&m->layers[il]), fit++;
+    const int64_t n_layer = c->m->hp.n_layer;
+    int64_t fit = n_layer - c->gpu_from - 1; /* fewer than failed */
+    while (fit > 0 && gpu_weight_bytes(c, n_layer - fit) > free_bytes) fit--;
     char hint[320] = "";
     if (fit > 0)
-        snprintf(hint, sizeof hint, "; with -ngl %" PRId64 " the weights of its last %" PRId64 " layer(s) and the "
-                 "output layer take %.1f MiB there (the step's buffers and the sequences' state need room beside "
-                 "them), and the CPU runs the others", fit, fit, (double)fit_bytes / (1 << 20));
+        snprintf(hint, sizeof hint, "; with gpu_layers %" PRId64 " (-ngl) the weights of its last %" PRId64
+                 " layer(s) and the output layer take %.1f MiB there (the step's buffers and the sequences' state "
+                 "need room beside them), and the CPU runs the others", fit, fit,
+                 (double)gpu_weight_bytes(c, n_layer - fit) / (1 << 20));
     return eddy_error_set(err, EDDY_ERR_NOMEM, "cannot upload the weights to the GPU: they take %.1f MiB and %.1f MiB "
-                          "were free%s", (double)need / (1 << 20), (double)free_bytes / (1 << 20), hint);
+                          "were free%s", (double)gpu_weight_bytes(c, c->gpu_from) / (1 << 20),
+                          (double)free_bytes / (1 << 20), hint);
 }
 
 /* The end tensors, and the layers from c->gpu_from on (with the MTP layer); the layers
@@ -153,7 +173,7 @@ static eddy_status upload_model(cuda_backend *g, const engine *c, int64_t *w16, 
     if (!g->layers) return eddy_error_set(err, EDDY_ERR_NOMEM, "out of memory");
     size_t free_bytes, total;
     cuda_memory_info(&free_bytes, &total);
-    bool ok = (!embeddings_on_gpu(c) || upload(g, &m->tok_embd, &g->tok_embd)) &&
+    bool ok = (!embeddings_on_gpu(c, c->gpu_from) || upload(g, &m->tok_embd, &g->tok_embd)) &&
               upload(g, &m->output_norm, &g->output_norm);
     if (ok && m->output.data == m->tok_embd.data) g->output = g->tok_embd;
     else ok = ok && upload(g, &m->output, &g->output);
@@ -210,7 +230,7 @@ static const char *unsupported(const engine *c, char *buf, size_t cap) {
         }
     }
     const tensor *ends[] = {&m->output, &m->tok_embd};
-    for (size_t i = 0; i < (embeddings_on_gpu(c) ? 2u : 1u); i++)
+    for (size_t i = 0; i < (embeddings_on_gpu(c, c->gpu_from) ? 2u : 1u); i++)
         if (check_linear(ends[i])) {
             snprintf(buf, cap, "tensor %s in %s", ends[i]->name, qtype_name(ends[i]->type));
             return buf;
@@ -382,7 +402,8 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     const bool integer = env_not_off("EDDY_CUDA_DP4A");
     g->moe_rows = X ? cuda_moe_rows(X, KX, B) : 0;
     /* the steps of more rows group their experts' slots on the GPU, or route on the host */
-    g->moe_grouped = X && integer && cuda_moe_groups(c->m) && B > g->moe_rows && env_not_off("EDDY_CUDA_MOE_GROUPED");
+    g->moe_grouped = X && integer && cuda_moe_groups(c->m, c->gpu_from) && B > g->moe_rows &&
+                     env_not_off("EDDY_CUDA_MOE_GROUPED");
     const bool by_host = X && !g->moe_grouped && B > g->moe_rows;
     g->router = dev_rows(g, B, X, &ok);
     g->moe_x = dev_rows(g, B, by_host ? E : 0, &ok);
@@ -468,7 +489,7 @@ eddy_status cuda_backend_new(engine *c, cuda_backend **out, const state_mem **me
     if (!ok) {
         cuda_backend_free(g);
         return eddy_error_set(err, EDDY_ERR_NOMEM, "cannot allocate the GPU work buffers for a batch of %" PRId64
-                              " tokens beside the weights (a smaller batch, -b, needs less)", B);
+                              " tokens beside the weights (a smaller batch, n_batch or -b, needs less)", B);
     }
     g->step = (ck_step){g->d_plan + g->o_pos, g->d_plan + g->o_run, g->d_plan + g->o_blocks,
                         (const ck_run *)(g->d_plan + g->o_runs)};

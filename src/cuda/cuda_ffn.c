@@ -27,10 +27,10 @@ int64_t cuda_moe_rows(int64_t X, int64_t k, int64_t B) {
 /* Whether every mixture-of-experts layer's experts take the grouped products
  * (experts_grouped: ck_mmq_experts' types, rows of a multiple of 32, experts that one
  * block's shared memory counts) */
-bool cuda_moe_groups(const model *m) {
+bool cuda_moe_groups(const model *m, int64_t gpu_from) {
     const model_hparams *hp = &m->hp;
     if (hp->n_expert > CK_MOE_GROUP_EXPERTS || hp->n_embd % 32 || hp->n_ff_exp % 32) return false;
-    for (int64_t il = 0; il < hp->n_layer; il++) {
+    for (int64_t il = gpu_from; il < hp->n_layer; il++) {
         const model_layer *l = &m->layers[il];
         if (l->ffn == FFN_MOE && !(ck_gemv_integer(l->moe_gate.type) && ck_gemv_integer(l->moe_up.type) &&
                                    ck_gemv_integer(l->moe_down.type)))

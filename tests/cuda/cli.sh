@@ -91,7 +91,7 @@ fi
 # how many of its last layers would (-ngl N, N below its 4 layers)
 if "$GPU" bench -m "$M" --device cuda -p 1 -n 0 -r 1 --json 2>/dev/null | grep -q '"device": "cuda: emulated'; then
   if ! EDDY_EMU_GPU_MIB=0.8 "$GPU" run -m "$M" -p hi -n 1 -ngl 99 >/dev/null 2>"$TMP/err" &&
-     grep -q "cannot upload the weights to the GPU: they take .* MiB were free; with -ngl [123] the weights" "$TMP/err"
+     grep -q "cannot upload the weights to the GPU: they take .* MiB were free; with gpu_layers [123] (-ngl) the weights" "$TMP/err"
   then ok; else bad "weights too large for the GPU: $(tail -1 "$TMP/err")"; fi
 fi
 
