@@ -39,12 +39,30 @@
 /* ==== Weights ==== */
 
 
+static size_t tensor_bytes(const tensor *t) { return t->name ? t->row_bytes * (size_t)tensor_rows(t) : 0; }
+
+/* Bytes of a recurrent layer's conv taps as the GPU holds them, repacked (K, conv_dim); 0
+ * for another layer */
+static size_t conv_taps_bytes(const model_hparams *hp, const model_layer *l) {
+    if (l->mixer != MIXER_GDN && l->mixer != MIXER_MAMBA2) return 0;
+    const int64_t cd = l->mixer == MIXER_GDN ? model_gdn_conv_dim(hp) : mamba2_conv_dim(hp);
+    return (size_t)(hp->ssm_d_conv * cd) * sizeof(float);
+}
+
+/* The MTP layer's end tensors, which may be the model's (tok_embd, output, output_norm) */
+#define MTP_ENDS 6
+static void mtp_ends(const model *m, const tensor *ts[MTP_ENDS]) {
+    const tensor *all[MTP_ENDS] = {&m->mtp_eh_proj,   &m->mtp_enorm, &m->mtp_hnorm,
+                                   &m->mtp_head_norm, &m->mtp_embd,  &m->mtp_head};
+    memcpy(ts, all, sizeof all);
+}
+
 /* out = t with its bytes in GPU memory (a tensor the file lacks stays absent). */
 static bool upload(cuda_backend *g, const tensor *t, tensor *out) {
     *out = *t;
     out->packed = NULL;
     if (!t->name) return true;
-    const size_t bytes = t->row_bytes * (size_t)tensor_rows(t);
+    const size_t bytes = tensor_bytes(t);
     g->weight_bytes += bytes;
     void *d = cuda_dev_alloc(g, bytes);
     if (!d || !cuda_pieces_from_host(g, &(state_piece){d, bytes}, 1, t->data)) return false;
@@ -113,16 +131,11 @@ static bool embeddings_on_gpu(const engine *c, int64_t gpu_from) {
     return gpu_from == 0 || m->output.data == e || (c->mtp && (m->mtp_embd.data == e || m->mtp_head.data == e));
 }
 
-static size_t tensor_bytes(const tensor *t) { return t->name ? t->row_bytes * (size_t)tensor_rows(t) : 0; }
-
 /* Bytes of layer l's weights on the GPU, its conv taps with them */
 static size_t layer_weight_bytes(const model_hparams *hp, const model_layer *l) {
-    size_t b = 0;
+    size_t b = conv_taps_bytes(hp, l);
     for (size_t i = 0; i < sizeof layer_tensors / sizeof layer_tensors[0]; i++)
         b += tensor_bytes((const tensor *)((const char *)l + layer_tensors[i].at));
-    if (l->mixer == MIXER_GDN || l->mixer == MIXER_MAMBA2)
-        b += (size_t)(hp->ssm_d_conv * (l->mixer == MIXER_GDN ? model_gdn_conv_dim(hp) : mamba2_conv_dim(hp))) *
-             sizeof(float);
     return b;
 }
 
@@ -134,9 +147,9 @@ static size_t gpu_weight_bytes(const engine *c, int64_t gpu_from) {
     size_t b = tensor_bytes(&m->output_norm) + (m->output.data == e ? 0 : tensor_bytes(&m->output));
     if (embeddings_on_gpu(c, gpu_from)) b += tensor_bytes(&m->tok_embd);
     if (c->mtp) {
-        const tensor *ts[] = {&m->mtp_eh_proj, &m->mtp_enorm, &m->mtp_hnorm, &m->mtp_head_norm, &m->mtp_embd,
-                              &m->mtp_head};
-        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) /* the end tensors they may be are counted */
+        const tensor *ts[MTP_ENDS];
+        mtp_ends(m, ts);
+        for (size_t i = 0; i < MTP_ENDS; i++) /* the end tensors they may be are counted */
             if (ts[i]->data != e && ts[i]->data != m->output.data && ts[i]->data != m->output_norm.data)
                 b += tensor_bytes(ts[i]);
         b += layer_weight_bytes(hp, m->mtp);
@@ -179,10 +192,11 @@ static eddy_status upload_model(cuda_backend *g, const engine *c, int64_t *w16, 
     else ok = ok && upload(g, &m->output, &g->output);
     note_linear(&m->output, w16, max_in);
     if (ok && mtp) {
-        const tensor *src[] = {&m->mtp_eh_proj, &m->mtp_enorm, &m->mtp_hnorm, &m->mtp_head_norm, &m->mtp_embd,
-                               &m->mtp_head};
-        tensor *dst[] = {&g->mtp_eh_proj, &g->mtp_enorm, &g->mtp_hnorm, &g->mtp_head_norm, &g->mtp_embd, &g->mtp_head};
-        for (size_t i = 0; ok && i < sizeof src / sizeof src[0]; i++) {
+        const tensor *src[MTP_ENDS];
+        mtp_ends(m, src);
+        tensor *dst[MTP_ENDS] = {&g->mtp_eh_proj,   &g->mtp_enorm, &g->mtp_hnorm,
+                                 &g->mtp_head_norm, &g->mtp_embd,  &g->mtp_head};
+        for (size_t i = 0; ok && i < MTP_ENDS; i++) {
             ok = upload_or_share(g, m, src[i], dst[i]);
             note_linear(src[i], w16, max_in);
         }
@@ -196,9 +210,8 @@ static eddy_status upload_model(cuda_backend *g, const engine *c, int64_t *w16, 
             ok = upload(g, t, (tensor *)((char *)d + layer_tensors[i].at));
             note_linear(t, w16, max_in);
         }
-        if (ok && (l->mixer == MIXER_GDN || l->mixer == MIXER_MAMBA2)) { /* conv taps, repacked (K, conv_dim) */
-            const int64_t cd = l->mixer == MIXER_GDN ? model_gdn_conv_dim(hp) : mamba2_conv_dim(hp);
-            const size_t bytes = (size_t)(hp->ssm_d_conv * cd) * sizeof(float);
+        const size_t bytes = conv_taps_bytes(hp, l);
+        if (ok && bytes) { /* conv taps, repacked (K, conv_dim) */
             float *w = cuda_dev_alloc(g, bytes);
             ok = w && cuda_copy(g, w, l->conv_w, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
             d->conv_w = w;
@@ -988,8 +1001,8 @@ eddy_status cuda_forward(engine *c, const int32_t *tokens, const step_plan *plan
     const int64_t n = plan->n;
     if (!logits && !dg) n_out = 0;
     upload_plan(g, c->sp, tokens, plan, out_rows, n_out);
-    if (c->gpu_from > 0) /* the residual stream after the CPU's layers (forward_front) */
-        cuda_copy(g, g->x, c->x, (size_t)(n * hp->n_embd) * sizeof(float), cudaMemcpyHostToDevice);
+    if (c->gpu_from > 0) /* the residual stream after the CPU's layers (forward_front), through staging */
+        (void)cuda_pieces_from_host(g, &(state_piece){g->x, (size_t)(n * hp->n_embd) * sizeof(float)}, 1, c->x);
     step_graph *sg = step_graph_for(c, g, n, n_out);
     if (sg) cudaGraphLaunch(sg->exec, g->stream);
     else PROF(g, PROF_STEP, step_kernels(c, g, n, n_out));
